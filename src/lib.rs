@@ -1,0 +1,12 @@
+//! ioscope: why is the disk busy? Collectors produce raw [`sample::Sample`]s, [`model::Model`] derives
+//! rates and thresholds from two of them, and the [`ui`] draws a model. Everything after the Sample
+//! runs without root, eBPF or a terminal.
+
+pub mod app;
+pub mod bpf;
+pub mod cli;
+pub mod collect;
+pub mod model;
+pub mod output;
+pub mod sample;
+pub mod ui;

@@ -1,0 +1,80 @@
+//! The derived view of the machine: a pure function of (previous sample, current sample, elapsed).
+//!
+//! Nothing here reads the system: the Model is computed the same way live, on replay, and in tests
+//! from fixtures. Its serde form *is* the `--json` output, so field names are a public, documented
+//! interface (see README "JSON keys"): rename nothing without a compatibility note.
+
+use serde::Serialize;
+use std::time::Duration;
+
+use crate::sample::Sample;
+
+pub mod counter;
+pub mod devices;
+pub mod memory;
+pub mod processes;
+pub mod psi;
+
+pub use devices::{BpfDeviceRates, DeviceModel};
+pub use memory::{MemoryModel, VmRates};
+pub use processes::ProcessModel;
+pub use psi::{PsiModel, PsiView};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Model {
+    /// Seconds between the two samples this model was computed from (0 for the first sample).
+    pub interval_s: f64,
+    pub header: HeaderModel,
+    pub memory: MemoryModel,
+    pub psi: PsiModel,
+    pub devices: Vec<DeviceModel>,
+    pub processes: Vec<ProcessModel>,
+    pub bpf: BpfModel,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HeaderModel {
+    pub hostname: String,
+    pub kernel: String,
+    pub uptime_s: f64,
+    pub wall_unix_ms: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BpfModel {
+    pub enabled: bool,
+    pub reason: Option<String>,
+    pub programs: Vec<crate::sample::BpfProgramStatus>,
+}
+
+impl Model {
+    /// Derives the model. `prev` is None for the very first sample: gauges are shown, rates are 0.
+    /// `elapsed` is normally `cur.mono_ns - prev.mono_ns`; a zero elapsed yields zero rates.
+    pub fn compute(prev: Option<&Sample>, cur: &Sample, elapsed: Duration) -> Model {
+        let secs = elapsed.as_secs_f64();
+        Model {
+            interval_s: if prev.is_some() { secs } else { 0.0 },
+            header: HeaderModel {
+                hostname: cur.host.hostname.clone(),
+                kernel: cur.host.kernel.clone(),
+                uptime_s: cur.host.uptime_s,
+                wall_unix_ms: cur.wall_unix_ms,
+            },
+            memory: memory::compute(prev, cur, secs),
+            psi: psi::compute(prev, cur, secs),
+            devices: devices::compute(prev, cur, secs),
+            processes: processes::compute(prev, cur, secs),
+            bpf: BpfModel {
+                enabled: cur.bpf.status.enabled,
+                reason: cur.bpf.status.reason.clone(),
+                programs: cur.bpf.status.programs.clone(),
+            },
+        }
+    }
+
+    /// The model between two consecutive samples, with elapsed taken from their monotonic clocks.
+    pub fn between(prev: &Sample, cur: &Sample) -> Model {
+        let elapsed = Duration::from_nanos(cur.mono_ns.saturating_sub(prev.mono_ns));
+        Model::compute(Some(prev), cur, elapsed)
+    }
+}

@@ -1,0 +1,1 @@
+//! Headless output: --json and --batch.

@@ -1,0 +1,263 @@
+//! The raw, serializable snapshot of the machine's counters at one instant.
+//!
+//! A `Sample` holds only what the kernel reported (cumulative counters, current gauges, settings),
+//! never anything derived from two samples: rates, ratios and thresholds are the `Model`'s job, so a
+//! recording of Samples can be replayed through a newer Model. Everything is in the kernel's own
+//! units unless a field's name says otherwise (`_bytes`, `_kb`, `_pages`, `_ms`, `_us`).
+//!
+//! Every struct here uses `#[serde(default)]` so that a newer ioscope can read an older recording
+//! that lacks fields added since.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Sample {
+    /// CLOCK_MONOTONIC at collection, nanoseconds: the elapsed time between samples comes from here.
+    pub mono_ns: u64,
+    /// Wall clock at collection, milliseconds since the Unix epoch (for display only).
+    pub wall_unix_ms: u64,
+    pub host: HostInfo,
+    /// Page size in bytes (`sysconf(_SC_PAGESIZE)`); /proc/vmstat and zoneinfo count in pages.
+    pub page_size: u64,
+    pub memory: MemInfo,
+    pub vmstat: VmStat,
+    pub dirty_settings: DirtySettings,
+    /// Per-zone figures from /proc/zoneinfo needed for the kernel's dirtyable-memory formula.
+    pub zones: Vec<ZoneInfo>,
+    pub psi: Psi,
+    /// One entry per line of /proc/diskstats (whole disks and partitions).
+    pub disks: Vec<DiskStat>,
+    /// Settings from /sys/block/NAME/queue for whole disks (partitions inherit their disk's).
+    pub block_settings: Vec<BlockSettings>,
+    pub processes: Vec<ProcessIo>,
+    pub bpf: BpfSample,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostInfo {
+    pub hostname: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// /proc/uptime, first field, seconds.
+    pub uptime_s: f64,
+}
+
+/// /proc/meminfo, converted from kB to bytes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MemInfo {
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub available_bytes: u64,
+    pub buffers_bytes: u64,
+    pub cached_bytes: u64,
+    pub shmem_bytes: u64,
+    pub dirty_bytes: u64,
+    pub writeback_bytes: u64,
+    pub active_file_bytes: u64,
+    pub inactive_file_bytes: u64,
+    pub mapped_bytes: u64,
+    pub slab_reclaimable_bytes: u64,
+}
+
+/// Cumulative counters from /proc/vmstat (pages or events since boot).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VmStat {
+    /// Current number of free pages (a gauge, not a counter): input of the dirtyable-memory formula.
+    pub nr_free_pages: u64,
+    pub nr_inactive_file: u64,
+    pub nr_active_file: u64,
+    /// pgpgin / pgpgout count kilobytes (despite the name), as in the kernel's vm_event accounting.
+    pub pgpgin: u64,
+    pub pgpgout: u64,
+    pub pgmajfault: u64,
+    pub workingset_refault_file: u64,
+    /// pgscan_kswapd + pgscan_direct (+ khugepaged), summed by the collector.
+    pub pgscan: u64,
+    /// pgsteal_kswapd + pgsteal_direct (+ khugepaged), summed by the collector.
+    pub pgsteal: u64,
+    pub nr_dirtied: u64,
+    pub nr_written: u64,
+}
+
+/// /proc/sys/vm dirty settings, verbatim.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DirtySettings {
+    pub dirty_ratio: u64,
+    pub dirty_background_ratio: u64,
+    pub dirty_bytes: u64,
+    pub dirty_background_bytes: u64,
+    pub dirty_expire_centisecs: u64,
+    pub dirty_writeback_centisecs: u64,
+}
+
+/// One zone of /proc/zoneinfo, in pages.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ZoneInfo {
+    pub node: u32,
+    pub name: String,
+    pub managed_pages: u64,
+    pub high_wmark_pages: u64,
+    /// The largest entry of the zone's `protection:` (lowmem_reserve) array.
+    pub max_lowmem_reserve_pages: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Psi {
+    /// None when /proc/pressure/io is absent (kernel without PSI, or psi=0).
+    pub io: Option<PsiResource>,
+    pub memory: Option<PsiResource>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PsiResource {
+    pub some: PsiLine,
+    pub full: Option<PsiLine>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PsiLine {
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    /// Cumulative stall time, microseconds.
+    pub total_us: u64,
+}
+
+/// One line of /proc/diskstats (Documentation/admin-guide/iostats.rst). Time fields are ms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskStat {
+    pub major: u32,
+    pub minor: u32,
+    pub name: String,
+    pub reads_completed: u64,
+    pub reads_merged: u64,
+    pub sectors_read: u64,
+    pub read_ms: u64,
+    pub writes_completed: u64,
+    pub writes_merged: u64,
+    pub sectors_written: u64,
+    pub write_ms: u64,
+    /// A gauge: requests in flight right now.
+    pub in_flight: u64,
+    pub io_ms: u64,
+    pub weighted_io_ms: u64,
+    /// Kernel 4.18+; None when the line is shorter.
+    pub discards: Option<DiscardStat>,
+    /// Kernel 5.5+; None when the line is shorter.
+    pub flushes: Option<FlushStat>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiscardStat {
+    pub completed: u64,
+    pub merged: u64,
+    pub sectors: u64,
+    pub ms: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FlushStat {
+    pub completed: u64,
+    pub ms: u64,
+}
+
+/// /sys/class/block/NAME facts for one block device.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BlockSettings {
+    pub name: String,
+    /// True when /sys/class/block/NAME/partition exists.
+    pub is_partition: bool,
+    /// queue/read_ahead_kb (of the parent disk for a partition).
+    pub read_ahead_kb: Option<u64>,
+    /// The active scheduler, the bracketed word of queue/scheduler ("none", "mq-deadline", ...).
+    pub scheduler: Option<String>,
+    pub nr_requests: Option<u64>,
+    pub rotational: Option<bool>,
+    pub max_sectors_kb: Option<u64>,
+    pub logical_block_size: Option<u64>,
+    /// Partition start in 512-byte sectors (for partitions only).
+    pub start_sector: Option<u64>,
+    /// Number of hardware queues (entries of mq/); more than one means %util understates capacity.
+    pub hw_queues: Option<u64>,
+}
+
+/// One process's /proc/PID/io and identity.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProcessIo {
+    pub pid: u32,
+    pub comm: String,
+    /// starttime from /proc/PID/stat (clock ticks since boot): with pid, it tells a reused pid apart.
+    pub start_ticks: u64,
+    /// None when /proc/PID/io cannot be read (another user's process without privileges).
+    pub io: Option<ProcIoCounters>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProcIoCounters {
+    pub rchar: u64,
+    pub wchar: u64,
+    pub syscr: u64,
+    pub syscw: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub cancelled_write_bytes: u64,
+}
+
+/// What the eBPF programs counted, read from their maps at collection time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BpfSample {
+    pub status: BpfStatus,
+    /// Cumulative counts from `block:block_rq_issue`, one entry per device seen since attach.
+    pub rq_issue: Vec<BpfDeviceCounters>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BpfStatus {
+    pub enabled: bool,
+    /// Why eBPF is off (or partly off): what is missing and what to do. None when all is well.
+    pub reason: Option<String>,
+    /// Per program: name, tracepoint, attached, and the error when not.
+    pub programs: Vec<BpfProgramStatus>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BpfProgramStatus {
+    pub program: String,
+    /// "category:event".
+    pub tracepoint: String,
+    pub attached: bool,
+    pub error: Option<String>,
+}
+
+/// Cumulative per-device request counters (sum over CPUs), keyed by the device's major:minor.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BpfDeviceCounters {
+    pub major: u32,
+    pub minor: u32,
+    pub read_requests: u64,
+    pub read_bytes: u64,
+    pub write_requests: u64,
+    pub write_bytes: u64,
+    /// Requests that are neither read nor write (flush, discard, ...).
+    pub other_requests: u64,
+    pub other_bytes: u64,
+}

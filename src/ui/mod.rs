@@ -1,0 +1,1 @@
+//! The terminal UI: a pure render of &Model plus UI state.

@@ -1,0 +1,2 @@
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf`. See README "Developing".
+fn main() {}
