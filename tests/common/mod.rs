@@ -1,0 +1,150 @@
+//! Helpers shared by the live tests: when a root-only test may run, and throwaway loop devices
+//! (optionally with a mounted filesystem) that are torn down even when the test fails.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Set (to 1) in CI: root/eBPF tests must run and pass instead of skipping.
+pub const REQUIRE_ENV: &str = "IOSCOPE_REQUIRE_BPF";
+
+pub fn required() -> bool {
+    std::env::var(REQUIRE_ENV).map(|v| v == "1").unwrap_or(false)
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// True when a root-only test may go on. Otherwise prints why it is skipped and returns false, or
+/// panics when `IOSCOPE_REQUIRE_BPF=1` says skipping is not allowed.
+pub fn require_root(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    skip(test, "needs root (loop devices, tracefs, eBPF)")
+}
+
+/// Prints the skip reason (or panics when skipping is not allowed) and returns false.
+pub fn skip(test: &str, reason: &str) -> bool {
+    if required() {
+        panic!("{test}: cannot run ({reason}) but {REQUIRE_ENV}=1 requires it");
+    }
+    eprintln!("SKIPPED {test}: {reason}");
+    false
+}
+
+/// Runs a command and returns its stdout, panicking with its stderr on failure.
+pub fn run(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {cmd}: {e} (is it installed?)"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A loop device backed by a sparse image file on a real disk, detached and deleted on drop.
+pub struct LoopDevice {
+    /// e.g. /dev/loop3
+    pub path: PathBuf,
+    /// e.g. loop3 (the name in /proc/diskstats and /sys/block)
+    pub name: String,
+    pub major: u32,
+    pub minor: u32,
+    /// Where the filesystem is mounted, for `with_fs`.
+    pub mount: Option<PathBuf>,
+    image: PathBuf,
+    workdir: PathBuf,
+}
+
+impl LoopDevice {
+    /// A bare loop device of `size_mib` MiB. The image lives under /var/tmp (a real disk, not tmpfs).
+    pub fn new(size_mib: u64) -> LoopDevice {
+        let workdir = unique_dir();
+        let image = workdir.join("disk.img");
+        let f = fs::File::create(&image).expect("create loop image");
+        f.set_len(size_mib << 20).expect("size loop image");
+        drop(f);
+        let dev = run("losetup", &["--find", "--show", image.to_str().unwrap()]).trim().to_string();
+        let path = PathBuf::from(&dev);
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let devnum = fs::read_to_string(format!("/sys/block/{name}/dev")).expect("loop dev number");
+        let (major, minor) = devnum.trim().split_once(':').expect("major:minor");
+        LoopDevice {
+            path,
+            name,
+            major: major.parse().unwrap(),
+            minor: minor.parse().unwrap(),
+            mount: None,
+            image,
+            workdir,
+        }
+    }
+
+    /// A loop device with a fresh `fstype` filesystem (ext4, xfs) mounted in a temporary directory.
+    pub fn with_fs(size_mib: u64, fstype: &str) -> LoopDevice {
+        let mut lo = LoopDevice::new(size_mib);
+        let dev = lo.path.to_str().unwrap().to_string();
+        match fstype {
+            "ext4" => run("mkfs.ext4", &["-q", "-F", &dev]),
+            "xfs" => run("mkfs.xfs", &["-q", "-f", &dev]),
+            other => panic!("unsupported filesystem {other}"),
+        };
+        let mnt = lo.workdir.join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        run("mount", &["-t", fstype, &dev, mnt.to_str().unwrap()]);
+        lo.mount = Some(mnt);
+        lo
+    }
+
+    pub fn mount_point(&self) -> &Path {
+        self.mount.as_deref().expect("loop device has no filesystem")
+    }
+
+    /// The device's counters from /proc/diskstats, numbered as in Documentation/admin-guide/iostats.rst
+    /// less one: `[0]` reads completed, `[2]` sectors read, `[4]` writes completed, `[6]` sectors written.
+    pub fn diskstats(&self) -> Vec<u64> {
+        let all = fs::read_to_string("/proc/diskstats").unwrap();
+        let line = all
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(self.name.as_str()))
+            .unwrap_or_else(|| panic!("{} not in /proc/diskstats", self.name));
+        line.split_whitespace().skip(3).map(|f| f.parse().unwrap()).collect()
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        if let Some(mnt) = &self.mount {
+            let mnt = mnt.to_string_lossy().into_owned();
+            // Lazy unmount so a file still open by a failed test cannot keep the device busy.
+            let ok = Command::new("umount").arg(&mnt).status().map(|s| s.success()).unwrap_or(false);
+            if !ok {
+                let _ = Command::new("umount").args(["-l", &mnt]).status();
+            }
+        }
+        let _ = Command::new("losetup").arg("-d").arg(&self.path).status();
+        let _ = fs::remove_file(&self.image);
+        let _ = fs::remove_dir_all(&self.workdir);
+    }
+}
+
+fn unique_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = PathBuf::from("/var/tmp").join(format!(
+        "ioscope-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    fs::create_dir_all(&dir).expect("create test dir under /var/tmp");
+    dir
+}
