@@ -1,28 +1,289 @@
 //! The eBPF side of collection: tracefs, loading the embedded object, attaching, reading maps.
+//!
+//! The kernel programs are built from ebpf/probes by `cargo xtask ebpf` (nightly + bpf-linker) and
+//! committed as assets/ioscope.bpf.o, which is embedded here: building ioscope needs neither.
 
-use crate::sample::{BpfSample, BpfStatus};
+pub mod privileges;
+pub mod rq_issue;
+pub mod tracefs;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use aya::programs::TracePoint;
+use aya::{Ebpf, EbpfLoader};
+use ioscope_common::{RQ_ISSUE_LAYOUT_GLOBAL, RQ_ISSUE_MAP};
+
+use self::privileges::Capabilities;
+use self::rq_issue::RqIssueMap;
+use self::tracefs::TracefsState;
+use crate::sample::{BpfProgramStatus, BpfSample, BpfStatus};
+
+/// The compiled kernel programs (see ebpf/probes). Aligned: aya parses it as an ELF in place.
+static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/ioscope.bpf.o"));
 
 /// Owns the loaded eBPF programs (when any) and reads their maps into the Sample.
 pub struct BpfCollector {
     status: BpfStatus,
+    /// Kept alive because dropping it detaches the programs.
+    _ebpf: Option<Ebpf>,
+    rq_issue: Option<RqIssueMap>,
 }
 
 impl BpfCollector {
     /// Mounts tracefs if needed, loads the embedded object and attaches every program. Never fails:
     /// whatever cannot be done is described in the status (and the rest still works).
     pub fn start() -> BpfCollector {
-        BpfCollector::disabled("eBPF support is not built yet")
+        let caps = Capabilities::current();
+        if let Some(reason) = caps.missing_for_tracing() {
+            return BpfCollector::disabled(&reason);
+        }
+        let tracefs = match locate_tracefs(caps, tracefs::state(), tracefs::mount) {
+            Ok(path) => path,
+            Err(reason) => return BpfCollector::disabled(&reason),
+        };
+        raise_memlock_rlimit();
+
+        // Per program, what it needs from tracefs; a program whose needs fail is not attached but
+        // the others still are.
+        let rq_layout = tracefs::read_event_format(&tracefs, rq_issue::CATEGORY, rq_issue::EVENT)
+            .and_then(|format| rq_issue::layout(&format));
+
+        let mut loader = EbpfLoader::new();
+        if let Ok(layout) = &rq_layout {
+            loader.override_global(RQ_ISSUE_LAYOUT_GLOBAL, layout, true);
+        }
+        let mut ebpf = match loader.load(OBJECT) {
+            Ok(ebpf) => ebpf,
+            Err(e) => {
+                let reason = format!("loading the eBPF object failed: {}", error_text(e));
+                return BpfCollector::disabled(&reason);
+            }
+        };
+
+        let rq_status = match &rq_layout {
+            Ok(_) => attach_tracepoint(&mut ebpf, rq_issue::PROGRAM, rq_issue::CATEGORY, rq_issue::EVENT),
+            Err(e) => {
+                program_status(rq_issue::PROGRAM, rq_issue::CATEGORY, rq_issue::EVENT, Err(format!("{e:#}")))
+            }
+        };
+        let mut programs = vec![rq_status];
+        let rq_issue = match take_rq_issue_map(&mut ebpf) {
+            Ok(map) => Some(map),
+            Err(e) => {
+                // Without its map the program's counts cannot be read: report it as not working.
+                programs[0].error = Some(format!("{e:#}"));
+                None
+            }
+        };
+        BpfCollector { status: overall_status(programs), _ebpf: Some(ebpf), rq_issue }
     }
 
     /// eBPF off on purpose (`--no-bpf`) or impossible; `reason` is shown to the user.
     pub fn disabled(reason: &str) -> BpfCollector {
         BpfCollector {
             status: BpfStatus { enabled: false, reason: Some(reason.to_string()), programs: Vec::new() },
+            _ebpf: None,
+            rq_issue: None,
         }
+    }
+
+    /// The status as of `start()` (what is attached and why anything is not).
+    pub fn status(&self) -> &BpfStatus {
+        &self.status
     }
 
     /// The cumulative counters as of now.
     pub fn read(&mut self) -> BpfSample {
-        BpfSample { status: self.status.clone(), ..Default::default() }
+        let mut sample = BpfSample { status: self.status.clone(), ..Default::default() };
+        if let Some(map) = &self.rq_issue {
+            match rq_issue::read_map(map) {
+                Ok(devices) => sample.rq_issue = devices,
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
+        sample
+    }
+}
+
+/// Finds mounted tracefs, or mounts it when allowed; Err is the reason to show the user.
+fn locate_tracefs(
+    caps: Capabilities,
+    state: TracefsState,
+    mount: impl FnOnce() -> Result<PathBuf>,
+) -> Result<PathBuf, String> {
+    match state {
+        TracefsState::Readable(path) => Ok(path),
+        TracefsState::Unreadable(path, error) => Err(format!(
+            "tracefs at {} cannot be read ({error}); it is root-only by default: run ioscope with sudo",
+            path.display()
+        )),
+        TracefsState::Absent if !caps.can_mount() => Err(format!(
+            "tracefs is not mounted at {0} and mounting it needs CAP_SYS_ADMIN: \
+             run `sudo mount -t tracefs nodev {0}` or run ioscope with sudo",
+            tracefs::TRACEFS_MOUNT
+        )),
+        TracefsState::Absent => mount().map_err(|e| format!("tracefs is not mounted and {e:#}")),
+    }
+}
+
+/// Loads and attaches one tracepoint program of the object.
+fn attach_tracepoint(ebpf: &mut Ebpf, program: &str, category: &str, event: &str) -> BpfProgramStatus {
+    let result = (|| -> Result<()> {
+        let prog = ebpf
+            .program_mut(program)
+            .ok_or_else(|| anyhow::anyhow!("program `{program}` is not in the eBPF object"))?;
+        let tp: &mut TracePoint = prog.try_into()?;
+        tp.load()?;
+        tp.attach(category, event)?;
+        Ok(())
+    })();
+    program_status(program, category, event, result.map_err(|e| format!("{e:#}")))
+}
+
+fn program_status(
+    program: &str,
+    category: &str,
+    event: &str,
+    result: Result<(), String>,
+) -> BpfProgramStatus {
+    BpfProgramStatus {
+        program: program.to_string(),
+        tracepoint: format!("{category}:{event}"),
+        attached: result.is_ok(),
+        error: result.err(),
+    }
+}
+
+fn take_rq_issue_map(ebpf: &mut Ebpf) -> Result<RqIssueMap> {
+    let map = ebpf
+        .take_map(RQ_ISSUE_MAP)
+        .ok_or_else(|| anyhow::anyhow!("map {RQ_ISSUE_MAP} is not in the eBPF object"))?;
+    Ok(RqIssueMap::try_from(map)?)
+}
+
+/// eBPF is enabled when at least one program works; the reason lists the ones that do not.
+fn overall_status(programs: Vec<BpfProgramStatus>) -> BpfStatus {
+    let failed: Vec<String> = programs
+        .iter()
+        .filter(|p| !p.attached || p.error.is_some())
+        .map(|p| format!("{}: {}", p.tracepoint, p.error.as_deref().unwrap_or("not attached")))
+        .collect();
+    let working = programs.len() - failed.len();
+    let reason = match (failed.is_empty(), working) {
+        (true, _) => None,
+        (false, 0) => Some(format!("no eBPF program could be attached; {}", failed.join("; "))),
+        (false, _) => Some(format!("some eBPF programs are off; {}", failed.join("; "))),
+    };
+    BpfStatus { enabled: working > 0, reason, programs }
+}
+
+/// Kernels before 5.11 charge BPF maps and programs to RLIMIT_MEMLOCK, whose default (64 KiB or
+/// 8 MiB) is too small; later ones use memory cgroups and ignore it. Raising it is harmless there,
+/// and when it fails the load error that follows says what went wrong.
+fn raise_memlock_rlimit() {
+    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: plain syscall with a valid pointer.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+}
+
+/// An error and its causes on one line ("a: b: c"): aya nests the errno under its own message.
+fn error_text(e: impl Into<anyhow::Error>) -> String {
+    format!("{:#}", e.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(status_cap_eff: &str) -> Capabilities {
+        Capabilities::from_status(&format!("CapEff:\t{status_cap_eff}\n")).unwrap()
+    }
+    const ROOT: &str = "000001ffffffffff";
+    /// CAP_BPF (39) and CAP_PERFMON (38) only.
+    const BPF_PERFMON: &str = "000000c000000000";
+
+    #[test]
+    fn disabled_collector_reports_its_reason_and_no_counts() {
+        let mut c = BpfCollector::disabled("eBPF turned off with --no-bpf");
+        let s = c.read();
+        assert!(!s.status.enabled);
+        assert_eq!(s.status.reason.as_deref(), Some("eBPF turned off with --no-bpf"));
+        assert!(s.rq_issue.is_empty() && s.status.programs.is_empty());
+    }
+
+    #[test]
+    fn mounted_tracefs_is_used_as_is() {
+        let got = locate_tracefs(caps(BPF_PERFMON), TracefsState::Readable("/t".into()), || {
+            panic!("must not mount")
+        });
+        assert_eq!(got, Ok(PathBuf::from("/t")));
+    }
+
+    #[test]
+    fn unmounted_tracefs_without_sys_admin_explains_how_to_mount() {
+        let err =
+            locate_tracefs(caps(BPF_PERFMON), TracefsState::Absent, || panic!("must not mount")).unwrap_err();
+        assert!(err.contains("tracefs is not mounted at /sys/kernel/tracing"), "{err}");
+        assert!(err.contains("sudo mount -t tracefs nodev /sys/kernel/tracing"), "{err}");
+    }
+
+    #[test]
+    fn unmounted_tracefs_is_mounted_by_root_and_mount_errors_are_shown() {
+        let ok =
+            locate_tracefs(caps(ROOT), TracefsState::Absent, || Ok(PathBuf::from("/sys/kernel/tracing")));
+        assert_eq!(ok, Ok(PathBuf::from("/sys/kernel/tracing")));
+        let err =
+            locate_tracefs(caps(ROOT), TracefsState::Absent, || anyhow::bail!("mounting failed: EBUSY"))
+                .unwrap_err();
+        assert_eq!(err, "tracefs is not mounted and mounting failed: EBUSY");
+    }
+
+    #[test]
+    fn unreadable_tracefs_says_so_instead_of_not_mounted() {
+        let state =
+            TracefsState::Unreadable("/sys/kernel/tracing".into(), "Permission denied (os error 13)".into());
+        let err = locate_tracefs(caps(BPF_PERFMON), state, || panic!("must not mount")).unwrap_err();
+        assert_eq!(
+            err,
+            "tracefs at /sys/kernel/tracing cannot be read (Permission denied (os error 13)); \
+             it is root-only by default: run ioscope with sudo"
+        );
+    }
+
+    fn prog(name: &str, error: Option<&str>) -> BpfProgramStatus {
+        program_status(name, "block", name, error.map(|e| Err(e.to_string())).unwrap_or(Ok(())))
+    }
+
+    #[test]
+    fn all_attached_is_enabled_without_reason() {
+        let s = overall_status(vec![prog("block_rq_issue", None)]);
+        assert!(s.enabled);
+        assert_eq!(s.reason, None);
+        assert_eq!(s.programs[0].tracepoint, "block:block_rq_issue");
+        assert!(s.programs[0].attached);
+    }
+
+    #[test]
+    fn nothing_attached_is_disabled_with_each_error() {
+        let s = overall_status(vec![prog("block_rq_issue", Some("EPERM"))]);
+        assert!(!s.enabled);
+        assert_eq!(
+            s.reason.as_deref(),
+            Some("no eBPF program could be attached; block:block_rq_issue: EPERM")
+        );
+        assert!(!s.programs[0].attached);
+    }
+
+    #[test]
+    fn partly_attached_stays_enabled_and_names_the_failure() {
+        let s =
+            overall_status(vec![prog("block_rq_issue", None), prog("block_rq_complete", Some("no field"))]);
+        assert!(s.enabled);
+        assert_eq!(
+            s.reason.as_deref(),
+            Some("some eBPF programs are off; block:block_rq_complete: no field")
+        );
     }
 }

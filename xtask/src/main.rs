@@ -1,2 +1,44 @@
 //! Chores: `cargo xtask setup|ebpf|check-ebpf|perf`. See README "Developing".
-fn main() {}
+
+mod ebpf;
+mod perf;
+mod setup;
+mod toolchain;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "ioscope's development chores")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Install what rebuilding the eBPF object needs: nightly's rust-src and bpf-linker (built
+    /// against nightly's own LLVM).
+    Setup {
+        /// Reinstall bpf-linker even when a working one is on PATH.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Build the eBPF programs (ebpf/probes) and copy the object to assets/ioscope.bpf.o.
+    Ebpf,
+    /// Rebuild the eBPF object in a temporary directory and fail if the committed one differs.
+    CheckEbpf,
+    /// Measure ioscope's own CPU, memory and first-frame time (arguments go to the perf tool).
+    Perf {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Setup { force } => setup::run(force),
+        Command::Ebpf => ebpf::build_and_install(),
+        Command::CheckEbpf => ebpf::check(),
+        Command::Perf { args } => perf::run(&args),
+    }
+}

@@ -1,0 +1,18 @@
+//! ioscope's eBPF programs. Each `#[tracepoint]` entry only adapts the return value; the work is in
+//! a `try_*` function returning `Result` so `?` can be used on every fallible helper call.
+#![no_std]
+#![no_main]
+
+mod block_rq_issue;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // The verifier rejects any program that could reach here, so this loop is never run.
+    loop {}
+}
+
+/// GPL: bpf_probe_read_kernel and other tracing helpers are only offered to GPL programs.
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

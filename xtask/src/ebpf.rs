@@ -1,0 +1,114 @@
+//! `cargo xtask ebpf` and `cargo xtask check-ebpf`: build ebpf/probes for the bpf target and keep
+//! the committed assets/ioscope.bpf.o in step with its source.
+//!
+//! The comparison is byte for byte. That is sound because the build is deterministic: the probes
+//! crate is built with one codegen unit and no debug info (ebpf/probes/Cargo.toml), so no paths,
+//! timestamps or hash-ordered output reach the object; two builds in different target directories
+//! and checkouts were checked to give identical bytes. Dependencies are pinned by
+//! ebpf/probes/Cargo.lock (`--locked`), and the toolchain is whatever `nightly` is: a newer nightly
+//! may emit different code, which check-ebpf then reports as stale (rebuild and commit).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::toolchain::{self, project_root, NIGHTLY};
+
+const TARGET: &str = "bpfel-unknown-none";
+/// The `[[bin]]` name in ebpf/probes/Cargo.toml: bpf-linker writes the object under this name.
+const ARTIFACT: &str = "ioscope";
+const ASSET: &str = "assets/ioscope.bpf.o";
+
+/// Builds ebpf/probes into `target_dir` and returns the path of the object.
+fn build(target_dir: &Path) -> Result<PathBuf> {
+    toolchain::require_nightly()?;
+    let sysroot = toolchain::nightly_sysroot()?;
+    let ld_library_path = match toolchain::bpf_linker_runs(&sysroot) {
+        Some(ld) => ld,
+        None => bail!("bpf-linker is not installed or does not run: run `cargo xtask setup`"),
+    };
+    let probes = project_root().join("ebpf/probes");
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(&probes)
+        .arg(format!("+{NIGHTLY}"))
+        .args(["build", "--release", "--locked", "--target", TARGET, "-Z", "build-std=core"])
+        .env("CARGO_TARGET_DIR", target_dir)
+        // Flags meant for the host build (ours or the user's) must not reach the bpf target, and
+        // `cargo xtask` runs under stable's rustup environment.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTC")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("RUSTUP_TOOLCHAIN");
+    if let Some(dir) = ld_library_path {
+        // bpf-linker's rpath points to a prefix folder that is gone: let it find nightly's
+        // libLLVM directly (the same library rustc itself loads, so nothing else changes).
+        eprintln!(
+            "note: bpf-linker only runs with LD_LIBRARY_PATH set; `cargo xtask setup --force` fixes that"
+        );
+        cmd.env("LD_LIBRARY_PATH", dir);
+    }
+    let status = cmd.status().context("running cargo +nightly build")?;
+    if !status.success() {
+        bail!("building the eBPF programs failed ({status})");
+    }
+    Ok(target_dir.join(TARGET).join("release").join(ARTIFACT))
+}
+
+/// `cargo xtask ebpf`.
+pub fn build_and_install() -> Result<()> {
+    let root = project_root();
+    let object = build(&root.join("target/ebpf"))?;
+    let asset = root.join(ASSET);
+    std::fs::copy(&object, &asset)
+        .with_context(|| format!("copying {} to {}", object.display(), asset.display()))?;
+    let size = std::fs::metadata(&asset)?.len();
+    println!("wrote {ASSET} ({size} bytes); commit it with the probe sources");
+    Ok(())
+}
+
+/// `cargo xtask check-ebpf`.
+pub fn check() -> Result<()> {
+    let root = project_root();
+    let committed_path = root.join(ASSET);
+    let committed = std::fs::read(&committed_path).with_context(|| {
+        format!("reading {}: run `cargo xtask ebpf` and commit it", committed_path.display())
+    })?;
+    // A fresh target directory: nothing cached can hide a change.
+    let scratch = std::env::temp_dir().join(format!("ioscope-check-ebpf-{}", std::process::id()));
+    let result = build(&scratch)
+        .and_then(|object| std::fs::read(&object).with_context(|| format!("reading {}", object.display())));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let rebuilt = result?;
+    if let Some(difference) = describe_difference(&committed, &rebuilt) {
+        bail!("{ASSET} is stale ({difference}): run `cargo xtask ebpf` and commit it");
+    }
+    println!("{ASSET} matches its source ({} bytes)", committed.len());
+    Ok(())
+}
+
+/// None when equal, else a short description of the first difference.
+fn describe_difference(committed: &[u8], rebuilt: &[u8]) -> Option<String> {
+    if committed == rebuilt {
+        return None;
+    }
+    if committed.len() != rebuilt.len() {
+        return Some(format!("committed {} bytes, rebuilt {} bytes", committed.len(), rebuilt.len()));
+    }
+    let at = committed.iter().zip(rebuilt).position(|(a, b)| a != b).unwrap_or(0);
+    Some(format!("same size, first difference at byte {at}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn difference_is_described() {
+        assert_eq!(describe_difference(b"abc", b"abc"), None);
+        assert_eq!(describe_difference(b"abc", b"abcd").unwrap(), "committed 3 bytes, rebuilt 4 bytes");
+        assert_eq!(describe_difference(b"abc", b"abd").unwrap(), "same size, first difference at byte 2");
+    }
+}
