@@ -81,6 +81,11 @@ pub struct VmStat {
     pub pgsteal: u64,
     pub nr_dirtied: u64,
     pub nr_written: u64,
+    /// The kernel's own global dirty thresholds (`nr_dirty_threshold`, `nr_dirty_background_threshold`:
+    /// reading /proc/vmstat makes the kernel compute them), in pages. A cross-check of the Model's
+    /// formula; None where the kernel does not print them.
+    pub kernel_dirty_threshold_pages: Option<u64>,
+    pub kernel_dirty_background_threshold_pages: Option<u64>,
 }
 
 /// /proc/sys/vm dirty settings, verbatim.
@@ -102,7 +107,10 @@ pub struct ZoneInfo {
     pub node: u32,
     pub name: String,
     pub managed_pages: u64,
+    /// The `high` line: the high watermark *including* the current watermark boost.
     pub high_wmark_pages: u64,
+    /// The `boost` line: a temporary raise of the watermarks after fragmentation events.
+    pub watermark_boost_pages: u64,
     /// The largest entry of the zone's `protection:` (lowmem_reserve) array.
     pub max_lowmem_reserve_pages: u64,
 }

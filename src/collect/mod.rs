@@ -2,10 +2,18 @@
 //!
 //! Every reader takes a [`SystemRoot`] so tests can point it at fixture copies of /proc and /sys.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::bpf::BpfCollector;
 use crate::sample::Sample;
+pub use processes::ProcessReader;
+
+pub mod disks;
+pub mod host;
+pub mod memory;
+pub mod processes;
+pub mod psi;
+mod read;
 
 /// Where /proc and /sys are: the real ones live, fixture directories in tests.
 #[derive(Clone, Debug)]
@@ -14,16 +22,84 @@ pub struct SystemRoot {
     pub sys: PathBuf,
 }
 
+/// The page size assumed for a fixture root that does not record its own.
+pub const FIXTURE_DEFAULT_PAGE_SIZE: u64 = 4096;
+
 impl SystemRoot {
     pub fn live() -> Self {
         SystemRoot { proc: PathBuf::from("/proc"), sys: PathBuf::from("/sys") }
+    }
+
+    /// A fixture snapshot: `dir/proc` and `dir/sys`.
+    pub fn fixture(dir: impl AsRef<Path>) -> Self {
+        let dir = dir.as_ref();
+        SystemRoot { proc: dir.join("proc"), sys: dir.join("sys") }
+    }
+
+    /// The page size of the machine these files describe. Live it is `sysconf(_SC_PAGESIZE)`; a
+    /// fixture cannot be asked, so it may carry a `page_size` file next to its `proc` directory
+    /// (default 4096, the page size of the machine the fixtures were captured on).
+    pub fn page_size(&self) -> u64 {
+        if self.proc == Path::new("/proc") {
+            // SAFETY: sysconf has no preconditions; it returns -1 only for an unknown name.
+            let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            if size > 0 {
+                return size as u64;
+            }
+        }
+        let recorded = self.proc.parent().and_then(|dir| read::u64_file(&dir.join("page_size")));
+        recorded.unwrap_or(FIXTURE_DEFAULT_PAGE_SIZE)
     }
 }
 
 /// Reads everything procfs and sysfs offer into a Sample (bpf and clocks left default).
 /// Files that are missing or unreadable leave their part empty rather than failing the sample.
-pub fn collect(_root: &SystemRoot) -> Sample {
-    Sample::default()
+pub fn collect(root: &SystemRoot) -> Sample {
+    collect_with(root, &mut ProcessReader::one_shot())
+}
+
+/// [`collect`] with a process reader that may keep files open from one sample to the next.
+pub fn collect_with(root: &SystemRoot, process_reader: &mut ProcessReader) -> Sample {
+    // diskstats first: `Sampler::sample` stamps the clock just before, and iostat's rates are the
+    // ones most sensitive to the interval. meminfo and vmstat are read back to back: the
+    // dirty-threshold formula combines MemFree with vmstat's file LRU sizes, and vmstat carries the
+    // kernel's own thresholds to check it against.
+    let disks = disks::diskstats(root);
+    let memory = memory::meminfo(root);
+    let vmstat = memory::vmstat(root);
+    let block_settings = disks::block_settings(root, &disks);
+    Sample {
+        mono_ns: 0,
+        wall_unix_ms: 0,
+        host: host::read(root),
+        page_size: root.page_size(),
+        memory,
+        vmstat,
+        dirty_settings: memory::dirty_settings(root),
+        zones: memory::zones(root),
+        psi: psi::read(root),
+        disks,
+        block_settings,
+        processes: process_reader.read(&root.proc),
+        bpf: Default::default(),
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the elapsed time between two samples is measured on it, so that a
+/// wall-clock step (NTP, suspend) never distorts a rate.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Wall clock, milliseconds since the Unix epoch (display only).
+pub fn wall_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Takes live samples: procfs/sysfs plus the eBPF maps, stamped with the monotonic and wall clocks.
@@ -31,15 +107,20 @@ pub fn collect(_root: &SystemRoot) -> Sample {
 pub struct Sampler {
     root: SystemRoot,
     bpf: BpfCollector,
+    processes: ProcessReader,
 }
 
 impl Sampler {
     pub fn new(root: SystemRoot, bpf: BpfCollector) -> Sampler {
-        Sampler { root, bpf }
+        Sampler { root, bpf, processes: ProcessReader::new() }
     }
 
     pub fn sample(&mut self) -> Sample {
-        let mut s = collect(&self.root);
+        let mono_ns = monotonic_ns();
+        let wall_unix_ms = wall_unix_ms();
+        let mut s = collect_with(&self.root, &mut self.processes);
+        s.mono_ns = mono_ns;
+        s.wall_unix_ms = wall_unix_ms;
         s.bpf = self.bpf.read();
         s
     }

@@ -1,0 +1,112 @@
+//! /proc/meminfo, /proc/vmstat, /proc/sys/vm/dirty_* and /proc/zoneinfo.
+
+use procfs::{FromRead, Meminfo};
+
+use super::read;
+use super::SystemRoot;
+use crate::sample::{DirtySettings, MemInfo, VmStat, ZoneInfo};
+
+/// /proc/meminfo. procfs already converts the `kB` figures to bytes.
+pub fn meminfo(root: &SystemRoot) -> MemInfo {
+    let Ok(m) = Meminfo::from_file(root.proc.join("meminfo")) else {
+        return MemInfo::default();
+    };
+    MemInfo {
+        total_bytes: m.mem_total,
+        free_bytes: m.mem_free,
+        available_bytes: m.mem_available.unwrap_or(0),
+        buffers_bytes: m.buffers,
+        cached_bytes: m.cached,
+        shmem_bytes: m.shmem.unwrap_or(0),
+        dirty_bytes: m.dirty,
+        writeback_bytes: m.writeback,
+        active_file_bytes: m.active_file.unwrap_or(0),
+        inactive_file_bytes: m.inactive_file.unwrap_or(0),
+        mapped_bytes: m.mapped,
+        slab_reclaimable_bytes: m.s_reclaimable.unwrap_or(0),
+    }
+}
+
+/// /proc/vmstat. Reclaim counters are split by reclaimer (kswapd, direct, khugepaged, and since 6.14
+/// proactive `memory.reclaim`); we sum the reclaimers. `pgscan_anon`/`pgscan_file` are the same
+/// events split another way, so adding them too would count every page twice.
+pub fn vmstat(root: &SystemRoot) -> VmStat {
+    let Ok(procfs::VmStat(map)) = procfs::VmStat::from_file(root.proc.join("vmstat")) else {
+        return VmStat::default();
+    };
+    let get = |key: &str| map.get(key).map(|&v| v.max(0) as u64);
+    let val = |key: &str| get(key).unwrap_or(0);
+    let reclaimers = |event: &str| -> u64 {
+        ["kswapd", "direct", "khugepaged", "proactive"].iter().map(|who| val(&format!("{event}_{who}"))).sum()
+    };
+    VmStat {
+        nr_free_pages: val("nr_free_pages"),
+        nr_inactive_file: val("nr_inactive_file"),
+        nr_active_file: val("nr_active_file"),
+        pgpgin: val("pgpgin"),
+        pgpgout: val("pgpgout"),
+        pgmajfault: val("pgmajfault"),
+        // Before 5.9 there was only the combined (anon + file) counter.
+        workingset_refault_file: get("workingset_refault_file").unwrap_or_else(|| val("workingset_refault")),
+        pgscan: reclaimers("pgscan"),
+        pgsteal: reclaimers("pgsteal"),
+        nr_dirtied: val("nr_dirtied"),
+        nr_written: val("nr_written"),
+        kernel_dirty_threshold_pages: get("nr_dirty_threshold"),
+        kernel_dirty_background_threshold_pages: get("nr_dirty_background_threshold"),
+    }
+}
+
+/// /proc/sys/vm/dirty_*; a missing file reads as 0 (which for the `_bytes` settings means "unset").
+pub fn dirty_settings(root: &SystemRoot) -> DirtySettings {
+    let vm = root.proc.join("sys/vm");
+    let get = |name: &str| read::u64_file(&vm.join(name)).unwrap_or(0);
+    DirtySettings {
+        dirty_ratio: get("dirty_ratio"),
+        dirty_background_ratio: get("dirty_background_ratio"),
+        dirty_bytes: get("dirty_bytes"),
+        dirty_background_bytes: get("dirty_background_bytes"),
+        dirty_expire_centisecs: get("dirty_expire_centisecs"),
+        dirty_writeback_centisecs: get("dirty_writeback_centisecs"),
+    }
+}
+
+/// /proc/zoneinfo (procfs has no parser for it). Only the watermark block's `managed`, `high`,
+/// `boost` and `protection:` lines are taken; the per-node and per-cpu blocks have other keys (the
+/// per-cpu `high:` carries a colon, so it never matches `high`).
+pub fn zones(root: &SystemRoot) -> Vec<ZoneInfo> {
+    read::text(&root.proc.join("zoneinfo")).map(|t| parse_zoneinfo(&t)).unwrap_or_default()
+}
+
+pub fn parse_zoneinfo(text: &str) -> Vec<ZoneInfo> {
+    let mut zones: Vec<ZoneInfo> = Vec::new();
+    for line in text.lines() {
+        // "Node 0, zone   Normal"
+        if let Some(rest) = line.strip_prefix("Node ") {
+            let mut parts = rest.split(',');
+            let node = parts.next().and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+            let name = parts.next().and_then(|z| z.trim().strip_prefix("zone")).unwrap_or("").trim();
+            zones.push(ZoneInfo { node, name: name.to_string(), ..Default::default() });
+            continue;
+        }
+        let Some(zone) = zones.last_mut() else { continue };
+        let mut words = line.split_whitespace();
+        let key = words.next().unwrap_or("");
+        let number = || words.clone().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        match key {
+            "managed" => zone.managed_pages = number(),
+            "high" => zone.high_wmark_pages = number(),
+            "boost" => zone.watermark_boost_pages = number(),
+            // "protection: (0, 3019, 5067, 5067, 5067)"
+            "protection:" => {
+                zone.max_lowmem_reserve_pages = line
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|n| n.parse::<u64>().ok())
+                    .max()
+                    .unwrap_or(0)
+            }
+            _ => {}
+        }
+    }
+    zones
+}
