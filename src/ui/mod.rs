@@ -1,1 +1,113 @@
-//! The terminal UI: a pure render of &Model plus UI state.
+//! The terminal UI: a pure render of `&Model` plus [`UiState`]. Nothing here reads the system or the
+//! terminal; the event loop in [`crate::app`] owns both and calls [`draw`].
+//!
+//! Layout: two header lines, then the memory, devices and process panes stacked. Width is used by
+//! the tables (they drop their least important columns first, so 80x24 stays readable and 200
+//! columns show everything) and by the sparklines; height by taller sparklines and more rows.
+//! `z` gives the focused pane the whole body.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders};
+use ratatui::Frame;
+
+use crate::model::Model;
+
+pub mod columns;
+pub mod devices;
+pub mod format;
+pub mod header;
+pub mod help;
+pub mod history;
+pub mod memory;
+pub mod processes;
+pub mod rows;
+pub mod state;
+pub mod terminal;
+pub mod theme;
+
+pub use format::Units;
+pub use history::History;
+pub use state::{Action, Pane, ProcSort, UiState};
+use theme::Theme;
+
+/// Fewest process rows (title and header included) the stacked layout leaves.
+const MIN_PROCESS_HEIGHT: u16 = 5;
+/// Extra rows the memory pane takes for taller sparklines when the screen has height to spare.
+const SPARKLINE_EXTRA: u16 = 4;
+
+/// Draws a whole screen for `model`.
+pub fn draw(frame: &mut Frame, model: &Model, state: &UiState) {
+    let area = frame.area();
+    let [header_area, body] =
+        Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
+    header::render(frame, header_area, model, state);
+    if state.zoomed {
+        render_pane(frame, body, state.focus, model, state);
+    } else {
+        draw_stacked(frame, body, model, state);
+    }
+    if state.help {
+        help::render(frame, area, Some(model), state);
+    }
+}
+
+/// Draws the screen shown before the first sample has arrived.
+pub fn draw_starting(frame: &mut Frame, state: &UiState) {
+    let area = frame.area();
+    let [header_area, _] =
+        Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
+    header::render_starting(frame, header_area, state);
+    if state.help {
+        help::render(frame, area, None, state);
+    }
+}
+
+fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
+    let mut mem_h = memory::wanted_height(model, state, body.width);
+    let mut dev_h = devices::wanted_height(model, state);
+    // Squeeze devices to one row, then memory, before the process pane goes below its minimum.
+    let over = |m: u16, d: u16| (m + d + MIN_PROCESS_HEIGHT).saturating_sub(body.height);
+    dev_h -= over(mem_h, dev_h).min(dev_h.saturating_sub(3));
+    mem_h -= over(mem_h, dev_h).min(mem_h.saturating_sub(2));
+    // A tall screen: taller sparklines, as long as the processes keep plenty of room.
+    if body.height.saturating_sub(mem_h + dev_h) > 4 * MIN_PROCESS_HEIGHT {
+        mem_h += SPARKLINE_EXTRA;
+    }
+    let [mem, dev, procs] =
+        Layout::vertical([Constraint::Length(mem_h), Constraint::Length(dev_h), Constraint::Fill(1)])
+            .areas(body);
+    render_pane(frame, mem, Pane::Memory, model, state);
+    render_pane(frame, dev, Pane::Devices, model, state);
+    render_pane(frame, procs, Pane::Processes, model, state);
+}
+
+fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: &UiState) {
+    let (key, title) = match pane {
+        Pane::Memory => ('1', "Memory".to_string()),
+        Pane::Devices => ('2', devices::title(model, state)),
+        Pane::Processes => ('3', processes::title(model, state)),
+    };
+    let block = pane_block(key, &title, state.focus == pane, state);
+    match pane {
+        Pane::Memory => memory::render(frame, area, model, state, block),
+        Pane::Devices => devices::render(frame, area, model, state, block),
+        Pane::Processes => processes::render(frame, area, model, state, block),
+    }
+}
+
+/// A top rule carrying the pane's title: its focus key, name and state. The focused pane is marked
+/// with ▶ as well as by style, so focus shows without colour.
+fn pane_block(key: char, title: &str, focused: bool, state: &UiState) -> Block<'static> {
+    let theme = Theme { color: state.color };
+    let marker = if focused { '▶' } else { ' ' };
+    let name_end = title.find("  ").unwrap_or(title.len());
+    let (name, rest) = title.split_at(name_end);
+    Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Line::from(vec![
+        Span::styled(format!("{marker}{key} {name} "), theme.title(focused)),
+        Span::styled(
+            if rest.is_empty() { String::new() } else { format!(" {} ", rest.trim_start()) },
+            theme.dim(),
+        ),
+    ]))
+}

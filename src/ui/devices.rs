@@ -1,0 +1,217 @@
+//! Devices pane: `iostat -x` columns per block device, the eBPF issue counts beside them, and the
+//! queue settings that explain the numbers (when there is room, and always when zoomed).
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, TableState};
+use ratatui::Frame;
+
+use crate::model::{DeviceModel, Model};
+use crate::sample::BlockSettings;
+use crate::ui::columns::{self, Column};
+use crate::ui::format::{self, Units};
+use crate::ui::rows;
+use crate::ui::state::UiState;
+use crate::ui::theme::{Level, Theme};
+
+/// %util from which a device is highlighted. Only meaningful for single-queue devices: a device
+/// serving requests in parallel can show 100 % with capacity to spare (marked with `*`).
+const UTIL_WARN: f64 = 60.0;
+const UTIL_CRIT: f64 = 90.0;
+
+/// Most device rows the pane asks for when sharing the screen (more scroll, or zoom).
+const MAX_SHARED_ROWS: u16 = 8;
+
+/// Rows the pane wants: title, table header, one per visible device (at least one line for a
+/// message), capped when sharing the screen.
+pub fn wanted_height(model: &Model, state: &UiState) -> u16 {
+    let n = rows::visible_devices(model, state).len().max(1) as u16;
+    2 + n.min(MAX_SHARED_ROWS)
+}
+
+pub fn title(model: &Model, state: &UiState) -> String {
+    let hidden = rows::hidden_devices(model, state);
+    let mut t = String::from("Devices");
+    if model.interval_s == 0.0 {
+        t.push_str("  rates pending");
+    }
+    if hidden > 0 {
+        t.push_str(&format!("  {hidden} hidden (P partitions, i idle virtual)"));
+    }
+    t
+}
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
+    let theme = Theme { color: state.color };
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let devices = rows::visible_devices(model, state);
+    if devices.is_empty() {
+        let msg = if model.devices.is_empty() { "no block devices reported" } else { "all devices hidden" };
+        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
+        return;
+    }
+    let (stats_area, settings_area) = if state.zoomed {
+        // Zoomed: the settings get their own table below the statistics, whatever the width.
+        let stats_h = (devices.len() as u16 + 1).min(inner.height.saturating_sub(4).max(2));
+        let [a, _, b] =
+            Layout::vertical([Constraint::Length(stats_h), Constraint::Length(1), Constraint::Fill(1)])
+                .areas(inner);
+        (a, Some(b))
+    } else {
+        (inner, None)
+    };
+    let with_settings = settings_area.is_none();
+    let table = columns::table(
+        stat_columns(model, &devices, state, with_settings),
+        stats_area.width,
+        theme.table_header(),
+    )
+    .row_highlight_style(theme.selected_row());
+    let mut ts = TableState::new().with_selected(state_selection(state));
+    frame.render_stateful_widget(table, stats_area, &mut ts);
+    if let Some(area) = settings_area {
+        let [title_area, table_area] =
+            Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
+        frame.render_widget(
+            Paragraph::new(Line::from(Span::styled("Queue settings (/sys/block/*/queue)", theme.dim()))),
+            title_area,
+        );
+        let table = columns::table(settings_columns(&devices), table_area.width, theme.table_header())
+            .row_highlight_style(theme.selected_row());
+        let mut ts = TableState::new().with_selected(state_selection(state));
+        frame.render_stateful_widget(table, table_area, &mut ts);
+    }
+}
+
+fn state_selection(state: &UiState) -> Option<usize> {
+    (state.focus == crate::ui::state::Pane::Devices).then_some(state.selected_device)
+}
+
+/// Builds a column from one formatter applied to every device.
+fn col(
+    title: &str,
+    priority: u8,
+    devices: &[&DeviceModel],
+    f: impl Fn(&DeviceModel) -> (String, Style),
+) -> Column {
+    let mut c = Column::new(title, priority);
+    c.cells = devices.iter().map(|d| f(d)).collect();
+    c
+}
+
+/// The iostat -x columns. `with_settings` adds the queue settings as low-priority columns (they show
+/// when the pane is wide enough).
+fn stat_columns(
+    model: &Model,
+    devices: &[&DeviceModel],
+    state: &UiState,
+    with_settings: bool,
+) -> Vec<Column> {
+    let theme = Theme { color: state.color };
+    let u = state.units;
+    let pending = model.interval_s == 0.0;
+    let plain = |s: String| (s, Style::new());
+    // Rates are meaningless before the first interval: shown as "-" rather than a false 0.
+    let rate = move |s: String| if pending { plain("-".into()) } else { plain(s) };
+    let kb_s = move |kb: f64| match u {
+        Units::Human => format::human_bytes(kb * 1024.0),
+        Units::Raw => format!("{kb:.2}"),
+    };
+    let (rkb_title, wkb_title, rsz_title, wsz_title) = match u {
+        Units::Human => ("read/s", "write/s", "rareq-sz", "wareq-sz"),
+        Units::Raw => ("rkB/s", "wkB/s", "rareq-sz", "wareq-sz"),
+    };
+
+    let mut cols = vec![
+        col("Device", 0, devices, |d| {
+            let style = if d.idle { theme.dim() } else { Style::new() };
+            (format::shorten(&d.name, 14), style)
+        })
+        .left()
+        .min_width(7),
+        col("r/s", 1, devices, |d| rate(format::count(d.r_s, u))),
+        col("w/s", 1, devices, |d| rate(format::count(d.w_s, u))),
+        col(rkb_title, 2, devices, |d| rate(kb_s(d.rkb_s))),
+        col(wkb_title, 2, devices, |d| rate(kb_s(d.wkb_s))),
+        col("rrqm/s", 7, devices, |d| rate(format::count(d.rrqm_s, u))),
+        col("wrqm/s", 7, devices, |d| rate(format::count(d.wrqm_s, u))),
+        col(rsz_title, 4, devices, |d| rate(kb_s(d.rareq_sz))),
+        col(wsz_title, 3, devices, |d| rate(kb_s(d.wareq_sz))),
+        col("r_await", 4, devices, |d| rate(format::millis(d.r_await, u))),
+        col("w_await", 3, devices, |d| rate(format::millis(d.w_await, u))),
+        col("aqu-sz", 2, devices, |d| rate(format::count(d.aqu_sz, Units::Raw))),
+        col("%util", 0, devices, |d| {
+            if pending {
+                return plain("-".into());
+            }
+            // More than one hardware queue: requests run in parallel and 100 % is not saturation.
+            let multi_queue = d.settings.as_ref().and_then(|s| s.hw_queues).is_some_and(|q| q > 1);
+            let text = format!("{}{}", format::percent(d.util), if multi_queue { "*" } else { "" });
+            let level = if multi_queue { Level::Normal } else { Level::of(d.util, UTIL_WARN, UTIL_CRIT) };
+            (text, theme.level(level))
+        }),
+        col("inflt", 6, devices, |d| plain(d.in_flight.to_string())),
+    ];
+    let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| match v {
+        Some(v) if !pending => f(v),
+        Some(_) => "-".to_string(),
+        None => "".to_string(),
+    };
+    if devices.iter().any(|d| d.d_s.is_some()) {
+        cols.push(col("d/s", 8, devices, |d| plain(opt(d.d_s, &|v| format::count(v, u)))));
+        cols.push(col(if u == Units::Raw { "dkB/s" } else { "discard/s" }, 8, devices, |d| {
+            plain(opt(d.dkb_s, &|v| kb_s(v)))
+        }));
+        cols.push(col("d_await", 8, devices, |d| plain(opt(d.d_await, &|v| format::millis(v, u)))));
+    }
+    if devices.iter().any(|d| d.f_s.is_some()) {
+        cols.push(col("f/s", 8, devices, |d| plain(opt(d.f_s, &|v| format::count(v, u)))));
+        cols.push(col("f_await", 8, devices, |d| plain(opt(d.f_await, &|v| format::millis(v, u)))));
+    }
+    if model.bpf.enabled && devices.iter().any(|d| d.bpf.is_some()) {
+        // What block_rq_issue saw leave the queue for the driver: requests and bytes per second.
+        cols.push(col("bpf iss/s", 5, devices, |d| {
+            plain(match &d.bpf {
+                Some(b) if !pending => format::count(b.read_iops + b.write_iops + b.other_iops, u),
+                Some(_) => "-".into(),
+                None => "".into(),
+            })
+        }));
+        cols.push(col(if u == Units::Raw { "bpf kB/s" } else { "bpf B/s" }, 5, devices, |d| {
+            plain(match &d.bpf {
+                Some(b) if !pending => kb_s((b.read_bytes_s + b.write_bytes_s) / 1024.0),
+                Some(_) => "-".into(),
+                None => "".into(),
+            })
+        }));
+    }
+    if with_settings {
+        cols.extend(settings_columns(devices).into_iter().skip(1).map(|mut c| {
+            c.priority = 9;
+            c
+        }));
+    }
+    cols
+}
+
+fn setting<T: ToString>(v: Option<T>) -> (String, Style) {
+    (v.map(|v| v.to_string()).unwrap_or_else(|| "?".into()), Style::new())
+}
+
+/// Queue settings from sysfs, named after their files.
+fn settings_columns(devices: &[&DeviceModel]) -> Vec<Column> {
+    let get = |d: &DeviceModel| d.settings.clone().unwrap_or_default();
+    let s = |d: &DeviceModel, f: &dyn Fn(&BlockSettings) -> (String, Style)| f(&get(d));
+    vec![
+        col("Device", 0, devices, |d| (format::shorten(&d.name, 14), Style::new())).left(),
+        col("sched", 1, devices, |d| s(d, &|b| setting(b.scheduler.clone()))).left(),
+        col("ra_kb", 1, devices, |d| s(d, &|b| setting(b.read_ahead_kb))),
+        col("nr_req", 1, devices, |d| s(d, &|b| setting(b.nr_requests))),
+        col("rot", 1, devices, |d| s(d, &|b| setting(b.rotational.map(|r| if r { "yes" } else { "no" })))),
+        col("max_kb", 1, devices, |d| s(d, &|b| setting(b.max_sectors_kb))),
+        col("hwq", 2, devices, |d| s(d, &|b| setting(b.hw_queues))),
+        col("lbs", 2, devices, |d| s(d, &|b| setting(b.logical_block_size))),
+    ]
+}

@@ -1,0 +1,100 @@
+//! Process pane: per-process I/O rates from /proc/PID/io, sortable and filterable.
+
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::Span;
+use ratatui::widgets::{Block, Paragraph, TableState};
+use ratatui::Frame;
+
+use crate::model::{Model, ProcessModel};
+use crate::ui::columns::{self, Column};
+use crate::ui::format;
+use crate::ui::rows;
+use crate::ui::state::{Pane, ProcSort, UiState};
+use crate::ui::theme::Theme;
+
+pub fn title(model: &Model, state: &UiState) -> String {
+    let arrow = if state.sort_descending() { "▼" } else { "▲" };
+    let mut t = format!("Processes  sort {} {arrow}", state.sort.label());
+    if !state.filter.is_empty() || state.editing_filter {
+        t.push_str(&format!("  filter \"{}\"", state.filter));
+        if state.editing_filter {
+            t.push_str(" (Enter keep, Esc clear)");
+        }
+    } else if !state.show_all_processes {
+        let idle = model.processes.iter().filter(|p| !rows::has_io(p)).count();
+        if idle > 0 {
+            t.push_str(&format!("  {idle} without I/O hidden (a)"));
+        }
+    }
+    t
+}
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
+    let theme = Theme { color: state.color };
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let procs = rows::visible_processes(model, state);
+    if procs.is_empty() {
+        let msg = if model.interval_s == 0.0 {
+            "rates pending: the first interval is not over yet".to_string()
+        } else if !state.filter.is_empty() {
+            format!("no process matches \"{}\"", state.filter)
+        } else {
+            "no process did I/O in this interval (a: show all)".to_string()
+        };
+        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
+        return;
+    }
+    let table = columns::table(process_columns(&procs, state), inner.width, theme.table_header())
+        .row_highlight_style(theme.selected_row());
+    let selected = (state.focus == Pane::Processes).then_some(state.selected_process);
+    let mut ts = TableState::new().with_selected(selected);
+    frame.render_stateful_widget(table, inner, &mut ts);
+}
+
+fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
+    let theme = Theme { color: state.color };
+    let u = state.units;
+    let marker = if state.sort_descending() { "▼" } else { "▲" };
+    // The sorted column carries the arrow; read+write marks both of its columns.
+    let title = |name: &str, sorts: &[ProcSort]| -> String {
+        if sorts.contains(&state.sort) {
+            format!("{name}{marker}")
+        } else {
+            name.to_string()
+        }
+    };
+    let col = |name: String, priority: u8, f: &dyn Fn(&ProcessModel) -> f64| -> Column {
+        let mut c = Column::new(name, priority);
+        c.cells = procs
+            .iter()
+            .map(|p| {
+                if p.io_readable {
+                    (format::bytes(f(p), u), Style::new())
+                } else {
+                    // Another user's process without privileges: unknown, not zero.
+                    ("-".to_string(), theme.dim())
+                }
+            })
+            .collect();
+        c
+    };
+    let mut pid = Column::new(title("pid", &[ProcSort::Pid]), 0).min_width(7);
+    pid.cells = procs.iter().map(|p| (p.pid.to_string(), Style::new())).collect();
+    // comm is at most 15 characters (TASK_COMM_LEN): that width always, so columns do not jump.
+    let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15);
+    comm.cells = procs.iter().map(|p| (p.comm.clone(), Style::new())).collect();
+    let rate_title =
+        |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
+    vec![
+        pid,
+        comm,
+        col(title(&rate_title("read"), &[ProcSort::Read, ProcSort::Disk]), 0, &|p| p.read_bytes_s),
+        col(title(&rate_title("write"), &[ProcSort::Write, ProcSort::Disk]), 0, &|p| p.write_bytes_s),
+        col(title(&rate_title("rchar"), &[ProcSort::Rchar]), 1, &|p| p.rchar_s),
+        col(title(&rate_title("wchar"), &[ProcSort::Wchar]), 1, &|p| p.wchar_s),
+        col(title(&rate_title("cancelled"), &[ProcSort::Cancelled]), 2, &|p| p.cancelled_write_bytes_s),
+        col(title(&rate_title("cache est."), &[ProcSort::CacheEstimate]), 1, &|p| p.cache_estimate_bytes_s),
+    ]
+}

@@ -1,0 +1,152 @@
+//! Whole-screen snapshots of the TUI rendered from hand-built models (tests/fixtures/models). They
+//! are the specification of what the user sees: review a changed snapshot by reading it.
+//! Accept new or changed ones with `INSTA_UPDATE=always cargo test --test ui_snapshots`.
+
+#[path = "fixtures/models/busy_box.rs"]
+mod busy_box;
+
+use std::time::Duration;
+
+use ioscope::model::Model;
+use ioscope::ui::{self, Pane, UiState};
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use ratatui::Terminal;
+
+fn state() -> UiState {
+    let mut s = UiState::new(Duration::from_secs(1), true);
+    for m in busy_box::history_points() {
+        s.history.push(&m);
+    }
+    s
+}
+
+fn terminal(model: &Model, state: &UiState, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw(f, model, state)).unwrap();
+    t
+}
+
+fn screen(model: &Model, state: &UiState, w: u16, h: u16) -> String {
+    terminal(model, state, w, h).backend().to_string()
+}
+
+#[test]
+fn main_80x24() {
+    insta::assert_snapshot!(screen(&busy_box::busy(), &state(), 80, 24));
+}
+
+#[test]
+fn main_160x48() {
+    insta::assert_snapshot!(screen(&busy_box::busy(), &state(), 160, 48));
+}
+
+#[test]
+fn main_200x60() {
+    insta::assert_snapshot!(screen(&busy_box::busy(), &state(), 200, 60));
+}
+
+#[test]
+fn help_80x24() {
+    let mut s = state();
+    s.help = true;
+    insta::assert_snapshot!(screen(&busy_box::no_psi_no_bpf(), &s, 80, 24));
+}
+
+#[test]
+fn zoomed_devices_80x24() {
+    let mut s = state();
+    s.focus = Pane::Devices;
+    s.zoomed = true;
+    s.show_partitions = true;
+    s.show_idle_virtual = true;
+    insta::assert_snapshot!(screen(&busy_box::busy(), &s, 80, 24));
+}
+
+#[test]
+fn zoomed_devices_200x60() {
+    let mut s = state();
+    s.focus = Pane::Devices;
+    s.zoomed = true;
+    insta::assert_snapshot!(screen(&busy_box::busy(), &s, 200, 60));
+}
+
+#[test]
+fn filtered_processes_80x24() {
+    let mut s = state();
+    s.focus = Pane::Processes;
+    s.filter = "FIO".into();
+    s.selected_process = 1;
+    insta::assert_snapshot!(screen(&busy_box::busy(), &s, 80, 24));
+}
+
+#[test]
+fn processes_zoomed_raw_units_sorted_by_pid_120x40() {
+    let mut s = state();
+    s.focus = Pane::Processes;
+    s.zoomed = true;
+    s.units = ui::Units::Raw;
+    s.sort = ui::ProcSort::Pid;
+    s.show_all_processes = true;
+    insta::assert_snapshot!(screen(&busy_box::busy(), &s, 120, 40));
+}
+
+#[test]
+fn psi_absent_and_bpf_off_80x24() {
+    let mut s = state();
+    s.paused = true;
+    insta::assert_snapshot!(screen(&busy_box::no_psi_no_bpf(), &s, 80, 24));
+}
+
+#[test]
+fn first_sample_rates_pending_80x24() {
+    let s = UiState::new(Duration::from_secs(2), true);
+    insta::assert_snapshot!(screen(&busy_box::first_sample(), &s, 80, 24));
+}
+
+#[test]
+fn starting_screen_before_any_sample() {
+    let s = UiState::new(Duration::from_secs(1), true);
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| ui::draw_starting(f, &s)).unwrap();
+    let text = t.backend().to_string();
+    assert!(text.contains("taking the first sample"), "{text}");
+}
+
+/// NO_COLOR: not a single cell may carry a colour; with colour on, the saturated vda is red.
+#[test]
+fn no_color_renders_without_any_colour() {
+    let mut s = state();
+    s.color = false;
+    s.help = false;
+    for (w, h) in [(80, 24), (200, 60)] {
+        let t = terminal(&busy_box::busy(), &s, w, h);
+        for cell in t.backend().buffer().content() {
+            assert_eq!(
+                (cell.fg, cell.bg),
+                (Color::Reset, Color::Reset),
+                "cell {:?} at {w}x{h}",
+                cell.symbol()
+            );
+        }
+    }
+    let t = terminal(&busy_box::busy(), &state(), 80, 24);
+    let red = t.backend().buffer().content().iter().filter(|c| c.fg == Color::Red).count();
+    assert!(red > 0, "colour on: the 100 % util and the PSI io figures are red");
+}
+
+/// Every screen size in between renders without panicking, down to absurdly small terminals.
+#[test]
+fn odd_sizes_do_not_panic() {
+    let m = busy_box::busy();
+    let mut s = state();
+    for (w, h) in [(1, 1), (10, 3), (40, 10), (79, 23), (100, 30), (149, 29), (150, 30), (300, 100)] {
+        for zoom in [false, true] {
+            for help in [false, true] {
+                s.zoomed = zoom;
+                s.help = help;
+                terminal(&m, &s, w, h);
+            }
+        }
+    }
+}
