@@ -8,5 +8,6 @@ pub mod cli;
 pub mod collect;
 pub mod model;
 pub mod output;
+pub mod privilege;
 pub mod sample;
 pub mod ui;

@@ -1,3 +1,51 @@
-fn main() {
-    std::process::exit(0)
+//! ioscope's entry point: parse the command line, get privileges if needed, run the chosen mode.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ioscope::cli::{self, Cli, Mode};
+use ioscope::{app, output, privilege};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let mode = match cli.mode(std::env::var_os("NO_COLOR").as_deref()) {
+        Ok(mode) => mode,
+        Err(e) => return usage_error(&e),
+    };
+    let result = match mode {
+        Mode::Interactive { interval, color, bpf } => interactive(app::AppOptions { interval, color, bpf }),
+        Mode::Headless(opts) => output::headless::run(&opts),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ioscope: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--help` and `--version` print normally and succeed; real usage errors are one line and exit 2.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind::{DisplayHelp, DisplayVersion};
+    if matches!(e.kind(), DisplayHelp | DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("{}", cli::one_line_error(e));
+    ExitCode::from(cli::USAGE_EXIT_CODE as u8)
+}
+
+fn interactive(opts: app::AppOptions) -> anyhow::Result<()> {
+    if !std::io::stdout().is_terminal() {
+        anyhow::bail!("the interactive UI needs a terminal on stdout; use --batch or --once --json");
+    }
+    // Before any thread or terminal state exists: on success this process becomes `sudo ioscope`.
+    privilege::elevate_if_needed(opts.bpf, true);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(app::run(opts))
 }

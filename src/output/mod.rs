@@ -1,1 +1,7 @@
-//! Headless output: --json and --batch.
+//! Headless output: `--once` and `--batch`, as text frames or JSON.
+//!
+//! [`headless::run`] samples the live system; [`headless::report_loop`] is the same loop over any
+//! sample source, clock and writer, so tests drive it with fixture Samples and failing writers.
+
+pub mod headless;
+pub mod text;

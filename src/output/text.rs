@@ -1,0 +1,250 @@
+//! The `--batch` text frame: what the TUI shows, as plain lines a log or `grep` can take, like
+//! `top -b`. Sizes use the TUI's human units (binary: K = KiB, M = MiB, G = GiB); the device columns
+//! are iostat -x's, with its two decimals and kB = 1024 bytes.
+
+use std::fmt::Write as _;
+
+use crate::model::{DeviceModel, Model, ProcessModel, PsiView};
+use crate::ui::format::{human_bytes, uptime};
+
+/// How many processes the frame lists (the busiest by read+write bytes per second).
+pub const TOP_PROCESSES: usize = 10;
+
+/// The whole frame, newline-terminated, header line first. The time is shown in local time.
+pub fn format_frame(m: &Model) -> String {
+    format_frame_at(m, &local_time(m.header.wall_unix_ms))
+}
+
+/// [`format_frame`] with the header's time already formatted (tests pass a fixed string).
+pub fn format_frame_at(m: &Model, time: &str) -> String {
+    let mut s = String::new();
+    let h = &m.header;
+    let _ = writeln!(
+        s,
+        "ioscope {time}  host {}  kernel {}  up {}  interval {:.2} s",
+        h.hostname,
+        h.kernel,
+        uptime(h.uptime_s),
+        m.interval_s
+    );
+    memory_lines(&mut s, m);
+    psi_line(&mut s, m);
+    bpf_line(&mut s, m);
+    s.push('\n');
+    device_table(&mut s, &m.devices);
+    s.push('\n');
+    process_table(&mut s, &m.processes);
+    s
+}
+
+fn memory_lines(s: &mut String, m: &Model) {
+    let mem = &m.memory;
+    let _ = writeln!(
+        s,
+        "Memory: total {}, free {}, available {}, buffers {}, cached {}, shmem {}",
+        bytes(mem.total),
+        bytes(mem.free),
+        bytes(mem.available),
+        bytes(mem.buffers),
+        bytes(mem.cached),
+        bytes(mem.shmem)
+    );
+    let share = if mem.dirty_threshold > 0 {
+        format!(" ({:.0}% of the throttle threshold)", 100.0 * mem.dirty as f64 / mem.dirty_threshold as f64)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        "Dirty:  dirty {}{share}, writeback {}; background writeback above {} ({}), \
+         writers throttled above {} ({}); dirtyable {}",
+        bytes(mem.dirty),
+        bytes(mem.writeback),
+        bytes(mem.dirty_background_threshold),
+        source(mem.dirty_background_source),
+        bytes(mem.dirty_threshold),
+        source(mem.dirty_source),
+        bytes(mem.dirtyable)
+    );
+    let r = &mem.rates;
+    let _ = writeln!(
+        s,
+        "Paging: in {:.1} kB/s, out {:.1} kB/s, major faults {:.1}/s, file refaults {:.1}/s, \
+         scanned {:.1}/s, stolen {:.1}/s, dirtied {:.1} pages/s, written {:.1} pages/s",
+        r.pgpgin_kb_s,
+        r.pgpgout_kb_s,
+        r.majfault_s,
+        r.refault_file_s,
+        r.scan_s,
+        r.steal_s,
+        r.dirtied_pages_s,
+        r.written_pages_s
+    );
+}
+
+/// The memory model leaves the source empty until it has computed a threshold.
+fn source(src: &str) -> &str {
+    if src.is_empty() {
+        "?"
+    } else {
+        src
+    }
+}
+
+fn psi_line(s: &mut String, m: &Model) {
+    let _ = writeln!(s, "PSI:    io {}; memory {}", psi(m.psi.io.as_ref()), psi(m.psi.memory.as_ref()));
+}
+
+fn psi(v: Option<&PsiView>) -> String {
+    let Some(v) = v else { return "not available (kernel without PSI)".to_string() };
+    let mut out = format!("some {:.2}%", v.some_avg10);
+    if let Some(full) = v.full_avg10 {
+        let _ = write!(out, " full {full:.2}%");
+    }
+    let _ = write!(out, " (avg10), stalled {:.1} ms", v.some_stall_ms);
+    if let Some(full) = v.full_stall_ms {
+        let _ = write!(out, " (all tasks {full:.1} ms)");
+    }
+    out
+}
+
+fn bpf_line(s: &mut String, m: &Model) {
+    let b = &m.bpf;
+    let attached = b.programs.iter().filter(|p| p.attached).count();
+    let state = if b.enabled {
+        format!("on, {attached}/{} programs attached", b.programs.len())
+    } else {
+        "off".into()
+    };
+    match &b.reason {
+        Some(reason) => {
+            let _ = writeln!(s, "eBPF:   {state}: {reason}");
+        }
+        None => {
+            let _ = writeln!(s, "eBPF:   {state}");
+        }
+    }
+}
+
+/// Idle virtual devices (loop, ram, zram, ...) are noise on most machines: the TUI hides them by
+/// default, and so does the frame. Everything else is listed, busy or not.
+fn shown(d: &DeviceModel) -> bool {
+    !(d.is_virtual && d.idle)
+}
+
+fn device_table(s: &mut String, devices: &[DeviceModel]) {
+    let _ = writeln!(
+        s,
+        "{:<12} {:>8} {:>8} {:>10} {:>10} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6}",
+        "Device",
+        "r/s",
+        "w/s",
+        "rkB/s",
+        "wkB/s",
+        "rrqm/s",
+        "wrqm/s",
+        "rareq-sz",
+        "wareq-sz",
+        "r_await",
+        "w_await",
+        "aqu-sz",
+        "%util"
+    );
+    let mut any = false;
+    for d in devices.iter().filter(|d| shown(d)) {
+        any = true;
+        let _ = writeln!(
+            s,
+            "{:<12} {:>8.2} {:>8.2} {:>10.2} {:>10.2} {:>7.2} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7.2} {:>6.1}",
+            d.name,
+            d.r_s,
+            d.w_s,
+            d.rkb_s,
+            d.wkb_s,
+            d.rrqm_s,
+            d.wrqm_s,
+            d.rareq_sz,
+            d.wareq_sz,
+            d.r_await,
+            d.w_await,
+            d.aqu_sz,
+            d.util
+        );
+    }
+    if !any {
+        s.push_str("(no block devices to show)\n");
+    }
+}
+
+fn io_rate(p: &ProcessModel) -> f64 {
+    p.read_bytes_s + p.write_bytes_s
+}
+
+fn process_table(s: &mut String, processes: &[ProcessModel]) {
+    let _ = writeln!(s, "{:>8} {:<16} {:>11} {:>11} {:>11}", "PID", "COMM", "READ/s", "WRITE/s", "CACHE/s");
+    let mut busy: Vec<&ProcessModel> = processes.iter().filter(|p| io_rate(p) > 0.0).collect();
+    // Busiest first; ties by pid so the order is stable from frame to frame.
+    busy.sort_by(|a, b| io_rate(b).total_cmp(&io_rate(a)).then(a.pid.cmp(&b.pid)));
+    for p in busy.iter().take(TOP_PROCESSES) {
+        let _ = writeln!(
+            s,
+            "{:>8} {:<16} {:>11} {:>11} {:>11}",
+            p.pid,
+            p.comm,
+            rate(p.read_bytes_s),
+            rate(p.write_bytes_s),
+            rate(p.cache_estimate_bytes_s)
+        );
+    }
+    if busy.is_empty() {
+        s.push_str("(no process read or wrote storage in this interval)\n");
+    }
+    let unreadable = processes.iter().filter(|p| !p.io_readable).count();
+    if unreadable > 0 {
+        let _ = writeln!(
+            s,
+            "({unreadable} processes with unreadable /proc/PID/io: not ours without root, or gone)"
+        );
+    }
+}
+
+/// Bytes in the TUI's human units (binary, K = KiB), so the two outputs read the same.
+fn bytes(n: u64) -> String {
+    human_bytes(n as f64)
+}
+
+/// A byte rate, "/s" appended.
+fn rate(b: f64) -> String {
+    format!("{}/s", human_bytes(b))
+}
+
+/// "YYYY-MM-DD HH:MM:SS" in the local time zone (TZ / /etc/localtime, via the C library).
+fn local_time(unix_ms: u64) -> String {
+    let t = (unix_ms / 1000) as libc::time_t;
+    // SAFETY: localtime_r writes only into `tm`, which we own; a zeroed tm is a valid value.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return format!("@{}", unix_ms / 1000);
+    }
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_time_has_the_fixed_shape() {
+        let t = local_time(1_700_000_000_000);
+        assert_eq!(t.len(), "2023-11-14 22:13:20".len(), "{t}");
+        assert!(t.starts_with("2023-11-1"), "{t}");
+    }
+}
