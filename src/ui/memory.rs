@@ -41,7 +41,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     let [text_area, spark_area] =
         Layout::vertical([Constraint::Length(text_h), Constraint::Fill(1)]).areas(inner);
     frame.render_widget(Paragraph::new(lines), text_area);
-    render_history(frame, spark_area, &model.memory, state, theme);
+    render_history(frame, spark_area, state, theme);
 }
 
 /// The text part: meminfo, the dirty gauge and its legend, the vmstat rates.
@@ -224,38 +224,41 @@ fn rate_items(m: &MemoryModel, u: Units, theme: Theme) -> Vec<Vec<Span<'static>>
     ]
 }
 
-/// Cached (scaled to total memory) and Dirty+Writeback (scaled to the throttle threshold, so a full
-/// bar means writers are being throttled): side by side on one line, or stacked when there is room.
-fn render_history(frame: &mut Frame, area: Rect, m: &MemoryModel, state: &UiState, theme: Theme) {
+/// Cached and Dirty+Writeback over time, each scaled to its own peak in the visible window (named
+/// on the label) so a trend shows even when the value is a sliver of RAM or of the thresholds; the
+/// gauge above already draws dirty memory against the thresholds. Side by side on one line, or
+/// stacked when there is room.
+fn render_history(frame: &mut Frame, area: Rect, state: &UiState, theme: Theme) {
     if area.height == 0 || area.width < 20 {
         return;
     }
     let h = &state.history;
-    let dirty_max = m.dirty_threshold.max(h.dirty.iter().copied().max().unwrap_or(0)).max(1);
-    let series = [
-        ("cached", &h.cached, m.total.max(1), theme.cached(), "of total"),
-        ("dirty+wb", &h.dirty, dirty_max, theme.dirty(), "of throttle"),
-    ];
+    let series = [("cached", &h.cached, theme.cached()), ("dirty+wb", &h.dirty, theme.dirty())];
     let label_w = 12u16;
     let areas: Vec<Rect> = if area.height >= 4 {
         Layout::vertical([Constraint::Fill(1); 2]).split(area).to_vec()
     } else {
         Layout::horizontal([Constraint::Fill(1); 2]).spacing(2).split(area).to_vec()
     };
-    for ((name, data, max, style, scale), a) in series.into_iter().zip(areas) {
+    for ((name, data, style), a) in series.into_iter().zip(areas) {
         let a = Rect { height: a.height.min(8), ..a };
         let [label_area, spark_area] =
             Layout::horizontal([Constraint::Length(label_w), Constraint::Fill(1)]).areas(a);
-        let mut label = vec![Line::from(Span::styled(name, theme.dim()))];
-        if a.height >= 2 {
-            label.push(Line::from(Span::styled(scale, theme.dim())));
-        }
-        frame.render_widget(Paragraph::new(label), label_area);
         // Newest point at the right edge: drawn right to left from a newest-first list.
         let mut points = History::last(data, spark_area.width as usize);
         points.reverse();
-        let spark =
-            Sparkline::default().data(&points).max(max).style(style).direction(RenderDirection::RightToLeft);
+        let peak = points.iter().copied().max().unwrap_or(0);
+        let mut label = vec![Line::from(Span::styled(name, theme.dim()))];
+        if a.height >= 2 {
+            let peak_text = format!("peak {}", format::bytes(peak as f64, state.units));
+            label.push(Line::from(Span::styled(peak_text, theme.dim())));
+        }
+        frame.render_widget(Paragraph::new(label), label_area);
+        let spark = Sparkline::default()
+            .data(&points)
+            .max(peak.max(1))
+            .style(style)
+            .direction(RenderDirection::RightToLeft);
         frame.render_widget(spark, spark_area);
     }
 }
