@@ -177,7 +177,7 @@ fn spawn_sampler(
 }
 
 /// Seconds east of UTC of the local time zone, for the header clock (0 when unknown).
-fn local_utc_offset_s() -> i64 {
+pub fn local_utc_offset_s() -> i64 {
     // SAFETY: time() and localtime_r() only write to the tm struct we own.
     unsafe {
         let now = libc::time(std::ptr::null_mut());

@@ -38,7 +38,11 @@ const SPARKLINE_EXTRA: u16 = 4;
 
 /// Draws a whole screen for `model`.
 pub fn draw(frame: &mut Frame, model: &Model, state: &UiState) {
-    let area = frame.area();
+    draw_in(frame, frame.area(), model, state);
+}
+
+/// Draws the whole screen for `model` within `area` (replay keeps a line for its timeline).
+pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [header_area, body] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
     header::render(frame, header_area, model, state);
