@@ -78,3 +78,96 @@ fn v1_recording_screen_160x48_processes_sorted_by_write() {
         s.sort = ioscope::ui::ProcSort::Write;
     }));
 }
+
+/// Every model of a recording with its position (the sample it ends at).
+fn models(rel: &str) -> Vec<(usize, ioscope::model::Model)> {
+    let mut rec = Recording::open(&path(rel)).unwrap();
+    let all: Vec<_> = replay::models(&mut rec, None, None).collect::<anyhow::Result<_>>().unwrap();
+    all.into_iter().enumerate().map(|(i, m)| (i + 1, m)).collect()
+}
+
+/// The position where `score` is highest (the first one on ties).
+fn argmax(models: &[(usize, ioscope::model::Model)], score: impl Fn(&ioscope::model::Model) -> f64) -> usize {
+    let mut best = (0, f64::MIN);
+    for (pos, m) in models {
+        let s = score(m);
+        if s > best.1 {
+            best = (*pos, s);
+        }
+    }
+    best.0
+}
+
+/// The demo's reader: dd (the cold read) or cat (the warm reads), whichever reads most.
+fn reader(m: &ioscope::model::Model) -> Option<&ioscope::model::ProcessModel> {
+    m.processes
+        .iter()
+        .filter(|p| p.comm == "dd" || p.comm == "cat")
+        .max_by(|a, b| a.rchar_s.total_cmp(&b.rchar_s))
+}
+
+const COLD_WARM: &str = "assets/demo/cold-vs-warm-read.rec";
+const SMALL_LARGE: &str = "assets/demo/small-vs-large-writes.rec";
+const DIRTY: &str = "assets/demo/dirty-threshold-stall.rec";
+
+#[test]
+fn demo_cold_vs_warm_read() {
+    let all = models(COLD_WARM);
+    // Cold: dd's reads come from the disk (read_bytes ≈ rchar). Warm: cat reads the same file
+    // from the page cache, many times faster, with no disk reads.
+    let cold = argmax(&all, |m| reader(m).filter(|p| p.comm == "dd").map_or(0.0, |p| p.read_bytes_s));
+    let warm = argmax(&all, |m| reader(m).map_or(0.0, |p| p.cache_estimate_bytes_s));
+    let (c, w) = (reader(&all[cold - 1].1).unwrap(), reader(&all[warm - 1].1).unwrap());
+    assert!(c.read_bytes_s > 100e6 && c.read_bytes_s > 0.8 * c.rchar_s, "cold: {c:?}");
+    assert!(w.rchar_s > 2.0 * c.rchar_s && w.read_bytes_s < 0.05 * w.rchar_s, "warm: {w:?}");
+    assert!(warm > cold);
+    let filter = |s: &mut UiState| {
+        s.sort = ioscope::ui::ProcSort::Rchar;
+        s.focus = ioscope::ui::Pane::Processes;
+    };
+    insta::assert_snapshot!("demo_cold_read_160x48", screen(COLD_WARM, cold, 160, 48, filter));
+    insta::assert_snapshot!("demo_warm_read_160x48", screen(COLD_WARM, warm, 160, 48, filter));
+    insta::assert_snapshot!("demo_cold_read_80x24", screen(COLD_WARM, cold, 80, 24, filter));
+}
+
+#[test]
+fn demo_small_vs_large_writes() {
+    let all = models(SMALL_LARGE);
+    let loop_dev = |m: &ioscope::model::Model| {
+        m.devices
+            .iter()
+            .filter(|d| d.name.starts_with("loop"))
+            .max_by(|a, b| a.w_s.total_cmp(&b.w_s))
+            .cloned()
+    };
+    let small = argmax(&all, |m| loop_dev(m).filter(|d| d.wareq_sz < 8.0).map_or(0.0, |d| d.util));
+    let large = argmax(&all, |m| loop_dev(m).filter(|d| d.wareq_sz > 256.0).map_or(0.0, |d| d.util));
+    let (s, l) = (loop_dev(&all[small - 1].1).unwrap(), loop_dev(&all[large - 1].1).unwrap());
+    // Both keep the device busy most of the time; the request size and throughput tell them apart.
+    assert!(s.util > 60.0 && l.util > 60.0, "{} {}", s.util, l.util);
+    assert!(l.wkb_s > 5.0 * s.wkb_s && l.wareq_sz > 100.0 * s.wareq_sz, "{s:?} {l:?}");
+    insta::assert_snapshot!("demo_small_writes_160x48", screen(SMALL_LARGE, small, 160, 48, |_| {}));
+    insta::assert_snapshot!("demo_large_writes_160x48", screen(SMALL_LARGE, large, 160, 48, |_| {}));
+    insta::assert_snapshot!("demo_small_writes_80x24", screen(SMALL_LARGE, small, 80, 24, |_| {}));
+}
+
+#[test]
+fn demo_dirty_threshold_stall() {
+    let all = models(DIRTY);
+    let pos = argmax(&all, |m| {
+        if m.memory.dirty_source == "bytes" {
+            (m.memory.dirty + m.memory.writeback) as f64
+        } else {
+            0.0
+        }
+    });
+    let m = &all[pos - 1].1.memory;
+    // Past the background threshold: the flushers write and dd is throttled against 96 MiB.
+    assert_eq!(m.dirty_threshold, 96 << 20);
+    assert!(m.dirty + m.writeback > m.dirty_background_threshold, "{m:?}");
+    insta::assert_snapshot!(
+        "demo_dirty_stall_160x48",
+        screen(DIRTY, pos, 160, 48, |s| s.focus = ioscope::ui::Pane::Memory)
+    );
+    insta::assert_snapshot!("demo_dirty_stall_80x24", screen(DIRTY, pos, 80, 24, |_| {}));
+}
