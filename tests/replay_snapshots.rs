@@ -171,3 +171,32 @@ fn demo_dirty_threshold_stall() {
     );
     insta::assert_snapshot!("demo_dirty_stall_80x24", screen(DIRTY, pos, 80, 24, |_| {}));
 }
+
+#[test]
+fn baseline_deltas_and_recording_indicator() {
+    // Baseline at the small-write phase, now at the large-write phase: every pane shows deltas.
+    let all = models(SMALL_LARGE);
+    let busiest = |big: bool| {
+        argmax(&all, |m| {
+            m.devices
+                .iter()
+                .filter(|d| d.name.starts_with("loop") && (d.wareq_sz > 256.0) == big && d.w_s > 0.0)
+                .map(|d| d.util)
+                .fold(0.0, f64::max)
+        })
+    };
+    let (small, large) = (busiest(false), busiest(true));
+    let baseline = ioscope::ui::baseline::Baseline { model: all[small - 1].1.clone() };
+    let with_baseline = |s: &mut UiState| {
+        s.baseline = Some(baseline.clone());
+        s.recording = Some(ioscope::ui::state::RecordingIndicator {
+            path: "ioscope-vm-20261122-130000.rec".into(),
+            frames: 42,
+            bytes: 31_500,
+        });
+    };
+    let screen_160 = screen(SMALL_LARGE, large, 160, 48, with_baseline);
+    assert!(screen_160.contains("Δ vs baseline") && screen_160.contains("● REC"), "{screen_160}");
+    insta::assert_snapshot!("baseline_deltas_160x48", screen_160);
+    insta::assert_snapshot!("baseline_deltas_80x24", screen(SMALL_LARGE, large, 80, 24, with_baseline));
+}

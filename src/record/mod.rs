@@ -3,6 +3,7 @@
 
 pub mod format;
 pub mod host_facts;
+pub mod live;
 pub mod recorder;
 
 pub use format::{Recording, RecordingHeader, RecordingWriter, FORMAT_VERSION};

@@ -17,6 +17,7 @@ use crate::record::Recording;
 use crate::replay::player::{Player, PlayerAction};
 use crate::replay::timeline;
 use crate::sample::Sample;
+use crate::ui::baseline::Baseline;
 use crate::ui::history::HISTORY_LEN;
 use crate::ui::terminal::TerminalGuard;
 use crate::ui::{self, Action, History, UiState};
@@ -119,6 +120,15 @@ async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> an
                             Action::Quit => break,
                             // +/- change the live sampler's interval: a recording's is fixed.
                             Action::SetInterval(_) => state.interval = interval,
+                            Action::ToggleBaseline => {
+                                state.baseline = match state.baseline {
+                                    Some(_) => None,
+                                    None => shown.as_ref().map(|(_, model)| Baseline { model: model.clone() }),
+                                };
+                            }
+                            Action::ToggleRecording => {
+                                state.message = Some("R records live sessions; this is already a recording".into());
+                            }
                             Action::None | Action::Redraw => {}
                         }
                     }

@@ -13,6 +13,7 @@ use ratatui::Frame;
 
 use crate::model::Model;
 
+pub mod baseline;
 pub mod columns;
 pub mod devices;
 pub mod format;
@@ -92,6 +93,11 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
         Pane::Devices => ('2', devices::title(model, state)),
         Pane::Processes => ('3', processes::title(model, state)),
     };
+    if let Some(baseline) = &state.baseline {
+        let title = baseline::title(&title, baseline, state);
+        let block = pane_block(key, &title, state.focus == pane, state);
+        return baseline::render(frame, area, pane, model, baseline, state, block);
+    }
     let block = pane_block(key, &title, state.focus == pane, state);
     match pane {
         Pane::Memory => memory::render(frame, area, model, state, block),
