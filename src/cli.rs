@@ -122,9 +122,15 @@ pub struct CompareArgs {
     /// The "after", the same way.
     #[arg(value_name = "B")]
     pub b: String,
-    /// One JSON document instead of the text table.
-    #[arg(long)]
+    /// One JSON document instead of the TUI or text table.
+    #[arg(long, conflicts_with = "text")]
     pub json: bool,
+    /// The text table, even on a terminal (without a terminal it is the default).
+    #[arg(long)]
+    pub text: bool,
+    /// Do not use colours (also when NO_COLOR is set and not empty).
+    #[arg(long)]
+    pub no_color: bool,
     /// Show at most this many metrics per pane in the text table (all with --json).
     #[arg(long, value_name = "N", default_value = "15", value_parser = parse_count)]
     pub top: u64,
@@ -237,6 +243,8 @@ fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mo
                 b: parse(&a.b)?,
                 json: a.json,
                 top: a.top as usize,
+                text: a.text,
+                color: wants_color(a.no_color, no_color_env),
             })
         }
     })

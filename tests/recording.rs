@@ -222,7 +222,8 @@ fn compare_two_ranges_of_one_recording() {
     }
     write(&path, &s);
     let spec = |r: &str| RangeSpec::parse(&format!("{}{r}", path.display())).unwrap();
-    let opts = CompareOptions { a: spec("@..5"), b: spec("@6.."), json: true, top: 10 };
+    let opts =
+        CompareOptions { a: spec("@..5"), b: spec("@6.."), json: true, top: 10, text: false, color: false };
     let c = compare::build(&opts).unwrap();
     assert_eq!((c.a.intervals, c.b.intervals), (5, 5));
     let dev = c.panes.iter().find(|p| p.pane == "devices").unwrap();

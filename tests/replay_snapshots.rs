@@ -200,3 +200,28 @@ fn baseline_deltas_and_recording_indicator() {
     insta::assert_snapshot!("baseline_deltas_160x48", screen_160);
     insta::assert_snapshot!("baseline_deltas_80x24", screen(SMALL_LARGE, large, 80, 24, with_baseline));
 }
+
+fn compare_screen(w: u16, h: u16, view: &mut ioscope::compare::tui::CompareView) -> String {
+    use ioscope::compare::{self, CompareOptions, RangeSpec};
+    let spec = |r: &str| RangeSpec::parse(&format!("{}{r}", path(SMALL_LARGE).display())).unwrap();
+    let opts =
+        CompareOptions { a: spec("@..6"), b: spec("@8.."), json: false, top: 15, text: false, color: false };
+    let mut c = compare::build(&opts).unwrap();
+    // The sources are absolute paths of this checkout: keep the snapshot independent of it.
+    c.a.source = "small-vs-large-writes.rec@..0:06".into();
+    c.b.source = "small-vs-large-writes.rec@0:08..".into();
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| compare::tui::draw(f, &c, view)).unwrap();
+    t.backend().to_string()
+}
+
+#[test]
+fn compare_small_vs_large_writes_tui() {
+    let mut all = ioscope::compare::tui::CompareView::default();
+    insta::assert_snapshot!("compare_all_160x48", compare_screen(160, 48, &mut all));
+    let mut devices =
+        ioscope::compare::tui::CompareView { pane: Some(2), filter: "loop".into(), ..Default::default() };
+    let screen = compare_screen(80, 24, &mut devices);
+    assert!(screen.contains("wareq_sz") && !screen.contains("Memory"), "{screen}");
+    insta::assert_snapshot!("compare_devices_loop_80x24", screen);
+}

@@ -15,6 +15,8 @@ use crate::model::Model;
 use crate::record::RecordingHeader;
 use crate::replay::flatten::numbers;
 
+pub mod tui;
+
 /// A recording and an optional time range of it: `FILE` or `FILE@FROM..TO`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RangeSpec {
@@ -66,6 +68,9 @@ pub struct CompareOptions {
     pub json: bool,
     /// Metrics per pane in the text table.
     pub top: usize,
+    /// Print the text table even on a terminal (otherwise a terminal gets the TUI).
+    pub text: bool,
+    pub color: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -294,6 +299,9 @@ pub fn build(opts: &CompareOptions) -> anyhow::Result<Comparison> {
 
 pub fn run(opts: &CompareOptions) -> anyhow::Result<()> {
     let c = build(opts)?;
+    if !opts.json && !opts.text && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return tui::run(&c, opts.color);
+    }
     let mut out = std::io::stdout().lock();
     let r = if opts.json {
         serde_json::to_writer_pretty(&mut out, &c).map_err(std::io::Error::from).and_then(|_| writeln!(out))
