@@ -112,20 +112,11 @@ pub struct RecordingWriter {
 impl RecordingWriter {
     /// Creates `path` (refusing to overwrite unless `overwrite`) and writes the preamble and header.
     pub fn create(path: &Path, header: &RecordingHeader, overwrite: bool) -> anyhow::Result<RecordingWriter> {
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true);
-        if overwrite {
-            opts.create(true).truncate(true);
-        } else {
-            opts.create_new(true);
-        }
-        let file = opts.open(path).map_err(|e| {
-            if e.kind() == io::ErrorKind::AlreadyExists {
-                anyhow::anyhow!("{} already exists (remove it, or pass --force to overwrite)", path.display())
-            } else {
-                anyhow::Error::new(e).context(format!("cannot create {}", path.display()))
-            }
-        })?;
+        RecordingWriter::start(open_output(path, overwrite)?, path, header)
+    }
+
+    /// Writes the preamble and header to a file from [`open_output`].
+    pub fn start(file: File, path: &Path, header: &RecordingHeader) -> anyhow::Result<RecordingWriter> {
         let mut w = RecordingWriter { file, encoder: None, in_segment: 0, frames: 0, bytes: 0 };
         let mut head = Vec::with_capacity(PREAMBLE_LEN);
         head.extend_from_slice(MAGIC);
@@ -185,6 +176,25 @@ impl RecordingWriter {
     pub fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()
     }
+}
+
+/// Creates the output file, refusing to overwrite an existing one unless `overwrite`: done before
+/// anything slow (loading eBPF) so a bad path is reported at once.
+pub fn open_output(path: &Path, overwrite: bool) -> anyhow::Result<File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true);
+    if overwrite {
+        opts.create(true).truncate(true);
+    } else {
+        opts.create_new(true);
+    }
+    opts.open(path).map_err(|e| {
+        if e.kind() == io::ErrorKind::AlreadyExists {
+            anyhow::anyhow!("{} already exists (remove it, or pass --force to overwrite)", path.display())
+        } else {
+            anyhow::Error::new(e).context(format!("cannot create {}", path.display()))
+        }
+    })
 }
 
 fn push_record(out: &mut Vec<u8>, kind: RecordKind, payload: &[u8]) {
@@ -367,17 +377,31 @@ impl Recording {
     }
 
     fn decode_segment(&self, start: usize, end: usize) -> anyhow::Result<Vec<Sample>> {
+        self.decode_as::<Sample>(start, end)
+    }
+
+    /// Frames `start..end` (within one segment, or a run of whole segments) parsed as `T`: a
+    /// struct with a few of Sample's fields parses much faster than a whole Sample.
+    fn decode_as<T: serde::de::DeserializeOwned>(&self, start: usize, end: usize) -> anyhow::Result<Vec<T>> {
         let mut d = zstd::stream::write::Decoder::new(Vec::new())?;
         let mut out = Vec::with_capacity(end - start);
         for (i, f) in self.frames[start..end].iter().enumerate() {
+            if i > 0 && f.segment_start == start + i {
+                d = zstd::stream::write::Decoder::new(Vec::new())?;
+            }
             d.get_mut().clear();
             d.write_all(&self.data[f.offset..f.offset + f.len])?;
             d.flush()?;
-            let sample = serde_json::from_slice::<Sample>(d.get_ref())
+            let value = serde_json::from_slice::<T>(d.get_ref())
                 .with_context(|| format!("sample {} of the recording is damaged", start + i))?;
-            out.push(sample);
+            out.push(value);
         }
         Ok(out)
+    }
+
+    /// Every sample parsed as `T` (see [`Recording::decode_as`]), in order.
+    pub fn all_as<T: serde::de::DeserializeOwned>(&self) -> anyhow::Result<Vec<T>> {
+        self.decode_as(0, self.frames.len())
     }
 
     /// Every sample in order, decoding one segment at a time.

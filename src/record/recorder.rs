@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::bpf::BpfCollector;
 use crate::collect::{Sampler, SystemRoot};
-use crate::record::format::RecordingWriter;
+use crate::record::format::{open_output, RecordingWriter};
 use crate::record::host_facts;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -36,13 +36,14 @@ pub fn run(opts: &RecordOptions) -> anyhow::Result<()> {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { libc::signal(sig, request_stop as *const () as libc::sighandler_t) };
     }
+    let file = open_output(&opts.output, opts.force)?;
     let bpf = if opts.bpf { BpfCollector::start() } else { BpfCollector::disabled("--no-bpf was given") };
     let root = SystemRoot::live();
     let mut sampler = Sampler::new(root.clone(), bpf);
     let first = sampler.sample();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let header = host_facts::header(&root, &first, opts.interval.as_secs_f64(), &command);
-    let mut writer = RecordingWriter::create(&opts.output, &header, opts.force)?;
+    let mut writer = RecordingWriter::start(file, &opts.output, &header)?;
     let bpf_note = match (&first.bpf.status.enabled, &first.bpf.status.reason) {
         (true, None) => "eBPF on".to_string(),
         (_, Some(why)) => format!("eBPF off: {why}"),

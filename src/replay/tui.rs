@@ -43,11 +43,16 @@ pub fn model_at(rec: &mut Recording, pos: usize) -> anyhow::Result<Model> {
     Ok(Model::between(&prev, rec.sample(pos)?))
 }
 
-/// The sparklines' gauges of every sample (page cache; dirty + writeback), read once at open.
+/// The sparklines' gauges of every sample (page cache; dirty + writeback), read once at open. Only
+/// the memory part of each sample is parsed: the processes are most of a sample's size.
 pub fn gauges(rec: &mut Recording) -> anyhow::Result<Vec<(u64, u64)>> {
-    rec.samples()
-        .map(|s| s.map(|s| (s.memory.cached_bytes, s.memory.dirty_bytes + s.memory.writeback_bytes)))
-        .collect()
+    #[derive(serde::Deserialize)]
+    struct MemoryOnly {
+        #[serde(default)]
+        memory: crate::sample::MemInfo,
+    }
+    let all = rec.all_as::<MemoryOnly>()?;
+    Ok(all.iter().map(|s| (s.memory.cached_bytes, s.memory.dirty_bytes + s.memory.writeback_bytes)).collect())
 }
 
 /// The sparkline history as it was live when sample `pos` arrived.
