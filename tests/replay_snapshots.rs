@@ -225,3 +225,11 @@ fn compare_small_vs_large_writes_tui() {
     assert!(screen.contains("wareq_sz") && !screen.contains("Memory"), "{screen}");
     insta::assert_snapshot!("compare_devices_loop_80x24", screen);
 }
+
+#[test]
+fn replay_help_lists_the_player_keys() {
+    let help = screen(V1, 2, 100, 30, |s| s.help = true);
+    assert!(help.contains("go to a time") && help.contains("play / pause"), "{help}");
+    assert!(!help.contains("sampling interval"), "live-only keys are left out: {help}");
+    insta::assert_snapshot!("replay_help_100x30", help);
+}

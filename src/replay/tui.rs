@@ -74,6 +74,7 @@ pub fn initial_state(rec: &Recording, color: bool) -> UiState {
     let mut state = UiState::new(interval, color);
     // UiState clamps to the live +/- steps; a replay shows what was recorded.
     state.interval = interval;
+    state.replay = true;
     state
 }
 

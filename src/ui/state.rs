@@ -155,6 +155,8 @@ pub struct UiState {
     pub recording: Option<RecordingIndicator>,
     /// A one-line notice in the header (e.g. why recording could not start), until the next key.
     pub message: Option<String>,
+    /// True in `ioscope replay`: the help shows the player's keys.
+    pub replay: bool,
 }
 
 impl UiState {
@@ -181,6 +183,7 @@ impl UiState {
             baseline: None,
             recording: None,
             message: None,
+            replay: false,
         }
     }
 
