@@ -218,6 +218,12 @@ fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mo
                     return Err(usage(ErrorKind::ValueValidation, "--to must be later than --from"));
                 }
             }
+            if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json {
+                return Err(usage(
+                    ErrorKind::ArgumentConflict,
+                    "--to needs --batch, --json or --csv (in the TUI, press t to go to a time)",
+                ));
+            }
             let output = match (&a.csv, a.batch, a.json) {
                 (Some(pane), _, _) => crate::replay::ReplayOutput::Csv(
                     pane.parse().map_err(|e: String| usage(ErrorKind::InvalidValue, &e))?,
@@ -438,7 +444,8 @@ mod tests {
             &["replay"],
             &["replay", "x", "--csv", "bogus"],
             &["replay", "x", "--csv", "memory", "--json"],
-            &["replay", "x", "--from", "60", "--to", "30"],
+            &["replay", "x", "--from", "60", "--to", "30", "--json"],
+            &["replay", "x", "--to", "30"],
             &["compare", "a"],
             &["compare", "a@x..y", "b"],
             &["--once", "record", "-o", "x"],
