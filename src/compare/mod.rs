@@ -1,6 +1,6 @@
 //! `ioscope compare A B`: two recordings (or two time ranges of one) side by side. Per metric: the
-//! average and 95th percentile of its per-interval values in A and in B, the delta of the averages
-//! and its % change; grouped by pane, the biggest relative changes first. Settings that differ
+//! time-weighted average and the 95th percentile of its per-interval values in A and in B, the delta
+//! of the averages and its % change; grouped by pane, the biggest relative changes first. Settings that differ
 //! between the two headers (sysctls, queue settings) come first: they are usually the point.
 
 use std::collections::BTreeMap;
@@ -189,6 +189,17 @@ pub fn average(v: &[f64]) -> f64 {
     }
 }
 
+/// The mean of `v` weighted by each interval's length `w` (seconds): Σ wᵢvᵢ / Σ wᵢ. For a rate this
+/// is Δcounter over the whole time, as sar averages; an interval stretched by a late sample counts
+/// for its real length. Falls back to the plain mean when the weights sum to 0.
+pub fn time_weighted_average(v: &[f64], w: &[f64]) -> f64 {
+    let total: f64 = w.iter().take(v.len()).sum();
+    if total <= 0.0 || w.len() < v.len() {
+        return average(v);
+    }
+    v.iter().zip(w).map(|(x, w)| x * w).sum::<f64>() / total
+}
+
 /// The 95th percentile by the nearest-rank method: the smallest value with at least 95 % of the
 /// values at or below it (0 when empty).
 pub fn p95(v: &[f64]) -> f64 {
@@ -205,6 +216,8 @@ pub fn p95(v: &[f64]) -> f64 {
 /// biggest |% change| comes first (a metric that appeared from 0 before all), ties by |delta|.
 pub fn compare_models(a: &[Model], b: &[Model]) -> Vec<PaneComparison> {
     let (sa, sb) = (series(a), series(b));
+    let weights = |m: &[Model]| m.iter().map(|m| m.interval_s).collect::<Vec<f64>>();
+    let (wa, wb) = (weights(a), weights(b));
     let empty = Vec::new();
     PANES
         .iter()
@@ -217,7 +230,7 @@ pub fn compare_models(a: &[Model], b: &[Model]) -> Vec<PaneComparison> {
                 .into_iter()
                 .filter_map(|k| {
                     let (va, vb) = (ma.get(k).unwrap_or(&empty), mb.get(k).unwrap_or(&empty));
-                    let (a_avg, b_avg) = (average(va), average(vb));
+                    let (a_avg, b_avg) = (time_weighted_average(va, &wa), time_weighted_average(vb, &wb));
                     let (a_p95, b_p95) = (p95(va), p95(vb));
                     if [a_avg, b_avg, a_p95, b_p95].iter().all(|x| *x == 0.0) {
                         return None;
@@ -429,6 +442,9 @@ mod tests {
         assert_eq!(p95(&[3.0, 1.0, 2.0]), 3.0);
         assert_eq!(p95(&[]), 0.0);
         assert_eq!(average(&[]), 0.0);
+        // 10 for 1 s, then 40 for 2 s (a late sample): (10 + 80) / 3 = 30, not 25.
+        assert_eq!(time_weighted_average(&[10.0, 40.0], &[1.0, 2.0]), 30.0);
+        assert_eq!(time_weighted_average(&[10.0, 40.0], &[0.0, 0.0]), 25.0);
     }
 
     fn model(util: f64, comm_write: &[(&str, f64)]) -> Model {
