@@ -117,7 +117,12 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
     }
     if let Some(rec) = &state.recording {
         let size = format::human_bytes(rec.bytes as f64);
-        let text = format!(" ● REC {} {} samples {size} ", format::shorten(&rec.path, 32), rec.frames);
+        // The file name only where it does not hide the PSI figures.
+        let text = if area.width >= 140 {
+            format!(" ● REC {} {} samples {size} ", format::shorten(&rec.path, 32), rec.frames)
+        } else {
+            format!(" ● REC {} {size} ", rec.frames)
+        };
         flags.push(Span::styled(text, theme.level(Level::Critical)));
         flags.push(Span::raw(" "));
     }

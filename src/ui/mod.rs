@@ -71,6 +71,10 @@ pub fn draw_starting(frame: &mut Frame, state: &UiState) {
 fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
     let mut mem_h = memory::wanted_height(model, state, body.width);
     let mut dev_h = devices::wanted_height(model, state);
+    if state.baseline.is_some() {
+        // Deltas are a metric per row: a device has a dozen, so give them room.
+        dev_h = dev_h.max(body.height / 3);
+    }
     // Squeeze devices to one row, then memory, before the process pane goes below its minimum.
     let over = |m: u16, d: u16| (m + d + MIN_PROCESS_HEIGHT).saturating_sub(body.height);
     dev_h -= over(mem_h, dev_h).min(dev_h.saturating_sub(3));
