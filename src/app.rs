@@ -17,7 +17,9 @@ use tokio::sync::mpsc;
 use crate::bpf::BpfCollector;
 use crate::collect::{Sampler, SystemRoot};
 use crate::model::Model;
+use crate::record::live;
 use crate::sample::Sample;
+use crate::ui::baseline::Baseline;
 use crate::ui::terminal::TerminalGuard;
 use crate::ui::{self, Action, UiState};
 
@@ -63,6 +65,8 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
     let mut latest: Option<Model> = None;
     let mut shown: Option<Model> = None;
     let (mut latest_seq, mut shown_seq) = (0u64, 0u64);
+    // `R`: the session's recording, while one runs.
+    let mut recorder: Option<live::LiveRecorder> = None;
     loop {
         let mut redraw = false;
         tokio::select! {
@@ -76,6 +80,17 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
                         redraw = true;
                     }
                     Action::Quit => break,
+                    Action::ToggleRecording => {
+                        live::toggle(&mut recorder, &mut state, prev.as_ref());
+                        redraw = true;
+                    }
+                    Action::ToggleBaseline => {
+                        state.baseline = match state.baseline {
+                            Some(_) => None,
+                            None => shown.clone().map(|model| Baseline { model }),
+                        };
+                        redraw = true;
+                    }
                 },
                 Some(Ok(Event::Resize(..))) => redraw = true,
                 Some(Ok(_)) => {}
@@ -85,6 +100,7 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
             },
             sample = samples.recv() => {
                 let cur = sample.context("the sampling thread stopped")?;
+                live::on_sample(&mut recorder, &mut state, &cur);
                 let model = match &prev {
                     Some(p) => Model::between(p, &cur),
                     None => Model::compute(None, &cur, Duration::ZERO),
@@ -120,6 +136,9 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
         }
     }
     drop(guard);
+    if let Some(r) = recorder {
+        eprintln!("ioscope: {}", r.finish());
+    }
     Ok(())
 }
 
@@ -177,7 +196,7 @@ fn spawn_sampler(
 }
 
 /// Seconds east of UTC of the local time zone, for the header clock (0 when unknown).
-fn local_utc_offset_s() -> i64 {
+pub fn local_utc_offset_s() -> i64 {
     // SAFETY: time() and localtime_r() only write to the tm struct we own.
     unsafe {
         let now = libc::time(std::ptr::null_mut());

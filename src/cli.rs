@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// Shortest and longest sampling interval accepted, seconds. Below 0.1 s the counters barely move
 /// and the sampling itself becomes the load; above an hour a "rate" means little.
@@ -21,6 +21,7 @@ pub const USAGE_EXIT_CODE: i32 = 2;
     name = "ioscope",
     version,
     about = "Shows why the disk is busy: dirty memory vs. thresholds, iostat -x device stats, per-process I/O",
+    args_conflicts_with_subcommands = true,
     after_help = "Without --once or --batch, ioscope runs the interactive terminal UI. \
                   eBPF panes need root (or CAP_BPF+CAP_PERFMON); when run from a terminal without \
                   them, ioscope re-runs itself through sudo unless --no-bpf is given."
@@ -53,6 +54,86 @@ pub struct Cli {
     /// With --once: one JSON document; with --batch: one JSON document per line (NDJSON).
     #[arg(long)]
     pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands; without one, ioscope is the live monitor.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Record samples to a file, without a terminal (replay it with `ioscope replay FILE`).
+    Record(RecordArgs),
+    /// Replay a recording in the TUI, or print it with --batch, --json or --csv.
+    Replay(ReplayArgs),
+    /// Compare two recordings, or two time ranges of one: average and p95 per metric.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The recording to write (refused if it exists, unless --force).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: std::path::PathBuf,
+    /// Seconds between samples (fractions allowed, 0.1 to 3600).
+    #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Stop after this long: seconds, or with a unit (90s, 5m, 2h), or h:mm:ss.
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Do not load eBPF programs.
+    #[arg(long)]
+    pub no_bpf: bool,
+    /// Overwrite FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The recording to replay.
+    pub file: std::path::PathBuf,
+    /// Print a text report per sample instead of the TUI.
+    #[arg(short, long, conflicts_with = "csv")]
+    pub batch: bool,
+    /// Print one JSON model per sample (NDJSON) instead of the TUI.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print one pane's series as CSV: memory, devices or processes.
+    #[arg(long, value_name = "PANE", value_parser = ["memory", "devices", "processes"])]
+    pub csv: Option<String>,
+    /// Start at this offset from the recording's start (seconds, 90s, 5m, h:mm:ss).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub from: Option<Duration>,
+    /// End at this offset from the recording's start.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub to: Option<Duration>,
+    /// Do not use colours (also when NO_COLOR is set and not empty).
+    #[arg(long)]
+    pub no_color: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The "before": FILE, or FILE@FROM..TO for a time range of it (offsets from its start; either
+    /// end may be left out, e.g. run.rec@..60 or run.rec@2m..).
+    #[arg(value_name = "A")]
+    pub a: String,
+    /// The "after", the same way.
+    #[arg(value_name = "B")]
+    pub b: String,
+    /// One JSON document instead of the TUI or text table.
+    #[arg(long, conflicts_with = "text")]
+    pub json: bool,
+    /// The text table, even on a terminal (without a terminal it is the default).
+    #[arg(long)]
+    pub text: bool,
+    /// Do not use colours (also when NO_COLOR is set and not empty).
+    #[arg(long)]
+    pub no_color: bool,
+    /// Show at most this many metrics per pane in the text table (all with --json).
+    #[arg(long, value_name = "N", default_value = "15", value_parser = parse_count)]
+    pub top: u64,
 }
 
 /// What to run, with every option already validated.
@@ -62,6 +143,12 @@ pub enum Mode {
     Interactive { interval: Duration, color: bool, bpf: bool },
     /// Headless output: `--once` (count 1) or `--batch`.
     Headless(HeadlessOptions),
+    /// `ioscope record`.
+    Record(crate::record::recorder::RecordOptions),
+    /// `ioscope replay`.
+    Replay(crate::replay::ReplayOptions),
+    /// `ioscope compare`.
+    Compare(crate::compare::CompareOptions),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +175,9 @@ impl Cli {
     /// environment variable (passed in so the decision stays a pure function).
     pub fn mode(&self, no_color_env: Option<&OsStr>) -> Result<Mode, clap::Error> {
         let usage = |msg: &str| Cli::command().error(ErrorKind::ArgumentConflict, msg);
+        if let Some(command) = &self.command {
+            return subcommand_mode(command, no_color_env);
+        }
         if self.count.is_some() && !self.batch {
             return Err(usage("-n/--count only makes sense with --batch"));
         }
@@ -110,6 +200,95 @@ impl Cli {
             bpf,
         })
     }
+}
+
+fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mode, clap::Error> {
+    let usage = |kind: ErrorKind, msg: &str| Cli::command().error(kind, msg);
+    Ok(match command {
+        Command::Record(a) => Mode::Record(crate::record::recorder::RecordOptions {
+            output: a.output.clone(),
+            interval: a.interval,
+            duration: a.duration,
+            bpf: !a.no_bpf,
+            force: a.force,
+        }),
+        Command::Replay(a) => {
+            if let (Some(from), Some(to)) = (a.from, a.to) {
+                if to <= from {
+                    return Err(usage(ErrorKind::ValueValidation, "--to must be later than --from"));
+                }
+            }
+            if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json {
+                return Err(usage(
+                    ErrorKind::ArgumentConflict,
+                    "--to needs --batch, --json or --csv (in the TUI, press t to go to a time)",
+                ));
+            }
+            let output = match (&a.csv, a.batch, a.json) {
+                (Some(pane), _, _) => crate::replay::ReplayOutput::Csv(
+                    pane.parse().map_err(|e: String| usage(ErrorKind::InvalidValue, &e))?,
+                ),
+                (None, _, true) => crate::replay::ReplayOutput::Json,
+                (None, true, false) => crate::replay::ReplayOutput::Text,
+                (None, false, false) => {
+                    crate::replay::ReplayOutput::Tui { color: wants_color(a.no_color, no_color_env) }
+                }
+            };
+            Mode::Replay(crate::replay::ReplayOptions {
+                file: a.file.clone(),
+                output,
+                from: a.from,
+                to: a.to,
+            })
+        }
+        Command::Compare(a) => {
+            let parse =
+                |s: &str| crate::compare::RangeSpec::parse(s).map_err(|e| usage(ErrorKind::InvalidValue, &e));
+            Mode::Compare(crate::compare::CompareOptions {
+                a: parse(&a.a)?,
+                b: parse(&a.b)?,
+                json: a.json,
+                top: a.top as usize,
+                text: a.text,
+                color: wants_color(a.no_color, no_color_env),
+            })
+        }
+    })
+}
+
+/// Parses a length of time: plain seconds ("90", "0.5"), with a unit ("90s", "5m", "2h"), or a
+/// clock-like "m:ss" / "h:mm:ss".
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let bad = || format!("'{s}' is not a time (use seconds, 90s, 5m, 2h or h:mm:ss)");
+    let secs = if t.contains(':') {
+        let parts: Vec<&str> = t.split(':').collect();
+        if parts.len() > 3 {
+            return Err(bad());
+        }
+        let mut total = 0.0;
+        for (i, part) in parts.iter().enumerate() {
+            let v: f64 = part.parse().map_err(|_| bad())?;
+            // Minutes and seconds after the first field stay below 60; the first may be anything.
+            if i > 0 && !(0.0..60.0).contains(&v) {
+                return Err(bad());
+            }
+            total = total * 60.0 + v;
+        }
+        total
+    } else {
+        let (num, mult) = match t.char_indices().last() {
+            Some((i, 's')) => (&t[..i], 1.0),
+            Some((i, 'm')) => (&t[..i], 60.0),
+            Some((i, 'h')) => (&t[..i], 3600.0),
+            _ => (t, 1.0),
+        };
+        num.parse::<f64>().map_err(|_| bad())? * mult
+    };
+    if !secs.is_finite() || !(0.0..=365.0 * 86400.0).contains(&secs) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// Colour is off with `--no-color`, or when NO_COLOR is set to anything but the empty string
@@ -231,6 +410,49 @@ mod tests {
         assert!(!line.contains('\n'), "{line}");
         assert!(line.starts_with("ioscope: invalid value 'abc' for '--interval <SECONDS>'"), "{line}");
         assert!(line.contains("is not a number of seconds"), "{line}");
+    }
+
+    #[test]
+    fn durations_in_every_spelling() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("1:30"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1:02:03"), Ok(Duration::from_secs(3723)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        for bad in ["", "x", "-1", "5d", "1:2:3:4", "1:75", "0:75", "1:-5", "inf", "NaN"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn subcommands_parse_and_keep_the_top_level_flags_apart() {
+        let Mode::Record(r) = parse(&["record", "-o", "x.rec", "-i", "0.5", "-d", "1m", "--no-bpf"]).unwrap()
+        else {
+            panic!("expected record")
+        };
+        assert_eq!(
+            (r.interval, r.duration, r.bpf, r.force),
+            (Duration::from_millis(500), Some(Duration::from_secs(60)), false, false)
+        );
+        assert!(matches!(parse(&["replay", "x.rec", "--json"]).unwrap(), Mode::Replay(_)));
+        assert!(matches!(parse(&["compare", "a.rec", "b.rec@1m.."]).unwrap(), Mode::Compare(_)));
+        for args in [
+            &["record"][..],
+            &["record", "-o", "x", "-d", "soon"],
+            &["replay"],
+            &["replay", "x", "--csv", "bogus"],
+            &["replay", "x", "--csv", "memory", "--json"],
+            &["replay", "x", "--from", "60", "--to", "30", "--json"],
+            &["replay", "x", "--to", "30"],
+            &["compare", "a"],
+            &["compare", "a@x..y", "b"],
+            &["--once", "record", "-o", "x"],
+        ] {
+            let err = parse(args).expect_err(&format!("{args:?} should fail"));
+            assert_eq!(err.exit_code(), USAGE_EXIT_CODE, "{args:?}");
+        }
     }
 
     #[test]

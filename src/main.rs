@@ -19,6 +19,9 @@ fn main() -> ExitCode {
     let result = match mode {
         Mode::Interactive { interval, color, bpf } => interactive(app::AppOptions { interval, color, bpf }),
         Mode::Headless(opts) => output::headless::run(&opts),
+        Mode::Record(opts) => ioscope::record::recorder::run(&opts),
+        Mode::Replay(opts) => ioscope::replay::run(&opts),
+        Mode::Compare(opts) => ioscope::compare::run(&opts),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -115,6 +115,21 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
         flags.push(Span::styled(" PAUSED ", theme.banner()));
         flags.push(Span::raw(" "));
     }
+    if let Some(rec) = &state.recording {
+        let size = format::human_bytes(rec.bytes as f64);
+        // The file name only where it does not hide the PSI figures.
+        let text = if area.width >= 140 {
+            format!(" ● REC {} {} samples {size} ", format::shorten(&rec.path, 32), rec.frames)
+        } else {
+            format!(" ● REC {} {size} ", rec.frames)
+        };
+        flags.push(Span::styled(text, theme.level(Level::Critical)));
+        flags.push(Span::raw(" "));
+    }
+    if let Some(msg) = &state.message {
+        flags.push(Span::styled(format!(" {} ", format::shorten(msg, 100)), theme.banner()));
+        flags.push(Span::raw(" "));
+    }
     if !flags.is_empty() {
         frame.render_widget(Paragraph::new(Line::from(flags).right_aligned()), area);
     }

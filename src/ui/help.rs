@@ -11,7 +11,7 @@ use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 12] = [
+pub const KEYS: [(&str, &str); 14] = [
     ("q  Ctrl-C", "quit"),
     ("?  F1", "this help (Esc closes it)"),
     ("Tab  S-Tab", "focus the next / previous pane"),
@@ -24,7 +24,22 @@ pub const KEYS: [(&str, &str); 12] = [
     ("u", "units: human (K M G = KiB MiB GiB) / raw"),
     ("p  Space", "pause the display (sampling goes on)"),
     ("+ -", "sampling interval, 0.25 s … 60 s"),
+    ("b", "baseline: panes show deltas against now; b again clears"),
+    ("R", "record the session to ./ioscope-HOST-DATE.rec; R again stops"),
 ];
+
+/// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.
+pub const REPLAY_KEYS: [(&str, &str); 6] = [
+    ("Space  p", "play / pause"),
+    ("→ ←  l h", "step one sample"),
+    ("PgDn PgUp", "one minute of recorded time forward / back"),
+    ("Home  End", "the start / the end"),
+    ("> <", "speed ×0.5 … ×16"),
+    ("t", "go to a time: 90, 1:30, 5m, or @14:05:10"),
+];
+
+/// Live-only keys, left out of the replay's help: pausing, the interval and recording.
+const LIVE_ONLY: [&str; 3] = ["p  Space", "+ -", "R"];
 
 const NOTES: [&str; 4] = [
     "PSI: some/full % of the last 10 s stalled, then stall ms in this interval.",
@@ -35,8 +50,10 @@ const NOTES: [&str; 4] = [
 
 pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, state: &UiState) {
     let theme = Theme { color: state.color };
-    let mut lines: Vec<Line> = KEYS
+    let replay_keys: &[(&str, &str)] = if state.replay { &REPLAY_KEYS } else { &[] };
+    let mut lines: Vec<Line> = replay_keys
         .iter()
+        .chain(KEYS.iter().filter(|(k, _)| !(state.replay && LIVE_ONLY.contains(k))))
         .map(|(k, what)| {
             Line::from(vec![Span::styled(format!("{k:>11}  "), theme.table_header()), Span::raw(*what)])
         })

@@ -13,6 +13,7 @@ use ratatui::Frame;
 
 use crate::model::Model;
 
+pub mod baseline;
 pub mod columns;
 pub mod devices;
 pub mod format;
@@ -38,7 +39,11 @@ const SPARKLINE_EXTRA: u16 = 4;
 
 /// Draws a whole screen for `model`.
 pub fn draw(frame: &mut Frame, model: &Model, state: &UiState) {
-    let area = frame.area();
+    draw_in(frame, frame.area(), model, state);
+}
+
+/// Draws the whole screen for `model` within `area` (replay keeps a line for its timeline).
+pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [header_area, body] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
     header::render(frame, header_area, model, state);
@@ -66,6 +71,10 @@ pub fn draw_starting(frame: &mut Frame, state: &UiState) {
 fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
     let mut mem_h = memory::wanted_height(model, state, body.width);
     let mut dev_h = devices::wanted_height(model, state);
+    if state.baseline.is_some() {
+        // Deltas are a metric per row: a device has a dozen, so give them room.
+        dev_h = dev_h.max(body.height / 3);
+    }
     // Squeeze devices to one row, then memory, before the process pane goes below its minimum.
     let over = |m: u16, d: u16| (m + d + MIN_PROCESS_HEIGHT).saturating_sub(body.height);
     dev_h -= over(mem_h, dev_h).min(dev_h.saturating_sub(3));
@@ -88,6 +97,11 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
         Pane::Devices => ('2', devices::title(model, state)),
         Pane::Processes => ('3', processes::title(model, state)),
     };
+    if let Some(baseline) = &state.baseline {
+        let title = baseline::title(&title, baseline, state);
+        let block = pane_block(key, &title, state.focus == pane, state);
+        return baseline::render(frame, area, pane, model, baseline, state, block);
+    }
     let block = pane_block(key, &title, state.focus == pane, state);
     match pane {
         Pane::Memory => memory::render(frame, area, model, state, block),

@@ -104,6 +104,18 @@ pub enum Action {
     /// The user changed the sampling interval: tell the sampler, then draw again.
     SetInterval(Duration),
     Quit,
+    /// `R`: start or stop recording the live session to a file.
+    ToggleRecording,
+    /// `b`: mark the model on screen as the baseline, or clear it.
+    ToggleBaseline,
+}
+
+/// What the header shows while the live session is being recorded (`R`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecordingIndicator {
+    pub path: String,
+    pub frames: u64,
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -137,6 +149,14 @@ pub struct UiState {
     pub history: History,
     /// Local time zone offset for the header clock, seconds east of UTC (0 in tests).
     pub utc_offset_s: i64,
+    /// Set with `b`: the panes show their deltas against it until `b` clears it.
+    pub baseline: Option<crate::ui::baseline::Baseline>,
+    /// Set while `R` records the session.
+    pub recording: Option<RecordingIndicator>,
+    /// A one-line notice in the header (e.g. why recording could not start), until the next key.
+    pub message: Option<String>,
+    /// True in `ioscope replay`: the help shows the player's keys.
+    pub replay: bool,
 }
 
 impl UiState {
@@ -160,6 +180,10 @@ impl UiState {
             selected_process: 0,
             history: History::default(),
             utc_offset_s: 0,
+            baseline: None,
+            recording: None,
+            message: None,
+            replay: false,
         }
     }
 
@@ -177,6 +201,7 @@ impl UiState {
         if ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('C')) {
             return Action::Quit;
         }
+        self.message = None;
         if self.editing_filter {
             return self.edit_filter(key.code);
         }
@@ -239,6 +264,8 @@ impl UiState {
                 Action::Redraw
             }
             KeyCode::Char('p') | KeyCode::Char(' ') => toggle(&mut self.paused),
+            KeyCode::Char('b') => Action::ToggleBaseline,
+            KeyCode::Char('R') => Action::ToggleRecording,
             KeyCode::Char('+') => self.step_interval(true),
             KeyCode::Char('-') => self.step_interval(false),
             _ => Action::None,
@@ -523,6 +550,16 @@ mod tests {
         assert!(s.show_idle_virtual);
         s.handle_key(key('a'));
         assert!(s.show_all_processes);
+    }
+
+    #[test]
+    fn baseline_and_recording_keys_ask_the_event_loop() {
+        let mut s = state();
+        s.message = Some("old news".into());
+        assert_eq!(s.handle_key(key('b')), Action::ToggleBaseline);
+        assert_eq!(s.message, None, "a key clears the notice");
+        assert_eq!(s.handle_key(key('R')), Action::ToggleRecording);
+        assert_eq!(s.handle_key(key('r')), Action::Redraw, "lower-case r still reverses the sort");
     }
 
     #[test]

@@ -1,0 +1,295 @@
+//! `ioscope compare` on a terminal: the comparison as a scrollable screen, one pane's metrics or
+//! all, filtered by name. A pure render of ([`Comparison`], [`CompareView`]); the loop below only
+//! feeds it keys.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use futures_util::StreamExt;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::compare::{num, Comparison, MetricComparison};
+use crate::ui::format;
+use crate::ui::terminal::TerminalGuard;
+use crate::ui::theme::{Level, Theme};
+
+const PANES: [&str; 4] = ["memory", "psi", "devices", "processes"];
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompareView {
+    /// First line shown of the scrolled body.
+    pub scroll: usize,
+    /// None: all panes; Some(i): PANES[i] only.
+    pub pane: Option<usize>,
+    /// Metric-name filter (case-insensitive substring).
+    pub filter: String,
+    pub editing_filter: bool,
+    pub color: bool,
+}
+
+/// What a key did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewAction {
+    None,
+    Redraw,
+    Quit,
+}
+
+impl CompareView {
+    pub fn handle_key(&mut self, key: KeyEvent, page: usize) -> ViewAction {
+        if key.kind == KeyEventKind::Release {
+            return ViewAction::None;
+        }
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return ViewAction::Quit;
+        }
+        if self.editing_filter {
+            match key.code {
+                KeyCode::Enter => self.editing_filter = false,
+                KeyCode::Esc => {
+                    self.editing_filter = false;
+                    self.filter.clear();
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                }
+                KeyCode::Char(c) if !c.is_control() => self.filter.push(c),
+                _ => return ViewAction::None,
+            }
+            self.scroll = 0;
+            return ViewAction::Redraw;
+        }
+        let page = page.max(1);
+        match key.code {
+            KeyCode::Char('q') => return ViewAction::Quit,
+            KeyCode::Down | KeyCode::Char('j') => self.scroll += 1,
+            KeyCode::Up | KeyCode::Char('k') => self.scroll = self.scroll.saturating_sub(1),
+            KeyCode::PageDown | KeyCode::Char(' ') => self.scroll += page,
+            KeyCode::PageUp => self.scroll = self.scroll.saturating_sub(page),
+            KeyCode::Home | KeyCode::Char('g') => self.scroll = 0,
+            KeyCode::End | KeyCode::Char('G') => self.scroll = usize::MAX / 2,
+            KeyCode::Tab => self.pane = next_pane(self.pane, 1),
+            KeyCode::BackTab => self.pane = next_pane(self.pane, PANES.len()),
+            KeyCode::Char(c @ '0'..='4') => {
+                self.pane = (c != '0').then(|| c as usize - '1' as usize);
+                self.scroll = 0;
+            }
+            KeyCode::Char('/') => self.editing_filter = true,
+            KeyCode::Esc if !self.filter.is_empty() => self.filter.clear(),
+            _ => return ViewAction::None,
+        }
+        ViewAction::Redraw
+    }
+}
+
+/// All → memory → psi → devices → processes → all (`by` = 1 forward, PANES.len() backward).
+fn next_pane(cur: Option<usize>, by: usize) -> Option<usize> {
+    let i = cur.map_or(0, |p| p + 1);
+    let n = (i + by) % (PANES.len() + 1);
+    (n > 0).then(|| n - 1)
+}
+
+fn matches(m: &MetricComparison, filter: &str) -> bool {
+    filter.is_empty() || m.metric.to_lowercase().contains(&filter.to_lowercase())
+}
+
+/// The scrolled body: settings that differ, then each pane's heading and metrics.
+pub fn body_lines(c: &Comparison, view: &CompareView, width: u16) -> Vec<Line<'static>> {
+    let theme = Theme { color: view.color };
+    let name_w = (width as usize).saturating_sub(6 * 10 + 2).clamp(16, 60);
+    let mut lines = Vec::new();
+    if view.pane.is_none() && !c.settings_changed.is_empty() {
+        lines.push(Line::from(Span::styled("Settings that differ", theme.table_header())));
+        for ch in &c.settings_changed {
+            let v = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+            lines.push(Line::from(format!("  {:<name_w$} {} → {}", ch.name, v(&ch.a), v(&ch.b))));
+        }
+        lines.push(Line::from(""));
+    }
+    for (i, pane) in c.panes.iter().enumerate() {
+        if view.pane.is_some_and(|p| PANES.get(p) != Some(&pane.pane.as_str())) {
+            continue;
+        }
+        let shown: Vec<&MetricComparison> =
+            pane.metrics.iter().filter(|m| matches(m, &view.filter)).collect();
+        let heading = format!(
+            "{} {:<w$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            i + 1,
+            pane_title(&pane.pane),
+            "A avg",
+            "A p95",
+            "B avg",
+            "B p95",
+            "delta",
+            "change",
+            w = name_w
+        );
+        lines.push(Line::from(Span::styled(heading, theme.table_header())));
+        if shown.is_empty() {
+            let why = if pane.metrics.is_empty() {
+                "no activity on either side"
+            } else {
+                "no metric matches the filter"
+            };
+            lines.push(Line::from(Span::styled(format!("  ({why})"), theme.dim())));
+        }
+        for m in shown {
+            let change = m.change_pct.map_or_else(|| "new".to_string(), |p| format!("{p:+.0}%"));
+            let delta = if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) };
+            // Big relative changes stand out; the direction's meaning depends on the metric.
+            let style = match m.change_pct.map(f64::abs) {
+                None => theme.level(Level::Warn),
+                Some(p) if p >= 100.0 => theme.level(Level::Critical),
+                Some(p) if p >= 25.0 => theme.level(Level::Warn),
+                _ => Style::default(),
+            };
+            lines.push(Line::from(vec![
+                Span::raw(format!(
+                    "  {:<name_w$} {:>9} {:>9} {:>9} {:>9} ",
+                    format::shorten(&m.metric, name_w),
+                    num(m.a_avg),
+                    num(m.a_p95),
+                    num(m.b_avg),
+                    num(m.b_p95)
+                )),
+                Span::styled(format!("{delta:>9} {change:>8}"), style),
+            ]));
+        }
+        lines.push(Line::from(""));
+    }
+    lines
+}
+
+fn pane_title(pane: &str) -> &'static str {
+    match pane {
+        "memory" => "Memory",
+        "psi" => "Pressure (PSI)",
+        "devices" => "Devices",
+        _ => "Processes (by comm)",
+    }
+}
+
+/// Lines above and below the scrolled body.
+const TOP: u16 = 3;
+const BOTTOM: u16 = 1;
+
+/// The body's height on a screen of `height` lines (what PgUp/PgDn move).
+pub fn page(height: u16) -> usize {
+    height.saturating_sub(TOP + BOTTOM) as usize
+}
+
+pub fn draw(frame: &mut Frame, c: &Comparison, view: &mut CompareView) {
+    let theme = Theme { color: view.color };
+    let [top, body, bottom] =
+        Layout::vertical([Constraint::Length(TOP), Constraint::Fill(1), Constraint::Length(BOTTOM)])
+            .areas(frame.area());
+    let side = |name: &str, s: &crate::compare::Side| {
+        Line::from(vec![
+            Span::styled(format!(" {name} "), theme.banner()),
+            Span::raw(format!(
+                " {}  ({} {}, {} intervals, {:.0} s)",
+                s.source, s.hostname, s.kernel, s.intervals, s.seconds
+            )),
+        ])
+    };
+    let scope = match view.pane {
+        None => "all panes".to_string(),
+        Some(p) => pane_title(PANES[p]).to_string(),
+    };
+    let filter = if view.editing_filter || !view.filter.is_empty() {
+        format!("  filter \"{}\"{}", view.filter, if view.editing_filter { "▏" } else { "" })
+    } else {
+        String::new()
+    };
+    let info = Line::from(Span::styled(
+        format!(
+            " ioscope compare: {scope}{filter}   avg/p95 per interval, delta = B − A, change = delta / A"
+        ),
+        theme.dim(),
+    ));
+    frame.render_widget(Paragraph::new(vec![side("A", &c.a), side("B", &c.b), info]), top);
+    let lines = body_lines(c, view, body.width);
+    let max_scroll = lines.len().saturating_sub(body.height as usize);
+    view.scroll = view.scroll.min(max_scroll);
+    frame.render_widget(Paragraph::new(lines).scroll((view.scroll as u16, 0)), body);
+    let keys = " q quit  ↑↓ PgUp PgDn Home End scroll  Tab 0-4 pane  / filter (Enter keeps, Esc clears)";
+    frame.render_widget(
+        Paragraph::new(Span::styled(format::shorten(keys, bottom.width as usize), theme.dim())),
+        bottom,
+    );
+}
+
+pub fn run(c: &Comparison, color: bool) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
+        let mut view = CompareView { color, ..Default::default() };
+        let mut events = EventStream::new();
+        loop {
+            let height = guard.terminal.size()?.height;
+            guard.terminal.draw(|f| draw(f, c, &mut view))?;
+            tokio::select! {
+                event = events.next() => match event {
+                    Some(Ok(Event::Key(key))) => {
+                        if view.handle_key(key, page(height)) == ViewAction::Quit {
+                            break;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e).context("reading terminal input"),
+                    None => break,
+                },
+                _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                _ = sigint.recv() => break,
+                _ = sigterm.recv() => break,
+            }
+        }
+        drop(guard);
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(c: KeyCode) -> KeyEvent {
+        KeyEvent::new(c, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn keys_scroll_pick_a_pane_filter_and_quit() {
+        let mut v = CompareView::default();
+        v.handle_key(key(KeyCode::PageDown), 20);
+        v.handle_key(key(KeyCode::Down), 20);
+        assert_eq!(v.scroll, 21);
+        v.handle_key(key(KeyCode::Home), 20);
+        assert_eq!(v.scroll, 0);
+        v.handle_key(key(KeyCode::Tab), 20);
+        assert_eq!(v.pane, Some(0));
+        v.handle_key(key(KeyCode::BackTab), 20);
+        v.handle_key(key(KeyCode::BackTab), 20);
+        assert_eq!(v.pane, Some(3));
+        v.handle_key(key(KeyCode::Char('3')), 20);
+        assert_eq!(v.pane, Some(2));
+        v.handle_key(key(KeyCode::Char('0')), 20);
+        assert_eq!(v.pane, None);
+        v.handle_key(key(KeyCode::Char('/')), 20);
+        for c in "qwk".chars() {
+            v.handle_key(key(KeyCode::Char(c)), 20);
+        }
+        assert_eq!(v.filter, "qwk", "typing a filter does not quit");
+        v.handle_key(key(KeyCode::Enter), 20);
+        assert_eq!(v.handle_key(key(KeyCode::Esc), 20), ViewAction::Redraw);
+        assert_eq!(v.filter, "");
+        assert_eq!(v.handle_key(key(KeyCode::Char('q')), 20), ViewAction::Quit);
+    }
+}

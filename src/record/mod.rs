@@ -1,0 +1,9 @@
+//! Recordings: raw Samples in an append-only, compressed, checksummed file (see [`format`]), so
+//! every derived figure is recomputed on replay by the current Model.
+
+pub mod format;
+pub mod host_facts;
+pub mod live;
+pub mod recorder;
+
+pub use format::{Recording, RecordingHeader, RecordingWriter, FORMAT_VERSION};

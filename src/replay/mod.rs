@@ -1,0 +1,228 @@
+//! `ioscope replay`: a recording's Samples fed through the same Model and View as live data. The
+//! TUI is [`tui`]; `--batch`, `--json` and `--csv` are here and reuse [`crate::output`].
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::cli::Format;
+use crate::model::Model;
+use crate::output::headless::write_report;
+use crate::record::Recording;
+use crate::sample::Sample;
+
+pub mod flatten;
+pub mod player;
+pub mod timeline;
+pub mod tui;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayOptions {
+    pub file: PathBuf,
+    pub output: ReplayOutput,
+    /// Offsets from the recording's first sample.
+    pub from: Option<Duration>,
+    pub to: Option<Duration>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayOutput {
+    Tui { color: bool },
+    Text,
+    Json,
+    Csv(CsvPane),
+}
+
+/// The pane whose series `--csv` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CsvPane {
+    /// One row per sample: the memory gauges, thresholds, vmstat rates and PSI.
+    Memory,
+    /// One row per sample and device (idle virtual devices left out).
+    Devices,
+    /// One row per sample and process that did any I/O.
+    Processes,
+}
+
+impl FromStr for CsvPane {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CsvPane, String> {
+        match s {
+            "memory" => Ok(CsvPane::Memory),
+            "devices" => Ok(CsvPane::Devices),
+            "processes" => Ok(CsvPane::Processes),
+            other => Err(format!("unknown pane '{other}' for --csv (memory, devices or processes)")),
+        }
+    }
+}
+
+/// Opens a recording, printing on stderr why it ends early when its tail is damaged.
+pub fn open(path: &std::path::Path) -> anyhow::Result<Recording> {
+    let rec = Recording::open(path)?;
+    if let Some(problem) = &rec.problem {
+        eprintln!("ioscope: warning: {}: {problem}", path.display());
+    }
+    if rec.is_empty() {
+        anyhow::bail!("{}: the recording holds no samples", path.display());
+    }
+    Ok(rec)
+}
+
+pub fn run(opts: &ReplayOptions) -> anyhow::Result<()> {
+    let rec = open(&opts.file)?;
+    match opts.output {
+        ReplayOutput::Tui { color } => tui::run(rec, color, opts.from),
+        output => {
+            let out = io::stdout().lock();
+            match print(rec, output, opts.from, opts.to, out) {
+                Err(e)
+                    if e.downcast_ref::<io::Error>()
+                        .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+                {
+                    Ok(())
+                }
+                r => r,
+            }
+        }
+    }
+}
+
+/// The models between consecutive samples, for the intervals that lie within [from, to] (offsets
+/// from the first sample's monotonic clock).
+pub fn models<'a>(
+    rec: &'a mut Recording,
+    from: Option<Duration>,
+    to: Option<Duration>,
+) -> impl Iterator<Item = anyhow::Result<Model>> + 'a {
+    let mut start_ns: Option<u64> = None;
+    let mut prev: Option<(Sample, Duration)> = None;
+    let from = from.unwrap_or_default();
+    rec.samples().filter_map(move |s| {
+        let s = match s {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        let t0 = *start_ns.get_or_insert(s.mono_ns);
+        let offset = Duration::from_nanos(s.mono_ns.saturating_sub(t0));
+        let model = match &prev {
+            Some((p, p_offset)) if *p_offset >= from && to.is_none_or(|to| offset <= to) => {
+                Some(Model::between(p, &s))
+            }
+            _ => None,
+        };
+        prev = Some((s, offset));
+        model.map(Ok)
+    })
+}
+
+/// `--batch`, `--json` or `--csv` on `out`.
+pub fn print<W: Write>(
+    mut rec: Recording,
+    output: ReplayOutput,
+    from: Option<Duration>,
+    to: Option<Duration>,
+    mut out: W,
+) -> anyhow::Result<()> {
+    let mut written = 0usize;
+    let mut csv_columns: Option<Vec<String>> = None;
+    let t0 = rec.sample(0)?.wall_unix_ms;
+    for model in models(&mut rec, from, to) {
+        let model = model?;
+        match output {
+            ReplayOutput::Text => write_report(&mut out, &model, Format::Text, written == 0)?,
+            ReplayOutput::Json => write_report(&mut out, &model, Format::JsonLines, written == 0)?,
+            ReplayOutput::Csv(pane) => write_csv(&mut out, &model, pane, t0, &mut csv_columns)?,
+            ReplayOutput::Tui { .. } => unreachable!("the TUI does not print"),
+        }
+        written += 1;
+    }
+    out.flush()?;
+    if written == 0 {
+        anyhow::bail!("no samples in the chosen time range (a report needs two samples)");
+    }
+    Ok(())
+}
+
+/// The rows of one pane for one model: `(flattened key, value)` lists.
+pub fn csv_rows(model: &Model, pane: CsvPane) -> Vec<Vec<(String, Value)>> {
+    fn value<T: serde::Serialize>(v: &T) -> Value {
+        serde_json::to_value(v).unwrap_or(Value::Null)
+    }
+    let mut rows = Vec::new();
+    match pane {
+        CsvPane::Memory => {
+            let mut row = Vec::new();
+            flatten::flatten(&value(&model.memory), "", &mut row);
+            flatten::flatten(&value(&model.psi), "psi", &mut row);
+            rows.push(row);
+        }
+        CsvPane::Devices => {
+            for d in model.devices.iter().filter(|d| !(d.idle && d.is_virtual)) {
+                let mut row = Vec::new();
+                flatten::flatten(&value(d), "", &mut row);
+                rows.push(row);
+            }
+        }
+        CsvPane::Processes => {
+            for p in &model.processes {
+                let busy =
+                    p.read_bytes_s + p.write_bytes_s + p.rchar_s + p.wchar_s + p.cancelled_write_bytes_s;
+                if busy > 0.0 {
+                    let mut row = Vec::new();
+                    flatten::flatten(&value(p), "", &mut row);
+                    rows.push(row);
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// Writes the rows of one model. The header comes from the first row seen: `time_s` (seconds
+/// since the recording's first sample, from the wall clock), `wall_unix_ms`, then the pane's keys.
+fn write_csv<W: Write>(
+    out: &mut W,
+    model: &Model,
+    pane: CsvPane,
+    t0_unix_ms: u64,
+    columns: &mut Option<Vec<String>>,
+) -> io::Result<()> {
+    let time_s = model.header.wall_unix_ms.saturating_sub(t0_unix_ms) as f64 / 1000.0;
+    for row in csv_rows(model, pane) {
+        if columns.is_none() {
+            let cols: Vec<String> = row.iter().map(|(k, _)| k.clone()).collect();
+            writeln!(out, "time_s,wall_unix_ms,{}", cols.join(","))?;
+            *columns = Some(cols);
+        }
+        let cols = columns.as_ref().expect("set above");
+        let mut line = format!("{time_s:.3},{}", model.header.wall_unix_ms);
+        for c in cols {
+            line.push(',');
+            if let Some((_, v)) = row.iter().find(|(k, _)| k == c) {
+                line.push_str(&csv_cell(v));
+            }
+        }
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// A CSV cell (RFC 4180): numbers as they are, null empty, text quoted when it needs to be.
+fn csv_cell(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() => {
+                format!("{f:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
+            }
+            _ => n.to_string(),
+        },
+        Value::Bool(b) => b.to_string(),
+        Value::String(s) if s.contains([',', '"', '\n', '\r']) => format!("\"{}\"", s.replace('"', "\"\"")),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

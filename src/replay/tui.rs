@@ -1,0 +1,154 @@
+//! The replay TUI: the live TUI's panes (same [`ui::draw_in`], same [`UiState`] keys: sorting,
+//! filtering, zoom, help) driven by a [`Player`] over a [`Recording`] instead of the sampler, with a
+//! timeline on the bottom line.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use crossterm::event::{Event, EventStream};
+use futures_util::StreamExt;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::Frame;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::model::Model;
+use crate::record::Recording;
+use crate::replay::player::{Player, PlayerAction};
+use crate::replay::timeline;
+use crate::sample::Sample;
+use crate::ui::baseline::Baseline;
+use crate::ui::history::HISTORY_LEN;
+use crate::ui::terminal::TerminalGuard;
+use crate::ui::{self, Action, History, UiState};
+
+/// Redraw at least this often (the clock in the timeline, a lost resize).
+const TICK: Duration = Duration::from_secs(1);
+
+/// One replay screen: the panes above, the timeline on the last line. Pure (snapshot-tested).
+pub fn draw(frame: &mut Frame, model: &Model, state: &UiState, player: &Player) {
+    let [body, line] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(timeline::HEIGHT)]).areas(frame.area());
+    ui::draw_in(frame, body, model, state);
+    timeline::render(frame, line, player, state.color, state.utc_offset_s);
+}
+
+/// The model shown at `pos`: between the sample before it and it (gauges only at the first one).
+pub fn model_at(rec: &mut Recording, pos: usize) -> anyhow::Result<Model> {
+    if pos == 0 {
+        let s = rec.sample(0)?;
+        return Ok(Model::compute(None, s, Duration::ZERO));
+    }
+    let prev: Sample = rec.sample(pos - 1)?.clone();
+    Ok(Model::between(&prev, rec.sample(pos)?))
+}
+
+/// The sparklines' gauges of every sample (page cache; dirty + writeback), read once at open. Only
+/// the memory part of each sample is parsed: the processes are most of a sample's size.
+pub fn gauges(rec: &mut Recording) -> anyhow::Result<Vec<(u64, u64)>> {
+    #[derive(serde::Deserialize)]
+    struct MemoryOnly {
+        #[serde(default)]
+        memory: crate::sample::MemInfo,
+    }
+    let all = rec.all_as::<MemoryOnly>()?;
+    Ok(all.iter().map(|s| (s.memory.cached_bytes, s.memory.dirty_bytes + s.memory.writeback_bytes)).collect())
+}
+
+/// The sparkline history as it was live when sample `pos` arrived.
+pub fn history_at(gauges: &[(u64, u64)], pos: usize) -> History {
+    let mut h = History::default();
+    let end = (pos + 1).min(gauges.len());
+    for &(cached, dirty) in &gauges[end.saturating_sub(HISTORY_LEN)..end] {
+        let mut m = Model::default();
+        m.memory.cached = cached;
+        m.memory.dirty = dirty;
+        h.push(&m);
+    }
+    h
+}
+
+/// The UI state a replay starts with: the recording's interval in the header.
+pub fn initial_state(rec: &Recording, color: bool) -> UiState {
+    let interval = Duration::from_secs_f64(rec.header.interval_s.clamp(0.1, 3600.0));
+    let mut state = UiState::new(interval, color);
+    // UiState clamps to the live +/- steps; a replay shows what was recorded.
+    state.interval = interval;
+    state.replay = true;
+    state
+}
+
+pub fn run(rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Result<()> {
+    if !std::io::stdout().is_terminal() {
+        anyhow::bail!("replaying in the TUI needs a terminal on stdout; use --batch, --json or --csv");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(run_loop(rec, color, from))
+}
+
+async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Result<()> {
+    let mut state = initial_state(&rec, color);
+    state.utc_offset_s = crate::app::local_utc_offset_s();
+    let mut player = Player::new(&rec.mono_ns(), &rec.wall_unix_ms());
+    if let Some(from) = from {
+        player.seek_offset(from);
+    }
+    let gauges = gauges(&mut rec)?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut guard = TerminalGuard::enter().context("setting up the terminal (is stdout a terminal?)")?;
+    let mut events = EventStream::new();
+    let mut shown: Option<(usize, Model)> = None;
+    let mut last = Instant::now();
+    loop {
+        let now = Instant::now();
+        player.advance(now - last);
+        last = now;
+        if shown.as_ref().is_none_or(|(pos, _)| *pos != player.pos) {
+            let model = model_at(&mut rec, player.pos)?;
+            state.history = history_at(&gauges, player.pos);
+            shown = Some((player.pos, model));
+        }
+        let (_, model) = shown.as_ref().expect("set above");
+        state.clamp_selection(model);
+        guard.terminal.draw(|f| draw(f, model, &state, &player))?;
+        let wait = player.due_in().unwrap_or(TICK).min(TICK);
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(Event::Key(key))) => {
+                    // The prompt, filter and help overlay own the keyboard while open.
+                    let panes_first = state.editing_filter || state.help;
+                    let mine = !panes_first && player.handle_key(key, state.utc_offset_s) == PlayerAction::Redraw;
+                    if !mine {
+                        let interval = state.interval;
+                        match state.handle_key(key) {
+                            Action::Quit => break,
+                            // +/- change the live sampler's interval: a recording's is fixed.
+                            Action::SetInterval(_) => state.interval = interval,
+                            Action::ToggleBaseline => {
+                                state.baseline = match state.baseline {
+                                    Some(_) => None,
+                                    None => shown.as_ref().map(|(_, model)| Baseline { model: model.clone() }),
+                                };
+                            }
+                            Action::ToggleRecording => {
+                                state.message = Some("R records live sessions; this is already a recording".into());
+                            }
+                            Action::None | Action::Redraw => {}
+                        }
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e).context("reading terminal input"),
+                None => break,
+            },
+            _ = tokio::time::sleep(wait) => {}
+            _ = sigint.recv() => break,
+            _ = sigterm.recv() => break,
+            _ = sighup.recv() => break,
+        }
+    }
+    drop(guard);
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! Deltas against a baseline: `b` marks the model on screen, and until `b` clears it every pane
+//! shows, instead of its usual table, its metrics then and now, the difference and the % change,
+//! the biggest changes first. The metrics and their order are `compare`'s (one formula for both).
+
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Row, Table};
+use ratatui::Frame;
+
+use crate::compare::{compare_models, num, MetricComparison};
+use crate::model::Model;
+use crate::ui::format;
+use crate::ui::state::{Pane, UiState};
+use crate::ui::theme::Theme;
+
+/// The model marked with `b`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Baseline {
+    pub model: Model,
+}
+
+/// The compare groups each pane shows.
+fn groups(pane: Pane) -> &'static [&'static str] {
+    match pane {
+        Pane::Memory => &["memory", "psi"],
+        Pane::Devices => &["devices"],
+        Pane::Processes => &["processes"],
+    }
+}
+
+/// The pane's metrics that differ between the baseline and now, biggest relative change first.
+pub fn deltas(pane: Pane, baseline: &Baseline, model: &Model) -> Vec<MetricComparison> {
+    let mut out: Vec<MetricComparison> =
+        compare_models(std::slice::from_ref(&baseline.model), std::slice::from_ref(model))
+            .into_iter()
+            .filter(|p| groups(pane).contains(&p.pane.as_str()))
+            .flat_map(|p| {
+                let prefix = if p.pane == "psi" { "psi " } else { "" };
+                p.metrics.into_iter().map(move |mut m| {
+                    m.metric = format!("{prefix}{}", m.metric);
+                    m
+                })
+            })
+            .filter(|m| m.delta != 0.0)
+            .collect();
+    let rank = |m: &MetricComparison| m.change_pct.map_or(f64::INFINITY, f64::abs);
+    out.sort_by(|x, y| rank(y).total_cmp(&rank(x)).then(y.delta.abs().total_cmp(&x.delta.abs())));
+    out
+}
+
+/// The title suffix of a pane showing deltas.
+pub fn title(name: &str, baseline: &Baseline, state: &UiState) -> String {
+    format!(
+        "{name}  Δ vs baseline {} (b clears)",
+        format::clock(baseline.model.header.wall_unix_ms, state.utc_offset_s)
+    )
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    pane: Pane,
+    model: &Model,
+    baseline: &Baseline,
+    state: &UiState,
+    block: Block,
+) {
+    let theme = Theme { color: state.color };
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let rows = deltas(pane, baseline, model);
+    if rows.is_empty() {
+        let msg = Line::from(Span::styled("no change since the baseline", theme.dim()));
+        frame.render_widget(Paragraph::new(msg), inner);
+        return;
+    }
+    let name_w = inner.width.saturating_sub(5 * 10).clamp(12, 48);
+    let header = Row::new(["metric", "baseline", "now", "delta", "change"]).style(theme.table_header());
+    let body = rows.iter().map(|m| {
+        let change = m.change_pct.map_or_else(|| "new".to_string(), |p| format!("{p:+.0}%"));
+        let delta = if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) };
+        Row::new([
+            format::shorten(&m.metric, name_w as usize),
+            format!("{:>9}", num(m.a_avg)),
+            format!("{:>9}", num(m.b_avg)),
+            format!("{delta:>9}"),
+            format!("{change:>8}"),
+        ])
+    });
+    let widths = [
+        Constraint::Length(name_w),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(8),
+    ];
+    frame.render_widget(Table::new(body, widths).header(header), inner);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_of_the_focused_pane_biggest_first_unchanged_left_out() {
+        let mut before = Model::default();
+        before.memory.dirty = 100;
+        before.memory.cached = 1000;
+        before.memory.free = 50;
+        let mut now = before.clone();
+        now.memory.dirty = 400;
+        now.memory.cached = 1100;
+        let base = Baseline { model: before };
+        let d = deltas(Pane::Memory, &base, &now);
+        let names: Vec<&str> = d.iter().map(|m| m.metric.as_str()).collect();
+        assert_eq!(names, ["dirty", "cached"]);
+        assert_eq!((d[0].a_avg, d[0].b_avg, d[0].change_pct), (100.0, 400.0, Some(300.0)));
+        assert!(deltas(Pane::Devices, &base, &now).is_empty());
+    }
+}

@@ -1,0 +1,143 @@
+//! The `record`, `replay` and `compare` commands as a user runs them: the real binary, real files.
+//! Recording with --no-bpf needs no root, so these always run.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ioscope::record::Recording;
+
+fn ioscope() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ioscope"))
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = ioscope().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits (polling the file, no fixed sleep decides the outcome) until `path` holds `n` samples.
+fn wait_for_samples(path: &Path, n: usize) {
+    let start = Instant::now();
+    loop {
+        if Recording::open(path).is_ok_and(|r| r.len() >= n) {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the recorder never wrote {n} samples");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_killed_recorder_leaves_a_replayable_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.rec");
+    let mut child = ioscope()
+        .args(["record", "--no-bpf", "-i", "0.1", "-o"])
+        .arg(&path)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_samples(&path, 4);
+    // SIGKILL: no handler runs, no flush, no fsync.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut rec = Recording::open(&path).unwrap();
+    assert!(rec.len() >= 4);
+    for i in 0..rec.len() {
+        rec.sample(i).unwrap();
+    }
+    let (code, out, err) = run(&["replay", path.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), rec.len() - 1);
+}
+
+#[test]
+fn a_duration_ends_the_recording_with_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("short.rec");
+    let p = path.to_str().unwrap();
+    let (code, _, err) = run(&["record", "--no-bpf", "-i", "0.2", "-d", "1", "-o", p]);
+    assert_eq!(code, 0, "{err}");
+    let rec = Recording::open(&path).unwrap();
+    // Six at most (0 s … 1 s every 0.2 s); fewer only if a slow machine made the recorder skip.
+    assert!((2..=6).contains(&rec.len()), "{}", rec.len());
+    assert!(err.contains(&format!("{} samples", rec.len())), "{err}");
+    assert_eq!(rec.header.interval_s, 0.2);
+    assert!(rec.header.command.contains("record"));
+    // The file is not overwritten without --force.
+    let (code, _, err) = run(&["record", "--no-bpf", "-d", "1", "-o", p]);
+    assert_eq!(code, 1);
+    assert!(err.contains("already exists"), "{err}");
+    // Replay it as CSV, compare it with itself.
+    let (code, out, _) = run(&["replay", p, "--csv", "memory"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), rec.len(), "a header and one line per interval");
+    let (code, out, err) = run(&["compare", p, p, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for pane in v["panes"].as_array().unwrap() {
+        for m in pane["metrics"].as_array().unwrap() {
+            assert_eq!(m["delta"], 0.0, "{m}");
+        }
+    }
+}
+
+#[test]
+fn sigint_stops_the_recorder_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("int.rec");
+    let child = ioscope()
+        .args(["record", "--no-bpf", "-i", "0.1", "-o"])
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_samples(&path, 2);
+    // SAFETY: kill() on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("samples"));
+    assert_eq!(Recording::open(&path).unwrap().problem, None);
+}
+
+#[test]
+fn bad_input_gets_exit_2_or_a_clear_message() {
+    for args in [
+        &["record"][..],
+        &["record", "-o", "/tmp/x.rec", "-i", "0"],
+        &["record", "-o", "/tmp/x.rec", "-d", "later"],
+        &["replay"],
+        &["replay", "x.rec", "--csv", "cpu"],
+        &["compare", "a.rec"],
+        &["compare", "a.rec@5..1", "b.rec"],
+        &["--batch", "replay", "x.rec"],
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.rec");
+    std::fs::write(&empty, b"").unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, b"meeting notes\n").unwrap();
+    for (file, expected) in [
+        (empty.as_path(), "empty"),
+        (text.as_path(), "not an ioscope recording"),
+        (Path::new("/nonexistent/x.rec"), "cannot read"),
+    ] {
+        let (code, _, err) = run(&["replay", file.to_str().unwrap(), "--batch"]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(expected) && err.starts_with("ioscope: "), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let (code, _, err) = run(&["replay", text.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not an ioscope recording"), "{err}");
+}
