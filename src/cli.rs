@@ -53,6 +53,16 @@ pub struct Cli {
     /// With --once: one JSON document; with --batch: one JSON document per line (NDJSON).
     #[arg(long)]
     pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands; without one, ioscope monitors (TUI, --once or --batch).
+#[derive(Clone, Debug, PartialEq, clap::Subcommand)]
+pub enum Command {
+    /// Benchmark direct vs buffered I/O on a file, directory or device, with what the system did.
+    Bench(crate::bench::cli::BenchArgs),
 }
 
 /// What to run, with every option already validated.
@@ -62,6 +72,8 @@ pub enum Mode {
     Interactive { interval: Duration, color: bool, bpf: bool },
     /// Headless output: `--once` (count 1) or `--batch`.
     Headless(HeadlessOptions),
+    /// `ioscope bench`.
+    Bench(Box<crate::bench::cli::BenchArgs>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +100,12 @@ impl Cli {
     /// environment variable (passed in so the decision stays a pure function).
     pub fn mode(&self, no_color_env: Option<&OsStr>) -> Result<Mode, clap::Error> {
         let usage = |msg: &str| Cli::command().error(ErrorKind::ArgumentConflict, msg);
+        if let Some(Command::Bench(bench)) = &self.command {
+            if self.once || self.batch || self.json || self.count.is_some() {
+                return Err(usage("--once, --batch, --json and -n are monitor options; bench has its own (ioscope bench --help)"));
+            }
+            return Ok(Mode::Bench(Box::new(bench.clone())));
+        }
         if self.count.is_some() && !self.batch {
             return Err(usage("-n/--count only makes sense with --batch"));
         }
@@ -231,6 +249,19 @@ mod tests {
         assert!(!line.contains('\n'), "{line}");
         assert!(line.starts_with("ioscope: invalid value 'abc' for '--interval <SECONDS>'"), "{line}");
         assert!(line.contains("is not a number of seconds"), "{line}");
+    }
+
+    #[test]
+    fn bench_is_a_subcommand_beside_the_monitor_flags() {
+        let Mode::Bench(b) = parse(&["bench", "/tmp", "--rw", "read", "--bs", "1k", "--json"]).unwrap() else {
+            panic!("expected bench")
+        };
+        assert_eq!((b.path.as_deref(), b.rw.as_deref(), b.bs.as_str(), b.json), (Some("/tmp".as_ref()), Some("read"), "1k", true));
+        assert!(matches!(parse(&["--once", "--json"]).unwrap(), Mode::Headless(_)));
+        for args in [&["--once", "bench", "/tmp"][..], &["bench", "--fsync", "sometimes"], &["bench", "--runtime", "0"], &["bench", "--bogus"]] {
+            let err = parse(args).expect_err(&format!("{args:?} should fail"));
+            assert_eq!(err.exit_code(), USAGE_EXIT_CODE, "{args:?}");
+        }
     }
 
     #[test]

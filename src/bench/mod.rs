@@ -7,9 +7,13 @@
 //! - [`result`]: the per-job figures and the "what bound it" line (pure, from two Samples).
 //! - [`report`]: the text table, JSON and `--compare`; [`view`]: the TUI bench view.
 
+pub mod cli;
 pub mod engine;
 pub mod histogram;
+pub mod report;
 pub mod result;
 pub mod runner;
 pub mod spec;
 pub mod target;
+pub mod tui;
+pub mod view;

@@ -31,7 +31,8 @@ pub struct RunFigures {
     pub periodic_fsync_s: f64,
     /// Δ(utime + stime) of the ioscope process over the job, seconds.
     pub cpu_s: f64,
-    /// Dirty + Writeback (meminfo) just before the final fsync, bytes.
+    /// The file's dirty + writeback pages just before the final fsync (cachestat; the machine's
+    /// Dirty + Writeback from meminfo where cachestat is missing), bytes.
     pub dirty_before_fsync_bytes: Option<u64>,
     pub interrupted: bool,
 }
@@ -229,10 +230,12 @@ fn kib(kb: f64) -> String {
 /// 3. buffered or mmap reads with under 1 % of the bytes read from disk: "served from page cache";
 /// 4. buffered writes without fsync, under 10 % written to disk: "absorbed by the page cache";
 /// 5. reads that moved ≥ 1.5× the bytes from disk: "read amplification … (readahead)";
-/// 6. device ≥ 90 % busy: requests ≥ 128 KiB → throughput-bound, else IOPS-bound;
-/// 7. CPU ≥ 80 % of a core per thread (up to the job's threads): CPU-bound;
-/// 8. QD1: latency-bound (one request at a time × its latency);
-/// 9. otherwise: not saturated, with the device's %util and queue depth.
+/// 6. buffered or mmap I/O whose device requests are ≥ 4× the block size: readahead-fed reads,
+///    or write-back (writes copied into the cache, the flusher sends large requests);
+/// 7. device ≥ 90 % busy: requests ≥ 128 KiB → throughput-bound, else IOPS-bound;
+/// 8. CPU ≥ 80 % of a core per thread (up to the job's threads): CPU-bound;
+/// 9. QD1: latency-bound (one request at a time × its latency);
+/// 10. otherwise: not saturated, with the device's %util and queue depth.
 pub fn verdict(r: &JobResult) -> String {
     if let Some(why) = &r.skipped {
         return format!("not run: {why}");
@@ -270,6 +273,21 @@ pub fn verdict(r: &JobResult) -> String {
             r.disk_read_bytes as f64 / r.bytes as f64,
             decimal_bytes(r.disk_read_bytes as f64),
             decimal_bytes(r.bytes as f64),
+            kib(r.dev_req_kb)
+        );
+    }
+    let coalesced = r.dev_req_kb * 1024.0 >= 4.0 * r.bs as f64;
+    if has_device && mode != Mode::Direct && coalesced && r.disk_reads + r.disk_writes > 0 {
+        if !is_write {
+            return format!(
+                "readahead-fed: {bs} reads served from pages read ahead in {} requests ({} from disk)",
+                kib(r.dev_req_kb),
+                decimal_bytes(r.disk_read_bytes as f64)
+            );
+        }
+        return format!(
+            "write-back: {bs} writes copied into the page cache ({:.0} µs mean); the disk got {} requests",
+            r.lat_mean_us,
             kib(r.dev_req_kb)
         );
     }
@@ -386,6 +404,15 @@ mod tests {
         assert_eq!(r.pages_dirtied, 1900 * 256);
         assert_eq!(r.dev_req_kb, 512.0);
         assert_eq!(r.verdict, "fsync at end took 4.2 s: 1.9 GB dirty (70% of the job)");
+        // The same writes with a quick fsync: the flusher's 512 KiB requests for 1 MiB writes are
+        // not ≥ 4× larger, so the device decides (5000 ms busy of 6000: not saturated, QD1).
+        let fast = RunFigures { fsync_s: 0.5, lat_mean_us: 800.0, ..f.clone() };
+        let r = JobResult::from_run(&spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &fast, &before, &after, Some("loop0"));
+        assert!(r.verdict.starts_with("latency-bound at QD1"), "{}", r.verdict);
+        let r = JobResult::from_run(&spec(Rw::Write, 4096, Mode::Buffered, 1), &fast, &before, &after, Some("loop0"));
+        assert_eq!(r.verdict, "write-back: 4K writes copied into the page cache (800 µs mean); the disk got 512 KiB requests");
+        let r = JobResult::from_run(&spec(Rw::Read, 4096, Mode::Buffered, 1), &fast, &before, &sample(2000, 2000 * 1024, 0, 0, 3000, 3000, 0), Some("loop0"));
+        assert_eq!(r.verdict, "readahead-fed: 4K reads served from pages read ahead in 512 KiB requests (1.0 GB from disk)");
         let quick = RunFigures { fsync_s: 0.0, dirty_before_fsync_bytes: None, elapsed_s: 1.0, ..f.clone() };
         let r = JobResult::from_run(&spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &quick, &before, &before, Some("loop0"));
         assert_eq!(r.verdict, "absorbed by the page cache: 2.0 GB written, 0 B reached the disk (the rest is dirty)");

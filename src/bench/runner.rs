@@ -251,9 +251,17 @@ fn run_job(
     let cache_note = prepare_cache(plan, &file, target)?;
     let before = sampler.sample();
     let dirty_at_fsync = std::sync::Mutex::new(None);
+    // The file's own dirty + writeback pages (cachestat), else the machine's (meminfo).
+    let (fd, size) = (file.as_raw_fd(), target.size);
     let note_dirty = || {
-        let m = collect::memory::meminfo(&SystemRoot::live());
-        *dirty_at_fsync.lock().unwrap() = Some(m.dirty_bytes + m.writeback_bytes);
+        let bytes = match cachestat(fd, size) {
+            Ok(c) => (c.nr_dirty + c.nr_writeback) * page_size(),
+            Err(_) => {
+                let m = collect::memory::meminfo(&SystemRoot::live());
+                m.dirty_bytes + m.writeback_bytes
+            }
+        };
+        *dirty_at_fsync.lock().unwrap() = Some(bytes);
     };
     let job = EngineJob {
         spec: *spec,
@@ -319,7 +327,7 @@ fn prepare_cache(plan: &Plan, file: &File, target: &Target) -> anyhow::Result<Op
         return Ok(Some(format!("cold cache: posix_fadvise(DONTNEED) failed: {}", std::io::Error::from_raw_os_error(rc))));
     }
     let pages = target.size.div_ceil(page_size());
-    Ok(Some(match cachestat(fd, target.size) {
+    Ok(Some(match cachestat(fd, target.size).map(|c| c.nr_cache) {
         Ok(0) => format!("cold cache: 0 of {pages} pages cached after DONTNEED (checked with cachestat)"),
         Ok(n) => format!(
             "cold cache: {n} of {pages} pages still cached after DONTNEED (mapped or in use elsewhere; \
@@ -339,32 +347,33 @@ fn page_size() -> u64 {
     }
 }
 
-/// The cachestat syscall (Linux 6.5+, number 451 on every architecture): pages of [0, len) in the
-/// page cache.
-pub fn cachestat(fd: i32, len: u64) -> std::io::Result<u64> {
+/// The cachestat syscall's answer (include/uapi/linux/mman.h), in pages.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CacheStat {
+    pub nr_cache: u64,
+    pub nr_dirty: u64,
+    pub nr_writeback: u64,
+    pub nr_evicted: u64,
+    pub nr_recently_evicted: u64,
+}
+
+/// The cachestat syscall (Linux 6.5+, number 451 on every architecture) over [0, len) of a file.
+pub fn cachestat(fd: i32, len: u64) -> std::io::Result<CacheStat> {
     #[repr(C)]
     struct Range {
         off: u64,
         len: u64,
     }
-    #[repr(C)]
-    #[derive(Default)]
-    struct Stat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
     const SYS_CACHESTAT: libc::c_long = 451;
     let range = Range { off: 0, len };
-    let mut st = Stat::default();
+    let mut st = CacheStat::default();
     // SAFETY: both pointers are to live structs of the kernel's layout.
-    let rc = unsafe { libc::syscall(SYS_CACHESTAT, fd, &range as *const Range, &mut st as *mut Stat, 0u32) };
+    let rc = unsafe { libc::syscall(SYS_CACHESTAT, fd, &range as *const Range, &mut st as *mut CacheStat, 0u32) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(st.nr_cache)
+    Ok(st)
 }
 
 fn machine(s: &Sample) -> Machine {
