@@ -50,6 +50,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "TIME", default_value = DEFAULT_RUNTIME, value_parser = spec::parse_runtime)]
     pub runtime: std::time::Duration,
 
+    /// Run every job for the whole --runtime, starting over the file when a pass ends (fio's time_based).
+    #[arg(long)]
+    pub time_based: bool,
+
     /// Queue depths, comma-separated: threads with one request in flight each (1 to 256).
     #[arg(long, value_name = "LIST", default_value = "1")]
     pub qd: String,
@@ -160,6 +164,7 @@ impl BenchArgs {
             target,
             jobs,
             runtime: self.runtime,
+            time_based: self.time_based,
             fsync: self.fsync,
             cache: self.cache,
             drop_caches: self.drop_caches,

@@ -7,7 +7,8 @@
 //! sees it. fio agrees with it within the README's tolerances at QD1 and QD32 (tests/live_bench_fio.rs).
 //!
 //! Every job does one pass over the file (sequential: block 0, 1, 2, …; random: each block once, in
-//! a shuffled order, like fio's random map) or stops at the runtime, whichever comes first.
+//! a shuffled order, like fio's random map) or stops at the runtime, whichever comes first; with
+//! `--time-based` it starts over until the runtime is up.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -37,6 +38,8 @@ pub struct EngineJob<'a> {
     /// Bytes of the file to use, from offset 0.
     pub size: u64,
     pub runtime: Duration,
+    /// Keep going over the file again until the runtime is up (fio's `time_based`).
+    pub time_based: bool,
     pub fsync: Fsync,
     /// Buffer address alignment (O_DIRECT needs it; harmless otherwise). Offsets and lengths are
     /// multiples of the block size, which the runner checks against O_DIRECT's offset alignment.
@@ -222,10 +225,10 @@ fn worker(
             break;
         }
         let n = next.fetch_add(1, Ordering::Relaxed);
-        if n >= blocks {
+        if n >= blocks && !job.time_based {
             break;
         }
-        let offset = order.block(n, blocks) * bs;
+        let offset = order.block(n % blocks, blocks) * bs;
         let t = Instant::now();
         if t >= deadline {
             break;
@@ -385,6 +388,7 @@ mod tests {
                 spec: JobSpec { rw, bs: 4096, mode, qd },
                 size: 64 * 1024,
                 runtime: Duration::from_secs(30),
+                time_based: false,
                 fsync: Fsync::End,
                 mem_align: 512,
                 stop: &stop,
@@ -397,12 +401,30 @@ mod tests {
             assert_eq!(progress.ops.load(Ordering::Relaxed), 16);
             assert!(!r.interrupted);
         }
+        // Time-based: more than one pass, ended by the runtime.
+        progress.reset();
+        let job = EngineJob {
+            spec: JobSpec { rw: super::super::spec::Rw::Read, bs: 4096, mode: Mode::Buffered, qd: 2 },
+            size: 65536,
+            runtime: Duration::from_millis(200),
+            time_based: true,
+            fsync: Fsync::None,
+            mem_align: 512,
+            stop: &stop,
+            progress: &progress,
+            seed: 1,
+            before_final_fsync: &noop,
+        };
+        let r = run(&file, &job).unwrap();
+        assert!(r.ops > 16, "time-based ran {} requests", r.ops);
+        assert!(r.elapsed >= Duration::from_millis(200));
         // A stop request ends the job before any I/O.
         stop.store(true, Ordering::Relaxed);
         let job = EngineJob {
             spec: JobSpec { rw: super::super::spec::Rw::Read, bs: 4096, mode: Mode::Buffered, qd: 1 },
             size: 65536,
             runtime: Duration::from_secs(30),
+            time_based: false,
             fsync: Fsync::None,
             mem_align: 512,
             stop: &stop,

@@ -225,7 +225,7 @@ fn kib(kb: f64) -> String {
 }
 
 /// What bound a job, from its numbers alone. The rules, first match wins:
-/// 1. not run / no I/O;
+/// 1. not run / no I/O; no block device under the file (tmpfs): memory speed;
 /// 2. the final fsync took ≥ 25 % of the job: "fsync at end took 4.2 s: 1.9 GB dirty";
 /// 3. buffered or mmap reads with under 1 % of the bytes read from disk: "served from page cache";
 /// 4. buffered writes without fsync, under 10 % written to disk: "absorbed by the page cache";
@@ -251,6 +251,12 @@ pub fn verdict(r: &JobResult) -> String {
         return format!("fsync at end took {:.1} s{dirty} ({:.0}% of the job)", r.fsync_s, 100.0 * r.fsync_s / r.runtime_s);
     }
     let has_device = r.amplification.is_some();
+    if !has_device {
+        return format!(
+            "no block device under this filesystem (tmpfs?): memory speed, {} IOPS × {bs}",
+            grouped(r.iops)
+        );
+    }
     if has_device && !is_write && mode != Mode::Direct && (r.disk_read_bytes as f64) < 0.01 * r.bytes as f64 {
         return format!(
             "served from page cache: {} disk reads for {} read",
@@ -444,6 +450,7 @@ mod tests {
         let s = Sample::default();
         let r = JobResult::from_run(&spec(Rw::Read, 4096, Mode::Buffered, 1), &f, &s, &s, None);
         assert_eq!((r.amplification, r.cache_hit_pct), (None, None));
+        assert_eq!(r.verdict, "no block device under this filesystem (tmpfs?): memory speed, 10 IOPS × 4K");
         let skipped = JobResult::skipped(&spec(Rw::Read, 4096, Mode::Direct, 1), "tmpfs refuses O_DIRECT".into());
         assert_eq!(skipped.verdict, "not run: tmpfs refuses O_DIRECT");
     }

@@ -26,6 +26,7 @@ pub struct Plan {
     pub target: Target,
     pub jobs: Vec<JobSpec>,
     pub runtime: Duration,
+    pub time_based: bool,
     pub fsync: Fsync,
     pub cache: Cache,
     pub drop_caches: bool,
@@ -65,6 +66,7 @@ pub struct Settings {
     pub target: String,
     pub size: u64,
     pub runtime_s: f64,
+    pub time_based: bool,
     pub cache: String,
     pub fsync: String,
     pub drop_caches: bool,
@@ -159,12 +161,20 @@ pub fn run(plan: &Plan, stop: &AtomicBool, progress: &Progress, events: &mut dyn
         }
         events(Event::JobStarted { index, spec: *spec });
         progress.reset();
-        let result = match run_job(plan, &target, spec, index, stop, progress, &mut sampler, &mut direct_refused) {
+        let mut job_notes = Vec::new();
+        let result = run_job(plan, &target, spec, index, stop, progress, &mut sampler, &mut direct_refused, &mut job_notes);
+        for n in job_notes {
+            if !report.notes.contains(&n) {
+                events(Event::Note(n.clone()));
+                report.notes.push(n);
+            }
+        }
+        let result = match result {
             Ok(r) => r,
             Err(e) => JobResult::skipped(spec, format!("{e:#}")),
         };
         if let Some(note) = &result.cache_note {
-            if !report.notes.contains(note) && note.contains("still cached") {
+            if !report.notes.contains(note) && !note.starts_with("cold cache: 0 of") {
                 report.notes.push(note.clone());
             }
         }
@@ -218,6 +228,7 @@ fn run_job(
     progress: &Progress,
     sampler: &mut Sampler,
     direct_refused: &mut Option<String>,
+    notes: &mut Vec<String>,
 ) -> anyhow::Result<JobResult> {
     if spec.rw.is_write() && !target.writable {
         anyhow::bail!("the target is read-only (see --write / --destructive)");
@@ -248,6 +259,15 @@ fn run_job(
         }
         Err(e) => return Err(e).with_context(|| format!("opening {}", target.path.display())),
     };
+    if spec.mode == Mode::Direct && target.device.is_none() && target.kind != TargetKind::Device {
+        let note = format!(
+            "{} accepts O_DIRECT but has no block device: its direct results are memory copies",
+            target.fs_type
+        );
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
     let cache_note = prepare_cache(plan, &file, target)?;
     let before = sampler.sample();
     let dirty_at_fsync = std::sync::Mutex::new(None);
@@ -267,6 +287,7 @@ fn run_job(
         spec: *spec,
         size: target.size,
         runtime: plan.runtime,
+        time_based: plan.time_based,
         fsync: if spec.rw.is_write() { plan.fsync } else { Fsync::None },
         mem_align: target.dio_mem_align,
         stop,
@@ -318,6 +339,12 @@ fn prepare_cache(plan: &Plan, file: &File, target: &Target) -> anyhow::Result<Op
     }
     if plan.cache == Cache::Warm {
         return Ok(None);
+    }
+    if target.device.is_none() && target.kind != TargetKind::Device {
+        return Ok(Some(format!(
+            "cold cache is not possible on {}: with no block device behind it, the page cache is the file",
+            target.fs_type
+        )));
     }
     let fd = file.as_raw_fd();
     // SAFETY: plain syscalls on our open descriptor.
@@ -401,6 +428,7 @@ fn settings(plan: &Plan, s: &Sample) -> Settings {
         .into(),
         size: t.size,
         runtime_s: plan.runtime.as_secs_f64(),
+        time_based: plan.time_based,
         cache: match plan.cache {
             Cache::Cold => "cold",
             Cache::Warm => "warm",

@@ -38,7 +38,7 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    let mut ui = UiState::new(SAMPLE_EVERY, color);
+    let ui = UiState::new(SAMPLE_EVERY, color);
     let mut view = BenchView {
         target_line: view::target_line(&plan.target),
         total_jobs: plan.jobs.len(),

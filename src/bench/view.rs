@@ -69,7 +69,9 @@ pub fn draw(frame: &mut Frame, view: &BenchView, model: Option<&Model>, ui: &UiS
         Some(m) if body.height >= 16 => devices::wanted_height(m, ui),
         _ => 0,
     };
-    let table_h = wanted_table.max(body.height / 2).min(body.height.saturating_sub(panes_min)).max(3.min(body.height));
+    // The table takes what it needs (at least 6 lines, so results show up at once), the panes
+    // the rest; on a short screen the table wins and the panes shrink or go.
+    let table_h = wanted_table.max(6).min(body.height.saturating_sub(panes_min)).max(3.min(body.height));
     let [table, panes] = Layout::vertical([Constraint::Length(table_h), Constraint::Fill(1)]).areas(body);
     draw_table(frame, table, view, &theme);
     if let Some(m) = model {

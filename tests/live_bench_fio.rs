@@ -1,0 +1,166 @@
+//! ioscope bench agrees with fio: the same job on the same file, run back to back, alternating, on
+//! a loop-device ext4; medians of a few runs within 15 % (MB/s, IOPS) and 20 % (p50 latency of the
+//! long QD1 run). Needs root and fio; skips otherwise unless IOSCOPE_REQUIRE_BPF=1.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Runs of each tool per job; the median is compared.
+const RUNS: usize = 3;
+const THROUGHPUT_TOLERANCE: f64 = 0.15;
+const LATENCY_TOLERANCE: f64 = 0.20;
+
+struct Job {
+    name: &'static str,
+    /// ioscope bench flags.
+    ioscope: &'static [&'static str],
+    /// fio flags (besides --filename and the output format).
+    fio: Vec<&'static str>,
+    /// fio's side: "read" or "write".
+    dir: &'static str,
+    check_p50: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    mb_s: f64,
+    iops: f64,
+    p50_us: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn fio(file: &Path, job: &Job) -> Figures {
+    let out = Command::new("fio")
+        .args(["--name=agree", &format!("--filename={}", file.display()), "--output-format=json"])
+        .args(&job.fio)
+        .output()
+        .expect("run fio");
+    assert!(out.status.success(), "fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("fio json");
+    let side = &v["jobs"][0][job.dir];
+    Figures {
+        // fio's bw is KiB/s.
+        mb_s: side["bw"].as_f64().unwrap() * 1024.0 / 1e6,
+        iops: side["iops"].as_f64().unwrap(),
+        p50_us: side["clat_ns"]["percentile"]["50.000000"].as_f64().unwrap_or(0.0) / 1000.0,
+    }
+}
+
+fn ioscope(file: &Path, job: &Job) -> Figures {
+    let out = Command::new(env!("CARGO_BIN_EXE_ioscope"))
+        .args(["bench", file.to_str().unwrap(), "--json"])
+        .args(job.ioscope)
+        .output()
+        .expect("run ioscope bench");
+    assert!(out.status.success(), "ioscope bench failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("bench json");
+    let j = &v["jobs"][0];
+    assert!(j["skipped"].is_null(), "job skipped: {j}");
+    Figures {
+        mb_s: j["mb_s"].as_f64().unwrap(),
+        iops: j["iops"].as_f64().unwrap(),
+        p50_us: j["lat_p50_us"].as_f64().unwrap(),
+    }
+}
+
+/// Flushes dirty data so both tools start each run from the same state. Each tool drops the test
+/// file's own pages (fio's invalidate=1, ioscope's --cache cold); the loop device's backing image
+/// stays cached on the host, so the "disk" is the loop driver, not the shared real disk below it.
+fn settle() {
+    common::run("sync", &[]);
+}
+
+fn within(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol * b.max(a)
+}
+
+#[test]
+fn bench_agrees_with_fio_on_the_same_jobs() {
+    if !common::require_root("bench_agrees_with_fio_on_the_same_jobs") {
+        return;
+    }
+    if Command::new("fio").arg("--version").output().is_err() {
+        common::skip("bench_agrees_with_fio_on_the_same_jobs", "fio is not installed");
+        return;
+    }
+    let lo = common::LoopDevice::with_fs(700, "ext4");
+    let file = lo.mount_point().join("agree.dat");
+    common::run("fio", &["--name=layout", &format!("--filename={}", file.display()), "--size=512m", "--rw=write", "--bs=1m", "--end_fsync=1"]);
+    // io_uring is what users compare QD32 with; libaio where io_uring is disabled.
+    let qd32_engine = if fio_engine_works(&file, "io_uring") { "--ioengine=io_uring" } else { "--ioengine=libaio" };
+    let jobs = [
+        Job {
+            name: "sequential 1 MiB direct reads",
+            ioscope: &["--rw", "read", "--bs", "1m", "--modes", "direct", "--runtime", "1", "--time-based", "--size", "512m"],
+            fio: vec!["--rw=read", "--bs=1m", "--direct=1", "--size=512m", "--runtime=1", "--time_based", "--ioengine=psync"],
+            dir: "read",
+            check_p50: false,
+        },
+        Job {
+            name: "4 KiB direct random reads, QD1",
+            ioscope: &["--rw", "randread", "--bs", "4k", "--modes", "direct", "--runtime", "1", "--size", "512m"],
+            fio: vec!["--rw=randread", "--bs=4k", "--direct=1", "--size=512m", "--runtime=1", "--ioengine=psync"],
+            dir: "read",
+            check_p50: true,
+        },
+        Job {
+            name: "4 KiB direct random reads, QD32",
+            ioscope: &["--rw", "randread", "--bs", "4k", "--modes", "direct", "--qd", "32", "--runtime", "1", "--size", "512m"],
+            fio: vec!["--rw=randread", "--bs=4k", "--direct=1", "--size=512m", "--runtime=1", "--iodepth=32", qd32_engine],
+            dir: "read",
+            check_p50: false,
+        },
+        Job {
+            name: "1 MiB buffered sequential writes, fsync at end",
+            ioscope: &["--write", "--rw", "write", "--bs", "1m", "--modes", "buffered", "--fsync", "end", "--size", "256m", "--runtime", "30"],
+            fio: vec!["--rw=write", "--bs=1m", "--direct=0", "--size=256m", "--end_fsync=1", "--ioengine=psync"],
+            dir: "write",
+            check_p50: false,
+        },
+    ];
+    let qd32_fio = jobs[2].fio.clone();
+    let mut failures = Vec::new();
+    for job in &jobs {
+        let (mut f, mut i) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            settle();
+            f.push(fio(&file, job));
+            settle();
+            i.push(ioscope(&file, job));
+        }
+        let fm = Figures {
+            mb_s: median(f.iter().map(|x| x.mb_s).collect()),
+            iops: median(f.iter().map(|x| x.iops).collect()),
+            p50_us: median(f.iter().map(|x| x.p50_us).collect()),
+        };
+        let im = Figures {
+            mb_s: median(i.iter().map(|x| x.mb_s).collect()),
+            iops: median(i.iter().map(|x| x.iops).collect()),
+            p50_us: median(i.iter().map(|x| x.p50_us).collect()),
+        };
+        eprintln!("{}: fio {fm:?} ioscope {im:?}", job.name);
+        if !within(im.mb_s, fm.mb_s, THROUGHPUT_TOLERANCE) || !within(im.iops, fm.iops, THROUGHPUT_TOLERANCE) {
+            failures.push(format!("{}: MB/s {:.1} vs fio {:.1}, IOPS {:.0} vs {:.0}", job.name, im.mb_s, fm.mb_s, im.iops, fm.iops));
+        }
+        if job.check_p50 && !within(im.p50_us, fm.p50_us, LATENCY_TOLERANCE) {
+            failures.push(format!("{}: p50 {:.1} µs vs fio {:.1} µs", job.name, im.p50_us, fm.p50_us));
+        }
+    }
+    assert!(failures.is_empty(), "disagreements with fio ({qd32_fio:?}):\n{}", failures.join("\n"));
+}
+
+fn fio_engine_works(file: &Path, engine: &str) -> bool {
+    Command::new("fio")
+        .args(["--name=probe", &format!("--filename={}", file.display()), &format!("--ioengine={engine}"), "--rw=read", "--bs=4k", "--size=4k", "--direct=1"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
