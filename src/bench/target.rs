@@ -14,8 +14,13 @@ use serde::Serialize;
 
 use super::spec::size_label;
 
-/// Room left on the filesystem beyond the test file, so a benchmark never fills a disk.
+/// Room left on the filesystem beyond the test file, so a benchmark never fills a disk: 256 MiB,
+/// or a tenth of a small filesystem.
 pub const FREE_SPACE_HEADROOM: u64 = 256 << 20;
+
+pub fn headroom(fs_total: u64) -> u64 {
+    FREE_SPACE_HEADROOM.min(fs_total / 10)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -132,14 +137,15 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
     }
     let (kind, file_path, size, writable) = if meta.is_dir() {
         let size = req.size.unwrap_or(DEFAULT_TEST_FILE_SIZE);
-        let free = free_bytes(path)?;
-        if free < size + FREE_SPACE_HEADROOM {
+        let (free, total) = free_bytes(path)?;
+        let headroom = headroom(total);
+        if free < size + headroom {
             bail!(
                 "not enough free space in {}: the test file needs {} plus {} headroom, {} is free \
                  (use a smaller --size)",
                 path.display(),
                 size_label_approx(size),
-                size_label_approx(FREE_SPACE_HEADROOM),
+                size_label_approx(headroom),
                 size_label_approx(free)
             );
         }
@@ -196,15 +202,16 @@ pub fn size_label_approx(bytes: u64) -> String {
     crate::ui::format::human_bytes(bytes as f64)
 }
 
-/// Bytes available to an unprivileged writer on the filesystem holding `dir` (statvfs f_bavail).
-pub fn free_bytes(dir: &Path) -> anyhow::Result<u64> {
+/// Bytes available to an unprivileged writer on the filesystem holding `dir` (statvfs f_bavail),
+/// and the filesystem's size.
+pub fn free_bytes(dir: &Path) -> anyhow::Result<(u64, u64)> {
     let c = CString::new(dir.as_os_str().as_bytes())?;
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: c is a valid C string and st a writable statvfs.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error()).with_context(|| format!("statvfs {}", dir.display()));
     }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+    Ok((st.f_bavail as u64 * st.f_frsize as u64, st.f_blocks as u64 * st.f_frsize as u64))
 }
 
 /// BLKGETSIZE64: a block device's size in bytes.
@@ -313,6 +320,12 @@ pub fn refresh_dio_alignment(target: &mut Target) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headroom_is_256m_or_a_tenth_of_a_small_filesystem() {
+        assert_eq!(headroom(100 << 30), 256 << 20);
+        assert_eq!(headroom(200 << 20), 20 << 20);
+    }
 
     #[test]
     fn mount_points_are_unescaped() {
