@@ -253,12 +253,21 @@ mod tests {
 
     #[test]
     fn bench_is_a_subcommand_beside_the_monitor_flags() {
-        let Mode::Bench(b) = parse(&["bench", "/tmp", "--rw", "read", "--bs", "1k", "--json"]).unwrap() else {
+        let Mode::Bench(b) = parse(&["bench", "/tmp", "--rw", "read", "--bs", "1k", "--json"]).unwrap()
+        else {
             panic!("expected bench")
         };
-        assert_eq!((b.path.as_deref(), b.rw.as_deref(), b.bs.as_str(), b.json), (Some("/tmp".as_ref()), Some("read"), "1k", true));
+        assert_eq!(
+            (b.path.as_deref(), b.rw.as_deref(), b.bs.as_str(), b.json),
+            (Some("/tmp".as_ref()), Some("read"), "1k", true)
+        );
         assert!(matches!(parse(&["--once", "--json"]).unwrap(), Mode::Headless(_)));
-        for args in [&["--once", "bench", "/tmp"][..], &["bench", "--fsync", "sometimes"], &["bench", "--runtime", "0"], &["bench", "--bogus"]] {
+        for args in [
+            &["--once", "bench", "/tmp"][..],
+            &["bench", "--fsync", "sometimes"],
+            &["bench", "--runtime", "0"],
+            &["bench", "--bogus"],
+        ] {
             let err = parse(args).expect_err(&format!("{args:?} should fail"));
             assert_eq!(err.exit_code(), USAGE_EXIT_CODE, "{args:?}");
         }

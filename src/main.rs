@@ -19,7 +19,9 @@ fn main() -> ExitCode {
     let result = match mode {
         Mode::Interactive { interval, color, bpf } => interactive(app::AppOptions { interval, color, bpf }),
         Mode::Headless(opts) => output::headless::run(&opts),
-        Mode::Bench(args) => return ioscope::bench::cli::main(&args, std::env::var_os("NO_COLOR").as_deref()),
+        Mode::Bench(args) => {
+            return ioscope::bench::cli::main(&args, std::env::var_os("NO_COLOR").as_deref())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

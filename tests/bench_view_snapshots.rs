@@ -29,29 +29,37 @@ fn results() -> Vec<JobResult> {
     vec![
         result(Rw::Read, 1024, Mode::Direct, |r| {
             (r.mb_s, r.iops, r.ops, r.bytes, r.runtime_s) = (2.67, 2610.0, 7830, 7830 * 1024, 3.0);
-            (r.lat_p50_us, r.lat_p99_us, r.lat_p999_us, r.lat_max_us, r.lat_mean_us) = (371.0, 612.0, 1480.0, 4210.0, 383.0);
+            (r.lat_p50_us, r.lat_p99_us, r.lat_p999_us, r.lat_max_us, r.lat_mean_us) =
+                (371.0, 612.0, 1480.0, 4210.0, 383.0);
             (r.disk_bytes, r.disk_read_bytes, r.disk_reads) = (7830 * 1024, 7830 * 1024, 7830);
-            (r.amplification, r.dev_req_kb, r.dev_aqu_sz, r.dev_util, r.cpu_pct) = (Some(1.0), 1.0, 0.98, 99.0, 6.0);
+            (r.amplification, r.dev_req_kb, r.dev_aqu_sz, r.dev_util, r.cpu_pct) =
+                (Some(1.0), 1.0, 0.98, 99.0, 6.0);
         }),
         result(Rw::Read, 1024, Mode::Buffered, |r| {
             (r.mb_s, r.iops, r.ops, r.bytes, r.runtime_s) = (118.0, 115_234.0, 345_702, 354_000_000, 3.0);
-            (r.lat_p50_us, r.lat_p99_us, r.lat_p999_us, r.lat_max_us, r.lat_mean_us) = (2.0, 41.0, 380.0, 5120.0, 8.6);
+            (r.lat_p50_us, r.lat_p99_us, r.lat_p999_us, r.lat_max_us, r.lat_mean_us) =
+                (2.0, 41.0, 380.0, 5120.0, 8.6);
             (r.disk_bytes, r.disk_read_bytes, r.disk_reads) = (356_515_840, 356_515_840, 2720);
-            (r.amplification, r.dev_req_kb, r.dev_aqu_sz, r.dev_util, r.cpu_pct) = (Some(1.007), 128.0, 1.9, 97.0, 31.0);
+            (r.amplification, r.dev_req_kb, r.dev_aqu_sz, r.dev_util, r.cpu_pct) =
+                (Some(1.007), 128.0, 1.9, 97.0, 31.0);
             r.cache_hit_pct = Some(0.0);
         }),
         result(Rw::Write, 1 << 20, Mode::Direct, |r| {
             (r.mb_s, r.iops, r.ops, r.bytes, r.runtime_s) = (412.0, 393.0, 1024, 1 << 30, 2.6);
-            (r.lat_p50_us, r.lat_p99_us, r.lat_p999_us, r.lat_max_us, r.lat_mean_us) = (2480.0, 4100.0, 6020.0, 6020.0, 2540.0);
+            (r.lat_p50_us, r.lat_p99_us, r.lat_p999_us, r.lat_max_us, r.lat_mean_us) =
+                (2480.0, 4100.0, 6020.0, 6020.0, 2540.0);
             (r.disk_bytes, r.disk_write_bytes, r.disk_writes) = (1 << 30, 1 << 30, 2048);
-            (r.amplification, r.dev_req_kb, r.dev_aqu_sz, r.dev_util, r.cpu_pct) = (Some(1.0), 512.0, 1.9, 98.0, 2.0);
+            (r.amplification, r.dev_req_kb, r.dev_aqu_sz, r.dev_util, r.cpu_pct) =
+                (Some(1.0), 512.0, 1.9, 98.0, 2.0);
             r.fsync_s = 0.01;
         }),
         result(Rw::Write, 1 << 20, Mode::Buffered, |r| {
             (r.mb_s, r.iops, r.ops, r.bytes, r.runtime_s) = (221.0, 211.0, 1024, 1 << 30, 4.86);
-            (r.lat_p50_us, r.lat_p99_us, r.lat_p999_us, r.lat_max_us, r.lat_mean_us) = (310.0, 1900.0, 8800.0, 8800.0, 640.0);
+            (r.lat_p50_us, r.lat_p99_us, r.lat_p999_us, r.lat_max_us, r.lat_mean_us) =
+                (310.0, 1900.0, 8800.0, 8800.0, 640.0);
             (r.disk_bytes, r.disk_write_bytes, r.disk_writes) = (1 << 30, 1 << 30, 2100);
-            (r.amplification, r.dev_req_kb, r.dev_aqu_sz, r.dev_util, r.cpu_pct) = (Some(1.0), 499.0, 30.0, 86.0, 14.0);
+            (r.amplification, r.dev_req_kb, r.dev_aqu_sz, r.dev_util, r.cpu_pct) =
+                (Some(1.0), 499.0, 30.0, 86.0, 14.0);
             (r.fsync_s, r.dirty_before_fsync_bytes, r.pages_dirtied) = (4.2, Some(1_000_000_000), 262_144);
         }),
     ]
@@ -64,7 +72,7 @@ fn bench_view(running: bool) -> BenchView {
         runtime_s: 3.0,
         results: results(),
         notes: vec!["cold cache: 0 of 262144 pages cached after DONTNEED (checked with cachestat)".into()],
-        running: running.then(|| Running {
+        running: running.then_some(Running {
             index: 4,
             spec: JobSpec { rw: Rw::RandRead, bs: 4096, mode: Mode::Direct, qd: 32 },
             elapsed_s: 1.25,

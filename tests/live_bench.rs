@@ -54,7 +54,8 @@ fn an_existing_file_is_never_written_without_write() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("refusing to write to") && stderr(&o).contains("--write"), "{}", stderr(&o));
     // Without --rw, the read jobs run and the writes are skipped with a note.
-    let o = bench(&[file.to_str().unwrap(), "--bs", "64k", "--modes", "buffered", "--runtime", "0.2", "--json"]);
+    let o =
+        bench(&[file.to_str().unwrap(), "--bs", "64k", "--modes", "buffered", "--runtime", "0.2", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let rws: Vec<&str> = v["jobs"].as_array().unwrap().iter().map(|j| j["rw"].as_str().unwrap()).collect();
@@ -69,7 +70,18 @@ fn tmpfs_says_its_direct_results_are_memory_copies() {
         common::skip("tmpfs_says_its_direct_results_are_memory_copies", "no /dev/shm");
         return;
     };
-    let o = bench(&[dir.path().to_str().unwrap(), "--size", "8m", "--rw", "read", "--bs", "64k", "--runtime", "0.2", "--json"]);
+    let o = bench(&[
+        dir.path().to_str().unwrap(),
+        "--size",
+        "8m",
+        "--rw",
+        "read",
+        "--bs",
+        "64k",
+        "--runtime",
+        "0.2",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let notes = v["notes"].to_string();
@@ -121,16 +133,36 @@ fn a_run_reports_what_the_device_did_and_cleans_up() {
     let out = mnt.join("run.json");
     let o = bench(&[
         mnt.to_str().unwrap(),
-        "--size", "64m", "--rw", "read,write", "--bs", "4k,1m", "--runtime", "5", "--json", "--output", out.to_str().unwrap(),
+        "--size",
+        "64m",
+        "--rw",
+        "read,write",
+        "--bs",
+        "4k,1m",
+        "--runtime",
+        "5",
+        "--json",
+        "--output",
+        out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["settings"]["device"], lo.name.as_str());
     assert_eq!(v["settings"]["filesystem"], "ext4");
     assert!(v["machine"]["kernel"].as_str().unwrap().len() > 1);
-    assert!(v["notes"].as_array().unwrap().iter().all(|n| !n.as_str().unwrap().contains("still cached")), "{}", v["notes"]);
+    assert!(
+        v["notes"].as_array().unwrap().iter().all(|n| !n.as_str().unwrap().contains("still cached")),
+        "{}",
+        v["notes"]
+    );
     let job = |rw: &str, bs: u64, mode: &str| -> Value {
-        v["jobs"].as_array().unwrap().iter().find(|j| j["rw"] == rw && j["bs"] == bs && j["mode"] == mode).cloned().unwrap()
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["rw"] == rw && j["bs"] == bs && j["mode"] == mode)
+            .cloned()
+            .unwrap()
     };
     for j in v["jobs"].as_array().unwrap() {
         assert!(j["skipped"].is_null(), "{j}");
@@ -172,7 +204,18 @@ fn ctrl_c_stops_cleanly_and_keeps_the_results() {
     let lo = common::LoopDevice::with_fs(100, "ext4");
     let mnt = lo.mount_point();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ioscope"))
-        .args(["bench", mnt.to_str().unwrap(), "--size", "16m", "--rw", "randread", "--bs", "4k", "--qd", "1,2"])
+        .args([
+            "bench",
+            mnt.to_str().unwrap(),
+            "--size",
+            "16m",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--qd",
+            "1,2",
+        ])
         .args(["--modes", "buffered", "--runtime", "60", "--time-based", "--cache", "warm"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

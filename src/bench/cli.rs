@@ -21,9 +21,11 @@ pub const DEFAULT_MODES: &str = "direct,buffered";
 pub const DEFAULT_RUNTIME: &str = "3";
 
 #[derive(Clone, Debug, PartialEq, Args)]
-#[command(after_help = "PATH is a directory (a test file is created there and removed after) or an existing \
+#[command(
+    after_help = "PATH is a directory (a test file is created there and removed after) or an existing \
     file (read-only jobs unless --write). Each job makes one pass over the file or stops at --runtime. \
-    Ctrl-C stops cleanly: the test file is removed and the results so far are printed.")]
+    Ctrl-C stops cleanly: the test file is removed and the results so far are printed."
+)]
 pub struct BenchArgs {
     /// Directory for a temporary test file, or an existing file.
     #[arg(value_name = "PATH")]
@@ -112,7 +114,8 @@ impl BenchArgs {
         let usage = BenchError::Usage;
         let sizes = spec::parse_list(&self.bs, spec::parse_bs).map_err(|e| usage(format!("--bs: {e}")))?;
         let qds = spec::parse_list(&self.qd, spec::parse_qd).map_err(|e| usage(format!("--qd: {e}")))?;
-        let modes = spec::parse_list(&self.modes, spec::parse_mode).map_err(|e| usage(format!("--modes: {e}")))?;
+        let modes =
+            spec::parse_list(&self.modes, spec::parse_mode).map_err(|e| usage(format!("--modes: {e}")))?;
         let explicit_rw = self.rw.is_some();
         let mut rws = spec::parse_list(self.rw.as_deref().unwrap_or(DEFAULT_RW), spec::parse_rw)
             .map_err(|e| usage(format!("--rw: {e}")))?;
@@ -237,7 +240,11 @@ fn run(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> Result<ExitC
             .map_err(|e| BenchError::Failed(anyhow::anyhow!("writing {}: {e}", out.display())))?;
     }
     let mut stdout = std::io::stdout();
-    let printed = if args.json { writeln!(stdout, "{json}") } else { write!(stdout, "{}", report::format_report(&report)) };
+    let printed = if args.json {
+        writeln!(stdout, "{json}")
+    } else {
+        write!(stdout, "{}", report::format_report(&report))
+    };
     if let Err(e) = printed {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(BenchError::Failed(e.into()));

@@ -134,7 +134,11 @@ pub fn settings_line(s: &Settings) -> String {
 /// The whole report as text: settings, the table with a verdict under each row, then the notes.
 pub fn format_report(rep: &BenchReport) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "ioscope bench  {}  {}  {} CPUs", rep.machine.hostname, rep.machine.kernel, rep.machine.cpus);
+    let _ = writeln!(
+        out,
+        "ioscope bench  {}  {}  {} CPUs",
+        rep.machine.hostname, rep.machine.kernel, rep.machine.cpus
+    );
     let _ = writeln!(out, "{}", settings_line(&rep.settings));
     let _ = writeln!(out);
     let header: Vec<String> = COLUMNS.iter().map(|(h, _)| h.to_string()).collect();
@@ -216,7 +220,11 @@ pub fn format_compare(before: &BenchReport, after: &BenchReport) -> String {
         let Some(b) = after.jobs.iter().find(|b| key(b) == key(a) && key(a).is_some()) else { continue };
         let (job, mode) = key(a).map(|(k, m)| (k, m.name())).unwrap_or_default();
         if a.skipped.is_some() || b.skipped.is_some() {
-            let _ = writeln!(out, "{job:<20} {mode:<8} not run in {}", if a.skipped.is_some() { "before" } else { "after" });
+            let _ = writeln!(
+                out,
+                "{job:<20} {mode:<8} not run in {}",
+                if a.skipped.is_some() { "before" } else { "after" }
+            );
             continue;
         }
         let _ = writeln!(
@@ -250,7 +258,10 @@ pub fn format_compare(before: &BenchReport, after: &BenchReport) -> String {
     if !oa.is_empty() {
         let _ = writeln!(out, "\nonly after: {}", oa.join(", "));
     }
-    let _ = writeln!(out, "\nΔ = (after − before) / before. Higher MB/s and IOPS are better; lower p99 is better.");
+    let _ = writeln!(
+        out,
+        "\nΔ = (after − before) / before. Higher MB/s and IOPS are better; lower p99 is better."
+    );
     out
 }
 
@@ -308,10 +319,16 @@ mod tests {
     fn compare_matches_jobs_and_lists_changed_settings() {
         let mut before = BenchReport::default();
         before.settings.read_ahead_kb = Some(128);
-        before.jobs = vec![job(Rw::Read, Mode::Buffered, 100.0, 25_000.0, 200.0), job(Rw::Write, Mode::Direct, 50.0, 1.0, 1.0)];
+        before.jobs = vec![
+            job(Rw::Read, Mode::Buffered, 100.0, 25_000.0, 200.0),
+            job(Rw::Write, Mode::Direct, 50.0, 1.0, 1.0),
+        ];
         let mut after = before.clone();
         after.settings.read_ahead_kb = Some(4096);
-        after.jobs = vec![job(Rw::Read, Mode::Buffered, 250.0, 62_500.0, 100.0), job(Rw::RandRead, Mode::Direct, 1.0, 1.0, 1.0)];
+        after.jobs = vec![
+            job(Rw::Read, Mode::Buffered, 250.0, 62_500.0, 100.0),
+            job(Rw::RandRead, Mode::Direct, 1.0, 1.0, 1.0),
+        ];
         let text = format_compare(&before, &after);
         assert!(text.contains("settings changed: read_ahead_kb: 128 → 4096"), "{text}");
         let row = text.lines().find(|l| l.starts_with("read 4K qd1")).expect(&text);
@@ -322,9 +339,17 @@ mod tests {
 
     #[test]
     fn report_pairs_modes_and_prints_verdicts() {
-        let mut rep = BenchReport::default();
-        rep.jobs = vec![job(Rw::Read, Mode::Direct, 2.61, 2610.0, 500.0), job(Rw::Read, Mode::Buffered, 120.0, 30_000.0, 20.0)];
-        rep.jobs.push(JobResult::skipped(&crate::bench::spec::JobSpec { rw: Rw::Write, bs: 4096, mode: Mode::Direct, qd: 1 }, "tmpfs refuses O_DIRECT".into()));
+        let mut rep = BenchReport {
+            jobs: vec![
+                job(Rw::Read, Mode::Direct, 2.61, 2610.0, 500.0),
+                job(Rw::Read, Mode::Buffered, 120.0, 30_000.0, 20.0),
+            ],
+            ..Default::default()
+        };
+        rep.jobs.push(JobResult::skipped(
+            &crate::bench::spec::JobSpec { rw: Rw::Write, bs: 4096, mode: Mode::Direct, qd: 1 },
+            "tmpfs refuses O_DIRECT".into(),
+        ));
         let text = format_report(&rep);
         let lines: Vec<&str> = text.lines().collect();
         let i = lines.iter().position(|l| l.starts_with("read 4K qd1")).expect(&text);

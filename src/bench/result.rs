@@ -119,7 +119,13 @@ impl JobResult {
 
     /// Combines the engine's figures with what the device (`device`, a /proc/diskstats name) and
     /// the memory counters did between `before` and `after`.
-    pub fn from_run(spec: &JobSpec, f: &RunFigures, before: &Sample, after: &Sample, device: Option<&str>) -> JobResult {
+    pub fn from_run(
+        spec: &JobSpec,
+        f: &RunFigures,
+        before: &Sample,
+        after: &Sample,
+        device: Option<&str>,
+    ) -> JobResult {
         let secs = f.elapsed_s;
         let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
         let mut r = JobResult {
@@ -247,8 +253,15 @@ pub fn verdict(r: &JobResult) -> String {
     let mode = r.mode.unwrap_or(Mode::Buffered);
     let bs = size_label(r.bs);
     if r.fsync_s > 0.1 && r.fsync_s >= FSYNC_DOMINATES * r.runtime_s {
-        let dirty = r.dirty_before_fsync_bytes.map(|d| format!(": {} dirty", decimal_bytes(d as f64))).unwrap_or_default();
-        return format!("fsync at end took {:.1} s{dirty} ({:.0}% of the job)", r.fsync_s, 100.0 * r.fsync_s / r.runtime_s);
+        let dirty = r
+            .dirty_before_fsync_bytes
+            .map(|d| format!(": {} dirty", decimal_bytes(d as f64)))
+            .unwrap_or_default();
+        return format!(
+            "fsync at end took {:.1} s{dirty} ({:.0}% of the job)",
+            r.fsync_s,
+            100.0 * r.fsync_s / r.runtime_s
+        );
     }
     let has_device = r.amplification.is_some();
     if !has_device {
@@ -264,7 +277,11 @@ pub fn verdict(r: &JobResult) -> String {
             decimal_bytes(r.bytes as f64)
         );
     }
-    if has_device && is_write && mode != Mode::Direct && r.fsync_s == 0.0 && r.periodic_fsyncs == 0
+    if has_device
+        && is_write
+        && mode != Mode::Direct
+        && r.fsync_s == 0.0
+        && r.periodic_fsyncs == 0
         && (r.disk_write_bytes as f64) < 0.1 * r.bytes as f64
     {
         return format!(
@@ -307,7 +324,12 @@ pub fn verdict(r: &JobResult) -> String {
                 r.dev_util
             );
         }
-        return format!("IOPS-bound: {} IOPS × {} at the device, {:.0}% busy", grouped(requests), kib(r.dev_req_kb), r.dev_util);
+        return format!(
+            "IOPS-bound: {} IOPS × {} at the device, {:.0}% busy",
+            grouped(requests),
+            kib(r.dev_req_kb),
+            r.dev_util
+        );
     }
     if r.cpu_pct >= CPU_BOUND_PCT * r.qd.max(1) as f64 || r.cpu_pct >= CPU_BOUND_PCT * cpus() as f64 {
         return format!(
@@ -338,7 +360,15 @@ mod tests {
     use super::*;
     use crate::sample::DiskStat;
 
-    fn sample(reads: u64, sectors_read: u64, writes: u64, sectors_written: u64, io_ms: u64, weighted_ms: u64, dirtied: u64) -> Sample {
+    fn sample(
+        reads: u64,
+        sectors_read: u64,
+        writes: u64,
+        sectors_written: u64,
+        io_ms: u64,
+        weighted_ms: u64,
+        dirtied: u64,
+    ) -> Sample {
         let mut s = Sample::default();
         s.vmstat.nr_dirtied = dirtied;
         s.disks.push(DiskStat {
@@ -364,10 +394,23 @@ mod tests {
     /// aqu-sz 1.0: the cloud disk's story, computed by hand.
     #[test]
     fn iops_bound_direct_reads() {
-        let f = RunFigures { ops: 5220, bytes: 5220 * 1024, elapsed_s: 2.0, lat_mean_us: 383.0, cpu_s: 0.1, ..Default::default() };
+        let f = RunFigures {
+            ops: 5220,
+            bytes: 5220 * 1024,
+            elapsed_s: 2.0,
+            lat_mean_us: 383.0,
+            cpu_s: 0.1,
+            ..Default::default()
+        };
         let before = sample(100, 800, 0, 0, 1000, 1000, 0);
         let after = sample(100 + 5220, 800 + 5220 * 2, 0, 0, 3000, 3000, 0);
-        let r = JobResult::from_run(&spec(Rw::RandRead, 1024, Mode::Direct, 1), &f, &before, &after, Some("loop0"));
+        let r = JobResult::from_run(
+            &spec(Rw::RandRead, 1024, Mode::Direct, 1),
+            &f,
+            &before,
+            &after,
+            Some("loop0"),
+        );
         assert_eq!(r.iops, 2610.0);
         assert!((r.mb_s - 2.67264).abs() < 1e-9, "{}", r.mb_s); // 5220 × 1024 / 2 / 10⁶
         assert_eq!((r.disk_reads, r.disk_read_bytes, r.disk_bytes), (5220, 5220 * 1024, 5220 * 1024));
@@ -388,10 +431,14 @@ mod tests {
         assert_eq!(r.verdict, "served from page cache: 0 disk reads for 4.1 MB read");
         // 4 KiB random reads where readahead fetched 128 KiB each: 32× the bytes.
         let after = sample(10 + 1000, 10 + 1000 * 256, 0, 0, 400, 400, 0);
-        let r = JobResult::from_run(&spec(Rw::RandRead, 4096, Mode::Buffered, 1), &f, &s, &after, Some("loop0"));
+        let r =
+            JobResult::from_run(&spec(Rw::RandRead, 4096, Mode::Buffered, 1), &f, &s, &after, Some("loop0"));
         assert_eq!(r.cache_hit_pct, Some(0.0));
         assert_eq!(r.amplification, Some(32.0));
-        assert_eq!(r.verdict, "read amplification 32.0×: the disk read 131 MB for 4.1 MB used (readahead in 128 KiB requests)");
+        assert_eq!(
+            r.verdict,
+            "read amplification 32.0×: the disk read 131 MB for 4.1 MB used (readahead in 128 KiB requests)"
+        );
     }
 
     #[test]
@@ -406,41 +453,110 @@ mod tests {
         };
         let before = sample(0, 0, 0, 0, 0, 0, 1000);
         let after = sample(0, 0, 3800, 1900 * 2048, 5000, 40000, 1000 + 1900 * 256);
-        let r = JobResult::from_run(&spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &f, &before, &after, Some("loop0"));
+        let r = JobResult::from_run(
+            &spec(Rw::Write, 1 << 20, Mode::Buffered, 1),
+            &f,
+            &before,
+            &after,
+            Some("loop0"),
+        );
         assert_eq!(r.pages_dirtied, 1900 * 256);
         assert_eq!(r.dev_req_kb, 512.0);
         assert_eq!(r.verdict, "fsync at end took 4.2 s: 1.9 GB dirty (70% of the job)");
         // The same writes with a quick fsync: the flusher's 512 KiB requests for 1 MiB writes are
         // not ≥ 4× larger, so the device decides (5000 ms busy of 6000: not saturated, QD1).
         let fast = RunFigures { fsync_s: 0.5, lat_mean_us: 800.0, ..f.clone() };
-        let r = JobResult::from_run(&spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &fast, &before, &after, Some("loop0"));
+        let r = JobResult::from_run(
+            &spec(Rw::Write, 1 << 20, Mode::Buffered, 1),
+            &fast,
+            &before,
+            &after,
+            Some("loop0"),
+        );
         assert!(r.verdict.starts_with("latency-bound at QD1"), "{}", r.verdict);
-        let r = JobResult::from_run(&spec(Rw::Write, 4096, Mode::Buffered, 1), &fast, &before, &after, Some("loop0"));
-        assert_eq!(r.verdict, "write-back: 4K writes copied into the page cache (800 µs mean); the disk got 512 KiB requests");
-        let r = JobResult::from_run(&spec(Rw::Read, 4096, Mode::Buffered, 1), &fast, &before, &sample(2000, 2000 * 1024, 0, 0, 3000, 3000, 0), Some("loop0"));
-        assert_eq!(r.verdict, "readahead-fed: 4K reads served from pages read ahead in 512 KiB requests (1.0 GB from disk)");
+        let r = JobResult::from_run(
+            &spec(Rw::Write, 4096, Mode::Buffered, 1),
+            &fast,
+            &before,
+            &after,
+            Some("loop0"),
+        );
+        assert_eq!(
+            r.verdict,
+            "write-back: 4K writes copied into the page cache (800 µs mean); the disk got 512 KiB requests"
+        );
+        let r = JobResult::from_run(
+            &spec(Rw::Read, 4096, Mode::Buffered, 1),
+            &fast,
+            &before,
+            &sample(2000, 2000 * 1024, 0, 0, 3000, 3000, 0),
+            Some("loop0"),
+        );
+        assert_eq!(
+            r.verdict,
+            "readahead-fed: 4K reads served from pages read ahead in 512 KiB requests (1.0 GB from disk)"
+        );
         let quick = RunFigures { fsync_s: 0.0, dirty_before_fsync_bytes: None, elapsed_s: 1.0, ..f.clone() };
-        let r = JobResult::from_run(&spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &quick, &before, &before, Some("loop0"));
-        assert_eq!(r.verdict, "absorbed by the page cache: 2.0 GB written, 0 B reached the disk (the rest is dirty)");
+        let r = JobResult::from_run(
+            &spec(Rw::Write, 1 << 20, Mode::Buffered, 1),
+            &quick,
+            &before,
+            &before,
+            Some("loop0"),
+        );
+        assert_eq!(
+            r.verdict,
+            "absorbed by the page cache: 2.0 GB written, 0 B reached the disk (the rest is dirty)"
+        );
     }
 
     #[test]
     fn throughput_latency_cpu_and_unsaturated() {
         // 1 MiB direct reads, device busy, 1 MiB requests.
-        let f = RunFigures { ops: 400, bytes: 400 << 20, elapsed_s: 1.0, lat_mean_us: 2500.0, ..Default::default() };
+        let f = RunFigures {
+            ops: 400,
+            bytes: 400 << 20,
+            elapsed_s: 1.0,
+            lat_mean_us: 2500.0,
+            ..Default::default()
+        };
         let before = sample(0, 0, 0, 0, 0, 0, 0);
         let after = sample(400, 400 * 2048, 0, 0, 990, 990, 0);
-        let r = JobResult::from_run(&spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &after, Some("loop0"));
+        let r = JobResult::from_run(
+            &spec(Rw::Read, 1 << 20, Mode::Direct, 1),
+            &f,
+            &before,
+            &after,
+            Some("loop0"),
+        );
         assert_eq!(r.verdict, "throughput-bound: 419 MB/s at the device in 1 MiB requests, 99% busy");
         // The same at 50 % busy and QD1: latency-bound.
         let after = sample(400, 400 * 2048, 0, 0, 500, 500, 0);
-        let r = JobResult::from_run(&spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &after, Some("loop0"));
+        let r = JobResult::from_run(
+            &spec(Rw::Read, 1 << 20, Mode::Direct, 1),
+            &f,
+            &before,
+            &after,
+            Some("loop0"),
+        );
         assert_eq!(r.verdict, "latency-bound at QD1: one 1M request at a time × 2500 µs mean = 400 IOPS");
         // QD8, half busy, 95 % CPU: CPU-bound only when ≥ 80 % per thread or all CPUs are busy.
         let cpu = RunFigures { cpu_s: 0.95, ..f.clone() };
-        let r = JobResult::from_run(&spec(Rw::Read, 1 << 20, Mode::Direct, 1), &cpu, &before, &after, Some("loop0"));
+        let r = JobResult::from_run(
+            &spec(Rw::Read, 1 << 20, Mode::Direct, 1),
+            &cpu,
+            &before,
+            &after,
+            Some("loop0"),
+        );
         assert!(r.verdict.starts_with("CPU-bound: 95% of a core"), "{}", r.verdict);
-        let r = JobResult::from_run(&spec(Rw::Read, 1 << 20, Mode::Direct, 8), &f, &before, &after, Some("loop0"));
+        let r = JobResult::from_run(
+            &spec(Rw::Read, 1 << 20, Mode::Direct, 8),
+            &f,
+            &before,
+            &after,
+            Some("loop0"),
+        );
         assert_eq!(r.verdict, "not saturated: device 50% busy, queue depth 0.5 of 8 (mean latency 2500 µs)");
     }
 
@@ -451,7 +567,8 @@ mod tests {
         let r = JobResult::from_run(&spec(Rw::Read, 4096, Mode::Buffered, 1), &f, &s, &s, None);
         assert_eq!((r.amplification, r.cache_hit_pct), (None, None));
         assert_eq!(r.verdict, "no block device under this filesystem (tmpfs?): memory speed, 10 IOPS × 4K");
-        let skipped = JobResult::skipped(&spec(Rw::Read, 4096, Mode::Direct, 1), "tmpfs refuses O_DIRECT".into());
+        let skipped =
+            JobResult::skipped(&spec(Rw::Read, 4096, Mode::Direct, 1), "tmpfs refuses O_DIRECT".into());
         assert_eq!(skipped.verdict, "not run: tmpfs refuses O_DIRECT");
     }
 

@@ -94,9 +94,18 @@ pub struct Settings {
 pub enum Event {
     Note(String),
     /// Laying out the test file: bytes written so far of the total.
-    Layout { done: u64, total: u64 },
-    JobStarted { index: usize, spec: JobSpec },
-    JobDone { index: usize, result: Box<JobResult> },
+    Layout {
+        done: u64,
+        total: u64,
+    },
+    JobStarted {
+        index: usize,
+        spec: JobSpec,
+    },
+    JobDone {
+        index: usize,
+        result: Box<JobResult>,
+    },
 }
 
 /// Removes the test file when dropped: on success, on error, and on a panic's unwinding.
@@ -128,9 +137,15 @@ pub fn install_stop_handlers() {
 
 /// Runs the plan. `progress` is updated per request for a live display; `events` hears about each
 /// step. Returns the report, with the jobs that ran, even when stopped.
-pub fn run(plan: &Plan, stop: &AtomicBool, progress: &Progress, events: &mut dyn FnMut(Event)) -> anyhow::Result<BenchReport> {
+pub fn run(
+    plan: &Plan,
+    stop: &AtomicBool,
+    progress: &Progress,
+    events: &mut dyn FnMut(Event),
+) -> anyhow::Result<BenchReport> {
     let mut target = plan.target.clone();
-    let mut sampler = Sampler::new(SystemRoot::live(), BpfCollector::disabled("bench samples use procfs only"));
+    let mut sampler =
+        Sampler::new(SystemRoot::live(), BpfCollector::disabled("bench samples use procfs only"));
     let first = sampler.sample();
     let mut report = BenchReport {
         machine: machine(&first),
@@ -162,7 +177,17 @@ pub fn run(plan: &Plan, stop: &AtomicBool, progress: &Progress, events: &mut dyn
         events(Event::JobStarted { index, spec: *spec });
         progress.reset();
         let mut job_notes = Vec::new();
-        let result = run_job(plan, &target, spec, index, stop, progress, &mut sampler, &mut direct_refused, &mut job_notes);
+        let result = run_job(
+            plan,
+            &target,
+            spec,
+            index,
+            stop,
+            progress,
+            &mut sampler,
+            &mut direct_refused,
+            &mut job_notes,
+        );
         for n in job_notes {
             if !report.notes.contains(&n) {
                 events(Event::Note(n.clone()));
@@ -238,7 +263,7 @@ fn run_job(
             anyhow::bail!("{why}");
         }
         let align = target.dio_offset_align;
-        if align > 0 && spec.bs % align != 0 {
+        if align > 0 && !spec.bs.is_multiple_of(align) {
             anyhow::bail!(
                 "O_DIRECT here needs sizes in multiples of {align} bytes ({} on {}); {} is not",
                 target.fs_type,
@@ -351,7 +376,10 @@ fn prepare_cache(plan: &Plan, file: &File, target: &Target) -> anyhow::Result<Op
     unsafe { libc::fdatasync(fd) };
     let rc = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
     if rc != 0 {
-        return Ok(Some(format!("cold cache: posix_fadvise(DONTNEED) failed: {}", std::io::Error::from_raw_os_error(rc))));
+        return Ok(Some(format!(
+            "cold cache: posix_fadvise(DONTNEED) failed: {}",
+            std::io::Error::from_raw_os_error(rc)
+        )));
     }
     let pages = target.size.div_ceil(page_size());
     Ok(Some(match cachestat(fd, target.size).map(|c| c.nr_cache) {
@@ -396,7 +424,8 @@ pub fn cachestat(fd: i32, len: u64) -> std::io::Result<CacheStat> {
     let range = Range { off: 0, len };
     let mut st = CacheStat::default();
     // SAFETY: both pointers are to live structs of the kernel's layout.
-    let rc = unsafe { libc::syscall(SYS_CACHESTAT, fd, &range as *const Range, &mut st as *mut CacheStat, 0u32) };
+    let rc =
+        unsafe { libc::syscall(SYS_CACHESTAT, fd, &range as *const Range, &mut st as *mut CacheStat, 0u32) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }

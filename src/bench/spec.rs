@@ -134,7 +134,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// A size the way the user would write it: "4K", "1M", "1536" (exact; never rounded).
 pub fn size_label(bytes: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
@@ -222,7 +222,8 @@ pub fn parse_runtime(s: &str) -> Result<Duration, String> {
     } else {
         (t, 1.0)
     };
-    let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a duration (examples: 3, 1.5s, 500ms)"))?;
+    let v: f64 =
+        num.trim().parse().map_err(|_| format!("'{s}' is not a duration (examples: 3, 1.5s, 500ms)"))?;
     let secs = v * mult;
     if !(0.1..=86_400.0).contains(&secs) {
         return Err(format!("runtime '{s}' must be between 0.1 s and 24 h"));

@@ -104,7 +104,8 @@ fn resolve_device(dev: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
         }
     }
     let file = fs::File::open(dev).with_context(|| format!("cannot open {}", dev.display()))?;
-    let dev_size = block_device_size(&file).with_context(|| format!("cannot read the size of {}", dev.display()))?;
+    let dev_size =
+        block_device_size(&file).with_context(|| format!("cannot read the size of {}", dev.display()))?;
     let size = match req.size {
         Some(s) if s > dev_size => {
             bail!("--size {} is larger than {} ({})", size_label(s), dev.display(), size_label(dev_size))
@@ -133,7 +134,11 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
     let meta = fs::metadata(path).with_context(|| format!("cannot use {}", path.display()))?;
     let ft = meta.file_type();
     if ft.is_block_device() {
-        bail!("{} is a block device: use --device {} (and --destructive for writes)", path.display(), path.display());
+        bail!(
+            "{} is a block device: use --device {} (and --destructive for writes)",
+            path.display(),
+            path.display()
+        );
     }
     let (kind, file_path, size, writable) = if meta.is_dir() {
         let size = req.size.unwrap_or(DEFAULT_TEST_FILE_SIZE);
@@ -334,7 +339,11 @@ mod tests {
 
     #[test]
     fn path_and_device_are_exclusive_and_one_is_needed() {
-        let both = TargetRequest { path: Some("/tmp".into()), device: Some("/dev/null".into()), ..Default::default() };
+        let both = TargetRequest {
+            path: Some("/tmp".into()),
+            device: Some("/dev/null".into()),
+            ..Default::default()
+        };
         assert!(resolve(&both).unwrap_err().to_string().contains("not both"));
         assert!(resolve(&TargetRequest::default()).unwrap_err().to_string().contains("nothing to benchmark"));
     }

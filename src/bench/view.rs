@@ -65,7 +65,9 @@ pub fn draw(frame: &mut Frame, view: &BenchView, model: Option<&Model>, ui: &UiS
     draw_progress(frame, progress, view, &theme);
     let wanted_table = view.table_lines() as u16 + 1 + view.notes.len().min(3) as u16;
     let panes_min = match model {
-        Some(m) if body.height >= 30 => memory::wanted_height(m, ui, body.width) + devices::wanted_height(m, ui),
+        Some(m) if body.height >= 30 => {
+            memory::wanted_height(m, ui, body.width) + devices::wanted_height(m, ui)
+        }
         Some(m) if body.height >= 16 => devices::wanted_height(m, ui),
         _ => 0,
     };
@@ -195,8 +197,14 @@ fn draw_table(frame: &mut Frame, area: Rect, view: &BenchView, theme: &Theme) {
     }
     let room = inner.height.saturating_sub(1) as usize;
     // Up to three notes under the table, when they leave at least two result lines.
-    let mut notes: Vec<Line> =
-        view.notes.iter().rev().take(3).rev().map(|n| Line::styled(format!("note: {n}"), theme.dim())).collect();
+    let mut notes: Vec<Line> = view
+        .notes
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(|n| Line::styled(format!("note: {n}"), theme.dim()))
+        .collect();
     if room < notes.len() + 2 {
         notes.clear();
     }
@@ -225,7 +233,10 @@ fn draw_panes(frame: &mut Frame, area: Rect, model: &Model, ui: &UiState) {
     }
     let theme = Theme { color: ui.color };
     let pane = |title: &str| {
-        Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Span::styled(format!(" {title} "), theme.title(false)))
+        Block::new()
+            .borders(Borders::TOP)
+            .border_style(theme.dim())
+            .title(Span::styled(format!(" {title} "), theme.title(false)))
     };
     let mem_h = memory::wanted_height(model, ui, area.width);
     let dev_h = devices::wanted_height(model, ui);
