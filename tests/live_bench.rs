@@ -221,8 +221,8 @@ fn ctrl_c_stops_cleanly_and_keeps_the_results() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the second job to start (the first, 60 s long, is stopped by... nothing: so the
-    // first job is the one interrupted). Progress lines go to stderr: "[1/2] randread 4K qd1 …".
+    // Wait for the first (60 s) job to start; it is the one interrupted. Progress lines go to
+    // stderr: "[1/2] randread 4K qd1 …".
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut seen = String::new();
     let mut buf = Vec::new();
@@ -234,8 +234,10 @@ fn ctrl_c_stops_cleanly_and_keeps_the_results() {
         seen.push_str(&String::from_utf8_lossy(&buf));
     }
     assert!(seen.contains("[1/2]"), "no progress: {seen}");
-    // The test file exists while the job runs.
+    // The test file exists while the job runs. Let the job do some requests (it runs for 60 s):
+    // a job stopped before its first one is dropped from the results.
     assert_eq!(leftovers(mnt).len(), 1);
+    std::thread::sleep(std::time::Duration::from_millis(500));
     // SAFETY: sending SIGINT to our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
@@ -244,6 +246,7 @@ fn ctrl_c_stops_cleanly_and_keeps_the_results() {
     assert_eq!(out.status.code(), Some(130), "{seen}{rest}");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("randread 4K qd1") && table.contains("stopped: 1 of 2 jobs ran"), "{table}");
+    assert!(table.contains("stopped after"), "the cut job says so: {table}");
     assert!(!table.contains("randread 4K qd2"), "{table}");
     assert!(leftovers(mnt).is_empty(), "test file left behind after Ctrl-C");
 }

@@ -230,7 +230,8 @@ fn kib(kb: f64) -> String {
     }
 }
 
-/// What bound a job, from its numbers alone. The rules, first match wins:
+/// What bound a job, from its numbers alone (prefixed "stopped after N s;" for a job Ctrl-C cut
+/// short). The rules, first match wins:
 /// 1. not run / no I/O; no block device under the file (tmpfs): memory speed;
 /// 2. the final fsync took ≥ 25 % of the job: "fsync at end took 4.2 s: 1.9 GB dirty";
 /// 3. buffered or mmap reads with under 1 % of the bytes read from disk: "served from page cache";
@@ -243,6 +244,14 @@ fn kib(kb: f64) -> String {
 /// 9. QD1: latency-bound (one request at a time × its latency);
 /// 10. otherwise: not saturated, with the device's %util and queue depth.
 pub fn verdict(r: &JobResult) -> String {
+    let line = verdict_line(r);
+    if r.interrupted && r.skipped.is_none() && r.ops > 0 {
+        return format!("stopped after {:.1} s; {line}", r.runtime_s);
+    }
+    line
+}
+
+fn verdict_line(r: &JobResult) -> String {
     if let Some(why) = &r.skipped {
         return format!("not run: {why}");
     }
@@ -420,6 +429,11 @@ mod tests {
         assert_eq!(r.cache_hit_pct, None, "direct I/O has no cache hits");
         assert!((r.cpu_pct - 5.0).abs() < 1e-9);
         assert_eq!(r.verdict, "IOPS-bound: 2,610 IOPS × 1 KiB at the device, 100% busy");
+        let cut = JobResult { interrupted: true, ..r.clone() };
+        assert_eq!(
+            verdict(&cut),
+            "stopped after 2.0 s; IOPS-bound: 2,610 IOPS × 1 KiB at the device, 100% busy"
+        );
     }
 
     #[test]

@@ -204,6 +204,10 @@ pub fn run(
             }
         }
         report.interrupted |= result.interrupted;
+        // A job stopped before its first request has nothing to report.
+        if result.interrupted && result.ops == 0 {
+            break;
+        }
         events(Event::JobDone { index, result: Box::new(result.clone()) });
         report.jobs.push(result);
     }
