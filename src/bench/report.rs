@@ -29,10 +29,12 @@ pub const COLUMNS: [(&str, usize); 17] = [
     ("%util", 5),
 ];
 
-/// A latency in µs: "83µs", "1.25ms", "14.2ms", "4.20s".
+/// A latency in µs: "0.4µs", "8.6µs", "83µs", "1.25ms", "14.2ms", "4.20s".
 pub fn latency(us: f64) -> String {
     if !us.is_finite() || us <= 0.0 {
         "-".into()
+    } else if us < 9.95 {
+        format!("{us:.1}µs")
     } else if us < 999.5 {
         format!("{us:.0}µs")
     } else if us < 9_995.0 {
@@ -304,6 +306,7 @@ mod tests {
     #[test]
     fn cells_formats() {
         assert_eq!(latency(83.2), "83µs");
+        assert_eq!(latency(0.41), "0.4µs");
         assert_eq!(latency(1250.0), "1.25ms");
         assert_eq!(latency(14_200.0), "14.2ms");
         assert_eq!(latency(4_200_000.0), "4.20s");
