@@ -202,18 +202,33 @@ fn run(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> Result<ExitC
         return Ok(ExitCode::SUCCESS);
     }
     let plan = args.plan()?;
+    let mut created_output = None;
     if let Some(out) = &args.output {
-        // Fail now, not after a minute of benchmarking.
+        // Fail now, not after a minute of benchmarking (and remove the file again if the run fails).
+        let existed = out.exists();
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(out)
             .map_err(|e| BenchError::Usage(format!("cannot write --output {}: {e}", out.display())))?;
+        created_output = (!existed).then(|| out.clone());
     }
+    let result = run_plan(args, &plan, no_color_env);
+    if let (Err(_), Some(out)) = (&result, &created_output) {
+        let _ = std::fs::remove_file(out);
+    }
+    result
+}
+
+fn run_plan(
+    args: &BenchArgs,
+    plan: &Plan,
+    no_color_env: Option<&std::ffi::OsStr>,
+) -> Result<ExitCode, BenchError> {
     let tui = !args.json && std::io::stdout().is_terminal();
     let report = if tui {
         let color = crate::cli::wants_color(args.no_color, no_color_env);
-        super::tui::run(&plan, color).map_err(BenchError::Failed)?
+        super::tui::run(plan, color).map_err(BenchError::Failed)?
     } else {
         runner::install_stop_handlers();
         let progress = Progress::default();
@@ -232,7 +247,7 @@ fn run(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> Result<ExitC
                 Event::JobDone { result, .. } => writeln!(stderr, "{}", result.verdict),
             };
         };
-        runner::run(&plan, &STOP, &progress, &mut on_event).map_err(BenchError::Failed)?
+        runner::run(plan, &STOP, &progress, &mut on_event).map_err(BenchError::Failed)?
     };
     let json = serde_json::to_string_pretty(&report).map_err(|e| BenchError::Failed(e.into()))?;
     if let Some(out) = &args.output {

@@ -233,7 +233,8 @@ fn kib(kb: f64) -> String {
 /// What bound a job, from its numbers alone (prefixed "stopped after N s;" for a job Ctrl-C cut
 /// short). The rules, first match wins:
 /// 1. not run / no I/O; no block device under the file (tmpfs): memory speed;
-/// 2. the final fsync took ≥ 25 % of the job: "fsync at end took 4.2 s: 1.9 GB dirty";
+/// 2. the final fsync took ≥ 25 % of the job: "fsync at end took 4.2 s: 1.9 GB dirty" (or, with
+///    nothing dirty, the device's cache flush and the journal);
 /// 3. buffered or mmap reads with under 1 % of the bytes read from disk: "served from page cache";
 /// 4. buffered writes without fsync, under 10 % written to disk: "absorbed by the page cache";
 /// 5. reads that moved ≥ 1.5× the bytes from disk: "read amplification … (readahead)";
@@ -262,6 +263,14 @@ fn verdict_line(r: &JobResult) -> String {
     let mode = r.mode.unwrap_or(Mode::Buffered);
     let bs = size_label(r.bs);
     if r.fsync_s > 0.1 && r.fsync_s >= FSYNC_DOMINATES * r.runtime_s {
+        let pct = 100.0 * r.fsync_s / r.runtime_s;
+        if r.dirty_before_fsync_bytes.is_some_and(|d| (d as f64) < 0.01 * r.bytes as f64) {
+            return format!(
+                "fsync at end took {:.1} s with nothing dirty in the page cache: the device's cache flush and \
+                 the journal ({pct:.0}% of the job)",
+                r.fsync_s
+            );
+        }
         let dirty = r
             .dirty_before_fsync_bytes
             .map(|d| format!(": {} dirty", decimal_bytes(d as f64)))
@@ -477,6 +486,18 @@ mod tests {
         assert_eq!(r.pages_dirtied, 1900 * 256);
         assert_eq!(r.dev_req_kb, 512.0);
         assert_eq!(r.verdict, "fsync at end took 4.2 s: 1.9 GB dirty (70% of the job)");
+        let clean = RunFigures { dirty_before_fsync_bytes: Some(0), ..f.clone() };
+        let r2 = JobResult::from_run(
+            &spec(Rw::Write, 1 << 20, Mode::Direct, 1),
+            &clean,
+            &before,
+            &after,
+            Some("loop0"),
+        );
+        assert_eq!(
+            r2.verdict,
+            "fsync at end took 4.2 s with nothing dirty in the page cache: the device's cache flush and the journal (70% of the job)"
+        );
         // The same writes with a quick fsync: the flusher's 512 KiB requests for 1 MiB writes are
         // not ≥ 4× larger, so the device decides (5000 ms busy of 6000: not saturated, QD1).
         let fast = RunFigures { fsync_s: 0.5, lat_mean_us: 800.0, ..f.clone() };
