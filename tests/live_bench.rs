@@ -250,3 +250,31 @@ fn ctrl_c_stops_cleanly_and_keeps_the_results() {
     assert!(!table.contains("randread 4K qd2"), "{table}");
     assert!(leftovers(mnt).is_empty(), "test file left behind after Ctrl-C");
 }
+
+/// A filesystem that refuses O_DIRECT (ramfs: no direct I/O at all): one clear reason on each
+/// direct job, and the buffered jobs still run.
+#[test]
+fn a_filesystem_refusing_o_direct_still_runs_the_buffered_jobs() {
+    if !common::require_root("a_filesystem_refusing_o_direct_still_runs_the_buffered_jobs") {
+        return;
+    }
+    struct Ramfs(tempfile::TempDir);
+    impl Drop for Ramfs {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0.path()).status();
+        }
+    }
+    let ramfs = Ramfs(tempfile::tempdir().unwrap());
+    common::run("mount", &["-t", "ramfs", "none", ramfs.0.path().to_str().unwrap()]);
+    let file = ramfs.0.path().join("data");
+    std::fs::write(&file, vec![1u8; 4 << 20]).unwrap();
+    let o = bench(&[file.to_str().unwrap(), "--rw", "read", "--bs", "64k", "--runtime", "0.2", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = v["jobs"].as_array().unwrap();
+    let direct = jobs.iter().find(|j| j["mode"] == "direct").unwrap();
+    assert!(direct["skipped"].as_str().unwrap().contains("ramfs refuses O_DIRECT"), "{direct}");
+    let buffered = jobs.iter().find(|j| j["mode"] == "buffered").unwrap();
+    assert!(buffered["skipped"].is_null() && buffered["bytes"] == 4u64 << 20, "{buffered}");
+    assert!(v["notes"].to_string().contains("refuses O_DIRECT"), "{}", v["notes"]);
+}

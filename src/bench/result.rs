@@ -284,7 +284,7 @@ fn verdict_line(r: &JobResult) -> String {
     let has_device = r.amplification.is_some();
     if !has_device {
         return format!(
-            "no block device under this filesystem (tmpfs?): memory speed, {} IOPS × {bs}",
+            "no block device under the file (tmpfs, ramfs): memory speed, {} IOPS × {bs}",
             grouped(r.iops)
         );
     }
@@ -601,7 +601,7 @@ mod tests {
         let s = Sample::default();
         let r = JobResult::from_run(&spec(Rw::Read, 4096, Mode::Buffered, 1), &f, &s, &s, None);
         assert_eq!((r.amplification, r.cache_hit_pct), (None, None));
-        assert_eq!(r.verdict, "no block device under this filesystem (tmpfs?): memory speed, 10 IOPS × 4K");
+        assert_eq!(r.verdict, "no block device under the file (tmpfs, ramfs): memory speed, 10 IOPS × 4K");
         let skipped =
             JobResult::skipped(&spec(Rw::Read, 4096, Mode::Direct, 1), "tmpfs refuses O_DIRECT".into());
         assert_eq!(skipped.verdict, "not run: tmpfs refuses O_DIRECT");
