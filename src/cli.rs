@@ -59,9 +59,11 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// The subcommands; without one, ioscope is the live monitor.
+/// The subcommands; without one, ioscope is the live monitor (TUI, --once or --batch).
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Benchmark direct vs buffered I/O on a file, directory or device, with what the system did.
+    Bench(crate::bench::cli::BenchArgs),
     /// Record samples to a file, without a terminal (replay it with `ioscope replay FILE`).
     Record(RecordArgs),
     /// Replay a recording in the TUI, or print it with --batch, --json or --csv.
@@ -149,6 +151,8 @@ pub enum Mode {
     Replay(crate::replay::ReplayOptions),
     /// `ioscope compare`.
     Compare(crate::compare::CompareOptions),
+    /// `ioscope bench`.
+    Bench(Box<crate::bench::cli::BenchArgs>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -205,6 +209,7 @@ impl Cli {
 fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mode, clap::Error> {
     let usage = |kind: ErrorKind, msg: &str| Cli::command().error(kind, msg);
     Ok(match command {
+        Command::Bench(a) => Mode::Bench(Box::new(a.clone())),
         Command::Record(a) => Mode::Record(crate::record::recorder::RecordOptions {
             output: a.output.clone(),
             interval: a.interval,
@@ -449,6 +454,28 @@ mod tests {
             &["compare", "a"],
             &["compare", "a@x..y", "b"],
             &["--once", "record", "-o", "x"],
+        ] {
+            let err = parse(args).expect_err(&format!("{args:?} should fail"));
+            assert_eq!(err.exit_code(), USAGE_EXIT_CODE, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn bench_is_a_subcommand_beside_the_monitor_flags() {
+        let Mode::Bench(b) = parse(&["bench", "/tmp", "--rw", "read", "--bs", "1k", "--json"]).unwrap()
+        else {
+            panic!("expected bench")
+        };
+        assert_eq!(
+            (b.path.as_deref(), b.rw.as_deref(), b.bs.as_str(), b.json),
+            (Some("/tmp".as_ref()), Some("read"), "1k", true)
+        );
+        assert!(matches!(parse(&["--once", "--json"]).unwrap(), Mode::Headless(_)));
+        for args in [
+            &["--once", "bench", "/tmp"][..],
+            &["bench", "--fsync", "sometimes"],
+            &["bench", "--runtime", "0"],
+            &["bench", "--bogus"],
         ] {
             let err = parse(args).expect_err(&format!("{args:?} should fail"));
             assert_eq!(err.exit_code(), USAGE_EXIT_CODE, "{args:?}");

@@ -3,6 +3,7 @@
 //! runs without root, eBPF or a terminal.
 
 pub mod app;
+pub mod bench;
 pub mod bpf;
 pub mod cli;
 pub mod collect;

@@ -68,7 +68,13 @@ pub struct LoopDevice {
 impl LoopDevice {
     /// A bare loop device of `size_mib` MiB. The image lives under /var/tmp (a real disk, not tmpfs).
     pub fn new(size_mib: u64) -> LoopDevice {
-        let workdir = unique_dir();
+        LoopDevice::new_in(Path::new("/var/tmp"), size_mib)
+    }
+
+    /// A bare loop device whose image lives under `parent` (e.g. /dev/shm for a device that only
+    /// costs CPU, with no real disk below it to share with anything else).
+    pub fn new_in(parent: &Path, size_mib: u64) -> LoopDevice {
+        let workdir = unique_dir_in(parent);
         let image = workdir.join("disk.img");
         let f = fs::File::create(&image).expect("create loop image");
         f.set_len(size_mib << 20).expect("size loop image");
@@ -91,7 +97,12 @@ impl LoopDevice {
 
     /// A loop device with a fresh `fstype` filesystem (ext4, xfs) mounted in a temporary directory.
     pub fn with_fs(size_mib: u64, fstype: &str) -> LoopDevice {
-        let mut lo = LoopDevice::new(size_mib);
+        LoopDevice::with_fs_in(Path::new("/var/tmp"), size_mib, fstype)
+    }
+
+    /// [`LoopDevice::with_fs`] with the image under `parent`.
+    pub fn with_fs_in(parent: &Path, size_mib: u64, fstype: &str) -> LoopDevice {
+        let mut lo = LoopDevice::new_in(parent, size_mib);
         let dev = lo.path.to_str().unwrap().to_string();
         match fstype {
             "ext4" => run("mkfs.ext4", &["-q", "-F", &dev]),
@@ -137,14 +148,11 @@ impl Drop for LoopDevice {
     }
 }
 
-fn unique_dir() -> PathBuf {
+fn unique_dir_in(parent: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let dir = PathBuf::from("/var/tmp").join(format!(
-        "ioscope-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    fs::create_dir_all(&dir).expect("create test dir under /var/tmp");
+    let dir =
+        parent.join(format!("ioscope-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create test dir {}: {e}", dir.display()));
     dir
 }

@@ -1,0 +1,356 @@
+//! What the benchmark runs against, and the safety rules: a test file in a directory (created,
+//! removed after), an existing file (read-only unless --write), or a block device (read-only unless
+//! --destructive). Also the facts the jobs need: size, free space, the block device under the file,
+//! the filesystem, and O_DIRECT's alignment.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use super::spec::size_label;
+
+/// Room left on the filesystem beyond the test file, so a benchmark never fills a disk: 256 MiB,
+/// or a tenth of a small filesystem.
+pub const FREE_SPACE_HEADROOM: u64 = 256 << 20;
+
+pub fn headroom(fs_total: u64) -> u64 {
+    FREE_SPACE_HEADROOM.min(fs_total / 10)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// A test file ioscope created in a directory and removes afterwards.
+    TestFile,
+    /// A file that existed before.
+    ExistingFile,
+    /// A raw block device.
+    Device,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    pub kind: TargetKind,
+    /// The file (or device) the jobs read and write.
+    pub path: PathBuf,
+    /// Bytes of the file the jobs use.
+    pub size: u64,
+    /// Write jobs allowed (a test file; --write on a file; --destructive on a device).
+    pub writable: bool,
+    /// "ext4", "xfs", "tmpfs", ... or "block device".
+    pub fs_type: String,
+    /// The /proc/diskstats name of the block device holding the file (None on tmpfs, overlay...).
+    pub device: Option<String>,
+    pub device_major: u32,
+    pub device_minor: u32,
+    /// O_DIRECT alignment for offsets and sizes, and for buffer addresses (statx STATX_DIOALIGN,
+    /// else the device's logical block size). 0 = O_DIRECT is not supported here.
+    pub dio_offset_align: u64,
+    pub dio_mem_align: u64,
+    /// Why O_DIRECT is not available, when it is not.
+    pub dio_note: Option<String>,
+}
+
+/// What the user asked for on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct TargetRequest {
+    pub path: Option<PathBuf>,
+    pub device: Option<PathBuf>,
+    /// --size, if given.
+    pub size: Option<u64>,
+    /// Write jobs are in the matrix.
+    pub wants_write: bool,
+    /// --write / --force: overwriting an existing file is allowed.
+    pub write: bool,
+    /// --destructive: writing to a block device is allowed.
+    pub destructive: bool,
+}
+
+/// The default size of a test file created in a directory.
+pub const DEFAULT_TEST_FILE_SIZE: u64 = 512 << 20;
+
+/// Checks the request against the safety rules and the system, and describes the target.
+/// Nothing is created or written here.
+pub fn resolve(req: &TargetRequest) -> anyhow::Result<Target> {
+    match (&req.path, &req.device) {
+        (Some(_), Some(_)) => bail!("give either a PATH or --device DEV, not both"),
+        (None, None) => bail!("nothing to benchmark: give a directory, a file, or --device DEV"),
+        (None, Some(dev)) => resolve_device(dev, req),
+        (Some(path), None) => resolve_path(path, req),
+    }
+}
+
+fn resolve_device(dev: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
+    let meta = fs::metadata(dev).with_context(|| format!("cannot use --device {}", dev.display()))?;
+    if !meta.file_type().is_block_device() {
+        bail!("{} is not a block device (give a file or directory as PATH instead)", dev.display());
+    }
+    if req.wants_write && !req.destructive {
+        bail!(
+            "refusing to write to block device {}: write jobs destroy its contents; add --destructive, \
+             or use --rw read,randread",
+            dev.display()
+        );
+    }
+    let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    if req.wants_write {
+        if let Some(why) = device_in_use(dev, major, minor) {
+            bail!("refusing to write to {}: {why}", dev.display());
+        }
+    }
+    let file = fs::File::open(dev).with_context(|| format!("cannot open {}", dev.display()))?;
+    let dev_size =
+        block_device_size(&file).with_context(|| format!("cannot read the size of {}", dev.display()))?;
+    let size = match req.size {
+        Some(s) if s > dev_size => {
+            bail!("--size {} is larger than {} ({})", size_label(s), dev.display(), size_label(dev_size))
+        }
+        Some(s) => s,
+        None => dev_size.min(DEFAULT_TEST_FILE_SIZE * 2),
+    };
+    let name = sysfs_name(major, minor);
+    let lbs = name.as_deref().and_then(logical_block_size).unwrap_or(512);
+    Ok(Target {
+        kind: TargetKind::Device,
+        path: dev.to_path_buf(),
+        size,
+        writable: req.destructive,
+        fs_type: "block device".into(),
+        device: name,
+        device_major: major,
+        device_minor: minor,
+        dio_offset_align: lbs,
+        dio_mem_align: lbs,
+        dio_note: None,
+    })
+}
+
+fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
+    let meta = fs::metadata(path).with_context(|| format!("cannot use {}", path.display()))?;
+    let ft = meta.file_type();
+    if ft.is_block_device() {
+        bail!(
+            "{} is a block device: use --device {} (and --destructive for writes)",
+            path.display(),
+            path.display()
+        );
+    }
+    let (kind, file_path, size, writable) = if meta.is_dir() {
+        let size = req.size.unwrap_or(DEFAULT_TEST_FILE_SIZE);
+        let (free, total) = free_bytes(path)?;
+        let headroom = headroom(total);
+        if free < size + headroom {
+            bail!(
+                "not enough free space in {}: the test file needs {} plus {} headroom, {} is free \
+                 (use a smaller --size)",
+                path.display(),
+                size_label_approx(size),
+                size_label_approx(headroom),
+                size_label_approx(free)
+            );
+        }
+        let name = format!(".ioscope-bench-{}.tmp", std::process::id());
+        (TargetKind::TestFile, path.join(name), size, true)
+    } else if ft.is_file() {
+        if req.wants_write && !req.write {
+            bail!(
+                "refusing to write to {}: it exists and write jobs would overwrite it; add --write \
+                 (or --force), or use --rw read,randread",
+                path.display()
+            );
+        }
+        let len = meta.len();
+        let size = match req.size {
+            Some(s) if s > len => bail!(
+                "--size {} is larger than {} ({} bytes); reads stay within the file",
+                size_label(s),
+                path.display(),
+                len
+            ),
+            Some(s) => s,
+            None => len,
+        };
+        if size == 0 {
+            bail!("{} is empty: nothing to read", path.display());
+        }
+        (TargetKind::ExistingFile, path.to_path_buf(), size, req.write)
+    } else {
+        bail!("{} is neither a directory, a regular file nor a block device", path.display());
+    };
+    let dev = meta.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let device = if major == 0 { None } else { sysfs_name(major, minor) };
+    let fs_type = filesystem_type(path, major, minor).unwrap_or_else(|| "unknown".into());
+    let (off, mem) = dio_alignment(path, device.as_deref());
+    Ok(Target {
+        kind,
+        path: file_path,
+        size,
+        writable,
+        fs_type,
+        device,
+        device_major: major,
+        device_minor: minor,
+        dio_offset_align: off,
+        dio_mem_align: mem,
+        dio_note: None,
+    })
+}
+
+/// Sizes in free-space messages: binary units with one decimal ("1.5G").
+pub fn size_label_approx(bytes: u64) -> String {
+    crate::ui::format::human_bytes(bytes as f64)
+}
+
+/// Bytes available to an unprivileged writer on the filesystem holding `dir` (statvfs f_bavail),
+/// and the filesystem's size.
+pub fn free_bytes(dir: &Path) -> anyhow::Result<(u64, u64)> {
+    let c = CString::new(dir.as_os_str().as_bytes())?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string and st a writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("statvfs {}", dir.display()));
+    }
+    Ok((st.f_bavail as u64 * st.f_frsize as u64, st.f_blocks as u64 * st.f_frsize as u64))
+}
+
+/// BLKGETSIZE64: a block device's size in bytes.
+fn block_device_size(file: &fs::File) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 to the pointer we pass.
+    if unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+/// The kernel's name for a block device number ("vda", "loop3", "nvme0n1p2"), from
+/// /sys/dev/block/MAJ:MIN/uevent.
+pub fn sysfs_name(major: u32, minor: u32) -> Option<String> {
+    let uevent = fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent")).ok()?;
+    uevent.lines().find_map(|l| l.strip_prefix("DEVNAME=")).map(str::to_string)
+}
+
+/// queue/logical_block_size of a device (a partition's is its disk's: sysfs links both).
+fn logical_block_size(name: &str) -> Option<u64> {
+    let own = format!("/sys/class/block/{name}/queue/logical_block_size");
+    let parent = format!("/sys/class/block/{name}/../queue/logical_block_size");
+    [own, parent].iter().find_map(|p| fs::read_to_string(p).ok()?.trim().parse().ok())
+}
+
+/// Why writing to a device would destroy something in use: mounted, or held (LVM, md, dm).
+fn device_in_use(dev: &Path, major: u32, minor: u32) -> Option<String> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let devnum = format!("{major}:{minor}");
+    if let Some(line) = mountinfo.lines().find(|l| l.split_whitespace().nth(2) == Some(devnum.as_str())) {
+        let mnt = line.split_whitespace().nth(4).unwrap_or("?");
+        return Some(format!("it is mounted on {mnt}; unmount it first"));
+    }
+    let holders = format!("/sys/dev/block/{devnum}/holders");
+    if fs::read_dir(&holders).map(|mut d| d.next().is_some()).unwrap_or(false) {
+        return Some(format!("it is in use by another device (see {holders})"));
+    }
+    let _ = dev;
+    None
+}
+
+/// The filesystem type holding `path`: the /proc/self/mountinfo entry for the same device whose
+/// mount point is the longest prefix of the path.
+fn filesystem_type(path: &Path, major: u32, minor: u32) -> Option<String> {
+    let canon = fs::canonicalize(path).ok()?;
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let devnum = format!("{major}:{minor}");
+    let mut best: Option<(usize, String)> = None;
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let Some(sep) = fields.iter().position(|f| *f == "-") else { continue };
+        if fields.get(2) != Some(&devnum.as_str()) {
+            continue;
+        }
+        let mnt = unescape_mount(fields.get(4)?);
+        if !canon.starts_with(&mnt) {
+            continue;
+        }
+        let len = mnt.len();
+        if best.as_ref().is_none_or(|(l, _)| len > *l) {
+            best = Some((len, fields.get(sep + 1)?.to_string()));
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal (\040).
+fn unescape_mount(s: &str) -> String {
+    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+/// O_DIRECT alignment (offset/length, memory) for files in `path`: statx STATX_DIOALIGN (Linux
+/// 6.1+), which knows the filesystem's own rules; else the device's logical block size.
+/// (0, 0) when the filesystem says it does not support O_DIRECT.
+fn dio_alignment(path: &Path, device: Option<&str>) -> (u64, u64) {
+    if let Some((off, mem)) = statx_dioalign(path) {
+        return (off, mem);
+    }
+    let lbs = device.and_then(logical_block_size).unwrap_or(4096);
+    (lbs, lbs)
+}
+
+fn statx_dioalign(path: &Path) -> Option<(u64, u64)> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string and stx a writable statx.
+    let rc = unsafe { libc::statx(libc::AT_FDCWD, c.as_ptr(), 0, libc::STATX_DIOALIGN, &mut stx) };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return None;
+    }
+    Some((stx.stx_dio_offset_align as u64, stx.stx_dio_mem_align as u64))
+}
+
+/// For a directory target, statx on the directory may not report DIOALIGN (some filesystems only
+/// answer for regular files): ask again on the test file once it exists.
+pub fn refresh_dio_alignment(target: &mut Target) {
+    if let Some((off, mem)) = statx_dioalign(&target.path) {
+        target.dio_offset_align = off;
+        target.dio_mem_align = mem;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headroom_is_256m_or_a_tenth_of_a_small_filesystem() {
+        assert_eq!(headroom(100 << 30), 256 << 20);
+        assert_eq!(headroom(200 << 20), 20 << 20);
+    }
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape_mount("/mnt/my\\040disk"), "/mnt/my disk");
+    }
+
+    #[test]
+    fn path_and_device_are_exclusive_and_one_is_needed() {
+        let both = TargetRequest {
+            path: Some("/tmp".into()),
+            device: Some("/dev/null".into()),
+            ..Default::default()
+        };
+        assert!(resolve(&both).unwrap_err().to_string().contains("not both"));
+        assert!(resolve(&TargetRequest::default()).unwrap_err().to_string().contains("nothing to benchmark"));
+    }
+
+    #[test]
+    fn a_character_device_is_not_a_block_device() {
+        let req = TargetRequest { device: Some("/dev/null".into()), ..Default::default() };
+        assert!(resolve(&req).unwrap_err().to_string().contains("not a block device"));
+    }
+}

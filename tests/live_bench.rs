@@ -1,0 +1,280 @@
+//! `ioscope bench` end to end: the safety rules, cleanup on every exit path (Ctrl-C included),
+//! results that reflect what the device really did, --json and --compare. The loop-device tests
+//! need root and skip otherwise unless IOSCOPE_REQUIRE_BPF=1.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ioscope")).arg("bench").args(args).output().expect("run ioscope bench")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".ioscope-bench"))
+        .collect()
+}
+
+#[test]
+fn bad_input_is_a_usage_error_with_a_message() {
+    for (args, want) in [
+        (&[][..], "nothing to benchmark"),
+        (&["/nonexistent/dir"], "cannot use /nonexistent/dir"),
+        (&["/tmp", "--bs", "0"], "--bs"),
+        (&["/tmp", "--rw", "reed"], "not a pattern"),
+        (&["/tmp", "--qd", "0"], "--qd"),
+        (&["/tmp", "--modes", "odirect"], "not a mode"),
+        (&["--device", "/dev/null"], "not a block device"),
+        (&["/tmp", "--destructive"], "--destructive only applies to --device"),
+    ] {
+        let o = bench(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn an_existing_file_is_never_written_without_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("precious.db");
+    std::fs::write(&file, vec![7u8; 1 << 20]).unwrap();
+    let o = bench(&[file.to_str().unwrap(), "--rw", "write", "--runtime", "0.2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("refusing to write to") && stderr(&o).contains("--write"), "{}", stderr(&o));
+    // Without --rw, the read jobs run and the writes are skipped with a note.
+    let o =
+        bench(&[file.to_str().unwrap(), "--bs", "64k", "--modes", "buffered", "--runtime", "0.2", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rws: Vec<&str> = v["jobs"].as_array().unwrap().iter().map(|j| j["rw"].as_str().unwrap()).collect();
+    assert_eq!(rws, ["read", "randread"]);
+    assert!(v["notes"].to_string().contains("write jobs skipped"), "{}", v["notes"]);
+    assert_eq!(std::fs::read(&file).unwrap(), vec![7u8; 1 << 20], "the file was modified");
+}
+
+#[test]
+fn tmpfs_says_its_direct_results_are_memory_copies() {
+    let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
+        common::skip("tmpfs_says_its_direct_results_are_memory_copies", "no /dev/shm");
+        return;
+    };
+    let o = bench(&[
+        dir.path().to_str().unwrap(),
+        "--size",
+        "8m",
+        "--rw",
+        "read",
+        "--bs",
+        "64k",
+        "--runtime",
+        "0.2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = v["notes"].to_string();
+    // Kernels before 6.6 refuse O_DIRECT on tmpfs (the direct jobs are skipped, saying why);
+    // newer ones accept it without a disk behind it.
+    assert!(notes.contains("O_DIRECT"), "{notes}");
+    let buffered = v["jobs"].as_array().unwrap().iter().find(|j| j["mode"] == "buffered").unwrap();
+    assert!(buffered["skipped"].is_null() && buffered["iops"].as_f64().unwrap() > 0.0, "{buffered}");
+    assert!(leftovers(dir.path()).is_empty());
+}
+
+#[test]
+fn device_writes_need_destructive_and_free_space_is_checked() {
+    if !common::require_root("device_writes_need_destructive_and_free_space_is_checked") {
+        return;
+    }
+    let lo = common::LoopDevice::new(64);
+    let dev = lo.path.to_str().unwrap();
+    std::fs::write(dev, vec![0xA5u8; 1 << 20]).unwrap();
+    let o = bench(&["--device", dev, "--rw", "write", "--runtime", "0.2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--destructive"), "{}", stderr(&o));
+    // Reading needs nothing more, and leaves the device as it was.
+    let o = bench(&["--device", dev, "--bs", "64k", "--runtime", "0.2", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["settings"]["device"], lo.name.as_str());
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 4, "read and randread, direct and buffered");
+    let head = std::fs::read(dev).unwrap();
+    assert!(head[..1 << 20].iter().all(|&b| b == 0xA5), "a read-only run changed the device");
+
+    let small = common::LoopDevice::with_fs(48, "ext4");
+    let o = bench(&[small.mount_point().to_str().unwrap(), "--size", "1g"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not enough free space") && stderr(&o).contains("is free"), "{}", stderr(&o));
+    assert!(leftovers(small.mount_point()).is_empty());
+}
+
+/// A real run on ext4 over a loop device: the device figures are the loop device's, direct reads
+/// move exactly the bytes asked for, buffered sequential reads come in readahead-sized requests,
+/// the test file is gone afterwards, and --compare reads two such reports.
+#[test]
+fn a_run_reports_what_the_device_did_and_cleans_up() {
+    if !common::require_root("a_run_reports_what_the_device_did_and_cleans_up") {
+        return;
+    }
+    let lo = common::LoopDevice::with_fs(200, "ext4");
+    let mnt = lo.mount_point();
+    let out = mnt.join("run.json");
+    let o = bench(&[
+        mnt.to_str().unwrap(),
+        "--size",
+        "64m",
+        "--rw",
+        "read,write",
+        "--bs",
+        "4k,1m",
+        "--runtime",
+        "5",
+        "--json",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["settings"]["device"], lo.name.as_str());
+    assert_eq!(v["settings"]["filesystem"], "ext4");
+    assert!(v["machine"]["kernel"].as_str().unwrap().len() > 1);
+    assert!(
+        v["notes"].as_array().unwrap().iter().all(|n| !n.as_str().unwrap().contains("still cached")),
+        "{}",
+        v["notes"]
+    );
+    let job = |rw: &str, bs: u64, mode: &str| -> Value {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["rw"] == rw && j["bs"] == bs && j["mode"] == mode)
+            .cloned()
+            .unwrap()
+    };
+    for j in v["jobs"].as_array().unwrap() {
+        assert!(j["skipped"].is_null(), "{j}");
+        assert_eq!(j["bytes"], 64u64 << 20, "one pass over the file: {j}");
+        for key in ["mb_s", "iops", "lat_p50_us", "lat_p99_us", "lat_max_us"] {
+            assert!(j[key].as_f64().unwrap() > 0.0, "{key}: {j}");
+        }
+        assert!(!j["verdict"].as_str().unwrap().is_empty());
+    }
+    // Direct 1 MiB reads: the device read what was asked, no more (±2 %), with the cache cold.
+    let d = job("read", 1 << 20, "direct");
+    let ratio = d["disk_read_bytes"].as_f64().unwrap() / (64u64 << 20) as f64;
+    assert!((0.98..1.02).contains(&ratio), "direct read moved {ratio}× the bytes: {d}");
+    // Buffered 4 KiB sequential reads: readahead turns them into requests many times larger.
+    let b = job("read", 4096, "buffered");
+    assert!(b["dev_req_kb"].as_f64().unwrap() >= 16.0, "no readahead? {b}");
+    assert!(b["verdict"].as_str().unwrap().starts_with("readahead-fed"), "{b}");
+    // Buffered writes with fsync at end: everything reached the disk, and the fsync was timed.
+    let w = job("write", 1 << 20, "buffered");
+    assert!(w["disk_write_bytes"].as_u64().unwrap() >= 64 << 20, "{w}");
+    assert!(w["fsync_s"].as_f64().unwrap() > 0.0, "{w}");
+    assert!(w["pages_dirtied"].as_u64().unwrap() >= 16384, "{w}");
+    assert!(leftovers(mnt).is_empty(), "test file left behind");
+    // --compare: the same report twice is 0 % everywhere.
+    let o = bench(&["--compare", out.to_str().unwrap(), out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("settings: identical") && text.contains("+0.0%"), "{text}");
+    let o = bench(&["--compare", out.to_str().unwrap(), "/nonexistent.json"]);
+    assert!(!o.status.success() && stderr(&o).contains("cannot read /nonexistent.json"), "{}", stderr(&o));
+}
+
+/// Ctrl-C in the middle of a job: exit 130, the finished jobs printed, the test file removed.
+#[test]
+fn ctrl_c_stops_cleanly_and_keeps_the_results() {
+    if !common::require_root("ctrl_c_stops_cleanly_and_keeps_the_results") {
+        return;
+    }
+    let lo = common::LoopDevice::with_fs(100, "ext4");
+    let mnt = lo.mount_point();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ioscope"))
+        .args([
+            "bench",
+            mnt.to_str().unwrap(),
+            "--size",
+            "16m",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--qd",
+            "1,2",
+        ])
+        .args(["--modes", "buffered", "--runtime", "60", "--time-based", "--cache", "warm"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first (60 s) job to start; it is the one interrupted. Progress lines go to
+    // stderr: "[1/2] randread 4K qd1 …".
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut buf = Vec::new();
+    while !seen.contains("[1/2]") {
+        buf.clear();
+        if err.read_until(b' ', &mut buf).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buf));
+    }
+    assert!(seen.contains("[1/2]"), "no progress: {seen}");
+    // The test file exists while the job runs. Let the job do some requests (it runs for 60 s):
+    // a job stopped before its first one is dropped from the results.
+    assert_eq!(leftovers(mnt).len(), 1);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: sending SIGINT to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    assert_eq!(out.status.code(), Some(130), "{seen}{rest}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("randread 4K qd1") && table.contains("stopped: 1 of 2 jobs ran"), "{table}");
+    assert!(table.contains("stopped after"), "the cut job says so: {table}");
+    assert!(!table.contains("randread 4K qd2"), "{table}");
+    assert!(leftovers(mnt).is_empty(), "test file left behind after Ctrl-C");
+}
+
+/// A filesystem that refuses O_DIRECT (ramfs: no direct I/O at all): one clear reason on each
+/// direct job, and the buffered jobs still run.
+#[test]
+fn a_filesystem_refusing_o_direct_still_runs_the_buffered_jobs() {
+    if !common::require_root("a_filesystem_refusing_o_direct_still_runs_the_buffered_jobs") {
+        return;
+    }
+    struct Ramfs(tempfile::TempDir);
+    impl Drop for Ramfs {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0.path()).status();
+        }
+    }
+    let ramfs = Ramfs(tempfile::tempdir().unwrap());
+    common::run("mount", &["-t", "ramfs", "none", ramfs.0.path().to_str().unwrap()]);
+    let file = ramfs.0.path().join("data");
+    std::fs::write(&file, vec![1u8; 4 << 20]).unwrap();
+    let o = bench(&[file.to_str().unwrap(), "--rw", "read", "--bs", "64k", "--runtime", "0.2", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = v["jobs"].as_array().unwrap();
+    let direct = jobs.iter().find(|j| j["mode"] == "direct").unwrap();
+    assert!(direct["skipped"].as_str().unwrap().contains("ramfs refuses O_DIRECT"), "{direct}");
+    let buffered = jobs.iter().find(|j| j["mode"] == "buffered").unwrap();
+    assert!(buffered["skipped"].is_null() && buffered["bytes"] == 4u64 << 20, "{buffered}");
+    assert!(v["notes"].to_string().contains("refuses O_DIRECT"), "{}", v["notes"]);
+}

@@ -1,0 +1,206 @@
+//! `cargo xtask bench-fio DIR`: ioscope bench against fio on the real disk under DIR — the
+//! documented benchmark behind the README's "Agreement with fio" (the CI test does the same on a
+//! loop device). Release build; each job run by both tools back to back, alternating, ROUNDS times;
+//! the median of the per-round ratios ioscope/fio is reported with PASS/FAIL against the tolerances.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use serde_json::Value;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask bench-fio", about = "Compare ioscope bench with fio on a real disk")]
+struct Args {
+    /// Directory on the disk to measure (a 1 GiB file is created there and removed after).
+    dir: PathBuf,
+    /// Rounds per job.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Seconds per run of the time-limited jobs.
+    #[arg(long, default_value_t = 3)]
+    runtime: u32,
+}
+
+const THROUGHPUT_TOLERANCE: f64 = 0.15;
+const LATENCY_TOLERANCE: f64 = 0.20;
+const FILE_SIZE: &str = "1g";
+
+struct Job {
+    name: &'static str,
+    ioscope: Vec<String>,
+    fio: Vec<String>,
+    dir: &'static str,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Figures {
+    mb_s: f64,
+    iops: f64,
+    p50: f64,
+    p99: f64,
+}
+
+struct Remove(PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let a = Args::try_parse_from(std::iter::once("bench-fio".to_string()).chain(args.iter().cloned()))?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("workspace root")?.to_path_buf();
+    let bin = crate::perf::build_release(&root)?;
+    let file = a.dir.join(".ioscope-fio-agree.tmp");
+    if file.exists() {
+        bail!("{} exists; remove it first", file.display());
+    }
+    let _remove = Remove(file.clone());
+    run_cmd(Command::new("fio").args([
+        "--name=layout",
+        &format!("--filename={}", file.display()),
+        &format!("--size={FILE_SIZE}"),
+        "--rw=write",
+        "--bs=1m",
+        "--end_fsync=1",
+    ]))?;
+    let rt = a.runtime;
+    let w = |s: String| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let jobs = [
+        Job {
+            name: "seq 1M direct read",
+            ioscope: w(format!("--rw read --bs 1m --modes direct --runtime {rt} --time-based")),
+            fio: w(format!("--rw=read --bs=1m --direct=1 --runtime={rt} --time_based --ioengine=psync")),
+            dir: "read",
+        },
+        Job {
+            name: "4K direct randread QD1",
+            ioscope: w(format!("--rw randread --bs 4k --modes direct --runtime {rt}")),
+            fio: w(format!("--rw=randread --bs=4k --direct=1 --runtime={rt} --ioengine=psync")),
+            dir: "read",
+        },
+        Job {
+            name: "4K direct randread QD32",
+            ioscope: w(format!("--rw randread --bs 4k --modes direct --qd 32 --runtime {rt}")),
+            fio: w(format!(
+                "--rw=randread --bs=4k --direct=1 --runtime={rt} --iodepth=32 --ioengine=io_uring"
+            )),
+            dir: "read",
+        },
+        Job {
+            name: "1M buffered write, fsync end",
+            ioscope: w("--write --rw write --bs 1m --modes buffered --fsync end --runtime 600".into()),
+            fio: w("--rw=write --bs=1m --direct=0 --end_fsync=1 --ioengine=psync".into()),
+            dir: "write",
+        },
+    ];
+    let header = ["job", "fio MB/s", "IOPS", "p50 µs", "p99 µs", "ios MB/s", "IOPS", "p50 µs", "p99 µs"];
+    println!(
+        "{:<30} {:>9} {:>9} {:>8} {:>8} | {:>9} {:>9} {:>8} {:>8} | ioscope/fio: MB/s IOPS p50 p99  verdict",
+        header[0], header[1], header[2], header[3], header[4], header[5], header[6], header[7], header[8]
+    );
+    let mut all_ok = true;
+    for job in &jobs {
+        let (mut f, mut i) = (Vec::new(), Vec::new());
+        for round in 0..a.rounds {
+            let pair = |f: &mut Vec<Figures>, i: &mut Vec<Figures>, fio_first: bool| -> Result<()> {
+                if fio_first {
+                    f.push(fio(&file, job)?);
+                    i.push(ioscope(&bin, &file, job)?);
+                } else {
+                    i.push(ioscope(&bin, &file, job)?);
+                    f.push(fio(&file, job)?);
+                }
+                Ok(())
+            };
+            pair(&mut f, &mut i, round % 2 == 0)?;
+        }
+        let ratio = |g: fn(&Figures) -> f64| median(f.iter().zip(&i).map(|(a, b)| g(b) / g(a)).collect());
+        let (rm, ri, r50, r99) = (ratio(|x| x.mb_s), ratio(|x| x.iops), ratio(|x| x.p50), ratio(|x| x.p99));
+        let ok = (rm - 1.0).abs() <= THROUGHPUT_TOLERANCE
+            && (ri - 1.0).abs() <= THROUGHPUT_TOLERANCE
+            && (r50 - 1.0).abs() <= LATENCY_TOLERANCE;
+        all_ok &= ok;
+        let med = |v: &[Figures], g: fn(&Figures) -> f64| median(v.iter().map(g).collect());
+        println!(
+            "{:<30} {:>9.1} {:>9.0} {:>8.1} {:>8.1} | {:>9.1} {:>9.0} {:>8.1} {:>8.1} | {:>6.3} {:>6.3} {:>6.3} {:>6.3}  {}",
+            job.name,
+            med(&f, |x| x.mb_s),
+            med(&f, |x| x.iops),
+            med(&f, |x| x.p50),
+            med(&f, |x| x.p99),
+            med(&i, |x| x.mb_s),
+            med(&i, |x| x.iops),
+            med(&i, |x| x.p50),
+            med(&i, |x| x.p99),
+            rm,
+            ri,
+            r50,
+            r99,
+            if ok { "PASS" } else { "FAIL" }
+        );
+    }
+    println!(
+        "\nmedians of {} rounds; ratios are the median over rounds of ioscope/fio. PASS: MB/s and IOPS within \
+         {:.0}%, p50 within {:.0}% (p99 shown, not judged: it needs long runs)",
+        a.rounds,
+        THROUGHPUT_TOLERANCE * 100.0,
+        LATENCY_TOLERANCE * 100.0
+    );
+    if !all_ok {
+        bail!("ioscope and fio disagree beyond the tolerances");
+    }
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[v.len() / 2]
+}
+
+fn run_cmd(cmd: &mut Command) -> Result<Vec<u8>> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(out.stdout)
+}
+
+fn fio(file: &Path, job: &Job) -> Result<Figures> {
+    run_cmd(&mut Command::new("sync"))?;
+    let out = run_cmd(
+        Command::new("fio")
+            .args(["--name=agree", &format!("--filename={}", file.display()), "--output-format=json"])
+            .args(["--thread", "--disk_util=0", &format!("--size={FILE_SIZE}")])
+            .args(&job.fio),
+    )?;
+    let v: Value = serde_json::from_slice(&out)?;
+    let side = &v["jobs"][0][job.dir];
+    let pct = |p: &str| side["clat_ns"]["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
+    Ok(Figures {
+        mb_s: side["bw"].as_f64().unwrap_or(0.0) * 1024.0 / 1e6,
+        iops: side["iops"].as_f64().unwrap_or(0.0),
+        p50: pct("50.000000"),
+        p99: pct("99.000000"),
+    })
+}
+
+fn ioscope(bin: &Path, file: &Path, job: &Job) -> Result<Figures> {
+    run_cmd(&mut Command::new("sync"))?;
+    let out = run_cmd(
+        Command::new(bin)
+            .args(["bench", &file.display().to_string(), "--json", "--size", FILE_SIZE])
+            .args(&job.ioscope),
+    )?;
+    let v: Value = serde_json::from_slice(&out)?;
+    let j = &v["jobs"][0];
+    Ok(Figures {
+        mb_s: j["mb_s"].as_f64().unwrap_or(0.0),
+        iops: j["iops"].as_f64().unwrap_or(0.0),
+        p50: j["lat_p50_us"].as_f64().unwrap_or(0.0),
+        p99: j["lat_p99_us"].as_f64().unwrap_or(0.0),
+    })
+}
