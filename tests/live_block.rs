@@ -168,6 +168,10 @@ fn direct_io_is_counted_per_device_and_credited_to_dd_and_writeback_to_kernel_th
 
     let h = &wb.block_health;
     assert_eq!((h.reqs_full, h.procs_full, h.devs_full, h.read_errors), (0, 0, 0, 0));
-    assert_eq!(h.events.len(), 5);
-    assert!(h.events.iter().all(|&e| e > 0) || h.events[1] == 0, "{:?}", h.events);
+    assert_eq!(h.events.len(), 6);
+    // io_start, rq_issue, rq_complete and io_done saw every request (insert and merge depend on
+    // the scheduler).
+    for i in [0, 2, 3, 4] {
+        assert!(h.events[i] > 0, "{:?}", h.events);
+    }
 }

@@ -25,12 +25,13 @@ use crate::sample::{
 /// (program in the object, tracepoint event in category `block`), in the order of
 /// [`BlockProbeHealth::events`]. `blk_rq_issue` is this probe's own program on block_rq_issue (the
 /// foundation's `block_rq_issue` counter stays attached beside it).
-pub const PROGRAMS: [(&str, &str); 5] = [
+pub const PROGRAMS: [(&str, &str); 6] = [
     ("block_io_start", "block_io_start"),
     ("block_rq_insert", "block_rq_insert"),
     ("blk_rq_issue", "block_rq_issue"),
     ("block_rq_complete", "block_rq_complete"),
     ("block_io_done", "block_io_done"),
+    ("block_rq_merge", "block_rq_merge"),
 ];
 pub const CATEGORY: &str = "block";
 
@@ -63,7 +64,7 @@ pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
     })
 }
 
-/// Reads the five format files. An event whose format is missing or unusable stays unconfigured
+/// Reads the format files. An event whose format is missing or unusable stays unconfigured
 /// (its program counts nothing) and its error is returned in its slot of `PROGRAMS` order.
 pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
     let mut layout = BlockLayout::UNSET;
@@ -75,6 +76,7 @@ pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
             "block_rq_insert" => &mut layout.rq_insert,
             "block_rq_issue" => &mut layout.rq_issue,
             "block_rq_complete" => &mut layout.rq_complete,
+            "block_rq_merge" => &mut layout.rq_merge,
             _ => &mut layout.io_done,
         };
         results.push(match r {
@@ -197,6 +199,7 @@ impl BlockMaps {
                 get(Health::RqIssueEvents)?,
                 get(Health::RqCompleteEvents)?,
                 get(Health::IoDoneEvents)?,
+                get(Health::RqMergeEvents)?,
             ],
             reqs_full: get(Health::ReqsFull)?,
             procs_full: get(Health::ProcsFull)?,

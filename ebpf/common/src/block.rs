@@ -1,5 +1,6 @@
 //! The block-layer programs' shared types: `block_io_start`, `block_rq_insert`, `block_rq_issue`,
-//! `block_rq_complete` and `block_io_done` pair up one request's events by (dev, sector), as
+//! `block_rq_complete` and `block_io_done` (and `block_rq_merge`, when a request is merged into
+//! another and disappears) pair up one request's events by (dev, sector), as
 //! tracepoint-based tools do (classic tracepoints carry no request pointer), in a bounded hash map.
 //!
 //! Everything is aggregated in the kernel: per-CPU maps of cumulative counters and log2 histograms,
@@ -71,6 +72,7 @@ pub struct BlockLayout {
     pub rq_issue: EventLayout,
     pub rq_complete: EventLayout,
     pub io_done: EventLayout,
+    pub rq_merge: EventLayout,
 }
 
 impl BlockLayout {
@@ -80,6 +82,7 @@ impl BlockLayout {
         rq_issue: EventLayout::UNSET,
         rq_complete: EventLayout::UNSET,
         io_done: EventLayout::UNSET,
+        rq_merge: EventLayout::UNSET,
     };
 }
 
@@ -221,9 +224,10 @@ pub enum Health {
     DoneUnmatched = 10,
     /// A tracepoint field could not be read.
     ReadErrors = 11,
+    RqMergeEvents = 12,
 }
 
-pub const HEALTH_COUNTERS: u32 = 12;
+pub const HEALTH_COUNTERS: u32 = 13;
 
 /// `rwbs` decoded (the kernel's `blk_fill_rwbs()`, block/blk-core.c): an optional `F` (preflush),
 /// then the operation (`R` read, `W` write, `D` discard, `DE` secure erase, `F` flush, `N` other),

@@ -65,6 +65,12 @@ pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
+pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
+    count_health(Health::RqMergeEvents);
+    on_result(try_rq_merge(&ctx))
+}
+
+#[tracepoint]
 pub fn block_io_done(ctx: TracePointContext) -> u32 {
     count_health(Health::IoDoneEvents);
     on_result(try_io_done(&ctx))
@@ -265,6 +271,8 @@ fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
                 sched_ns = Some(t.saturating_sub(r.insert_ns));
             }
             r.issue_ns = t;
+            // Bios merged into the request since it was created: its size now is what it carries.
+            r.bytes = e.bytes as u32;
             if r.flags & REQ_IN_FLIGHT == 0 {
                 r.flags |= REQ_IN_FLIGHT;
                 counted_in_flight = true;
@@ -415,5 +423,13 @@ fn try_io_done(ctx: &TracePointContext) -> Result<(), Lost> {
     s.lat_ns_sum += lat;
     s.lat_count += 1;
     bump(&mut s.lat_hist, log2_bucket(lat / 1000), 1);
+    Ok(())
+}
+
+/// A request merged into another before issue (the scheduler's request merging): it will never be
+/// issued or completed itself, so its entry goes (its bytes are carried by the other request).
+fn try_rq_merge(ctx: &TracePointContext) -> Result<(), Lost> {
+    let e = read_event(ctx, &layout().rq_merge)?;
+    let _ = BLOCK_REQS.remove(key(&e));
     Ok(())
 }
