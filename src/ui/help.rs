@@ -11,7 +11,7 @@ use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 12] = [
+pub const KEYS: [(&str, &str); 14] = [
     ("q  Ctrl-C", "quit"),
     ("?  F1", "this help (Esc closes it)"),
     ("Tab  S-Tab", "focus the next / previous pane"),
@@ -24,6 +24,8 @@ pub const KEYS: [(&str, &str); 12] = [
     ("u", "units: human (K M G = KiB MiB GiB) / raw"),
     ("p  Space", "pause the display (sampling goes on)"),
     ("+ -", "sampling interval, 0.25 s … 60 s"),
+    ("Enter", "eBPF detail of the selected device; Esc closes"),
+    ("e  b", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
 ];
 
 const NOTES: [&str; 4] = [
