@@ -85,7 +85,11 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
             lost("process map full", |h| h.procs_full, "I/O not credited to a process"),
             lost("device map full", |h| h.devs_full, "devices not counted"),
             lost("issue without start", |h| h.issue_unmatched, "no queue time (started before attach)"),
-            lost("completion without issue", |h| h.complete_unmatched, "no device time"),
+            lost(
+                "completion without issue",
+                |h| h.complete_unmatched,
+                "no device time (also: empty preflush writes the flush machinery completes)",
+            ),
             lost("done without start", |h| h.done_unmatched, "not credited to a process"),
             lost("field read errors", |h| h.read_errors, "events dropped"),
             lost("stale requests evicted", |h| h.stale_evicted, "completions never seen"),
