@@ -1,6 +1,7 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf`. See README "Developing".
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|overhead`. See README "Developing".
 
 mod ebpf;
+mod overhead;
 mod perf;
 mod setup;
 mod toolchain;
@@ -32,6 +33,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure what the eBPF probes cost fio's IOPS, with and without ioscope, alternating.
+    Overhead {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,5 +46,6 @@ fn main() -> anyhow::Result<()> {
         Command::Ebpf => ebpf::build_and_install(),
         Command::CheckEbpf => ebpf::check(),
         Command::Perf { args } => perf::run(&args),
+        Command::Overhead { args } => overhead::run(&args),
     }
 }

@@ -1,0 +1,243 @@
+//! `cargo xtask overhead`: what ioscope's eBPF probes cost the I/O they watch. fio runs 4 KiB random
+//! direct reads at queue depth 32 on a block device, alternately without and with ioscope running
+//! (`--batch`, eBPF on, 1 s interval), several times; the IOPS with ioscope must be ≥ 97 % of the
+//! IOPS without, and ioscope's own CPU (its process; the probes' cost lands in the I/O threads and
+//! so in the IOPS) under 2 % of one core.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use crate::perf::{build_release, clock_ticks_per_second, cpu_ticks};
+
+const IOPS_TARGET_RATIO: f64 = 0.97;
+const CPU_TARGET_PERCENT: f64 = 2.0;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask overhead", about = "Measure the eBPF probes' cost to fio's IOPS")]
+struct OverheadArgs {
+    /// Pairs of fio runs (each pair: one without, one with ioscope; the order alternates).
+    #[arg(long, default_value_t = 3)]
+    pairs: u32,
+    /// Seconds per fio run.
+    #[arg(long, default_value_t = 10)]
+    seconds: u32,
+    /// Block device to read (read-only use). Default: a fresh 1 GiB loop device over a file in
+    /// /var/tmp, detached afterwards.
+    #[arg(long)]
+    device: Option<PathBuf>,
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let args =
+        OverheadArgs::try_parse_from(std::iter::once("overhead".to_string()).chain(args.iter().cloned()))?;
+    // SAFETY: no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        bail!("cargo xtask overhead needs root (eBPF, and a loop device unless --device is given)");
+    }
+    if args.pairs == 0 || args.seconds == 0 {
+        bail!("--pairs and --seconds must be at least 1");
+    }
+    which("fio")?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
+    let bin = build_release(root)?;
+    let loopdev;
+    let device = match &args.device {
+        Some(d) => d.clone(),
+        None => {
+            loopdev = LoopDevice::new()?;
+            loopdev.path.clone()
+        }
+    };
+    let ticks_per_s = clock_ticks_per_second();
+    println!(
+        "ioscope overhead: fio 4 KiB randread, direct, libaio, iodepth 32 on {}, {} s per run, {} pairs \
+         (alternating order)",
+        device.display(),
+        args.seconds,
+        args.pairs
+    );
+
+    let mut without = Vec::new();
+    let mut with = Vec::new();
+    let mut cpu = Vec::new();
+    for pair in 0..args.pairs {
+        for watched in [pair % 2 == 1, pair % 2 == 0] {
+            if watched {
+                let ioscope = Ioscope::start(&bin)?;
+                let t0 = Instant::now();
+                let c0 = cpu_ticks(ioscope.pid())?;
+                let iops = fio(&device, args.seconds)?;
+                let c1 = cpu_ticks(ioscope.pid())?;
+                let percent = (c1 - c0) as f64 / ticks_per_s / t0.elapsed().as_secs_f64() * 100.0;
+                println!(
+                    "  run {}: with ioscope    {iops:>10.0} IOPS   ioscope CPU {percent:.2} %",
+                    pair + 1
+                );
+                with.push(iops);
+                cpu.push(percent);
+            } else {
+                let iops = fio(&device, args.seconds)?;
+                println!("  run {}: without ioscope {iops:>10.0} IOPS", pair + 1);
+                without.push(iops);
+            }
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let ratio = mean(&with) / mean(&without);
+    let cpu_mean = mean(&cpu);
+    println!(
+        "IOPS with ioscope: {:.1} % of without (mean {:.0} vs {:.0}; target ≥ {:.0} %)  {}",
+        ratio * 100.0,
+        mean(&with),
+        mean(&without),
+        IOPS_TARGET_RATIO * 100.0,
+        verdict(ratio >= IOPS_TARGET_RATIO)
+    );
+    println!(
+        "ioscope CPU under that load: {cpu_mean:.2} % of one core (target < {CPU_TARGET_PERCENT} %)  {}",
+        verdict(cpu_mean < CPU_TARGET_PERCENT)
+    );
+    println!("note: on a shared or busy machine run-to-run noise can exceed the difference measured");
+    if ratio < IOPS_TARGET_RATIO || cpu_mean >= CPU_TARGET_PERCENT {
+        bail!("overhead above target");
+    }
+    Ok(())
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "FAIL"
+    }
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn which(tool: &str) -> Result<()> {
+    let found = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output()?.status.success();
+    if !found {
+        bail!("{tool} is not installed (apt-get install {tool})");
+    }
+    Ok(())
+}
+
+/// One fio run; returns the read IOPS from its terse (v3) output, field 8.
+fn fio(device: &Path, seconds: u32) -> Result<f64> {
+    let out = Command::new("fio")
+        .args([
+            "--name=ioscope-overhead",
+            &format!("--filename={}", device.display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=32",
+            "--readonly",
+            "--time_based",
+            &format!("--runtime={seconds}"),
+            "--output-format=terse",
+            "--terse-version=3",
+        ])
+        .output()
+        .context("running fio")?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_terse_read_iops(&text).with_context(|| format!("unexpected fio output: {text}"))
+}
+
+fn parse_terse_read_iops(text: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with("3;"))?.split(';').nth(7)?.parse().ok()
+}
+
+/// `ioscope --batch --json` with eBPF on, running until dropped. Started once its first report is
+/// out (the probes are attached by then); its output is drained and discarded.
+struct Ioscope(Child);
+
+impl Ioscope {
+    fn start(bin: &Path) -> Result<Ioscope> {
+        let mut child = Command::new(bin)
+            .args(["--batch", "--json", "--interval", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting ioscope")?;
+        let mut out = BufReader::new(child.stdout.take().context("no stdout")?);
+        let mut first = String::new();
+        out.read_line(&mut first)?;
+        let running = Ioscope(child);
+        if !first.contains("\"enabled\":true") {
+            bail!("ioscope runs without eBPF: {}", first.trim());
+        }
+        std::thread::spawn(move || {
+            let mut sink = [0u8; 8192];
+            while matches!(out.read(&mut sink), Ok(n) if n > 0) {}
+        });
+        Ok(running)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Ioscope {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A 1 GiB loop device over a file in /var/tmp (written once, so reads are real), detached on drop.
+struct LoopDevice {
+    path: PathBuf,
+    image: PathBuf,
+}
+
+impl LoopDevice {
+    fn new() -> Result<LoopDevice> {
+        let image = PathBuf::from(format!("/var/tmp/ioscope-overhead-{}.img", std::process::id()));
+        let status = Command::new("dd")
+            .args(["if=/dev/zero", &format!("of={}", image.display()), "bs=1M", "count=1024", "status=none"])
+            .status()?;
+        if !status.success() {
+            bail!("writing {} failed", image.display());
+        }
+        let out = Command::new("losetup").args(["--find", "--show"]).arg(&image).output()?;
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&image);
+            bail!("losetup failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Ok(LoopDevice { path, image })
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.path).status();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_iops_from_terse_v3() {
+        let line = "3;fio-3.36;ioscope-overhead;0;0;1024000;102400;25600.5;10000;rest";
+        assert_eq!(parse_terse_read_iops(&format!("some warning\n{line}\n")), Some(25600.5));
+        assert_eq!(parse_terse_read_iops("garbage"), None);
+    }
+}
