@@ -354,6 +354,8 @@ pub struct BlockProcessCounters {
     pub comm: String,
     /// cgroup v2 id of the submitter (the cgroup directory's inode number); 0 when unknown.
     pub cgroup_id: u64,
+    /// Its path below the cgroup2 root ("/system.slice/postgresql.service"); empty when unknown.
+    pub cgroup: String,
     /// A kernel thread (kworker, flusher, jbd2, ...): its I/O is writeback or filesystem work done on
     /// behalf of others, not a process's own request.
     pub kernel_thread: bool,
@@ -398,4 +400,7 @@ pub struct BlockProbeHealth {
     pub procs_capacity: u64,
     pub devs_entries: u64,
     pub devs_capacity: u64,
+    /// Per program (PROGRAMS order): runs the kernel skipped because another BPF program was
+    /// running on that CPU (`bpf_prog_info.recursion_misses`): events lost to this probe.
+    pub missed: Vec<u64>,
 }

@@ -110,26 +110,51 @@ fn direct_io_is_counted_per_device_and_credited_to_dd_and_writeback_to_kernel_th
     let (d0, d1) = (device(&before, &lo), device(&after, &lo));
     let disk = |i: usize| disk_after[i] - disk_before[i];
 
+    // Runs the kernel skipped because another BPF program was running on the CPU (other eBPF
+    // tools on a shared machine): each is one event unseen, and the health counts it. With none,
+    // the figures must be exact.
+    let missed = |i: usize| after.block_health.missed[i] - before.block_health.missed[i];
+    let (missed_complete, missed_io) = (missed(3), missed(0) + missed(4));
+    eprintln!("live_block: skipped runs: rq_complete {missed_complete}, io_start+io_done {missed_io}");
+
     // Per device: what completed equals what /proc/diskstats counted (ext4's own metadata writes
     // included in both), and at least what dd did.
     let read_bytes = d1.read.completed_bytes - d0.read.completed_bytes;
     let write_bytes = d1.write.completed_bytes - d0.write.completed_bytes;
-    assert_eq!(read_bytes, disk(2) * 512, "eBPF read bytes vs diskstats sectors read");
-    assert_eq!(write_bytes, disk(6) * 512, "eBPF write bytes vs diskstats sectors written");
-    assert_eq!(d1.read.completed_requests - d0.read.completed_requests, disk(0), "reads vs diskstats");
-    assert_eq!(d1.write.completed_requests - d0.write.completed_requests, disk(4), "writes vs diskstats");
-    assert!(write_bytes >= 200 * 65536 && read_bytes >= 500 * 4096, "{write_bytes} {read_bytes}");
-    // Issued = completed once the device is quiet.
-    assert_eq!(d1.write.issued_bytes - d0.write.issued_bytes, write_bytes);
+    let reads = d1.read.completed_requests - d0.read.completed_requests;
+    let writes = d1.write.completed_requests - d0.write.completed_requests;
+    if missed_complete == 0 {
+        assert_eq!(read_bytes, disk(2) * 512, "eBPF read bytes vs diskstats sectors read");
+        assert_eq!(write_bytes, disk(6) * 512, "eBPF write bytes vs diskstats sectors written");
+        assert_eq!(reads, disk(0), "reads vs diskstats");
+        assert_eq!(writes, disk(4), "writes vs diskstats");
+    } else {
+        // Only what the skipped runs explain may be missing (these requests are ≤ 512 KiB).
+        let unseen = disk(0) + disk(4) - reads - writes;
+        assert!(unseen <= missed_complete, "{unseen} completions unseen, {missed_complete} skipped");
+        let unseen_bytes = (disk(2) + disk(6)) * 512 - read_bytes - write_bytes;
+        assert!(unseen_bytes <= missed_complete * (512 << 10), "{unseen_bytes} bytes unseen");
+    }
+    assert!(
+        write_bytes + missed_complete * 65536 >= 200 * 65536
+            && read_bytes + missed_complete * 4096 >= 500 * 4096,
+        "{write_bytes} {read_bytes}"
+    );
+    // Everything issued has completed once the device is quiet: issued = diskstats' count.
+    if missed(2) == 0 {
+        assert_eq!(d1.write.issued_bytes - d0.write.issued_bytes, disk(6) * 512, "issued write bytes");
+    }
     // The size histogram: dd's 64 KiB writes and 4 KiB reads in their buckets.
     let w64 = log2_bucket(65536);
     let r4 = log2_bucket(4096);
     assert!(d1.write.size_hist[w64] - d0.write.size_hist[w64] >= 200, "64 KiB bucket");
     assert!(d1.read.size_hist[r4] - d0.read.size_hist[r4] >= 500, "4 KiB bucket");
-    // Latencies were measured for every completed request issued after attach.
-    assert_eq!(d1.read.device_count - d0.read.device_count, disk(0));
+    // Latencies were measured for every completed request seen.
+    assert_eq!(d1.read.device_count - d0.read.device_count, reads);
     assert!(d1.depth_samples > d0.depth_samples);
-    assert_eq!(d1.in_flight, 0, "nothing in flight on a quiet device");
+    // Nothing in flight on a quiet device (a request whose completion and done were both skipped
+    // stays counted until it is evicted as stale).
+    assert!(d1.in_flight <= missed_complete, "in flight {}", d1.in_flight);
 
     // Per process: each dd is credited exactly with its own I/O, although both had exited.
     let find = |pid: u32| {
@@ -141,14 +166,27 @@ fn direct_io_is_counted_per_device_and_credited_to_dd_and_writeback_to_kernel_th
     };
     let w = find(writer);
     assert_eq!((w.comm.as_str(), w.exited, w.kernel_thread), ("dd", true, false));
-    assert_eq!((w.write_requests, w.write_bytes), (200, 200 * 65536));
+    if missed_io == 0 {
+        assert_eq!((w.write_requests, w.write_bytes), (200, 200 * 65536));
+    } else {
+        assert!(w.write_requests + missed_io >= 200 && w.write_requests <= 200, "{}", w.write_requests);
+    }
     // ext4 may read a few metadata blocks (bitmaps, inode table) in dd's context while allocating.
     assert!(w.read_bytes < 64 << 10, "dd read {} bytes", w.read_bytes);
     assert_eq!(w.lat_count, w.read_requests + w.write_requests + w.other_requests);
-    assert_eq!(w.sync_bytes, 200 * 65536, "O_DIRECT writes are sync");
+    assert_eq!(w.sync_bytes, w.write_bytes, "O_DIRECT writes are sync");
+    // dd ran in this test's cgroup (v2 line `0::PATH` of /proc/self/cgroup).
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    if let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) {
+        assert_eq!(w.cgroup, path, "cgroup id {} resolved", w.cgroup_id);
+    }
     let r = find(reader);
     assert_eq!((r.comm.as_str(), r.exited), ("dd", true));
-    assert_eq!((r.read_requests, r.read_bytes), (500, 500 * 4096));
+    if missed_io == 0 {
+        assert_eq!((r.read_requests, r.read_bytes), (500, 500 * 4096));
+    } else {
+        assert!(r.read_requests + missed_io >= 500 && r.read_requests <= 500, "{}", r.read_requests);
+    }
     assert!(r.write_bytes < 64 << 10, "the reading dd wrote {} bytes", r.write_bytes);
     // Read once after they exited, they are gone from the map.
     let again = bpf.read();

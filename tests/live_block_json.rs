@@ -95,12 +95,24 @@ fn batch_json_catches_short_lived_dd_and_cat() {
     drop(ioscope);
 
     let total = |pid: u32, key: &str| reports.iter().map(|r| bytes(r, pid, &lo.name, key)).sum::<f64>();
+    // Runs of block_io_start / block_io_done the kernel skipped (another BPF program was running
+    // on the CPU, e.g. other eBPF tools on a shared machine): each may cost one request's credit.
+    let skipped: u64 = reports
+        .iter()
+        .flat_map(|r| r["bpf"]["block_health"]["programs"].as_array().unwrap().iter())
+        .filter(|p| p["program"] == "block_io_start" || p["program"] == "block_io_done")
+        .map(|p| p["missed"].as_u64().unwrap())
+        .sum();
+    let slack = skipped as f64 * 128.0 * 1024.0 + 1.0;
     let dd_written = total(dd, "write_bytes_s");
-    assert!((dd_written - 200.0 * 65536.0).abs() < 1.0, "dd wrote {dd_written} bytes in the reports");
+    assert!(
+        dd_written <= 200.0 * 65536.0 + 1.0 && dd_written >= 200.0 * 65536.0 - slack,
+        "dd wrote {dd_written} bytes in the reports ({skipped} runs skipped)"
+    );
     let cat_read = total(cat, "read_bytes_s");
     assert!(
-        (4.0 * 1048576.0 - 1.0..4.5 * 1048576.0).contains(&cat_read),
-        "cat read {cat_read} bytes in the reports"
+        (4.0 * 1048576.0 - slack..4.5 * 1048576.0).contains(&cat_read),
+        "cat read {cat_read} bytes in the reports ({skipped} runs skipped)"
     );
     assert!(reports.iter().any(|r| exited_in(r, dd)), "dd never reported as exited");
     assert!(reports.iter().any(|r| exited_in(r, cat)), "cat never reported as exited");

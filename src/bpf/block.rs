@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap};
+use aya::programs::ProgramFd;
 use aya::Ebpf;
 use ioscope_common::block::*;
 use ioscope_common::kernel_dev_major_minor;
@@ -101,6 +102,9 @@ pub struct BlockMaps {
     stale_evicted: u64,
     /// Kernel threads seen, by tgid (they rarely exit; saves reading their stat every interval).
     kthreads: StdHashMap<u32, bool>,
+    cgroups: super::cgroup::CgroupNames,
+    /// Each program's fd (PROGRAMS order), to read the kernel's count of its skipped runs.
+    programs: Vec<Option<ProgramFd>>,
 }
 
 fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
@@ -119,6 +123,13 @@ impl BlockMaps {
             last_purge: Instant::now(),
             stale_evicted: 0,
             kthreads: StdHashMap::new(),
+            cgroups: super::cgroup::CgroupNames::new(),
+            programs: PROGRAMS
+                .iter()
+                .map(|(name, _)| {
+                    ebpf.program(name).and_then(|p| p.fd().ok()).and_then(|fd| fd.try_clone().ok())
+                })
+                .collect(),
         })
     }
 
@@ -157,6 +168,7 @@ impl BlockMaps {
             let (key, per_cpu) = entry.context("reading the BLOCK_PROC map")?;
             let mut p = sum_process(key, &per_cpu);
             p.exited = dead.contains(&key.tgid);
+            p.cgroup = self.cgroups.path(p.cgroup_id);
             p.kernel_thread = self.kthreads.get(&key.tgid).copied().unwrap_or(false)
                 || (p.exited && looks_like_kernel_thread(&p.comm));
             processes.push(p);
@@ -176,6 +188,11 @@ impl BlockMaps {
             self.stale_evicted += self.purge_stale(crate::collect::monotonic_ns());
         }
         let mut h = self.read_health()?;
+        h.missed = self
+            .programs
+            .iter()
+            .map(|fd| fd.as_ref().and_then(|fd| super::prog_stats::recursion_misses(fd).ok()).unwrap_or(0))
+            .collect();
         h.stale_evicted = self.stale_evicted;
         h.reqs_entries = self.reqs.keys().filter(|k| k.is_ok()).count() as u64;
         h.reqs_capacity = u64::from(REQS_MAX);

@@ -4,7 +4,9 @@
 //! committed as assets/ioscope.bpf.o, which is embedded here: building ioscope needs neither.
 
 pub mod block;
+pub mod cgroup;
 pub mod privileges;
+pub mod prog_stats;
 pub mod rq_issue;
 pub mod tracefs;
 

@@ -14,6 +14,10 @@ pub struct ProgramHealth {
     pub tracepoint: String,
     pub events_s: f64,
     pub events_total: u64,
+    /// Runs the kernel skipped (another BPF program was running on that CPU): events this program
+    /// never saw, in the interval and since attach.
+    pub missed: u64,
+    pub missed_total: u64,
 }
 
 /// JSON: `bpf.block_health.lost[]`: events the probes saw but could not fully use.
@@ -58,11 +62,15 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
         .map(|(i, (program, event))| {
             let now = c.events.get(i).copied().unwrap_or(0);
             let before = p.events.get(i).copied().unwrap_or(now);
+            let missed = c.missed.get(i).copied().unwrap_or(0);
+            let missed_before = p.missed.get(i).copied().unwrap_or(missed);
             ProgramHealth {
                 program: program.to_string(),
                 tracepoint: format!("block:{event}"),
                 events_s: per_second(delta(before, now), secs),
                 events_total: now,
+                missed: delta(missed_before, missed),
+                missed_total: missed,
             }
         })
         .collect();
@@ -78,9 +86,16 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
         capacity,
         fill_pct: if capacity > 0 { entries as f64 / capacity as f64 * 100.0 } else { 0.0 },
     };
+    let skipped = |h: &BlockProbeHealth| h.missed.iter().sum::<u64>();
     Some(BlockHealthModel {
         programs,
         lost: vec![
+            LostCounter {
+                what: "runs skipped by the kernel",
+                interval: delta(skipped(p), skipped(c)),
+                total: skipped(c),
+                effect: "events unseen (another BPF program ran on the CPU)",
+            },
             lost("request map full", |h| h.reqs_full, "requests without latency or submitter"),
             lost("process map full", |h| h.procs_full, "I/O not credited to a process"),
             lost("device map full", |h| h.devs_full, "devices not counted"),
@@ -110,6 +125,7 @@ mod tests {
         let mut s = Sample::default();
         s.bpf.block_health = BlockProbeHealth {
             events: vec![events, 0, events, events, events],
+            missed: vec![0, 0, 0, events / 1000, 0],
             reqs_full,
             reqs_entries: entries,
             reqs_capacity: 16384,
@@ -124,11 +140,16 @@ mod tests {
         assert_eq!(h.programs[0].tracepoint, "block:block_io_start");
         assert_eq!((h.programs[0].events_s, h.programs[0].events_total), (1000.0, 3000));
         assert_eq!(h.programs[1].events_s, 0.0);
-        let full = &h.lost[0];
+        assert_eq!((h.programs[3].missed, h.programs[3].missed_total), (2, 3));
+        assert_eq!(
+            (h.lost[0].what, h.lost[0].interval, h.lost[0].total),
+            ("runs skipped by the kernel", 2, 3)
+        );
+        let full = &h.lost[1];
         assert_eq!((full.what, full.interval, full.total), ("request map full", 5, 7));
         assert_eq!((h.maps[0].map, h.maps[0].fill_pct), ("BLOCK_REQS", 25.0));
         // No block probes: no health; first read: no interval.
         assert!(compute(None, &Sample::default(), 1.0).is_none());
-        assert_eq!(compute(None, &sample(10, 1, 0), 1.0).unwrap().lost[0].interval, 0);
+        assert_eq!(compute(None, &sample(10, 1, 0), 1.0).unwrap().lost[1].interval, 0);
     }
 }

@@ -29,8 +29,9 @@ pub struct IoProcessModel {
     /// "process", or "writeback" for a kernel thread (flusher, journal): I/O done on behalf of
     /// others, such as dirty pages written back.
     pub kind: &'static str,
-    /// cgroup v2 id of the submitter (0 when unknown).
+    /// cgroup v2 id of the submitter (0 when unknown), and its path ("" when unknown).
     pub cgroup_id: u64,
+    pub cgroup: String,
     pub read_bytes_s: f64,
     pub write_bytes_s: f64,
     pub read_iops: f64,
@@ -104,6 +105,7 @@ fn row(
         minor: c.minor,
         kind: if c.kernel_thread { "writeback" } else { "process" },
         cgroup_id: c.cgroup_id,
+        cgroup: c.cgroup.clone(),
         read_bytes_s: per_second(read_bytes, secs),
         write_bytes_s: per_second(write_bytes, secs),
         read_iops: per_second(reads, secs),

@@ -198,6 +198,7 @@ pub fn io_columns(rows: &[&IoProcessModel], state: &UiState) -> Vec<Column> {
         col(title("lat p99", &[IoSort::LatP99]), 2, &|p| ms(p.lat_p99_ms)),
         col("RA%".into(), 3, &|p| format::percent(p.readahead_pct)),
         col("sync%".into(), 3, &|p| format::percent(p.sync_pct)),
+        col("cgroup".into(), 4, &|p| format::shorten(&p.cgroup, 40)).left(),
     ]
 }
 

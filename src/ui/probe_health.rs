@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
+use crate::model::block_health::LostCounter;
 use crate::model::Model;
 use crate::ui::columns::{self, Column};
 use crate::ui::format;
@@ -39,7 +40,16 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     };
     let programs = &model.bpf.programs;
     let health = model.bpf.block_health.as_ref();
-    let lost_rows = health.map_or(0, |h| h.lost.len()) as u16;
+    // When the screen is short, the counters that never moved are left out (and said to be 0).
+    let all_lost: Vec<&LostCounter> = health.map(|h| h.lost.iter().collect()).unwrap_or_default();
+    let needed = 1 + programs.len() + 1 + all_lost.len() + 1 + health.map_or(0, |h| h.maps.len()) + 1;
+    let lost: Vec<&LostCounter> = if needed > inner.height as usize {
+        all_lost.iter().copied().filter(|l| l.total > 0).collect()
+    } else {
+        all_lost.clone()
+    };
+    let hidden_zero = all_lost.len() - lost.len();
+    let lost_rows = lost.len() as u16;
     let map_rows = health.map_or(0, |h| h.maps.len()) as u16;
     let [status_area, prog_area, lost_area, map_area] = Layout::vertical([
         Constraint::Length(1),
@@ -86,6 +96,18 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
                 .collect(),
         ),
         col(
+            "missed",
+            1,
+            programs
+                .iter()
+                .map(|p| match events(&p.program) {
+                    Some(e) if e.missed > 0 => (e.missed.to_string(), theme.level(Level::Warn)),
+                    Some(e) => (e.missed.to_string(), Style::new()),
+                    None => ("-".into(), Style::new()),
+                })
+                .collect(),
+        ),
+        col(
             "total",
             2,
             programs
@@ -100,22 +122,22 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     frame.render_widget(columns::table(cols, prog_area.width, theme.table_header()), prog_area);
 
     let Some(h) = health else { return };
+    let title =
+        if hidden_zero > 0 { format!("lost ({hidden_zero} more at 0)") } else { "lost or untracked".into() };
     let lost = vec![
-        col("lost or untracked", 0, h.lost.iter().map(|l| (l.what.to_string(), Style::new())).collect())
-            .left(),
+        col(&title, 0, lost.iter().map(|l| (l.what.to_string(), Style::new())).collect()).left(),
         col(
             "interval",
             0,
-            h.lost
-                .iter()
+            lost.iter()
                 .map(|l| {
                     let style = if l.interval > 0 { theme.level(Level::Warn) } else { Style::new() };
                     (l.interval.to_string(), style)
                 })
                 .collect(),
         ),
-        col("total", 0, h.lost.iter().map(|l| (l.total.to_string(), Style::new())).collect()),
-        col("effect", 1, h.lost.iter().map(|l| (l.effect.to_string(), theme.dim())).collect()).left(),
+        col("total", 0, lost.iter().map(|l| (l.total.to_string(), Style::new())).collect()),
+        col("effect", 1, lost.iter().map(|l| (l.effect.to_string(), theme.dim())).collect()).left(),
     ];
     frame.render_widget(columns::table(lost, lost_area.width, theme.table_header()), lost_area);
     let maps = vec![
