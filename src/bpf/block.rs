@@ -425,6 +425,35 @@ mod tests {
     }
 
     #[test]
+    fn an_event_missing_from_tracefs_leaves_only_its_program_off() {
+        // A tracefs with every event but block_io_done (as on kernels before 6.5).
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs");
+        for (_, event) in PROGRAMS.iter().filter(|(_, e)| *e != "block_io_done") {
+            let events = dir.path().join("events/block").join(event);
+            fs::create_dir_all(&events).unwrap();
+            let source = if *event == "block_rq_complete" {
+                "block_rq_complete-6.18.format"
+            } else {
+                "block_rq_issue-6.18.format"
+            };
+            fs::copy(fixtures.join(source), events.join("format")).unwrap();
+        }
+        let (layout, results) = layout(dir.path());
+        assert_eq!(results.len(), PROGRAMS.len());
+        for ((program, _), r) in PROGRAMS.iter().zip(&results) {
+            if *program == "block_io_done" {
+                let err = r.as_ref().unwrap_err();
+                assert!(err.contains("events/block/block_io_done/format"), "{err}");
+            } else {
+                assert!(r.is_ok(), "{program}: {r:?}");
+            }
+        }
+        assert_eq!(layout.io_done.configured, 0);
+        assert_eq!((layout.io_start.configured, layout.rq_complete.size_in_sectors), (1, 1));
+    }
+
+    #[test]
     fn a_short_rwbs_is_refused() {
         let text = "name: x\nID: 1\nformat:\n\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
                     \tfield:sector_t sector;\toffset:16;\tsize:8;\tsigned:0;\n\
