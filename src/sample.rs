@@ -403,4 +403,8 @@ pub struct BlockProbeHealth {
     /// Per program (PROGRAMS order): runs the kernel skipped because another BPF program was
     /// running on that CPU (`bpf_prog_info.recursion_misses`): events lost to this probe.
     pub missed: Vec<u64>,
+    /// Per program: time spent in it and its runs, counted by the kernel only while
+    /// `kernel.bpf_stats_enabled` is 1 (else zeros).
+    pub run_time_ns: Vec<u64>,
+    pub run_cnt: Vec<u64>,
 }

@@ -188,11 +188,14 @@ impl BlockMaps {
             self.stale_evicted += self.purge_stale(crate::collect::monotonic_ns());
         }
         let mut h = self.read_health()?;
-        h.missed = self
+        let stats: Vec<super::prog_stats::ProgStats> = self
             .programs
             .iter()
-            .map(|fd| fd.as_ref().and_then(|fd| super::prog_stats::recursion_misses(fd).ok()).unwrap_or(0))
+            .map(|fd| fd.as_ref().and_then(|fd| super::prog_stats::prog_stats(fd).ok()).unwrap_or_default())
             .collect();
+        h.missed = stats.iter().map(|s| s.recursion_misses).collect();
+        h.run_time_ns = stats.iter().map(|s| s.run_time_ns).collect();
+        h.run_cnt = stats.iter().map(|s| s.run_cnt).collect();
         h.stale_evicted = self.stale_evicted;
         h.reqs_entries = self.reqs.keys().filter(|k| k.is_ok()).count() as u64;
         h.reqs_capacity = u64::from(REQS_MAX);

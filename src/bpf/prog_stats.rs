@@ -1,4 +1,4 @@
-//! The kernel's own count of a program's missed runs. A tracing program is skipped, and the event
+//! The kernel's own counters of a program: missed runs, and run time when statistics are on. A tracing program is skipped, and the event
 //! lost to it, when it would run while another BPF program is already running on that CPU (for
 //! example a completion interrupt arriving during a program in task context: the kernel does not
 //! nest them). `bpf_prog_info.recursion_misses` (Linux 5.12+) counts those skips; aya reads the
@@ -18,8 +18,19 @@ struct InfoAttr {
     info: u64,
 }
 
-/// Runs the kernel skipped this program because another BPF program was running on the CPU.
-pub fn recursion_misses(prog: impl AsFd) -> io::Result<u64> {
+/// What the kernel counts about one program's runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgStats {
+    /// Runs skipped because another BPF program was running on the CPU.
+    pub recursion_misses: u64,
+    /// Time spent in the program and runs, counted only while `kernel.bpf_stats_enabled` is 1
+    /// (timing every run has a cost, so it is off by default).
+    pub run_time_ns: u64,
+    pub run_cnt: u64,
+}
+
+/// The kernel's counters of one program.
+pub fn prog_stats(prog: impl AsFd) -> io::Result<ProgStats> {
     // SAFETY: bpf_prog_info is plain integers; all-zero is a valid value.
     let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
     let mut attr = InfoAttr {
@@ -40,7 +51,11 @@ pub fn recursion_misses(prog: impl AsFd) -> io::Result<u64> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(info.recursion_misses)
+    Ok(ProgStats {
+        recursion_misses: info.recursion_misses,
+        run_time_ns: info.run_time_ns,
+        run_cnt: info.run_cnt,
+    })
 }
 
 #[cfg(test)]
@@ -50,6 +65,6 @@ mod tests {
     #[test]
     fn a_file_that_is_not_a_bpf_program_is_an_error() {
         let f = std::fs::File::open("/proc/self/stat").unwrap();
-        assert!(recursion_misses(&f).is_err());
+        assert!(prog_stats(&f).is_err());
     }
 }

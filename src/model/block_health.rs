@@ -18,6 +18,9 @@ pub struct ProgramHealth {
     /// never saw, in the interval and since attach.
     pub missed: u64,
     pub missed_total: u64,
+    /// Average cost of one run in the interval, ns, when the kernel times programs
+    /// (`sysctl kernel.bpf_stats_enabled=1`); null otherwise.
+    pub ns_per_run: Option<f64>,
 }
 
 /// JSON: `bpf.block_health.lost[]`: events the probes saw but could not fully use.
@@ -71,6 +74,17 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
                 events_total: now,
                 missed: delta(missed_before, missed),
                 missed_total: missed,
+                ns_per_run: {
+                    let get =
+                        |h: &BlockProbeHealth, v: fn(&BlockProbeHealth) -> &Vec<u64>| v(h).get(i).copied();
+                    let runs = get(c, |h| &h.run_cnt).zip(get(p, |h| &h.run_cnt)).map(|(c, p)| delta(p, c));
+                    let ns =
+                        get(c, |h| &h.run_time_ns).zip(get(p, |h| &h.run_time_ns)).map(|(c, p)| delta(p, c));
+                    match (runs, ns) {
+                        (Some(runs), Some(ns)) if runs > 0 && ns > 0 => Some(ns as f64 / runs as f64),
+                        _ => None,
+                    }
+                },
             }
         })
         .collect();
@@ -126,6 +140,8 @@ mod tests {
         s.bpf.block_health = BlockProbeHealth {
             events: vec![events, 0, events, events, events],
             missed: vec![0, 0, 0, events / 1000, 0],
+            run_time_ns: vec![events * 150, 0, 0, 0, 0],
+            run_cnt: vec![events, 0, 0, 0, 0],
             reqs_full,
             reqs_entries: entries,
             reqs_capacity: 16384,
@@ -141,6 +157,8 @@ mod tests {
         assert_eq!((h.programs[0].events_s, h.programs[0].events_total), (1000.0, 3000));
         assert_eq!(h.programs[1].events_s, 0.0);
         assert_eq!((h.programs[3].missed, h.programs[3].missed_total), (2, 3));
+        // 300000 ns over 2000 runs; without kernel timing, no figure.
+        assert_eq!((h.programs[0].ns_per_run, h.programs[1].ns_per_run), (Some(150.0), None));
         assert_eq!(
             (h.lost[0].what, h.lost[0].interval, h.lost[0].total),
             ("runs skipped by the kernel", 2, 3)

@@ -108,6 +108,21 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
                 .collect(),
         ),
         col(
+            "ns/run",
+            3,
+            programs
+                .iter()
+                .map(|p| {
+                    (
+                        events(&p.program)
+                            .and_then(|e| e.ns_per_run)
+                            .map_or("-".into(), |ns| format!("{ns:.0}")),
+                        Style::new(),
+                    )
+                })
+                .collect(),
+        ),
+        col(
             "total",
             2,
             programs
