@@ -55,6 +55,9 @@ pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
     if (rwbs.size as usize) < RWBS_LEN {
         bail!("tracepoint {} field `rwbs` is {} bytes, expected at least {RWBS_LEN}", format.name, rwbs.size);
     }
+    // The usual layout (EventHead from `dev`) is read with one helper call instead of three.
+    let size_at = if in_sectors == 1 { HEAD_NR_SECTOR } else { HEAD_BYTES };
+    let compact = sector.offset == dev.offset + HEAD_SECTOR && size.offset == dev.offset + size_at;
     Ok(EventLayout {
         configured: 1,
         dev_offset: dev.offset,
@@ -62,6 +65,7 @@ pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
         size_offset: size.offset,
         size_in_sectors: in_sectors,
         rwbs_offset: rwbs.offset,
+        compact: u32::from(compact),
     })
 }
 
@@ -417,12 +421,14 @@ mod tests {
                 sector_offset: 16,
                 size_offset: 28,
                 size_in_sectors: 0,
-                rwbs_offset: 34
+                rwbs_offset: 34,
+                compact: 1
             }
         );
         // block_rq_complete has no `bytes`: nr_sector (× 512) instead.
         let complete = event_layout(&format("block_rq_complete-6.18.format")).unwrap();
         assert_eq!((complete.size_offset, complete.size_in_sectors, complete.rwbs_offset), (24, 1, 34));
+        assert_eq!(complete.compact, 1);
         // Linux 5.4: an 8-byte rwbs at 32 is still enough.
         assert_eq!(event_layout(&format("block_rq_issue-5.4.format")).unwrap().rwbs_offset, 32);
     }
@@ -454,6 +460,16 @@ mod tests {
         }
         assert_eq!(layout.io_done.configured, 0);
         assert_eq!((layout.io_start.configured, layout.rq_complete.size_in_sectors), (1, 1));
+    }
+
+    #[test]
+    fn an_unusual_layout_is_read_field_by_field() {
+        let text = "name: x\nID: 1\nformat:\n\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+                    \tfield:sector_t sector;\toffset:24;\tsize:8;\tsigned:0;\n\
+                    \tfield:unsigned int bytes;\toffset:32;\tsize:4;\tsigned:0;\n\
+                    \tfield:char rwbs[8];\toffset:36;\tsize:8;\tsigned:0;\n";
+        let l = event_layout(&parse_format(text).unwrap()).unwrap();
+        assert_eq!((l.sector_offset, l.size_offset, l.compact), (24, 32, 0));
     }
 
     #[test]

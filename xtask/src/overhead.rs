@@ -35,6 +35,11 @@ struct OverheadArgs {
     /// /var/tmp, detached afterwards.
     #[arg(long)]
     device: Option<PathBuf>,
+    /// The default loop device reads its file through the page cache (pure CPU, the worst case for
+    /// the probes: every microsecond is the I/O path's own) instead of with direct I/O on the disk
+    /// below (the realistic case: the disk sets the pace).
+    #[arg(long)]
+    buffered_loop: bool,
 }
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -54,15 +59,20 @@ pub fn run(args: &[String]) -> Result<()> {
     let device = match &args.device {
         Some(d) => d.clone(),
         None => {
-            loopdev = LoopDevice::new()?;
+            loopdev = LoopDevice::new(!args.buffered_loop)?;
             loopdev.path.clone()
         }
     };
     let ticks_per_s = clock_ticks_per_second();
     println!(
-        "ioscope overhead: fio 4 KiB randread, direct, libaio, iodepth 32 on {}, {} s per run, {} pairs \
+        "ioscope overhead: fio 4 KiB randread, direct, libaio, iodepth 32 on {}{}, {} s per run, {} pairs \
          (alternating order)",
         device.display(),
+        match (&args.device, args.buffered_loop) {
+            (Some(_), _) => "",
+            (None, true) => " (loop device over a file, buffered: CPU-bound, the worst case)",
+            (None, false) => " (loop device over a file, direct I/O to the disk below)",
+        },
         args.seconds,
         args.pairs
     );
@@ -270,13 +280,14 @@ impl Drop for Ioscope {
 }
 
 /// A 1 GiB loop device over a file in /var/tmp (written once, so reads are real), detached on drop.
+/// With `direct`, the loop driver reads the file with O_DIRECT: every read reaches the disk.
 struct LoopDevice {
     path: PathBuf,
     image: PathBuf,
 }
 
 impl LoopDevice {
-    fn new() -> Result<LoopDevice> {
+    fn new(direct: bool) -> Result<LoopDevice> {
         let image = PathBuf::from(format!("/var/tmp/ioscope-overhead-{}.img", std::process::id()));
         let status = Command::new("dd")
             .args(["if=/dev/zero", &format!("of={}", image.display()), "bs=1M", "count=1024", "status=none"])
@@ -284,7 +295,8 @@ impl LoopDevice {
         if !status.success() {
             bail!("writing {} failed", image.display());
         }
-        let out = Command::new("losetup").args(["--find", "--show"]).arg(&image).output()?;
+        let direct_io = if direct { "--direct-io=on" } else { "--direct-io=off" };
+        let out = Command::new("losetup").args(["--find", "--show", direct_io]).arg(&image).output()?;
         if !out.status.success() {
             let _ = std::fs::remove_file(&image);
             bail!("losetup failed: {}", String::from_utf8_lossy(&out.stderr));

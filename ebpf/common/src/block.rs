@@ -50,6 +50,9 @@ pub struct EventLayout {
     pub size_in_sectors: u32,
     /// `char rwbs[]`: its first [`RWBS_LEN`] bytes are read (the field is 8 or 10 bytes).
     pub rwbs_offset: u32,
+    /// 1 when dev, sector and the size sit as in [`EventHead`] from `dev_offset` (every kernel
+    /// since the block events have had `nr_sector`/`bytes`): one read of the head instead of three.
+    pub compact: u32,
 }
 
 impl EventLayout {
@@ -60,10 +63,28 @@ impl EventLayout {
         size_offset: 0,
         size_in_sectors: 0,
         rwbs_offset: 0,
+        compact: 0,
     };
 }
 
-/// The layouts of all five events, in one global.
+/// The usual start of a block event record, from `dev`: `dev_t dev; sector_t sector; unsigned int
+/// nr_sector;` then `unsigned int bytes` (block_rq_complete has `int error` there instead).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventHead {
+    pub dev: u32,
+    pub _pad: u32,
+    pub sector: u64,
+    pub nr_sector: u32,
+    pub bytes: u32,
+}
+
+/// Offsets within [`EventHead`].
+pub const HEAD_SECTOR: u32 = 8;
+pub const HEAD_NR_SECTOR: u32 = 16;
+pub const HEAD_BYTES: u32 = 20;
+
+/// The layouts of all the events, in one global.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockLayout {
@@ -459,7 +480,8 @@ mod tests {
     #[test]
     fn shared_structs_have_no_hidden_padding() {
         use core::mem::size_of;
-        assert_eq!(size_of::<EventLayout>(), 6 * 4);
+        assert_eq!(size_of::<EventLayout>(), 7 * 4);
+        assert_eq!(size_of::<EventHead>(), 24);
         assert_eq!(size_of::<ReqKey>(), 16);
         assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16);
         assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);

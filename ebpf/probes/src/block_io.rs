@@ -7,15 +7,15 @@
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
 use aya_ebpf::{
-    bindings::{BPF_ANY, BPF_NOEXIST},
+    bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::TracePointContext,
 };
 use ioscope_common::block::{
-    depth_bucket, log2_bucket, BlockLayout, DevStats, EventLayout, Health, ProcKey, ProcStats, ReqInfo,
-    ReqKey, RwbsFlags, DEVS_MAX, HEALTH_COUNTERS, PROCS_MAX, REQS_MAX, REQ_IN_FLIGHT, REQ_SUBMITTER,
+    depth_bucket, log2_bucket, BlockLayout, DevStats, EventHead, EventLayout, Health, ProcKey, ProcStats,
+    ReqInfo, ReqKey, RwbsFlags, DEVS_MAX, HEALTH_COUNTERS, PROCS_MAX, REQS_MAX, REQ_IN_FLIGHT, REQ_SUBMITTER,
     RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
 };
 
@@ -98,10 +98,13 @@ struct Event {
     rwbs: RwbsFlags,
 }
 
-fn layout() -> BlockLayout {
-    // SAFETY: a plain read of a static the loader may have rewritten before load; volatile so the
-    // compiled-in UNSET is not folded.
-    unsafe { core::ptr::read_volatile(&raw const BLOCK_LAYOUT) }
+/// One event's layout. A plain read of a static the loader may have rewritten before load;
+/// volatile so the compiled-in UNSET is not folded. Only the event's own part is copied.
+macro_rules! layout {
+    ($event:ident) => {
+        // SAFETY: see above.
+        unsafe { core::ptr::read_volatile(&raw const BLOCK_LAYOUT.$event) }
+    };
 }
 
 fn read_event(ctx: &TracePointContext, l: &EventLayout) -> Result<Event, Lost> {
@@ -109,11 +112,19 @@ fn read_event(ctx: &TracePointContext, l: &EventLayout) -> Result<Event, Lost> {
         return Err(Lost::Off);
     }
     // SAFETY: read_at goes through bpf_probe_read, which copes with any offset; the offsets come
-    // from this kernel's own format file, checked for size by the loader.
+    // from this kernel's own format file, checked for size by the loader. Each read is a helper
+    // call, so the usual layout is read in one go.
     unsafe {
-        let dev: u32 = ctx.read_at(l.dev_offset as usize).map_err(|_| Lost::Read)?;
-        let sector: u64 = ctx.read_at(l.sector_offset as usize).map_err(|_| Lost::Read)?;
-        let size: u32 = ctx.read_at(l.size_offset as usize).map_err(|_| Lost::Read)?;
+        let (dev, sector, size) = if l.compact != 0 {
+            let head: EventHead = ctx.read_at(l.dev_offset as usize).map_err(|_| Lost::Read)?;
+            let size = if l.size_in_sectors != 0 { head.nr_sector } else { head.bytes };
+            (head.dev, head.sector, size)
+        } else {
+            let dev: u32 = ctx.read_at(l.dev_offset as usize).map_err(|_| Lost::Read)?;
+            let sector: u64 = ctx.read_at(l.sector_offset as usize).map_err(|_| Lost::Read)?;
+            let size: u32 = ctx.read_at(l.size_offset as usize).map_err(|_| Lost::Read)?;
+            (dev, sector, size)
+        };
         let rwbs: [u8; RWBS_LEN] = ctx.read_at(l.rwbs_offset as usize).map_err(|_| Lost::Read)?;
         let bytes = if l.size_in_sectors != 0 { u64::from(size) << 9 } else { u64::from(size) };
         Ok(Event { dev, sector, bytes, rwbs: RwbsFlags::parse(&rwbs) })
@@ -187,16 +198,8 @@ fn proc_stats(k: &ProcKey) -> Option<*mut ProcStats> {
 
 /// Submitter context: remember who asked for this request, and when.
 fn try_io_start(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout().io_start)?;
+    let e = read_event(ctx, &layout!(io_start))?;
     let k = key(&e);
-    // A request still in flight at the same place is superseded (its completion was lost): its
-    // share of the in-flight count goes with it, or the count would drift up forever.
-    if let Some(old) = BLOCK_REQS.get_ptr(k) {
-        // SAFETY: a valid pointer into the map.
-        if unsafe { (*old).flags } & REQ_IN_FLIGHT != 0 {
-            inflight_add(e.dev, u64::MAX);
-        }
-    }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     let info = ReqInfo {
         start_ns: now(),
@@ -210,15 +213,29 @@ fn try_io_start(ctx: &TracePointContext) -> Result<(), Lost> {
         rwbs: e.rwbs.0,
         comm: bpf_get_current_comm().unwrap_or([0; 16]),
     };
-    if BLOCK_REQS.insert(k, info, u64::from(BPF_ANY)).is_err() {
-        count_health(Health::ReqsFull);
+    // Usually new: one insert. Otherwise a request still tracked at the same place is superseded
+    // (its completion was lost): its share of the in-flight count goes with it, or the count would
+    // drift up forever.
+    if BLOCK_REQS.insert(k, info, u64::from(BPF_NOEXIST)).is_err() {
+        match BLOCK_REQS.get_ptr_mut(k) {
+            Some(old) => {
+                // SAFETY: a valid pointer into the map; one request's events do not race each other.
+                unsafe {
+                    if (*old).flags & REQ_IN_FLIGHT != 0 {
+                        inflight_add(e.dev, u64::MAX);
+                    }
+                    *old = info;
+                }
+            }
+            None => count_health(Health::ReqsFull),
+        }
     }
     Ok(())
 }
 
 /// Into the scheduler's queue.
 fn try_rq_insert(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout().rq_insert)?;
+    let e = read_event(ctx, &layout!(rq_insert))?;
     let k = key(&e);
     let t = now();
     match BLOCK_REQS.get_ptr_mut(k) {
@@ -251,7 +268,7 @@ fn zero_info() -> ReqInfo {
 
 /// To the driver: size, flags, queue time, queue depth.
 fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout().rq_issue)?;
+    let e = read_event(ctx, &layout!(rq_issue))?;
     let k = key(&e);
     let t = now();
     let dir = e.rwbs.direction();
@@ -337,8 +354,8 @@ fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
 
 /// Done by the device: device time, completed bytes (what /proc/diskstats counts).
 fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
-    let l = layout();
-    let e = read_event(ctx, &l.rq_complete)?;
+    let e = read_event(ctx, &layout!(rq_complete))?;
+    let io_done_on = layout!(io_done).configured != 0;
     let k = key(&e);
     let t = now();
     let dir = e.rwbs.direction();
@@ -355,7 +372,7 @@ fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
                 inflight_add(e.dev, u64::MAX);
             }
             // Nobody to credit at block_io_done (or it is off): the entry's work is done.
-            if r.flags & REQ_SUBMITTER == 0 || l.io_done.configured == 0 {
+            if r.flags & REQ_SUBMITTER == 0 || !io_done_on {
                 let _ = BLOCK_REQS.remove(k);
             }
         }
@@ -378,7 +395,7 @@ fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
 
 /// The whole I/O is done: credit it to the process that submitted it.
 fn try_io_done(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout().io_done)?;
+    let e = read_event(ctx, &layout!(io_done))?;
     let k = key(&e);
     let t = now();
     let Some(p) = BLOCK_REQS.get_ptr(k) else {
@@ -429,7 +446,7 @@ fn try_io_done(ctx: &TracePointContext) -> Result<(), Lost> {
 /// A request merged into another before issue (the scheduler's request merging): it will never be
 /// issued or completed itself, so its entry goes (its bytes are carried by the other request).
 fn try_rq_merge(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout().rq_merge)?;
+    let e = read_event(ctx, &layout!(rq_merge))?;
     let _ = BLOCK_REQS.remove(key(&e));
     Ok(())
 }
