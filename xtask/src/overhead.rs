@@ -125,17 +125,19 @@ pub fn run(args: &[String]) -> Result<()> {
         let _stats = BpfStats::enable()?;
         let ioscope = Ioscope::start(&bin)?;
         let t0 = Instant::now();
-        let p0 = probe_run_time_ns(ioscope.pid())?;
+        let (ns0, runs0) = probe_run_time_ns(ioscope.pid())?;
         let iops = fio(&device, args.seconds)?;
-        let p1 = probe_run_time_ns(ioscope.pid())?;
+        let (ns1, runs1) = probe_run_time_ns(ioscope.pid())?;
         let wall = t0.elapsed().as_secs_f64();
-        // All I/O on the machine passes the probes and fio's is most of it: per fio I/O is an
-        // upper bound of the cost of one I/O.
-        let ns_per_io = (p1 - p0) as f64 / (iops * f64::from(args.seconds));
-        let core = (p1 - p0) as f64 / 1e9 / wall * 100.0;
+        // Every block request on the machine passes the probes (fio's, the disk's below a loop
+        // device, anyone else's), so the cost is per request, and the share of a core is the total.
+        let requests = (runs1 - runs0).max(1);
+        let ns_per_request = (ns1 - ns0) as f64 / requests as f64;
+        let core = (ns1 - ns0) as f64 / 1e9 / wall * 100.0;
         println!(
-            "probes' own cost, timed by the kernel (kernel.bpf_stats_enabled): {ns_per_io:.0} ns per I/O, \
-             {core:.1} % of one core at {iops:.0} IOPS"
+            "probes' own cost, timed by the kernel (kernel.bpf_stats_enabled): {ns_per_request:.0} ns per block \
+             request, {:.0} requests/s on the machine, {core:.1} % of one core (fio at {iops:.0} IOPS)",
+            requests as f64 / wall
         );
     }
     println!(
@@ -192,9 +194,12 @@ impl Drop for BpfStats {
     }
 }
 
-/// Σ run_time_ns over the BPF programs process `pid` holds (its bpf-prog fds' fdinfo).
-fn probe_run_time_ns(pid: u32) -> Result<u64> {
+/// (Σ run_time_ns, max run_cnt) over the BPF programs process `pid` holds (its bpf-prog fds'
+/// fdinfo). The most frequent program runs once per block request (block_io_start, issue,
+/// completion), so the max run count is the number of requests on the machine.
+fn probe_run_time_ns(pid: u32) -> Result<(u64, u64)> {
     let mut total = 0;
+    let mut runs = 0;
     for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))?.flatten() {
         let target = std::fs::read_link(entry.path());
         if !target.is_ok_and(|t| t.to_string_lossy() == "anon_inode:bpf-prog") {
@@ -202,13 +207,14 @@ fn probe_run_time_ns(pid: u32) -> Result<u64> {
         }
         let fd = entry.file_name();
         let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.to_string_lossy()))?;
-        total += parse_run_time_ns(&info).unwrap_or(0);
+        total += fdinfo_value(&info, "run_time_ns").unwrap_or(0);
+        runs = runs.max(fdinfo_value(&info, "run_cnt").unwrap_or(0));
     }
-    Ok(total)
+    Ok((total, runs))
 }
 
-fn parse_run_time_ns(fdinfo: &str) -> Option<u64> {
-    fdinfo.lines().find_map(|l| l.strip_prefix("run_time_ns:")).and_then(|v| v.trim().parse().ok())
+fn fdinfo_value(fdinfo: &str, key: &str) -> Option<u64> {
+    fdinfo.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')).and_then(|v| v.trim().parse().ok())
 }
 
 /// One fio run; returns the read IOPS from its terse (v3) output, field 8.
@@ -320,8 +326,9 @@ mod tests {
     #[test]
     fn reads_run_time_from_fdinfo() {
         let info = "pos:\t0\nflags:\t02000002\nprog_type:\t5\nrun_time_ns:\t123456\nrun_cnt:\t42\n";
-        assert_eq!(parse_run_time_ns(info), Some(123456));
-        assert_eq!(parse_run_time_ns("pos:\t0\n"), None);
+        assert_eq!(fdinfo_value(info, "run_time_ns"), Some(123456));
+        assert_eq!(fdinfo_value(info, "run_cnt"), Some(42));
+        assert_eq!(fdinfo_value("pos:\t0\n", "run_cnt"), None);
     }
 
     #[test]
