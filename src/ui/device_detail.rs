@@ -40,7 +40,9 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         return;
     };
     let summary = summary_lines(d, b, state);
-    let hist_h = histogram_height(b, inner.width >= WIDE);
+    // The summary, latency table and flags always fit first; the histograms get what is left.
+    let fixed = summary.len() as u16 + 4 + 2;
+    let hist_h = histogram_height(b, inner.width >= WIDE).min(inner.height.saturating_sub(fixed));
     let [top, lat, flags, hists, _, subs] = Layout::vertical([
         Constraint::Length(summary.len() as u16),
         Constraint::Length(4),
