@@ -47,9 +47,9 @@ fn block_rq_issue_counts_what_dd_did_and_agrees_with_diskstats() {
         return;
     }
     assert_eq!(status.reason, None);
-    assert_eq!(status.programs.len(), 1);
-    assert_eq!(status.programs[0].tracepoint, "block:block_rq_issue");
-    assert!(status.programs[0].attached);
+    let rq_issue = status.programs.iter().find(|p| p.program == "block_rq_issue").expect("block_rq_issue");
+    assert_eq!(rq_issue.tracepoint, "block:block_rq_issue");
+    assert!(rq_issue.attached);
 
     let lo = LoopDevice::new(32);
     let dev = lo.path.to_str().unwrap();

@@ -2,6 +2,8 @@
 //! are the specification of what the user sees: review a changed snapshot by reading it.
 //! Accept new or changed ones with `INSTA_UPDATE=always cargo test --test ui_snapshots`.
 
+#[path = "fixtures/models/block_box.rs"]
+mod block_box;
 #[path = "fixtures/models/busy_box.rs"]
 mod busy_box;
 
@@ -149,4 +151,74 @@ fn odd_sizes_do_not_panic() {
             }
         }
     }
+}
+
+// The block probes (issue 3): the devices pane with latency and the cross-check flag, the device
+// detail on Enter, the probe-health view, and the per-submitter process view.
+
+#[test]
+fn block_main_160x48() {
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &state(), 160, 48));
+}
+
+fn detail_state(device: usize) -> UiState {
+    let mut s = state();
+    s.focus = Pane::Devices;
+    s.device_detail = true;
+    s.selected_device = device;
+    s
+}
+
+#[test]
+fn block_device_detail_80x24() {
+    // Visible rows: loop0, vda, nvme0n1 (idle loop1 and the vda1 partition are hidden).
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(1), 80, 24));
+}
+
+#[test]
+fn block_device_detail_160x48() {
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(1), 160, 48));
+}
+
+#[test]
+fn block_device_detail_mismatch_and_util_note_80x24() {
+    // loop0: eBPF saw 20 MB where diskstats counted 26.2 MiB; non-rotational, so %util misleads.
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(0), 80, 24));
+}
+
+#[test]
+fn block_device_detail_without_block_figures_says_why_80x24() {
+    // The idle NVMe disk: the probes never saw a request on it.
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(2), 80, 24));
+}
+
+#[test]
+fn block_probe_health_80x24() {
+    let mut s = state();
+    s.probe_health = true;
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
+}
+
+#[test]
+fn block_probe_health_160x48() {
+    let mut s = state();
+    s.probe_health = true;
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
+}
+
+#[test]
+fn block_io_processes_80x24() {
+    let mut s = state();
+    s.focus = Pane::Processes;
+    s.io_view = true;
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
+}
+
+#[test]
+fn block_io_processes_zoomed_160x48() {
+    let mut s = state();
+    s.focus = Pane::Processes;
+    s.io_view = true;
+    s.zoomed = true;
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
 }

@@ -3,7 +3,10 @@
 //! The kernel programs are built from ebpf/probes by `cargo xtask ebpf` (nightly + bpf-linker) and
 //! committed as assets/ioscope.bpf.o, which is embedded here: building ioscope needs neither.
 
+pub mod block;
+pub mod cgroup;
 pub mod privileges;
+pub mod prog_stats;
 pub mod rq_issue;
 pub mod tracefs;
 
@@ -12,8 +15,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
+use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
 use ioscope_common::{RQ_ISSUE_LAYOUT_GLOBAL, RQ_ISSUE_MAP};
 
+use self::block::BlockMaps;
 use self::privileges::Capabilities;
 use self::rq_issue::RqIssueMap;
 use self::tracefs::TracefsState;
@@ -29,6 +34,8 @@ pub struct BpfCollector {
     /// Kept alive because dropping it detaches the programs.
     _ebpf: Option<Ebpf>,
     rq_issue: Option<RqIssueMap>,
+    /// The block-layer probes' maps (src/bpf/block.rs).
+    block: Option<BlockMaps>,
 }
 
 impl BpfCollector {
@@ -49,11 +56,13 @@ impl BpfCollector {
         // the others still are.
         let rq_layout = tracefs::read_event_format(&tracefs, rq_issue::CATEGORY, rq_issue::EVENT)
             .and_then(|format| rq_issue::layout(&format));
+        let (block_layout, block_ready) = block::layout(&tracefs);
 
         let mut loader = EbpfLoader::new();
         if let Ok(layout) = &rq_layout {
             loader.override_global(RQ_ISSUE_LAYOUT_GLOBAL, layout, true);
         }
+        loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -62,13 +71,22 @@ impl BpfCollector {
             }
         };
 
-        let rq_status = match &rq_layout {
-            Ok(_) => attach_tracepoint(&mut ebpf, rq_issue::PROGRAM, rq_issue::CATEGORY, rq_issue::EVENT),
-            Err(e) => {
-                program_status(rq_issue::PROGRAM, rq_issue::CATEGORY, rq_issue::EVENT, Err(format!("{e:#}")))
-            }
-        };
-        let mut programs = vec![rq_status];
+        // Every program with whether its needs were met; each is attached on its own, so one that
+        // fails leaves the others working. rq_issue comes first (its map check below relies on it).
+        let mut specs: Vec<(&str, &str, &str, Result<(), String>)> = vec![(
+            rq_issue::PROGRAM,
+            rq_issue::CATEGORY,
+            rq_issue::EVENT,
+            rq_layout.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")),
+        )];
+        specs.extend(block::PROGRAMS.iter().zip(block_ready).map(|((p, e), r)| (*p, block::CATEGORY, *e, r)));
+        let mut programs: Vec<BpfProgramStatus> = specs
+            .into_iter()
+            .map(|(program, category, event, ready)| match ready {
+                Ok(()) => attach_tracepoint(&mut ebpf, program, category, event),
+                Err(e) => program_status(program, category, event, Err(e)),
+            })
+            .collect();
         let rq_issue = match take_rq_issue_map(&mut ebpf) {
             Ok(map) => Some(map),
             Err(e) => {
@@ -77,7 +95,16 @@ impl BpfCollector {
                 None
             }
         };
-        BpfCollector { status: overall_status(programs), _ebpf: Some(ebpf), rq_issue }
+        let block = match BlockMaps::take(&mut ebpf) {
+            Ok(maps) => Some(maps),
+            Err(e) => {
+                for p in programs.iter_mut().skip(1) {
+                    p.error = Some(format!("{e:#}"));
+                }
+                None
+            }
+        };
+        BpfCollector { status: overall_status(programs), _ebpf: Some(ebpf), rq_issue, block }
     }
 
     /// eBPF off on purpose (`--no-bpf`) or impossible; `reason` is shown to the user.
@@ -86,6 +113,7 @@ impl BpfCollector {
             status: BpfStatus { enabled: false, reason: Some(reason.to_string()), programs: Vec::new() },
             _ebpf: None,
             rq_issue: None,
+            block: None,
         }
     }
 
@@ -101,6 +129,11 @@ impl BpfCollector {
             match rq_issue::read_map(map) {
                 Ok(devices) => sample.rq_issue = devices,
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
+        if let Some(block) = &mut self.block {
+            if let Err(e) = block.read(&mut sample) {
+                sample.status.reason = Some(format!("{e:#}"));
             }
         }
         sample

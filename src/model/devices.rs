@@ -54,6 +54,18 @@ pub struct BpfDeviceRates {
     pub read_bytes_s: f64,
     pub write_bytes_s: f64,
     pub other_iops: f64,
+    /// Device time (issue → complete) of reads and writes together, ms; null without completions.
+    pub lat_p50_ms: Option<f64>,
+    pub lat_p95_ms: Option<f64>,
+    pub lat_p99_ms: Option<f64>,
+    /// Average queue time (request created → issued to the driver) of reads and writes, ms.
+    pub queue_ms_avg: Option<f64>,
+    /// Request sizes issued in the interval: the non-empty log2 buckets.
+    pub size_hist: Vec<super::block::SizeBucket>,
+    /// eBPF completed bytes vs /proc/diskstats; null on the first interval.
+    pub crosscheck: Option<super::block::CrossCheck>,
+    /// Everything the block probes measured (src/model/block.rs); null when they are off.
+    pub block: Option<super::block::BlockDeviceModel>,
 }
 
 /// Names of devices with no hardware behind them (a loop device's I/O is also counted on the disk
@@ -171,7 +183,26 @@ fn bpf_rates(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) ->
         read_bytes_s: r(p.read_bytes, c.read_bytes),
         write_bytes_s: r(p.write_bytes, c.write_bytes),
         other_iops: r(p.other_requests, c.other_requests),
+        ..block_rates(prev, cur, disk, secs)
     })
+}
+
+/// The block probes' figures for the device (all empty when they are off or did not see it).
+fn block_rates(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) -> BpfDeviceRates {
+    let Some(b) = super::block::device(prev, cur, disk, secs) else { return BpfDeviceRates::default() };
+    let both = super::block::merged(&b.read.device_hist, &b.write.device_hist);
+    let lat = super::block::latency_percentiles(&both);
+    let queue_ms_avg = b.queue_ms_avg;
+    BpfDeviceRates {
+        lat_p50_ms: lat.as_ref().map(|l| l.p50_ms),
+        lat_p95_ms: lat.as_ref().map(|l| l.p95_ms),
+        lat_p99_ms: lat.as_ref().map(|l| l.p99_ms),
+        queue_ms_avg,
+        size_hist: super::block::size_buckets(&b),
+        crosscheck: super::block::crosscheck(prev, cur, disk),
+        block: Some(b),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
@@ -224,7 +255,11 @@ mod tests {
     fn with_bpf(enabled: bool, counters: Vec<BpfDeviceCounters>) -> Sample {
         Sample {
             disks: vec![disk("sda", 0, 0)],
-            bpf: BpfSample { status: BpfStatus { enabled, ..Default::default() }, rq_issue: counters },
+            bpf: BpfSample {
+                status: BpfStatus { enabled, ..Default::default() },
+                rq_issue: counters,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }

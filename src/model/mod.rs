@@ -9,13 +9,18 @@ use std::time::Duration;
 
 use crate::sample::Sample;
 
+pub mod block;
+pub mod block_health;
 pub mod counter;
 pub mod devices;
+pub mod io_processes;
 pub mod memory;
 pub mod processes;
 pub mod psi;
 
+pub use block_health::BlockHealthModel;
 pub use devices::{BpfDeviceRates, DeviceModel};
+pub use io_processes::IoProcessModel;
 pub use memory::{MemoryModel, VmRates};
 pub use processes::ProcessModel;
 pub use psi::{PsiModel, PsiView};
@@ -30,6 +35,8 @@ pub struct Model {
     pub devices: Vec<DeviceModel>,
     pub processes: Vec<ProcessModel>,
     pub bpf: BpfModel,
+    /// Disk I/O per submitting process and disk, from the block probes (empty without eBPF).
+    pub io_processes: Vec<IoProcessModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -45,6 +52,8 @@ pub struct BpfModel {
     pub enabled: bool,
     pub reason: Option<String>,
     pub programs: Vec<crate::sample::BpfProgramStatus>,
+    /// The block probes' health over the interval; null without them.
+    pub block_health: Option<BlockHealthModel>,
 }
 
 impl Model {
@@ -68,7 +77,9 @@ impl Model {
                 enabled: cur.bpf.status.enabled,
                 reason: cur.bpf.status.reason.clone(),
                 programs: cur.bpf.status.programs.clone(),
+                block_health: block_health::compute(prev, cur, secs),
             },
+            io_processes: io_processes::compute(prev, cur, secs),
         }
     }
 

@@ -34,6 +34,7 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
     device_table(&mut s, &m.devices);
     s.push('\n');
     process_table(&mut s, &m.processes);
+    super::block_text::append(&mut s, m);
     s
 }
 

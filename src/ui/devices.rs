@@ -39,6 +39,17 @@ pub fn title(model: &Model, state: &UiState) -> String {
     if hidden > 0 {
         t.push_str(&format!("  {hidden} hidden (P partitions, i idle virtual)"));
     }
+    let disagree: Vec<&str> = model
+        .devices
+        .iter()
+        .filter(|d| d.bpf.as_ref().and_then(|b| b.crosscheck.as_ref()).is_some_and(|x| x.mismatch))
+        .map(|d| d.name.as_str())
+        .collect();
+    if !disagree.is_empty() {
+        t.push_str(&format!("  ≠ eBPF and diskstats disagree: {} (Enter, e)", disagree.join(" ")));
+    } else if model.bpf.enabled {
+        t.push_str("  Enter: eBPF detail");
+    }
     t
 }
 
@@ -180,12 +191,27 @@ fn stat_columns(
             })
         }));
         cols.push(col(if u == Units::Raw { "bpf kB/s" } else { "bpf B/s" }, 5, devices, |d| {
-            plain(match &d.bpf {
-                Some(b) if !pending => kb_s((b.read_bytes_s + b.write_bytes_s) / 1024.0),
-                Some(_) => "-".into(),
-                None => "".into(),
-            })
+            match &d.bpf {
+                // eBPF and /proc/diskstats disagree: flagged, never a quiet wrong number.
+                Some(b) if !pending && b.crosscheck.as_ref().is_some_and(|x| x.mismatch) => (
+                    format!("≠{}", kb_s((b.read_bytes_s + b.write_bytes_s) / 1024.0)),
+                    theme.level(Level::Critical),
+                ),
+                Some(b) if !pending => plain(kb_s((b.read_bytes_s + b.write_bytes_s) / 1024.0)),
+                Some(_) => plain("-".into()),
+                None => plain("".into()),
+            }
         }));
+        // Device time (issue → complete) p99 and the average queue time, from the block probes.
+        let ms = move |v: Option<f64>| {
+            if pending {
+                "-".into()
+            } else {
+                v.map(|v| format::millis(v, u)).unwrap_or_default()
+            }
+        };
+        cols.push(col("p99 ms", 5, devices, |d| plain(ms(d.bpf.as_ref().and_then(|b| b.lat_p99_ms)))));
+        cols.push(col("q ms", 6, devices, |d| plain(ms(d.bpf.as_ref().and_then(|b| b.queue_ms_avg)))));
     }
     if with_settings {
         cols.extend(settings_columns(devices).into_iter().skip(1).map(|mut c| {

@@ -11,7 +11,7 @@ use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 14] = [
+pub const KEYS: [(&str, &str); 16] = [
     ("q  Ctrl-C", "quit"),
     ("?  F1", "this help (Esc closes it)"),
     ("Tab  S-Tab", "focus the next / previous pane"),
@@ -26,6 +26,8 @@ pub const KEYS: [(&str, &str); 14] = [
     ("+ -", "sampling interval, 0.25 s … 60 s"),
     ("b", "baseline: panes show deltas against now; b again clears"),
     ("R", "record the session to ./ioscope-HOST-DATE.rec; R again stops"),
+    ("Enter", "eBPF detail of the selected device; Esc closes"),
+    ("e  d", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
 ];
 
 /// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.

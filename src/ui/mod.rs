@@ -15,12 +15,15 @@ use crate::model::Model;
 
 pub mod baseline;
 pub mod columns;
+pub mod device_detail;
 pub mod devices;
 pub mod format;
 pub mod header;
 pub mod help;
 pub mod history;
+pub mod io_processes;
 pub mod memory;
+pub mod probe_health;
 pub mod processes;
 pub mod rows;
 pub mod state;
@@ -47,7 +50,11 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [header_area, body] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
     header::render(frame, header_area, model, state);
-    if state.zoomed {
+    if state.probe_health {
+        probe_health::render(frame, body, model, state);
+    } else if state.device_detail {
+        device_detail::render(frame, body, model, state);
+    } else if state.zoomed {
         render_pane(frame, body, state.focus, model, state);
     } else {
         draw_stacked(frame, body, model, state);
@@ -95,6 +102,7 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
     let (key, title) = match pane {
         Pane::Memory => ('1', "Memory".to_string()),
         Pane::Devices => ('2', devices::title(model, state)),
+        Pane::Processes if state.io_view => ('3', io_processes::title(model, state)),
         Pane::Processes => ('3', processes::title(model, state)),
     };
     if let Some(baseline) = &state.baseline {
@@ -106,6 +114,7 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
     match pane {
         Pane::Memory => memory::render(frame, area, model, state, block),
         Pane::Devices => devices::render(frame, area, model, state, block),
+        Pane::Processes if state.io_view => io_processes::render(frame, area, model, state, block),
         Pane::Processes => processes::render(frame, area, model, state, block),
     }
 }

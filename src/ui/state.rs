@@ -10,6 +10,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crate::model::Model;
 use crate::ui::format::Units;
 use crate::ui::history::History;
+use crate::ui::io_processes::{self, IoSort};
 use crate::ui::rows;
 
 /// The sampling interval steps `+` and `-` move through (seconds): 0.25 s to 60 s.
@@ -157,6 +158,13 @@ pub struct UiState {
     pub message: Option<String>,
     /// True in `ioscope replay`: the help shows the player's keys.
     pub replay: bool,
+    /// Enter: the selected device's eBPF block-layer detail fills the body (Enter or Esc closes).
+    pub device_detail: bool,
+    /// `e`: the eBPF probe-health view fills the body.
+    pub probe_health: bool,
+    /// `b`: the process pane shows disk I/O per submitter (eBPF) instead of /proc/PID/io.
+    pub io_view: bool,
+    pub io_sort: IoSort,
 }
 
 impl UiState {
@@ -184,6 +192,10 @@ impl UiState {
             recording: None,
             message: None,
             replay: false,
+            device_detail: false,
+            probe_health: false,
+            io_view: false,
+            io_sort: IoSort::default(),
         }
     }
 
@@ -220,7 +232,11 @@ impl UiState {
             KeyCode::Char('q') => Action::Quit,
             KeyCode::Char('?') | KeyCode::F(1) => toggle(&mut self.help),
             KeyCode::Esc => {
-                if self.zoomed {
+                if self.probe_health {
+                    self.probe_health = false;
+                } else if self.device_detail {
+                    self.device_detail = false;
+                } else if self.zoomed {
                     self.zoomed = false;
                 } else if !self.filter.is_empty() {
                     self.filter.clear();
@@ -244,7 +260,30 @@ impl UiState {
             KeyCode::End | KeyCode::Char('G') => self.move_selection(i64::MAX / 2),
             KeyCode::Char('z') => toggle(&mut self.zoomed),
             KeyCode::Char('s') => {
-                self.sort = self.sort.next();
+                if self.io_view {
+                    self.io_sort = self.io_sort.next();
+                } else {
+                    self.sort = self.sort.next();
+                }
+                self.sort_reversed = false;
+                Action::Redraw
+            }
+            KeyCode::Enter => {
+                // The detail of the selected device, whichever pane had the focus.
+                self.device_detail = !self.device_detail;
+                self.probe_health = false;
+                if self.device_detail {
+                    self.focus = Pane::Devices;
+                }
+                Action::Redraw
+            }
+            KeyCode::Char('e') => {
+                self.probe_health = !self.probe_health;
+                Action::Redraw
+            }
+            KeyCode::Char('d') => {
+                self.io_view = !self.io_view;
+                self.selected_process = 0;
                 self.sort_reversed = false;
                 Action::Redraw
             }
@@ -324,7 +363,11 @@ impl UiState {
     /// Keeps the selected rows within the rows the model has now (they come and go every sample).
     pub fn clamp_selection(&mut self, model: &Model) {
         let devices = rows::visible_devices(model, self).len();
-        let processes = rows::visible_processes(model, self).len();
+        let processes = if self.io_view {
+            io_processes::visible(model, self).len()
+        } else {
+            rows::visible_processes(model, self).len()
+        };
         self.selected_device = self.selected_device.min(devices.saturating_sub(1));
         self.selected_process = self.selected_process.min(processes.saturating_sub(1));
     }

@@ -1,7 +1,8 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|bench-fio`. See README "Developing".
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|bench-fio|overhead`. See README "Developing".
 
 mod bench_fio;
 mod ebpf;
+mod overhead;
 mod perf;
 mod setup;
 mod toolchain;
@@ -38,6 +39,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure what the eBPF probes cost fio's IOPS, with and without ioscope, alternating.
+    Overhead {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,5 +53,6 @@ fn main() -> anyhow::Result<()> {
         Command::CheckEbpf => ebpf::check(),
         Command::Perf { args } => perf::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
+        Command::Overhead { args } => overhead::run(&args),
     }
 }

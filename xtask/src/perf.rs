@@ -201,7 +201,7 @@ pub(crate) fn build_release(root: &Path) -> Result<PathBuf> {
 }
 
 /// USER_HZ: the unit of utime/stime in /proc/PID/stat (100 on every mainstream Linux build).
-fn clock_ticks_per_second() -> f64 {
+pub(crate) fn clock_ticks_per_second() -> f64 {
     Command::new("getconf")
         .arg("CLK_TCK")
         .output()
@@ -221,7 +221,7 @@ fn count_processes() -> Result<usize> {
 }
 
 /// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> Result<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> Result<u64> {
     let stat =
         std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("pid {pid} gone"))?;
     parse_cpu_ticks(&stat).with_context(|| format!("cannot parse /proc/{pid}/stat"))

@@ -2,7 +2,11 @@
 //! a `try_*` function returning `Result` so `?` can be used on every fallible helper call.
 #![no_std]
 #![no_main]
+// The atomic add for the shared in-flight counters (block_io.rs): the bpf target has no AtomicU64 RMW.
+#![allow(internal_features)]
+#![feature(core_intrinsics)]
 
+mod block_io;
 mod block_rq_issue;
 
 #[cfg(not(test))]

@@ -1,0 +1,494 @@
+//! The block-layer programs' shared types: `block_io_start`, `block_rq_insert`, `block_rq_issue`,
+//! `block_rq_complete` and `block_io_done` (and `block_rq_merge`, when a request is merged into
+//! another and disappears) pair up one request's events by (dev, sector), as
+//! tracepoint-based tools do (classic tracepoints carry no request pointer), in a bounded hash map.
+//!
+//! Everything is aggregated in the kernel: per-CPU maps of cumulative counters and log2 histograms,
+//! which userspace reads once per interval. No per-request event reaches userspace.
+
+/// The per-request map: [`ReqKey`] → [`ReqInfo`]; one entry per request in flight.
+pub const BLOCK_REQS_MAP: &str = "BLOCK_REQS";
+/// Per-CPU hash: kernel dev_t (u32) → [`DevStats`].
+pub const BLOCK_DEV_MAP: &str = "BLOCK_DEV";
+/// Per-CPU hash: [`ProcKey`] → [`ProcStats`] (the submitter of the I/O, per device).
+pub const BLOCK_PROC_MAP: &str = "BLOCK_PROC";
+/// Hash: kernel dev_t (u32) → requests issued to the driver and not yet completed (u64, atomic).
+pub const BLOCK_INFLIGHT_MAP: &str = "BLOCK_INFLIGHT";
+/// Per-CPU array of u64 indexed by [`Health`]: events seen and events lost, per program.
+pub const BLOCK_HEALTH_MAP: &str = "BLOCK_HEALTH";
+/// The read-only global holding [`BlockLayout`], set by the loader before load.
+pub const BLOCK_LAYOUT_GLOBAL: &str = "BLOCK_LAYOUT";
+
+/// Most requests tracked at once. Far above any real queue depth (nr_requests × devices); when it
+/// is full a request is not tracked and [`Health::ReqsFull`] counts it.
+pub const REQS_MAX: u32 = 16384;
+/// Most (process, device) pairs kept. Userspace deletes a pair once it has read it after the process
+/// exited; when full, [`Health::ProcsFull`] counts the I/O that could not be credited.
+pub const PROCS_MAX: u32 = 8192;
+/// Most devices tracked.
+pub const DEVS_MAX: u32 = 1024;
+
+/// Buckets of the log2 histograms (latency in µs, request size in bytes): see [`log2_bucket`].
+pub const HIST_BUCKETS: usize = 32;
+/// Buckets of the queue-depth histogram: see [`depth_bucket`].
+pub const DEPTH_BUCKETS: usize = 48;
+/// How many bytes of `rwbs` are decoded into [`RwbsFlags`].
+pub const RWBS_LEN: usize = 8;
+
+/// Where one event's fields are, from its tracefs format file. `configured` 0: the program does
+/// nothing (its format could not be read or lacked a field).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventLayout {
+    pub configured: u32,
+    /// `dev_t dev` (4 bytes).
+    pub dev_offset: u32,
+    /// `sector_t sector` (8 bytes).
+    pub sector_offset: u32,
+    /// `unsigned int bytes`, or `unsigned int nr_sector` when `size_in_sectors` is 1 (4 bytes).
+    pub size_offset: u32,
+    pub size_in_sectors: u32,
+    /// `char rwbs[]`: its first [`RWBS_LEN`] bytes are read (the field is 8 or 10 bytes).
+    pub rwbs_offset: u32,
+    /// 1 when dev, sector and the size sit as in [`EventHead`] from `dev_offset` (every kernel
+    /// since the block events have had `nr_sector`/`bytes`): one read of the head instead of three.
+    pub compact: u32,
+}
+
+impl EventLayout {
+    pub const UNSET: EventLayout = EventLayout {
+        configured: 0,
+        dev_offset: 0,
+        sector_offset: 0,
+        size_offset: 0,
+        size_in_sectors: 0,
+        rwbs_offset: 0,
+        compact: 0,
+    };
+}
+
+/// The usual start of a block event record, from `dev`: `dev_t dev; sector_t sector; unsigned int
+/// nr_sector;` then `unsigned int bytes` (block_rq_complete has `int error` there instead).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventHead {
+    pub dev: u32,
+    pub _pad: u32,
+    pub sector: u64,
+    pub nr_sector: u32,
+    pub bytes: u32,
+}
+
+/// Offsets within [`EventHead`].
+pub const HEAD_SECTOR: u32 = 8;
+pub const HEAD_NR_SECTOR: u32 = 16;
+pub const HEAD_BYTES: u32 = 20;
+
+/// The layouts of all the events, in one global.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockLayout {
+    pub io_start: EventLayout,
+    pub rq_insert: EventLayout,
+    pub rq_issue: EventLayout,
+    pub rq_complete: EventLayout,
+    pub io_done: EventLayout,
+    pub rq_merge: EventLayout,
+}
+
+impl BlockLayout {
+    pub const UNSET: BlockLayout = BlockLayout {
+        io_start: EventLayout::UNSET,
+        rq_insert: EventLayout::UNSET,
+        rq_issue: EventLayout::UNSET,
+        rq_complete: EventLayout::UNSET,
+        io_done: EventLayout::UNSET,
+        rq_merge: EventLayout::UNSET,
+    };
+}
+
+/// A request in flight, identified as the tracepoints allow: device and start sector.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ReqKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub sector: u64,
+}
+
+/// [`ReqInfo::flags`]: the submitter (tgid, comm, cgroup) is known (block_io_start saw it).
+pub const REQ_SUBMITTER: u32 = 1;
+/// [`ReqInfo::flags`]: counted in the device's in-flight figure (issued, not yet completed).
+pub const REQ_IN_FLIGHT: u32 = 2;
+
+/// What is known about a request in flight. Times are bpf_ktime_get_ns (CLOCK_MONOTONIC), 0 = not
+/// seen.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReqInfo {
+    /// block_io_start (the request was created), or the first event seen for it.
+    pub start_ns: u64,
+    /// block_rq_insert: the request entered the I/O scheduler's queue (direct issue skips it).
+    pub insert_ns: u64,
+    /// block_rq_issue: handed to the driver.
+    pub issue_ns: u64,
+    pub cgroup_id: u64,
+    pub tgid: u32,
+    pub bytes: u32,
+    pub flags: u32,
+    /// [`RwbsFlags`] bits of the request.
+    pub rwbs: u32,
+    pub comm: [u8; 16],
+}
+
+/// The data direction of a request (index into [`DevStats::dirs`]).
+pub const DIR_READ: usize = 0;
+pub const DIR_WRITE: usize = 1;
+/// Flush, discard and other operations.
+pub const DIR_OTHER: usize = 2;
+
+/// One direction of one device, cumulative. Histograms: see [`log2_bucket`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirStats {
+    /// block_rq_issue: requests and bytes handed to the driver.
+    pub issued_requests: u64,
+    pub issued_bytes: u64,
+    /// block_rq_complete: requests and bytes completed (nr_sector × 512): what /proc/diskstats
+    /// counts, at the same moment.
+    pub completed_requests: u64,
+    pub completed_bytes: u64,
+    /// Queue time (request created → issued to the driver), for the requests whose start was seen.
+    pub queue_ns_sum: u64,
+    pub queue_count: u64,
+    /// Device time (issue → complete).
+    pub device_ns_sum: u64,
+    pub device_count: u64,
+    /// Requests that went through the I/O scheduler's queue (block_rq_insert), and their time
+    /// there (insert → issue).
+    pub sched_requests: u64,
+    pub sched_ns_sum: u64,
+    /// Queue time, µs, log2 buckets.
+    pub queue_hist: [u64; HIST_BUCKETS],
+    /// Device time, µs, log2 buckets.
+    pub device_hist: [u64; HIST_BUCKETS],
+    /// Request size at issue, bytes, log2 buckets.
+    pub size_hist: [u64; HIST_BUCKETS],
+}
+
+/// One device, cumulative, per CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevStats {
+    pub dirs: [DirStats; 3],
+    /// Per [`RwbsFlags`] bit (index = bit number): requests and bytes issued with that flag.
+    pub flag_requests: [u64; RWBS_FLAG_COUNT],
+    pub flag_bytes: [u64; RWBS_FLAG_COUNT],
+    /// Requests in flight on the device as each request is issued (itself included): see
+    /// [`depth_bucket`].
+    pub depth_hist: [u64; DEPTH_BUCKETS],
+    pub depth_sum: u64,
+    pub depth_samples: u64,
+}
+
+/// The submitter of I/O on one device.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProcKey {
+    pub tgid: u32,
+    pub dev: u32,
+}
+
+/// What one process submitted to one device, counted when each request is done (block_io_done),
+/// cumulative, per CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStats {
+    /// comm of the submitting thread, as block_io_start saw it (empty on CPUs that never inserted).
+    pub comm: [u8; 16],
+    pub cgroup_id: u64,
+    pub read_requests: u64,
+    pub read_bytes: u64,
+    pub write_requests: u64,
+    pub write_bytes: u64,
+    pub other_requests: u64,
+    /// Bytes of readahead (`A`) and synchronous (`S`) requests.
+    pub readahead_bytes: u64,
+    pub sync_bytes: u64,
+    /// Whole-I/O latency (block_io_start → block_io_done): what the submitter waited.
+    pub lat_ns_sum: u64,
+    pub lat_count: u64,
+    /// The same, µs, log2 buckets.
+    pub lat_hist: [u64; HIST_BUCKETS],
+}
+
+/// Indices of the health counters ([`BLOCK_HEALTH_MAP`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Health {
+    IoStartEvents = 0,
+    RqInsertEvents = 1,
+    RqIssueEvents = 2,
+    RqCompleteEvents = 3,
+    IoDoneEvents = 4,
+    /// A request could not be tracked: the request map was full.
+    ReqsFull = 5,
+    /// A process's I/O could not be credited: the process map was full.
+    ProcsFull = 6,
+    /// A device could not be counted: the device map was full.
+    DevsFull = 7,
+    /// Issue of a request whose start was not seen (started before attach, or not via io_start).
+    IssueUnmatched = 8,
+    /// Completion of a request whose issue was not seen (issued before attach, or evicted).
+    CompleteUnmatched = 9,
+    /// block_io_done of a request whose start was not seen.
+    DoneUnmatched = 10,
+    /// A tracepoint field could not be read.
+    ReadErrors = 11,
+    RqMergeEvents = 12,
+}
+
+pub const HEALTH_COUNTERS: u32 = 13;
+
+/// `rwbs` decoded (the kernel's `blk_fill_rwbs()`, block/blk-core.c): an optional `F` (preflush),
+/// then the operation (`R` read, `W` write, `D` discard, `DE` secure erase, `F` flush, `N` other),
+/// then flags: `F` FUA, `A` readahead, `S` sync, `M` metadata.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RwbsFlags(pub u32);
+
+pub const RWBS_READ: u32 = 1 << 0;
+pub const RWBS_WRITE: u32 = 1 << 1;
+pub const RWBS_DISCARD: u32 = 1 << 2;
+/// A flush: the operation is a flush, or a preflush precedes the operation.
+pub const RWBS_FLUSH: u32 = 1 << 3;
+pub const RWBS_SYNC: u32 = 1 << 4;
+pub const RWBS_META: u32 = 1 << 5;
+pub const RWBS_READAHEAD: u32 = 1 << 6;
+pub const RWBS_FUA: u32 = 1 << 7;
+pub const RWBS_FLAG_COUNT: usize = 8;
+
+impl RwbsFlags {
+    /// Decodes the first bytes of `rwbs` (NUL-terminated).
+    #[inline(always)]
+    pub fn parse(rwbs: &[u8; RWBS_LEN]) -> RwbsFlags {
+        let mut flags = 0u32;
+        let mut i = 0usize;
+        // A leading `F` is a preflush when an operation letter follows, else it is the flush
+        // operation itself ("F", or "FS" for a sync flush).
+        if rwbs[0] == b'F' && matches!(rwbs[1], b'R' | b'W' | b'D' | b'F' | b'N') {
+            flags |= RWBS_FLUSH;
+            i = 1;
+        }
+        // The operation letter.
+        match rwbs[i] {
+            b'R' => flags |= RWBS_READ,
+            b'W' => flags |= RWBS_WRITE,
+            b'D' => flags |= RWBS_DISCARD,
+            b'F' => flags |= RWBS_FLUSH,
+            _ => {}
+        }
+        i += 1;
+        // The flag letters after it (an `E` after `D` marks secure erase: nothing to count).
+        while i < RWBS_LEN {
+            match rwbs[i] {
+                0 => break,
+                b'F' => flags |= RWBS_FUA,
+                b'A' => flags |= RWBS_READAHEAD,
+                b'S' => flags |= RWBS_SYNC,
+                b'M' => flags |= RWBS_META,
+                _ => {}
+            }
+            i += 1;
+        }
+        RwbsFlags(flags)
+    }
+
+    /// The [`DevStats::dirs`] index.
+    #[inline(always)]
+    pub fn direction(self) -> usize {
+        if self.0 & RWBS_READ != 0 {
+            DIR_READ
+        } else if self.0 & RWBS_WRITE != 0 {
+            DIR_WRITE
+        } else {
+            DIR_OTHER
+        }
+    }
+}
+
+/// Log2 bucket of `v`: 0 for 0, else ⌊log2 v⌋ + 1, capped at [`HIST_BUCKETS`] − 1. Bucket b ≥ 1
+/// holds [2^(b−1), 2^b). Written without `leading_zeros` (the bpf target has no such instruction).
+#[inline(always)]
+pub fn log2_bucket(v: u64) -> usize {
+    if v == 0 {
+        return 0;
+    }
+    let mut v = v;
+    let mut b = 1usize;
+    if v >= 1 << 32 {
+        v >>= 32;
+        b += 32;
+    }
+    if v >= 1 << 16 {
+        v >>= 16;
+        b += 16;
+    }
+    if v >= 1 << 8 {
+        v >>= 8;
+        b += 8;
+    }
+    if v >= 1 << 4 {
+        v >>= 4;
+        b += 4;
+    }
+    if v >= 1 << 2 {
+        v >>= 2;
+        b += 2;
+    }
+    if v >= 1 << 1 {
+        b += 1;
+    }
+    if b >= HIST_BUCKETS {
+        HIST_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+/// The values a log2 bucket holds: [low, high) (the last bucket is open-ended: high = u64::MAX).
+pub fn log2_bucket_range(b: usize) -> (u64, u64) {
+    match b {
+        0 => (0, 1),
+        _ if b >= HIST_BUCKETS - 1 => (1 << (HIST_BUCKETS - 2), u64::MAX),
+        _ => (1 << (b - 1), 1 << b),
+    }
+}
+
+/// Queue-depth bucket: exact below 32 (bucket d holds depth d), then log2: bucket 32 holds
+/// 32–63, 33 holds 64–127, …, capped at [`DEPTH_BUCKETS`] − 1.
+#[inline(always)]
+pub fn depth_bucket(depth: u64) -> usize {
+    if depth < 32 {
+        return depth as usize;
+    }
+    // log2_bucket(32) = 6.
+    let b = 32 + log2_bucket(depth) - 6;
+    if b >= DEPTH_BUCKETS {
+        DEPTH_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+/// The depths a depth bucket holds: [low, high] inclusive.
+pub fn depth_bucket_range(b: usize) -> (u64, u64) {
+    if b < 32 {
+        return (b as u64, b as u64);
+    }
+    let shift = (b - 32 + 5) as u32;
+    let low = 1u64 << shift;
+    if b >= DEPTH_BUCKETS - 1 {
+        (low, u64::MAX)
+    } else {
+        (low, (low << 1) - 1)
+    }
+}
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY (all): #[repr(C)], only u32/u64/u8-array fields laid out without implicit padding
+    // (checked by the size tests below), every bit pattern valid.
+    unsafe impl aya::Pod for super::BlockLayout {}
+    unsafe impl aya::Pod for super::ReqKey {}
+    unsafe impl aya::Pod for super::ReqInfo {}
+    unsafe impl aya::Pod for super::DevStats {}
+    unsafe impl aya::Pod for super::ProcKey {}
+    unsafe impl aya::Pod for super::ProcStats {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(s: &str) -> u32 {
+        let mut b = [0u8; RWBS_LEN];
+        b[..s.len()].copy_from_slice(s.as_bytes());
+        RwbsFlags::parse(&b).0
+    }
+
+    #[test]
+    fn rwbs_decodes_operation_and_flags() {
+        assert_eq!(flags("R"), RWBS_READ);
+        assert_eq!(flags("RA"), RWBS_READ | RWBS_READAHEAD);
+        assert_eq!(flags("RSM"), RWBS_READ | RWBS_SYNC | RWBS_META);
+        assert_eq!(flags("WS"), RWBS_WRITE | RWBS_SYNC);
+        // Write with FUA, and a preflush before a sync write with FUA.
+        assert_eq!(flags("WFS"), RWBS_WRITE | RWBS_FUA | RWBS_SYNC);
+        assert_eq!(flags("FWFS"), RWBS_FLUSH | RWBS_WRITE | RWBS_FUA | RWBS_SYNC);
+        // A pure flush, and preflush + flush.
+        assert_eq!(flags("F"), RWBS_FLUSH);
+        assert_eq!(flags("FF"), RWBS_FLUSH);
+        assert_eq!(flags("FS"), RWBS_FLUSH | RWBS_SYNC);
+        assert_eq!(flags("D"), RWBS_DISCARD);
+        assert_eq!(flags("DE"), RWBS_DISCARD);
+        assert_eq!(flags("N"), 0);
+        assert_eq!(flags(""), 0);
+    }
+
+    #[test]
+    fn rwbs_direction() {
+        assert_eq!(RwbsFlags(flags("RA")).direction(), DIR_READ);
+        assert_eq!(RwbsFlags(flags("FWS")).direction(), DIR_WRITE);
+        assert_eq!(RwbsFlags(flags("FF")).direction(), DIR_OTHER);
+        assert_eq!(RwbsFlags(flags("D")).direction(), DIR_OTHER);
+    }
+
+    #[test]
+    fn log2_buckets_match_their_ranges() {
+        assert_eq!(log2_bucket(0), 0);
+        assert_eq!(log2_bucket(1), 1);
+        assert_eq!(log2_bucket(2), 2);
+        assert_eq!(log2_bucket(3), 2);
+        assert_eq!(log2_bucket(4096), 13);
+        assert_eq!(log2_bucket(8191), 13);
+        assert_eq!(log2_bucket(65536), 17);
+        assert_eq!(log2_bucket(u64::MAX), HIST_BUCKETS - 1);
+        for v in [0u64, 1, 2, 3, 5, 100, 4095, 4096, 27 * 1024, 400 * 1024, 1 << 29, 1 << 30, 1 << 40] {
+            let (lo, hi) = log2_bucket_range(log2_bucket(v));
+            assert!(lo <= v && v < hi, "{v} not in [{lo}, {hi})");
+        }
+    }
+
+    #[test]
+    fn depth_buckets_are_exact_then_log2() {
+        for d in 0..32 {
+            assert_eq!(depth_bucket(d), d as usize);
+            assert_eq!(depth_bucket_range(d as usize), (d, d));
+        }
+        assert_eq!(depth_bucket(32), 32);
+        assert_eq!(depth_bucket(63), 32);
+        assert_eq!(depth_bucket(64), 33);
+        assert_eq!(depth_bucket_range(32), (32, 63));
+        assert_eq!(depth_bucket_range(33), (64, 127));
+        assert_eq!(depth_bucket(u64::MAX), DEPTH_BUCKETS - 1);
+        for d in [32u64, 100, 128, 255, 256, 1000, 1 << 20] {
+            let (lo, hi) = depth_bucket_range(depth_bucket(d));
+            assert!(lo <= d && d <= hi, "{d} not in [{lo}, {hi}]");
+        }
+    }
+
+    #[test]
+    fn shared_structs_have_no_hidden_padding() {
+        use core::mem::size_of;
+        assert_eq!(size_of::<EventLayout>(), 7 * 4);
+        assert_eq!(size_of::<EventHead>(), 24);
+        assert_eq!(size_of::<ReqKey>(), 16);
+        assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16);
+        assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);
+        assert_eq!(
+            size_of::<DevStats>(),
+            3 * size_of::<DirStats>() + (2 * RWBS_FLAG_COUNT + DEPTH_BUCKETS + 2) * 8
+        );
+        assert_eq!(size_of::<ProcStats>(), 16 + (10 + HIST_BUCKETS) * 8);
+    }
+}

@@ -1,0 +1,576 @@
+//! The block-layer probes' userspace half (kernel side: ebpf/probes/src/block_io.rs): the field
+//! offsets each event needs from tracefs, and reading the maps into the Sample once per interval.
+//!
+//! Also the two chores only userspace can do: dropping a process's entries from the kernel map
+//! once they have been read after the process exited (so short-lived `dd`s are caught, and the map
+//! does not fill with the dead), and evicting request entries whose completion never came.
+
+use std::collections::{HashMap as StdHashMap, HashSet};
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap};
+use aya::programs::ProgramFd;
+use aya::Ebpf;
+use ioscope_common::block::*;
+use ioscope_common::kernel_dev_major_minor;
+
+use super::tracefs::{self, EventFormat};
+use crate::sample::{
+    BlockDeviceCounters, BlockDirCounters, BlockFlagCounters, BlockProbeHealth, BlockProcessCounters,
+    BpfSample, RequestsBytes,
+};
+
+/// (program in the object, tracepoint event in category `block`), in the order of
+/// [`BlockProbeHealth::events`]. `blk_rq_issue` is this probe's own program on block_rq_issue (the
+/// foundation's `block_rq_issue` counter stays attached beside it).
+pub const PROGRAMS: [(&str, &str); 6] = [
+    ("block_io_start", "block_io_start"),
+    ("block_rq_insert", "block_rq_insert"),
+    ("blk_rq_issue", "block_rq_issue"),
+    ("block_rq_complete", "block_rq_complete"),
+    ("block_io_done", "block_io_done"),
+    ("block_rq_merge", "block_rq_merge"),
+];
+pub const CATEGORY: &str = "block";
+
+/// How often request entries are checked for staleness, and how old one must be to be evicted.
+const PURGE_EVERY: Duration = Duration::from_secs(10);
+const STALE_NS: u64 = 60_000_000_000;
+/// `PF_KTHREAD` in /proc/PID/stat's flags field (include/linux/sched.h).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// The offsets of one event: `dev`, `sector`, the size (`bytes`, or `nr_sector` for
+/// block_rq_complete, which has no `bytes`) and `rwbs`, checked against the sizes the program reads.
+pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
+    let dev = format.field_sized("dev", 4)?;
+    let sector = format.field_sized("sector", 8)?;
+    let (size, in_sectors) = match format.field_sized("bytes", 4) {
+        Ok(f) => (f, 0),
+        Err(_) => (format.field_sized("nr_sector", 4)?, 1),
+    };
+    let rwbs = format.field("rwbs")?;
+    if (rwbs.size as usize) < RWBS_LEN {
+        bail!("tracepoint {} field `rwbs` is {} bytes, expected at least {RWBS_LEN}", format.name, rwbs.size);
+    }
+    // The usual layout (EventHead from `dev`) is read with one helper call instead of three.
+    let size_at = if in_sectors == 1 { HEAD_NR_SECTOR } else { HEAD_BYTES };
+    let compact = sector.offset == dev.offset + HEAD_SECTOR && size.offset == dev.offset + size_at;
+    Ok(EventLayout {
+        configured: 1,
+        dev_offset: dev.offset,
+        sector_offset: sector.offset,
+        size_offset: size.offset,
+        size_in_sectors: in_sectors,
+        rwbs_offset: rwbs.offset,
+        compact: u32::from(compact),
+    })
+}
+
+/// Reads the format files. An event whose format is missing or unusable stays unconfigured
+/// (its program counts nothing) and its error is returned in its slot of `PROGRAMS` order.
+pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
+    let mut layout = BlockLayout::UNSET;
+    let mut results = Vec::new();
+    for (_, event) in PROGRAMS {
+        let r = tracefs::read_event_format(tracefs, CATEGORY, event).and_then(|f| event_layout(&f));
+        let slot = match event {
+            "block_io_start" => &mut layout.io_start,
+            "block_rq_insert" => &mut layout.rq_insert,
+            "block_rq_issue" => &mut layout.rq_issue,
+            "block_rq_complete" => &mut layout.rq_complete,
+            "block_rq_merge" => &mut layout.rq_merge,
+            _ => &mut layout.io_done,
+        };
+        results.push(match r {
+            Ok(l) => {
+                *slot = l;
+                Ok(())
+            }
+            Err(e) => Err(format!("{e:#}")),
+        });
+    }
+    (layout, results)
+}
+
+/// The probe's maps, taken from the loaded object.
+pub struct BlockMaps {
+    reqs: HashMap<MapData, ReqKey, ReqInfo>,
+    devs: PerCpuHashMap<MapData, u32, DevStats>,
+    procs: PerCpuHashMap<MapData, ProcKey, ProcStats>,
+    inflight: HashMap<MapData, u32, u64>,
+    health: PerCpuArray<MapData, u64>,
+    last_purge: Instant,
+    stale_evicted: u64,
+    /// Kernel threads seen, by tgid (they rarely exit; saves reading their stat every interval).
+    kthreads: StdHashMap<u32, bool>,
+    cgroups: super::cgroup::CgroupNames,
+    /// Each program's fd (PROGRAMS order), to read the kernel's count of its skipped runs.
+    programs: Vec<Option<ProgramFd>>,
+}
+
+fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
+    let map = ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} is not in the eBPF object"))?;
+    T::try_from(map).with_context(|| format!("map {name}"))
+}
+
+impl BlockMaps {
+    pub fn take(ebpf: &mut Ebpf) -> Result<BlockMaps> {
+        Ok(BlockMaps {
+            reqs: take(ebpf, BLOCK_REQS_MAP)?,
+            devs: take(ebpf, BLOCK_DEV_MAP)?,
+            procs: take(ebpf, BLOCK_PROC_MAP)?,
+            inflight: take(ebpf, BLOCK_INFLIGHT_MAP)?,
+            health: take(ebpf, BLOCK_HEALTH_MAP)?,
+            last_purge: Instant::now(),
+            stale_evicted: 0,
+            kthreads: StdHashMap::new(),
+            cgroups: super::cgroup::CgroupNames::new(),
+            programs: PROGRAMS
+                .iter()
+                .map(|(name, _)| {
+                    ebpf.program(name).and_then(|p| p.fd().ok()).and_then(|fd| fd.try_clone().ok())
+                })
+                .collect(),
+        })
+    }
+
+    /// Reads every map into `out` (block_devices, io_processes, block_health).
+    pub fn read(&mut self, out: &mut BpfSample) -> Result<()> {
+        let inflight: StdHashMap<u32, u64> = self.inflight.iter().filter_map(|e| e.ok()).collect();
+        let mut devices = Vec::new();
+        for entry in self.devs.iter() {
+            let (dev, per_cpu) = entry.context("reading the BLOCK_DEV map")?;
+            let mut d = sum_devices(dev, &per_cpu);
+            d.in_flight = inflight.get(&dev).copied().unwrap_or(0);
+            devices.push(d);
+        }
+        devices.sort_by_key(|d| (d.major, d.minor));
+        out.block_devices = devices;
+
+        // Which processes are gone, decided *before* reading: their counters read now are final.
+        let keys: Vec<ProcKey> = self.procs.keys().filter_map(|k| k.ok()).collect();
+        let tgids: HashSet<u32> = keys.iter().map(|k| k.tgid).collect();
+        let mut dead = HashSet::new();
+        for tgid in tgids {
+            match self.kthreads.get(&tgid) {
+                Some(_) if Path::new(&format!("/proc/{tgid}")).exists() => {}
+                _ => match proc_flags(tgid) {
+                    Some(flags) => {
+                        self.kthreads.insert(tgid, flags & PF_KTHREAD != 0);
+                    }
+                    None => {
+                        dead.insert(tgid);
+                    }
+                },
+            }
+        }
+        let mut processes = Vec::new();
+        for entry in self.procs.iter() {
+            let (key, per_cpu) = entry.context("reading the BLOCK_PROC map")?;
+            let mut p = sum_process(key, &per_cpu);
+            p.exited = dead.contains(&key.tgid);
+            p.cgroup = self.cgroups.path(p.cgroup_id);
+            p.kernel_thread = self.kthreads.get(&key.tgid).copied().unwrap_or(false)
+                || (p.exited && looks_like_kernel_thread(&p.comm));
+            processes.push(p);
+        }
+        processes.sort_by_key(|p| (p.pid, p.major, p.minor));
+        for key in keys.iter().filter(|k| dead.contains(&k.tgid)) {
+            // Already gone is fine: nothing else deletes, but never fail a sample over it.
+            let _ = self.procs.remove(key);
+        }
+        for tgid in &dead {
+            self.kthreads.remove(tgid);
+        }
+        out.io_processes = processes;
+
+        if self.last_purge.elapsed() >= PURGE_EVERY {
+            self.last_purge = Instant::now();
+            self.stale_evicted += self.purge_stale(crate::collect::monotonic_ns());
+        }
+        let mut h = self.read_health()?;
+        let stats: Vec<super::prog_stats::ProgStats> = self
+            .programs
+            .iter()
+            .map(|fd| fd.as_ref().and_then(|fd| super::prog_stats::prog_stats(fd).ok()).unwrap_or_default())
+            .collect();
+        h.missed = stats.iter().map(|s| s.recursion_misses).collect();
+        h.run_time_ns = stats.iter().map(|s| s.run_time_ns).collect();
+        h.run_cnt = stats.iter().map(|s| s.run_cnt).collect();
+        h.stale_evicted = self.stale_evicted;
+        h.reqs_entries = self.reqs.keys().filter(|k| k.is_ok()).count() as u64;
+        h.reqs_capacity = u64::from(REQS_MAX);
+        h.procs_entries = self.procs.keys().filter(|k| k.is_ok()).count() as u64;
+        h.procs_capacity = u64::from(PROCS_MAX);
+        h.devs_entries = out.block_devices.len() as u64;
+        h.devs_capacity = u64::from(DEVS_MAX);
+        out.block_health = h;
+        Ok(())
+    }
+
+    fn read_health(&self) -> Result<BlockProbeHealth> {
+        let get = |h: Health| -> Result<u64> {
+            let per_cpu = self.health.get(&(h as u32), 0).context("reading the BLOCK_HEALTH map")?;
+            Ok(per_cpu.iter().sum())
+        };
+        Ok(BlockProbeHealth {
+            events: vec![
+                get(Health::IoStartEvents)?,
+                get(Health::RqInsertEvents)?,
+                get(Health::RqIssueEvents)?,
+                get(Health::RqCompleteEvents)?,
+                get(Health::IoDoneEvents)?,
+                get(Health::RqMergeEvents)?,
+            ],
+            reqs_full: get(Health::ReqsFull)?,
+            procs_full: get(Health::ProcsFull)?,
+            devs_full: get(Health::DevsFull)?,
+            issue_unmatched: get(Health::IssueUnmatched)?,
+            complete_unmatched: get(Health::CompleteUnmatched)?,
+            done_unmatched: get(Health::DoneUnmatched)?,
+            read_errors: get(Health::ReadErrors)?,
+            ..Default::default()
+        })
+    }
+
+    /// Removes request entries older than a minute: their completion was lost (a partial
+    /// completion moved the sector, or a request was issued before attach and its events never
+    /// matched). One that still counted as in flight is taken off its device's in-flight figure
+    /// (not atomically with the kernel's adds: a concurrent issue on that device may be lost, so
+    /// this is only done for entries that are clearly dead).
+    fn purge_stale(&mut self, now_ns: u64) -> u64 {
+        let stale: Vec<(ReqKey, ReqInfo)> = self
+            .reqs
+            .iter()
+            .filter_map(|e| e.ok())
+            .filter(|(_, r)| now_ns.saturating_sub(r.start_ns.max(r.issue_ns)) > STALE_NS)
+            .collect();
+        let mut n = 0;
+        for (k, r) in stale {
+            if self.reqs.remove(&k).is_ok() {
+                n += 1;
+                if r.flags & REQ_IN_FLIGHT != 0 {
+                    if let Ok(v) = self.inflight.get(&k.dev, 0) {
+                        let _ = self.inflight.insert(k.dev, v.saturating_sub(1), 0);
+                    }
+                }
+            }
+        }
+        n
+    }
+}
+
+/// /proc/PID/stat's flags (field 9), or None when the process is gone.
+fn proc_flags(tgid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{tgid}/stat")).ok()?;
+    // comm may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(6)?.parse().ok()
+}
+
+/// For a process already gone when first seen: kernel threads by their well-known names.
+fn looks_like_kernel_thread(comm: &str) -> bool {
+    ["kworker/", "jbd2/", "kswapd", "flush-", "xfsaild", "md", "loop"].iter().any(|p| comm.starts_with(p))
+}
+
+fn dir(d: &DirStats) -> BlockDirCounters {
+    BlockDirCounters {
+        issued_requests: d.issued_requests,
+        issued_bytes: d.issued_bytes,
+        completed_requests: d.completed_requests,
+        completed_bytes: d.completed_bytes,
+        queue_ns_sum: d.queue_ns_sum,
+        queue_count: d.queue_count,
+        device_ns_sum: d.device_ns_sum,
+        device_count: d.device_count,
+        sched_requests: d.sched_requests,
+        sched_ns_sum: d.sched_ns_sum,
+        queue_hist: d.queue_hist.to_vec(),
+        device_hist: d.device_hist.to_vec(),
+        size_hist: d.size_hist.to_vec(),
+    }
+}
+
+fn add_vec(into: &mut [u64], from: &[u64]) {
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+}
+
+fn add_dir(into: &mut BlockDirCounters, d: &BlockDirCounters) {
+    into.issued_requests += d.issued_requests;
+    into.issued_bytes += d.issued_bytes;
+    into.completed_requests += d.completed_requests;
+    into.completed_bytes += d.completed_bytes;
+    into.queue_ns_sum += d.queue_ns_sum;
+    into.queue_count += d.queue_count;
+    into.device_ns_sum += d.device_ns_sum;
+    into.device_count += d.device_count;
+    into.sched_requests += d.sched_requests;
+    into.sched_ns_sum += d.sched_ns_sum;
+    add_vec(&mut into.queue_hist, &d.queue_hist);
+    add_vec(&mut into.device_hist, &d.device_hist);
+    add_vec(&mut into.size_hist, &d.size_hist);
+}
+
+/// One device's per-CPU values summed.
+pub fn sum_devices(dev: u32, per_cpu: &[DevStats]) -> BlockDeviceCounters {
+    let (major, minor) = kernel_dev_major_minor(dev);
+    let empty = || BlockDirCounters {
+        queue_hist: vec![0; HIST_BUCKETS],
+        device_hist: vec![0; HIST_BUCKETS],
+        size_hist: vec![0; HIST_BUCKETS],
+        ..Default::default()
+    };
+    let mut out = BlockDeviceCounters {
+        major,
+        minor,
+        read: empty(),
+        write: empty(),
+        other: empty(),
+        depth_hist: vec![0; DEPTH_BUCKETS],
+        ..Default::default()
+    };
+    let mut flag_requests = [0u64; RWBS_FLAG_COUNT];
+    let mut flag_bytes = [0u64; RWBS_FLAG_COUNT];
+    for c in per_cpu {
+        add_dir(&mut out.read, &dir(&c.dirs[DIR_READ]));
+        add_dir(&mut out.write, &dir(&c.dirs[DIR_WRITE]));
+        add_dir(&mut out.other, &dir(&c.dirs[DIR_OTHER]));
+        add_vec(&mut flag_requests, &c.flag_requests);
+        add_vec(&mut flag_bytes, &c.flag_bytes);
+        add_vec(&mut out.depth_hist, &c.depth_hist);
+        out.depth_sum += c.depth_sum;
+        out.depth_samples += c.depth_samples;
+    }
+    let rb = |bit: u32| {
+        let i = bit.trailing_zeros() as usize;
+        RequestsBytes { requests: flag_requests[i], bytes: flag_bytes[i] }
+    };
+    out.flags = BlockFlagCounters {
+        read: rb(RWBS_READ),
+        write: rb(RWBS_WRITE),
+        discard: rb(RWBS_DISCARD),
+        flush: rb(RWBS_FLUSH),
+        sync: rb(RWBS_SYNC),
+        metadata: rb(RWBS_META),
+        readahead: rb(RWBS_READAHEAD),
+        fua: rb(RWBS_FUA),
+    };
+    out
+}
+
+/// A C string of up to 16 bytes (NUL-terminated unless full).
+fn comm_string(comm: &[u8; 16]) -> String {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
+/// One (process, device)'s per-CPU values summed. comm and cgroup come from whichever CPU wrote them.
+pub fn sum_process(key: ProcKey, per_cpu: &[ProcStats]) -> BlockProcessCounters {
+    let (major, minor) = kernel_dev_major_minor(key.dev);
+    let mut out = BlockProcessCounters {
+        pid: key.tgid,
+        major,
+        minor,
+        lat_hist: vec![0; HIST_BUCKETS],
+        ..Default::default()
+    };
+    for c in per_cpu {
+        if out.comm.is_empty() && c.comm[0] != 0 {
+            out.comm = comm_string(&c.comm);
+        }
+        if out.cgroup_id == 0 {
+            out.cgroup_id = c.cgroup_id;
+        }
+        out.read_requests += c.read_requests;
+        out.read_bytes += c.read_bytes;
+        out.write_requests += c.write_requests;
+        out.write_bytes += c.write_bytes;
+        out.other_requests += c.other_requests;
+        out.readahead_bytes += c.readahead_bytes;
+        out.sync_bytes += c.sync_bytes;
+        out.lat_ns_sum += c.lat_ns_sum;
+        out.lat_count += c.lat_count;
+        add_vec(&mut out.lat_hist, &c.lat_hist);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpf::tracefs::parse_format;
+
+    fn format(name: &str) -> EventFormat {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs").join(name);
+        parse_format(&fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn layouts_come_from_the_format_files() {
+        let issue = event_layout(&format("block_rq_issue-6.18.format")).unwrap();
+        assert_eq!(
+            issue,
+            EventLayout {
+                configured: 1,
+                dev_offset: 8,
+                sector_offset: 16,
+                size_offset: 28,
+                size_in_sectors: 0,
+                rwbs_offset: 34,
+                compact: 1
+            }
+        );
+        // block_rq_complete has no `bytes`: nr_sector (× 512) instead.
+        let complete = event_layout(&format("block_rq_complete-6.18.format")).unwrap();
+        assert_eq!((complete.size_offset, complete.size_in_sectors, complete.rwbs_offset), (24, 1, 34));
+        assert_eq!(complete.compact, 1);
+        // Linux 5.4: an 8-byte rwbs at 32 is still enough.
+        assert_eq!(event_layout(&format("block_rq_issue-5.4.format")).unwrap().rwbs_offset, 32);
+    }
+
+    #[test]
+    fn an_event_missing_from_tracefs_leaves_only_its_program_off() {
+        // A tracefs with every event but block_io_done (as on kernels before 6.5).
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs");
+        for (_, event) in PROGRAMS.iter().filter(|(_, e)| *e != "block_io_done") {
+            let events = dir.path().join("events/block").join(event);
+            fs::create_dir_all(&events).unwrap();
+            let source = if *event == "block_rq_complete" {
+                "block_rq_complete-6.18.format"
+            } else {
+                "block_rq_issue-6.18.format"
+            };
+            fs::copy(fixtures.join(source), events.join("format")).unwrap();
+        }
+        let (layout, results) = layout(dir.path());
+        assert_eq!(results.len(), PROGRAMS.len());
+        for ((program, _), r) in PROGRAMS.iter().zip(&results) {
+            if *program == "block_io_done" {
+                let err = r.as_ref().unwrap_err();
+                assert!(err.contains("events/block/block_io_done/format"), "{err}");
+            } else {
+                assert!(r.is_ok(), "{program}: {r:?}");
+            }
+        }
+        assert_eq!(layout.io_done.configured, 0);
+        assert_eq!((layout.io_start.configured, layout.rq_complete.size_in_sectors), (1, 1));
+    }
+
+    #[test]
+    fn an_unusual_layout_is_read_field_by_field() {
+        let text = "name: x\nID: 1\nformat:\n\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+                    \tfield:sector_t sector;\toffset:24;\tsize:8;\tsigned:0;\n\
+                    \tfield:unsigned int bytes;\toffset:32;\tsize:4;\tsigned:0;\n\
+                    \tfield:char rwbs[8];\toffset:36;\tsize:8;\tsigned:0;\n";
+        let l = event_layout(&parse_format(text).unwrap()).unwrap();
+        assert_eq!((l.sector_offset, l.size_offset, l.compact), (24, 32, 0));
+    }
+
+    #[test]
+    fn a_short_rwbs_is_refused() {
+        let text = "name: x\nID: 1\nformat:\n\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+                    \tfield:sector_t sector;\toffset:16;\tsize:8;\tsigned:0;\n\
+                    \tfield:unsigned int bytes;\toffset:24;\tsize:4;\tsigned:0;\n\
+                    \tfield:char rwbs[6];\toffset:28;\tsize:6;\tsigned:0;\n";
+        let err = event_layout(&parse_format(text).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("`rwbs` is 6 bytes, expected at least 8"), "{err}");
+    }
+
+    fn stats() -> DevStats {
+        let d = DirStats {
+            issued_requests: 0,
+            issued_bytes: 0,
+            completed_requests: 0,
+            completed_bytes: 0,
+            queue_ns_sum: 0,
+            queue_count: 0,
+            device_ns_sum: 0,
+            device_count: 0,
+            sched_requests: 0,
+            sched_ns_sum: 0,
+            queue_hist: [0; HIST_BUCKETS],
+            device_hist: [0; HIST_BUCKETS],
+            size_hist: [0; HIST_BUCKETS],
+        };
+        DevStats {
+            dirs: [d; 3],
+            flag_requests: [0; RWBS_FLAG_COUNT],
+            flag_bytes: [0; RWBS_FLAG_COUNT],
+            depth_hist: [0; DEPTH_BUCKETS],
+            depth_sum: 0,
+            depth_samples: 0,
+        }
+    }
+
+    #[test]
+    fn device_values_are_summed_over_cpus() {
+        let mut a = stats();
+        a.dirs[DIR_WRITE].issued_requests = 3;
+        a.dirs[DIR_WRITE].size_hist[17] = 3;
+        a.flag_requests[4] = 2; // sync
+        a.flag_bytes[4] = 8192;
+        a.depth_hist[1] = 3;
+        a.depth_sum = 3;
+        a.depth_samples = 3;
+        let mut b = stats();
+        b.dirs[DIR_WRITE].issued_requests = 1;
+        b.dirs[DIR_WRITE].size_hist[17] = 1;
+        b.dirs[DIR_READ].device_hist[5] = 7;
+        b.depth_hist[2] = 1;
+        b.depth_sum = 2;
+        b.depth_samples = 1;
+        let d = sum_devices((7 << 20) | 4, &[a, b]);
+        assert_eq!((d.major, d.minor), (7, 4));
+        assert_eq!(d.write.issued_requests, 4);
+        assert_eq!(d.write.size_hist[17], 4);
+        assert_eq!(d.read.device_hist[5], 7);
+        assert_eq!(d.flags.sync, RequestsBytes { requests: 2, bytes: 8192 });
+        assert_eq!(d.flags.read, RequestsBytes::default());
+        assert_eq!((d.depth_hist[1], d.depth_hist[2], d.depth_sum, d.depth_samples), (3, 1, 5, 4));
+    }
+
+    #[test]
+    fn process_values_are_summed_and_comm_taken_from_the_cpu_that_wrote_it() {
+        let zero = ProcStats {
+            comm: [0; 16],
+            cgroup_id: 0,
+            read_requests: 0,
+            read_bytes: 0,
+            write_requests: 0,
+            write_bytes: 0,
+            other_requests: 0,
+            readahead_bytes: 0,
+            sync_bytes: 0,
+            lat_ns_sum: 0,
+            lat_count: 0,
+            lat_hist: [0; HIST_BUCKETS],
+        };
+        let mut a = zero;
+        a.write_requests = 2;
+        a.write_bytes = 131072;
+        let mut b = zero;
+        b.comm[..2].copy_from_slice(b"dd");
+        b.cgroup_id = 42;
+        b.write_requests = 1;
+        b.write_bytes = 65536;
+        b.lat_hist[9] = 1;
+        let p = sum_process(ProcKey { tgid: 1234, dev: (259 << 20) | 1 }, &[a, b]);
+        assert_eq!((p.pid, p.major, p.minor, p.comm.as_str(), p.cgroup_id), (1234, 259, 1, "dd", 42));
+        assert_eq!((p.write_requests, p.write_bytes, p.lat_hist[9]), (3, 196608, 1));
+    }
+
+    #[test]
+    fn proc_flags_marks_kernel_threads() {
+        // pid 2 is kthreadd, a kernel thread; this test process is not.
+        assert_ne!(proc_flags(2).unwrap() & PF_KTHREAD, 0);
+        assert_eq!(proc_flags(std::process::id()).unwrap() & PF_KTHREAD, 0);
+        assert_eq!(proc_flags(u32::MAX), None);
+        assert!(looks_like_kernel_thread("kworker/u8:1") && !looks_like_kernel_thread("dd"));
+    }
+}

@@ -1,0 +1,70 @@
+//! The kernel's own counters of a program: missed runs, and run time when statistics are on. A tracing program is skipped, and the event
+//! lost to it, when it would run while another BPF program is already running on that CPU (for
+//! example a completion interrupt arriving during a program in task context: the kernel does not
+//! nest them). `bpf_prog_info.recursion_misses` (Linux 5.12+) counts those skips; aya reads the
+//! info but offers no accessor for that field, so it is read here with BPF_OBJ_GET_INFO_BY_FD.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+
+use aya_obj::generated::{bpf_cmd, bpf_prog_info};
+
+/// `union bpf_attr`'s `info` member: { bpf_fd, info_len, info }.
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// What the kernel counts about one program's runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgStats {
+    /// Runs skipped because another BPF program was running on the CPU.
+    pub recursion_misses: u64,
+    /// Time spent in the program and runs, counted only while `kernel.bpf_stats_enabled` is 1
+    /// (timing every run has a cost, so it is off by default).
+    pub run_time_ns: u64,
+    pub run_cnt: u64,
+}
+
+/// The kernel's counters of one program.
+pub fn prog_stats(prog: impl AsFd) -> io::Result<ProgStats> {
+    // SAFETY: bpf_prog_info is plain integers; all-zero is a valid value.
+    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut attr = InfoAttr {
+        bpf_fd: prog.as_fd().as_raw_fd() as u32,
+        info_len: std::mem::size_of::<bpf_prog_info>() as u32,
+        info: &mut info as *mut bpf_prog_info as u64,
+    };
+    // SAFETY: attr points at a live, correctly sized struct, and the kernel writes at most info_len
+    // bytes into `info`, which outlives the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
+            &mut attr as *mut InfoAttr,
+            std::mem::size_of::<InfoAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ProgStats {
+        recursion_misses: info.recursion_misses,
+        run_time_ns: info.run_time_ns,
+        run_cnt: info.run_cnt,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_that_is_not_a_bpf_program_is_an_error() {
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        assert!(prog_stats(&f).is_err());
+    }
+}

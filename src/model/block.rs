@@ -1,0 +1,449 @@
+//! Block-layer figures from the eBPF probes, per disk: latency split into queue and device time with
+//! percentiles, request sizes, rwbs flags, queue depth, and the cross-check against /proc/diskstats.
+//!
+//! Formulas (README "Block layer (eBPF)"): every figure is over the interval, from the increase of
+//! cumulative counters and histogram buckets between two samples.
+//! - iops = Δcompleted_requests / Δt; bytes/s = Δcompleted_bytes / Δt; avg size = Δissued_bytes /
+//!   Δissued_requests
+//! - queue_ms_avg = Δqueue_ns_sum / Δqueue_count / 10⁶ (request created → issued to the driver);
+//!   device_ms_avg = Δdevice_ns_sum / Δdevice_count / 10⁶ (issued → completed)
+//! - percentiles from the log2 histogram (see [`percentile`]); max is the upper edge of the highest
+//!   non-empty bucket (an upper bound, not an exact value)
+//! - queue depth at issue: avg = Δdepth_sum / Δdepth_samples (exact), min/max from the depth buckets
+//! - cross-check: eBPF completed bytes vs diskstats Δ(sectors read + written) × 512; flagged when
+//!   the larger is ≥ [`CROSSCHECK_MIN_BYTES`] and they differ by more than [`CROSSCHECK_TOLERANCE`].
+
+use serde::Serialize;
+
+use ioscope_common::block::{depth_bucket_range, log2_bucket_range};
+
+use super::counter::{delta, per_event, per_second};
+use crate::sample::{BlockDeviceCounters, BlockDirCounters, DiskStat, RequestsBytes, Sample};
+
+/// Relative difference above which eBPF and /proc/diskstats are said to disagree.
+pub const CROSSCHECK_TOLERANCE: f64 = 0.05;
+/// Below this many bytes in an interval, a disagreement is left unflagged: a request or two
+/// completing between the two reads is then a large share, and tells nothing.
+pub const CROSSCHECK_MIN_BYTES: u64 = 1 << 20;
+
+/// p50/p95/p99/max of one histogram over the interval, milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    /// Upper edge of the highest non-empty bucket.
+    pub max_ms: f64,
+    /// How many requests the histogram holds.
+    pub count: u64,
+}
+
+/// One direction (read, write, other) of one disk. JSON: `devices[].bpf.block.{read,write,other}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BlockDirModel {
+    /// Completed requests and bytes per second.
+    pub iops: f64,
+    pub bytes_s: f64,
+    /// Average request size at issue, bytes (0 without requests).
+    pub avg_size: f64,
+    /// Average queue time (created → issued) and device time (issued → completed), ms; null without
+    /// requests measured.
+    pub queue_ms_avg: Option<f64>,
+    pub device_ms_avg: Option<f64>,
+    pub queue: Option<Percentiles>,
+    pub device: Option<Percentiles>,
+    /// Share of the issued requests that waited in the I/O scheduler's queue (block_rq_insert), %,
+    /// and their average time there, ms.
+    pub sched_pct: f64,
+    pub sched_ms_avg: Option<f64>,
+    /// The interval's histograms (bucket counts, log2: see README): queue and device time in µs,
+    /// size in bytes.
+    pub queue_hist: Vec<u64>,
+    pub device_hist: Vec<u64>,
+    pub size_hist: Vec<u64>,
+}
+
+/// Requests with one rwbs flag. JSON: `devices[].bpf.block.flags[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FlagModel {
+    /// read, write, discard, flush, sync, metadata, readahead, fua.
+    pub flag: &'static str,
+    pub iops: f64,
+    pub bytes_s: f64,
+    /// Share of all requests issued in the interval, %.
+    pub share_pct: f64,
+}
+
+/// Requests in flight as each request was issued (itself included), over the interval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DepthModel {
+    pub min: u64,
+    pub avg: f64,
+    /// Exact below 32; above, the upper edge of its log2 bucket.
+    pub max: u64,
+    pub samples: u64,
+}
+
+/// eBPF completed bytes against /proc/diskstats over the interval. JSON: `devices[].bpf.crosscheck`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CrossCheck {
+    pub bpf_bytes: u64,
+    pub diskstats_bytes: u64,
+    /// |bpf − diskstats| / max(bpf, diskstats) × 100.
+    pub diff_pct: f64,
+    /// True when they disagree by more than the tolerance on enough bytes to mean it.
+    pub mismatch: bool,
+}
+
+/// Everything the block probes say about one disk. JSON: `devices[].bpf.block`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BlockDeviceModel {
+    pub read: BlockDirModel,
+    pub write: BlockDirModel,
+    pub other: BlockDirModel,
+    pub flags: Vec<FlagModel>,
+    /// None when no request was issued in the interval.
+    pub depth: Option<DepthModel>,
+    /// Requests issued and not completed now (a gauge), as the probes count them.
+    pub in_flight: u64,
+    /// Average queue time of reads and writes together, ms.
+    pub queue_ms_avg: Option<f64>,
+}
+
+/// A size histogram bucket with requests in it. JSON: `devices[].bpf.size_hist[]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SizeBucket {
+    /// Requests of at least `min_bytes` and below `max_bytes` (null: no upper bound).
+    pub min_bytes: u64,
+    pub max_bytes: Option<u64>,
+    pub read: u64,
+    pub write: u64,
+}
+
+/// The probes' counters for `disk` in a sample.
+fn find<'a>(s: &'a Sample, disk: &DiskStat) -> Option<&'a BlockDeviceCounters> {
+    s.bpf.block_devices.iter().find(|c| (c.major, c.minor) == (disk.major, disk.minor))
+}
+
+/// The block model of one disk, or None when the probes have not seen it (eBPF off, a partition,
+/// a bio-based device such as dm or md, or no request yet). A device absent from `prev` counted
+/// from zero since the probes attached, which was after `prev` was taken: its counters are all of
+/// this interval. With no previous sample at all, there is no interval: None.
+pub fn device(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) -> Option<BlockDeviceModel> {
+    let prev = prev?;
+    let c = find(cur, disk)?;
+    let zero = BlockDeviceCounters::default();
+    let p = find(prev, disk).unwrap_or(&zero);
+    let issued = |d: &BlockDirCounters, pd: &BlockDirCounters| delta(pd.issued_requests, d.issued_requests);
+    let all_issued = issued(&c.read, &p.read) + issued(&c.write, &p.write) + issued(&c.other, &p.other);
+    Some(BlockDeviceModel {
+        read: dir(&p.read, &c.read, secs),
+        write: dir(&p.write, &c.write, secs),
+        other: dir(&p.other, &c.other, secs),
+        flags: flags(p, c, all_issued, secs),
+        depth: depth(p, c),
+        in_flight: c.in_flight,
+        queue_ms_avg: {
+            let n = delta(p.read.queue_count, c.read.queue_count)
+                + delta(p.write.queue_count, c.write.queue_count);
+            let ns = delta(p.read.queue_ns_sum, c.read.queue_ns_sum)
+                + delta(p.write.queue_ns_sum, c.write.queue_ns_sum);
+            (n > 0).then(|| per_event(ns, n) / 1e6)
+        },
+    })
+}
+
+/// The cross-check of `disk` over the interval; None when there is no interval or the probes have
+/// not seen the disk.
+pub fn crosscheck(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat) -> Option<CrossCheck> {
+    let prev = prev?;
+    let c = find(cur, disk)?;
+    // Without the device in the previous sample (probes attached in between, or the previous
+    // sample had no eBPF) the two sources cover different spans: no comparison.
+    let p = find(prev, disk)?;
+    let pd = prev.disks.iter().find(|d| (d.major, d.minor) == (disk.major, disk.minor))?;
+    let bpf_bytes = delta(p.read.completed_bytes, c.read.completed_bytes)
+        + delta(p.write.completed_bytes, c.write.completed_bytes);
+    let diskstats_bytes =
+        (delta(pd.sectors_read, disk.sectors_read) + delta(pd.sectors_written, disk.sectors_written)) * 512;
+    Some(compare(bpf_bytes, diskstats_bytes))
+}
+
+/// The comparison rule, on its own for testing.
+pub fn compare(bpf_bytes: u64, diskstats_bytes: u64) -> CrossCheck {
+    let larger = bpf_bytes.max(diskstats_bytes);
+    let diff_pct =
+        if larger > 0 { bpf_bytes.abs_diff(diskstats_bytes) as f64 / larger as f64 * 100.0 } else { 0.0 };
+    CrossCheck {
+        bpf_bytes,
+        diskstats_bytes,
+        diff_pct,
+        mismatch: larger >= CROSSCHECK_MIN_BYTES && diff_pct > CROSSCHECK_TOLERANCE * 100.0,
+    }
+}
+
+fn hist_delta(p: &[u64], c: &[u64]) -> Vec<u64> {
+    c.iter().enumerate().map(|(i, &v)| delta(p.get(i).copied().unwrap_or(0), v)).collect()
+}
+
+fn dir(p: &BlockDirCounters, c: &BlockDirCounters, secs: f64) -> BlockDirModel {
+    let issued = delta(p.issued_requests, c.issued_requests);
+    let queue_count = delta(p.queue_count, c.queue_count);
+    let device_count = delta(p.device_count, c.device_count);
+    let sched = delta(p.sched_requests, c.sched_requests);
+    let ms_avg = |sum: u64, n: u64| (n > 0).then(|| per_event(sum, n) / 1e6);
+    let queue_hist = hist_delta(&p.queue_hist, &c.queue_hist);
+    let device_hist = hist_delta(&p.device_hist, &c.device_hist);
+    BlockDirModel {
+        iops: per_second(delta(p.completed_requests, c.completed_requests), secs),
+        bytes_s: per_second(delta(p.completed_bytes, c.completed_bytes), secs),
+        avg_size: per_event(delta(p.issued_bytes, c.issued_bytes), issued),
+        queue_ms_avg: ms_avg(delta(p.queue_ns_sum, c.queue_ns_sum), queue_count),
+        device_ms_avg: ms_avg(delta(p.device_ns_sum, c.device_ns_sum), device_count),
+        queue: latency_percentiles(&queue_hist),
+        device: latency_percentiles(&device_hist),
+        sched_pct: if issued > 0 { sched as f64 / issued as f64 * 100.0 } else { 0.0 },
+        sched_ms_avg: ms_avg(delta(p.sched_ns_sum, c.sched_ns_sum), sched),
+        queue_hist,
+        device_hist,
+        size_hist: hist_delta(&p.size_hist, &c.size_hist),
+    }
+}
+
+fn flags(p: &BlockDeviceCounters, c: &BlockDeviceCounters, all: u64, secs: f64) -> Vec<FlagModel> {
+    let (pf, cf) = (&p.flags, &c.flags);
+    let list: [(&'static str, &RequestsBytes, &RequestsBytes); 8] = [
+        ("read", &pf.read, &cf.read),
+        ("write", &pf.write, &cf.write),
+        ("discard", &pf.discard, &cf.discard),
+        ("flush", &pf.flush, &cf.flush),
+        ("sync", &pf.sync, &cf.sync),
+        ("metadata", &pf.metadata, &cf.metadata),
+        ("readahead", &pf.readahead, &cf.readahead),
+        ("fua", &pf.fua, &cf.fua),
+    ];
+    list.iter()
+        .map(|(flag, p, c)| {
+            let n = delta(p.requests, c.requests);
+            FlagModel {
+                flag,
+                iops: per_second(n, secs),
+                bytes_s: per_second(delta(p.bytes, c.bytes), secs),
+                share_pct: if all > 0 { n as f64 / all as f64 * 100.0 } else { 0.0 },
+            }
+        })
+        .collect()
+}
+
+fn depth(p: &BlockDeviceCounters, c: &BlockDeviceCounters) -> Option<DepthModel> {
+    let samples = delta(p.depth_samples, c.depth_samples);
+    if samples == 0 {
+        return None;
+    }
+    let hist = hist_delta(&p.depth_hist, &c.depth_hist);
+    let lowest = hist.iter().position(|&n| n > 0)?;
+    let highest = hist.iter().rposition(|&n| n > 0)?;
+    Some(DepthModel {
+        min: depth_bucket_range(lowest).0,
+        avg: per_event(delta(p.depth_sum, c.depth_sum), samples),
+        max: depth_bucket_range(highest).1,
+        samples,
+    })
+}
+
+/// The value below which a fraction `q` (0..1) of a log2 histogram lies: the bucket holding the
+/// request of rank ⌈q × total⌉, linearly interpolated within that bucket's range. The open last
+/// bucket is taken as [low, 2 × low). None for an empty histogram.
+pub fn percentile(hist: &[u64], q: f64) -> Option<f64> {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+    let mut before = 0u64;
+    for (b, &n) in hist.iter().enumerate() {
+        if n > 0 && before + n >= rank {
+            let (low, high) = bucket_bounds(b);
+            return Some(low + (high - low) * (rank - before) as f64 / n as f64);
+        }
+        before += n;
+    }
+    None
+}
+
+/// A log2 bucket's range as floats, the open last bucket closed at twice its low end.
+fn bucket_bounds(b: usize) -> (f64, f64) {
+    let (low, high) = log2_bucket_range(b);
+    let high = if high == u64::MAX { low.saturating_mul(2) } else { high };
+    (low as f64, high as f64)
+}
+
+/// p50/p95/p99/max of a latency histogram in µs, as ms.
+pub fn latency_percentiles(hist: &[u64]) -> Option<Percentiles> {
+    let ms = |q: f64| percentile(hist, q).map(|us| us / 1000.0);
+    let highest = hist.iter().rposition(|&n| n > 0)?;
+    Some(Percentiles {
+        p50_ms: ms(0.50)?,
+        p95_ms: ms(0.95)?,
+        p99_ms: ms(0.99)?,
+        max_ms: bucket_bounds(highest).1 / 1000.0,
+        count: hist.iter().sum(),
+    })
+}
+
+/// Read and write histograms added bucket by bucket.
+pub fn merged(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let n = a.len().max(b.len());
+    (0..n).map(|i| a.get(i).copied().unwrap_or(0) + b.get(i).copied().unwrap_or(0)).collect()
+}
+
+/// The size histogram's non-empty buckets, read and write side by side.
+pub fn size_buckets(m: &BlockDeviceModel) -> Vec<SizeBucket> {
+    let n = m.read.size_hist.len().max(m.write.size_hist.len());
+    (0..n)
+        .filter_map(|b| {
+            let read = m.read.size_hist.get(b).copied().unwrap_or(0);
+            let write = m.write.size_hist.get(b).copied().unwrap_or(0);
+            if read + write == 0 {
+                return None;
+            }
+            let (low, high) = log2_bucket_range(b);
+            Some(SizeBucket { min_bytes: low, max_bytes: (high != u64::MAX).then_some(high), read, write })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(entries: &[(usize, u64)]) -> Vec<u64> {
+        let mut h = vec![0; 32];
+        for &(b, n) in entries {
+            h[b] = n;
+        }
+        h
+    }
+
+    #[test]
+    fn percentiles_by_hand() {
+        // 100 requests: 50 in [128, 256) µs, 45 in [512, 1024) µs, 5 in [8192, 16384) µs.
+        let h = hist(&[(8, 50), (10, 45), (14, 5)]);
+        let p = latency_percentiles(&h).unwrap();
+        // p50: rank 50, the 50th of 50 in bucket 8: 128 + 128 × 50/50 = 256 µs.
+        assert_eq!(p.p50_ms, 0.256);
+        // p95: rank 95, the 45th of 45 in bucket 10: 512 + 512 × 45/45 = 1024 µs.
+        assert_eq!(p.p95_ms, 1.024);
+        // p99: rank 99, the 4th of 5 in bucket 14: 8192 + 8192 × 4/5 = 14745.6 µs.
+        assert!((p.p99_ms - 14.7456).abs() < 1e-9, "{}", p.p99_ms);
+        assert_eq!(p.max_ms, 16.384);
+        assert_eq!(p.count, 100);
+        // One request in bucket 1 ([1, 2) µs): every percentile is its upper edge.
+        assert_eq!(percentile(&hist(&[(1, 1)]), 0.5), Some(2.0));
+        assert_eq!(percentile(&hist(&[]), 0.5), None);
+        assert!(latency_percentiles(&hist(&[])).is_none());
+    }
+
+    #[test]
+    fn crosscheck_flags_only_real_disagreement() {
+        // 100 MiB vs 94 MiB: 6 % apart → flagged.
+        let c = compare(100 << 20, 94 << 20);
+        assert!(c.mismatch);
+        assert!((c.diff_pct - 6.0).abs() < 1e-9);
+        // 100 MiB vs 96 MiB: 4 % → fine.
+        assert!(!compare(100 << 20, 96 << 20).mismatch);
+        // Tiny intervals are not judged: 64 KiB vs nothing.
+        assert!(!compare(65536, 0).mismatch);
+        // eBPF saw nothing while diskstats counted 10 MiB: flagged (a quiet wrong number).
+        assert!(compare(0, 10 << 20).mismatch);
+        assert_eq!(compare(0, 0).diff_pct, 0.0);
+    }
+
+    fn counters(
+        read_bytes: u64,
+        reads: u64,
+        hist_bucket: usize,
+        depth: &[(usize, u64)],
+        depth_sum: u64,
+    ) -> BlockDeviceCounters {
+        let mut dir = BlockDirCounters {
+            issued_requests: reads,
+            issued_bytes: read_bytes,
+            completed_requests: reads,
+            completed_bytes: read_bytes,
+            queue_ns_sum: reads * 1_000_000,
+            queue_count: reads,
+            device_ns_sum: reads * 3_000_000,
+            device_count: reads,
+            sched_requests: reads / 2,
+            sched_ns_sum: reads / 2 * 500_000,
+            queue_hist: vec![0; 32],
+            device_hist: vec![0; 32],
+            size_hist: vec![0; 32],
+        };
+        dir.size_hist[hist_bucket] = reads;
+        dir.device_hist[12] = reads; // [2048, 4096) µs
+        let mut d = BlockDeviceCounters {
+            major: 8,
+            minor: 0,
+            read: dir,
+            write: BlockDirCounters::default(),
+            other: BlockDirCounters::default(),
+            depth_hist: vec![0; 48],
+            depth_sum,
+            depth_samples: depth.iter().map(|x| x.1).sum(),
+            ..Default::default()
+        };
+        for &(b, n) in depth {
+            d.depth_hist[b] = n;
+        }
+        d.flags.read = RequestsBytes { requests: reads, bytes: read_bytes };
+        d.flags.readahead = RequestsBytes { requests: reads / 4, bytes: read_bytes / 4 };
+        d
+    }
+
+    fn sample(c: Option<BlockDeviceCounters>, sectors_read: u64) -> Sample {
+        let mut s = Sample::default();
+        s.disks.push(DiskStat { major: 8, minor: 0, name: "sda".into(), sectors_read, ..Default::default() });
+        s.bpf.block_devices.extend(c);
+        s
+    }
+
+    #[test]
+    fn device_model_by_hand() {
+        // 2 s: 400 reads of 4 KiB, depth seen at issue 1 (×100), 2 (×200), 40 (×100).
+        let prev = sample(Some(counters(0, 0, 13, &[], 0)), 0);
+        let cur = sample(
+            Some(counters(400 * 4096, 400, 13, &[(1, 100), (2, 200), (32, 100)], 100 + 400 + 4000)),
+            3200,
+        );
+        let m = device(Some(&prev), &cur, &cur.disks[0], 2.0).unwrap();
+        assert_eq!(m.read.iops, 200.0);
+        assert_eq!(m.read.bytes_s, 819_200.0);
+        assert_eq!(m.read.avg_size, 4096.0);
+        assert_eq!(m.read.queue_ms_avg, Some(1.0));
+        assert_eq!(m.read.device_ms_avg, Some(3.0));
+        assert_eq!(m.read.sched_pct, 50.0);
+        assert_eq!(m.read.sched_ms_avg, Some(0.5));
+        // All in [2048, 4096) µs: the median is the middle of the bucket.
+        assert_eq!(m.read.device.as_ref().unwrap().p50_ms, 3.072);
+        assert_eq!(m.write.queue_ms_avg, None);
+        let d = m.depth.clone().unwrap();
+        assert_eq!((d.min, d.max, d.samples), (1, 63, 400));
+        assert_eq!(d.avg, 11.25); // 4500 / 400
+        let ra = m.flags.iter().find(|f| f.flag == "readahead").unwrap();
+        assert_eq!((ra.iops, ra.share_pct), (50.0, 25.0));
+        let sizes = size_buckets(&m);
+        assert_eq!(sizes, vec![SizeBucket { min_bytes: 4096, max_bytes: Some(8192), read: 400, write: 0 }]);
+        // The cross-check: 400 × 4 KiB = 1600 KiB by eBPF, 3200 sectors = 1600 KiB by diskstats.
+        let x = crosscheck(Some(&prev), &cur, &cur.disks[0]).unwrap();
+        assert_eq!((x.bpf_bytes, x.diskstats_bytes, x.mismatch), (1_638_400, 1_638_400, false));
+        // Without a previous sample there is no interval; without the device, no eBPF figures.
+        assert!(device(None, &cur, &cur.disks[0], 2.0).is_none());
+        assert!(device(Some(&prev), &sample(None, 0), &cur.disks[0], 2.0).is_none());
+        // A device the previous sample lacked is counted from zero (probes attached in between)…
+        assert_eq!(device(Some(&sample(None, 0)), &cur, &cur.disks[0], 2.0).unwrap().read.iops, 200.0);
+        // …but not cross-checked (the two sources cover different spans).
+        assert!(crosscheck(Some(&sample(None, 0)), &cur, &cur.disks[0]).is_none());
+    }
+}

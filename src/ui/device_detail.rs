@@ -1,0 +1,323 @@
+//! The eBPF detail of one device (Enter on the devices pane): latency split into queue and device
+//! time with percentiles, request-size and latency histograms for reads and writes, the rwbs flag
+//! breakdown, queue depth beside iostat's aqu-sz, the cross-check with /proc/diskstats, and a plain
+//! note where %util misleads.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::Frame;
+
+use ioscope_common::block::log2_bucket_range;
+
+use crate::model::block::{BlockDeviceModel, BlockDirModel, Percentiles};
+use crate::model::{DeviceModel, Model};
+use crate::ui::columns::{self, Column};
+use crate::ui::format::{self, Units};
+use crate::ui::io_processes;
+use crate::ui::rows;
+use crate::ui::state::UiState;
+use crate::ui::theme::{Level, Theme};
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
+    let theme = Theme { color: state.color };
+    let devices = rows::visible_devices(model, state);
+    let Some(d) = devices.get(state.selected_device.min(devices.len().saturating_sub(1))).copied() else {
+        let block = title_block("Device detail", &theme);
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        frame.render_widget(Paragraph::new(Span::styled("no device to show", theme.dim())), inner);
+        return;
+    };
+    let block =
+        title_block(&format!("{}  block layer (eBPF)  Enter/Esc back  j/k other device", d.name), &theme);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let Some(b) = d.bpf.as_ref().and_then(|b| b.block.as_ref()) else {
+        let msg = why_nothing(model, d);
+        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())).wrap(Wrap { trim: true }), inner);
+        return;
+    };
+    let summary = summary_lines(d, b, state);
+    // The summary, latency table and flags always fit first; the histograms get what is left.
+    let fixed = summary.len() as u16 + 4 + 2;
+    let hist_h = histogram_height(b, inner.width >= WIDE).min(inner.height.saturating_sub(fixed));
+    let [top, lat, flags, hists, _, subs] = Layout::vertical([
+        Constraint::Length(summary.len() as u16),
+        Constraint::Length(4),
+        Constraint::Length(2),
+        Constraint::Length(hist_h),
+        Constraint::Length(1),
+        Constraint::Fill(1),
+    ])
+    .areas(inner);
+    frame.render_widget(Paragraph::new(summary), top);
+    let table = columns::table(latency_columns(b, state.units), lat.width, theme.table_header());
+    frame.render_widget(table, lat);
+    frame.render_widget(Paragraph::new(flag_lines(b, state)).wrap(Wrap { trim: true }), flags);
+    render_histograms(frame, hists, b, state);
+    // Who sends the I/O to this device (the per-submitter view, filtered to it).
+    if subs.height >= 3 {
+        let rows: Vec<_> =
+            io_processes::visible(model, state).into_iter().filter(|p| p.device == d.name).collect();
+        let [title, table_area] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(subs);
+        let text =
+            if rows.is_empty() { "no submitter in this interval" } else { "submitters (b: all disks)" };
+        frame.render_widget(Paragraph::new(Span::styled(text, theme.table_header())), title);
+        if !rows.is_empty() {
+            let table = columns::table(
+                io_processes::io_columns(&rows, state),
+                table_area.width,
+                theme.table_header(),
+            );
+            frame.render_widget(table, table_area);
+        }
+    }
+}
+
+/// From this width on, the queue-time histogram is shown beside the other two.
+const WIDE: u16 = 150;
+
+/// Lines the histograms need: a title plus the span of non-empty buckets of the tallest one.
+fn histogram_height(b: &BlockDeviceModel, wide: bool) -> u16 {
+    let span = |r: &[u64], w: &[u64]| {
+        let n = r.len().max(w.len());
+        let busy: Vec<usize> =
+            (0..n).filter(|&i| r.get(i).copied().unwrap_or(0) + w.get(i).copied().unwrap_or(0) > 0).collect();
+        match (busy.first(), busy.last()) {
+            (Some(lo), Some(hi)) => hi - lo + 1,
+            _ => 1,
+        }
+    };
+    let mut tallest =
+        span(&b.read.device_hist, &b.write.device_hist).max(span(&b.read.size_hist, &b.write.size_hist));
+    if wide {
+        tallest = tallest.max(span(&b.read.queue_hist, &b.write.queue_hist));
+    }
+    tallest as u16 + 1
+}
+
+fn title_block(title: &str, theme: &Theme) -> Block<'static> {
+    Block::new()
+        .borders(Borders::TOP)
+        .border_style(theme.dim())
+        .title(Span::styled(format!("▶2 {title} "), theme.title(true)))
+}
+
+/// Why a device has no eBPF figures, in words the user can act on.
+fn why_nothing(model: &Model, d: &DeviceModel) -> String {
+    if !model.bpf.enabled {
+        return format!("eBPF is off: {}", model.bpf.reason.as_deref().unwrap_or("no reason given"));
+    }
+    if model.interval_s == 0.0 {
+        return "rates pending: the first interval is not over yet".into();
+    }
+    if d.is_partition {
+        return format!(
+            "{} is a partition: the block layer makes its requests of the whole disk, so the eBPF \
+             figures are on the disk's row",
+            d.name
+        );
+    }
+    format!(
+        "no request seen on {} since the probes attached: it is idle, or it is a bio-based device \
+         (device-mapper, md) whose I/O the block layer sends to the disks below it.",
+        d.name
+    )
+}
+
+fn summary_lines(d: &DeviceModel, b: &BlockDeviceModel, state: &UiState) -> Vec<Line<'static>> {
+    let theme = Theme { color: state.color };
+    let u = state.units;
+    let kb = |v: f64| format::human_bytes(v * 1024.0);
+    // Each line fits 80 columns: the area is exactly as tall as the number of lines.
+    let mut lines = vec![Line::from(format!(
+        "r/s {}  w/s {}  rareq-sz {}  wareq-sz {}  %util {}  aqu-sz {:.2}",
+        format::count(d.r_s, u),
+        format::count(d.w_s, u),
+        kb(d.rareq_sz),
+        kb(d.wareq_sz),
+        format::percent(d.util),
+        d.aqu_sz,
+    ))];
+    let depth = match &b.depth {
+        Some(q) => {
+            let max = if q.max == u64::MAX { "huge".to_string() } else { q.max.to_string() };
+            format!("min {}  avg {:.1}  max {max}", q.min, q.avg)
+        }
+        None => "no request issued".into(),
+    };
+    lines.push(Line::from(format!("queue depth at issue  {depth}  in flight now {}", b.in_flight)));
+    if let Some(x) = d.bpf.as_ref().and_then(|b| b.crosscheck.as_ref()) {
+        let text = format!(
+            "eBPF vs /proc/diskstats  {} vs {} ({:.1} % apart)",
+            format::human_bytes(x.bpf_bytes as f64),
+            format::human_bytes(x.diskstats_bytes as f64),
+            x.diff_pct
+        );
+        lines.push(if x.mismatch {
+            Line::from(vec![
+                Span::styled(format!("≠ {text}"), theme.level(Level::Critical)),
+                Span::raw("  see probe health (e)"),
+            ])
+        } else {
+            Line::from(Span::styled(format!("{text}  agree"), theme.dim()))
+        });
+    }
+    if let Some(note) = util_note(d, b) {
+        lines.push(Line::from(Span::styled(note, theme.level(Level::Warn))));
+    }
+    lines
+}
+
+/// The %util honesty note: %util is the share of time with at least one request in flight, which
+/// says "busy" but not "saturated" for a device that serves requests in parallel.
+pub fn util_note(d: &DeviceModel, b: &BlockDeviceModel) -> Option<String> {
+    let s = d.settings.as_ref()?;
+    let queues = s.hw_queues.unwrap_or(1);
+    if queues <= 1 && s.rotational != Some(false) {
+        return None;
+    }
+    let why = if queues > 1 { format!("{queues} hw queues") } else { "non-rotational".into() };
+    let depth = b.depth.as_ref().map(|q| format!(" (avg {:.1})", q.avg)).unwrap_or_default();
+    Some(format!("%util ≠ saturation here ({why}, parallel): read p99 and depth{depth}"))
+}
+
+fn pct(p: &Option<Percentiles>, f: fn(&Percentiles) -> f64, u: Units) -> String {
+    p.as_ref().map(|p| format::millis(f(p), u)).unwrap_or_else(|| "-".into())
+}
+
+fn latency_columns(b: &BlockDeviceModel, u: Units) -> Vec<Column> {
+    let dirs: [(&str, &BlockDirModel); 3] = [("read", &b.read), ("write", &b.write), ("other", &b.other)];
+    let col = |title: &str, priority: u8, f: &dyn Fn(&BlockDirModel) -> String| {
+        let mut c = Column::new(title, priority);
+        c.cells = dirs.iter().map(|(_, d)| (f(d), Style::new())).collect();
+        c
+    };
+    let opt_ms = |v: Option<f64>| v.map(|v| format::millis(v, u)).unwrap_or_else(|| "-".into());
+    let mut name = Column::new("(ms)", 0).left();
+    name.cells = dirs.iter().map(|(n, _)| (n.to_string(), Style::new())).collect();
+    vec![
+        name,
+        col("iops", 0, &|d| format::count(d.iops, u)),
+        col("B/s", 1, &|d| format::bytes(d.bytes_s, u)),
+        col("avg sz", 0, &|d| format::bytes(d.avg_size, u)),
+        col("queue", 0, &|d| opt_ms(d.queue_ms_avg)),
+        col("q p50", 3, &|d| pct(&d.queue, |p| p.p50_ms, u)),
+        col("q p99", 2, &|d| pct(&d.queue, |p| p.p99_ms, u)),
+        col("device", 0, &|d| opt_ms(d.device_ms_avg)),
+        col("d p50", 1, &|d| pct(&d.device, |p| p.p50_ms, u)),
+        col("d p95", 2, &|d| pct(&d.device, |p| p.p95_ms, u)),
+        col("d p99", 1, &|d| pct(&d.device, |p| p.p99_ms, u)),
+        col("d max≤", 2, &|d| pct(&d.device, |p| p.max_ms, u)),
+        col("sched%", 4, &|d| format::percent(d.sched_pct)),
+    ]
+}
+
+fn flag_lines(b: &BlockDeviceModel, state: &UiState) -> Vec<Line<'static>> {
+    let u = state.units;
+    let theme = Theme { color: state.color };
+    let mut spans = vec![Span::styled("flags ", theme.table_header())];
+    for f in &b.flags {
+        let text = format!("{} {}/s {}% ", f.flag, format::count(f.iops, u), format::percent(f.share_pct));
+        let style = if f.iops > 0.0 { Style::new() } else { theme.dim() };
+        spans.push(Span::styled(text, style));
+        spans.push(Span::styled("· ", theme.dim()));
+    }
+    spans.pop();
+    vec![Line::from(spans)]
+}
+
+/// A latency bucket's lower edge in µs, as text.
+fn us_label(us: u64) -> String {
+    match us {
+        0 => "0".into(),
+        us if us < 1000 => format!("{us}µs"),
+        us if us < 1_000_000 => format!("{}ms", us / 1000),
+        us => format!("{}s", us / 1_000_000),
+    }
+}
+
+fn size_label(bytes: u64) -> String {
+    format::human_bytes(bytes as f64)
+}
+
+/// A histogram to draw: title, read and write buckets, bucket label.
+type HistSpec<'a> = (&'a str, &'a [u64], &'a [u64], fn(u64) -> String);
+
+/// Read and write histograms side by side (device time, request size, and queue time when wide).
+fn render_histograms(frame: &mut Frame, area: Rect, b: &BlockDeviceModel, state: &UiState) {
+    let wide = area.width >= WIDE;
+    let mut specs: Vec<HistSpec> = vec![
+        ("device time", &b.read.device_hist, &b.write.device_hist, us_label),
+        ("request size", &b.read.size_hist, &b.write.size_hist, size_label),
+    ];
+    if wide {
+        specs.push(("queue time", &b.read.queue_hist, &b.write.queue_hist, us_label));
+    }
+    let areas = Layout::horizontal(vec![Constraint::Ratio(1, specs.len() as u32); specs.len()]).split(area);
+    for (i, (name, read, write, label)) in specs.into_iter().enumerate() {
+        let lines = histogram_lines(name, read, write, label, areas[i].width, area.height, state);
+        frame.render_widget(Paragraph::new(lines), areas[i]);
+    }
+}
+
+/// One histogram as text: the range of non-empty buckets, a read bar and a write bar per bucket,
+/// scaled to the largest bucket of either.
+pub fn histogram_lines(
+    name: &str,
+    read: &[u64],
+    write: &[u64],
+    label: fn(u64) -> String,
+    width: u16,
+    height: u16,
+    state: &UiState,
+) -> Vec<Line<'static>> {
+    let theme = Theme { color: state.color };
+    let n = read.len().max(write.len());
+    let get = |h: &[u64], i: usize| h.get(i).copied().unwrap_or(0);
+    let nonzero: Vec<usize> = (0..n).filter(|&i| get(read, i) + get(write, i) > 0).collect();
+    let mut lines = vec![Line::from(Span::styled(format!("{name}  read | write"), theme.table_header()))];
+    let (Some(&first), Some(&last)) = (nonzero.first(), nonzero.last()) else {
+        lines.push(Line::from(Span::styled("no requests", theme.dim())));
+        return lines;
+    };
+    // Keep the busiest part when there are more buckets than lines.
+    let room = height.saturating_sub(1).max(1) as usize;
+    let (mut lo, mut hi) = (first, last);
+    while hi - lo + 1 > room {
+        if get(read, lo) + get(write, lo) <= get(read, hi) + get(write, hi) {
+            lo += 1;
+        } else {
+            hi -= 1;
+        }
+    }
+    let max = (lo..=hi).map(|i| get(read, i).max(get(write, i))).max().unwrap_or(1).max(1);
+    let label_w = 6usize;
+    let count_w = 7usize;
+    let bar_w = ((width as usize).saturating_sub(label_w + 2 * count_w + 4) / 2).max(1);
+    let bar = |v: u64| {
+        let cells = ((v as f64 / max as f64) * bar_w as f64).ceil() as usize;
+        format!("{:<bar_w$}", "█".repeat(cells.min(bar_w)))
+    };
+    for i in lo..=hi {
+        let (r, w) = (get(read, i), get(write, i));
+        lines.push(Line::from(vec![
+            Span::raw(format!("{:>label_w$} ", label(log2_bucket_range(i).0))),
+            Span::styled(bar(r), theme.good()),
+            Span::raw(format!("{:>count_w$} ", compact(r))),
+            Span::styled(bar(w), theme.dirty()),
+            Span::raw(format!("{:>count_w$}", compact(w))),
+        ]));
+    }
+    lines
+}
+
+fn compact(v: u64) -> String {
+    match v {
+        0 => String::new(),
+        v if v < 10_000 => v.to_string(),
+        v => format::count(v as f64, Units::Human),
+    }
+}

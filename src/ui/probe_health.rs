@@ -1,0 +1,180 @@
+//! The probe-health view (`e`): every eBPF program, its tracepoint, attached or not and why, events
+//! per second; events the probes could not use; how full each map is. It says plainly what ioscope
+//! is and is not measuring.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::Frame;
+
+use crate::model::block_health::LostCounter;
+use crate::model::Model;
+use crate::ui::columns::{self, Column};
+use crate::ui::format;
+use crate::ui::state::UiState;
+use crate::ui::theme::{Level, Theme};
+
+/// Map fill from which the view warns (the map is bounded; when full, requests go untracked).
+const FILL_WARN: f64 = 50.0;
+const FILL_CRIT: f64 = 90.0;
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
+    let theme = Theme { color: state.color };
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(theme.dim())
+        .title(Span::styled("▶ eBPF probe health  e/Esc back ", theme.title(true)));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+
+    let status = match (model.bpf.enabled, &model.bpf.reason) {
+        (true, None) => Line::from("eBPF on: every program attached"),
+        (true, Some(why)) => {
+            Line::from(Span::styled(format!("eBPF partly on: {why}"), theme.level(Level::Warn)))
+        }
+        (false, why) => Line::from(Span::styled(
+            format!("eBPF off: {}", why.as_deref().unwrap_or("no reason given")),
+            theme.level(Level::Critical),
+        )),
+    };
+    let programs = &model.bpf.programs;
+    let health = model.bpf.block_health.as_ref();
+    // When the screen is short, the counters that never moved are left out (and said to be 0).
+    let all_lost: Vec<&LostCounter> = health.map(|h| h.lost.iter().collect()).unwrap_or_default();
+    let needed = 1 + programs.len() + 1 + all_lost.len() + 1 + health.map_or(0, |h| h.maps.len()) + 1;
+    let lost: Vec<&LostCounter> = if needed > inner.height as usize {
+        all_lost.iter().copied().filter(|l| l.total > 0).collect()
+    } else {
+        all_lost.clone()
+    };
+    let hidden_zero = all_lost.len() - lost.len();
+    let lost_rows = lost.len() as u16;
+    let map_rows = health.map_or(0, |h| h.maps.len()) as u16;
+    let [status_area, prog_area, lost_area, map_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(programs.len() as u16 + 1),
+        Constraint::Length(lost_rows + 1),
+        Constraint::Length(map_rows + 1),
+    ])
+    .areas(inner);
+    frame.render_widget(Paragraph::new(status).wrap(Wrap { trim: true }), status_area);
+    if programs.is_empty() {
+        return;
+    }
+
+    let u = state.units;
+    // Programs: the block probes' event counts where known (the foundation's counter has none).
+    let events = |name: &str| health.and_then(|h| h.programs.iter().find(|p| p.program == name));
+    let mut cols = vec![
+        col("program", 0, programs.iter().map(|p| (p.program.clone(), Style::new())).collect()).left(),
+        col("tracepoint", 0, programs.iter().map(|p| (p.tracepoint.clone(), Style::new())).collect()).left(),
+        col(
+            "state",
+            0,
+            programs
+                .iter()
+                .map(|p| match (p.attached, &p.error) {
+                    (true, None) => ("attached".to_string(), theme.good()),
+                    (true, Some(e)) => (format!("attached, {e}"), theme.level(Level::Warn)),
+                    (false, e) => (
+                        format!("off: {}", e.as_deref().unwrap_or("not attached")),
+                        theme.level(Level::Critical),
+                    ),
+                })
+                .collect(),
+        )
+        .left(),
+        col(
+            "events/s",
+            1,
+            programs
+                .iter()
+                .map(|p| {
+                    (events(&p.program).map_or("-".into(), |e| format::count(e.events_s, u)), Style::new())
+                })
+                .collect(),
+        ),
+        col(
+            "missed",
+            1,
+            programs
+                .iter()
+                .map(|p| match events(&p.program) {
+                    Some(e) if e.missed > 0 => (e.missed.to_string(), theme.level(Level::Warn)),
+                    Some(e) => (e.missed.to_string(), Style::new()),
+                    None => ("-".into(), Style::new()),
+                })
+                .collect(),
+        ),
+        col(
+            "ns/run",
+            3,
+            programs
+                .iter()
+                .map(|p| {
+                    (
+                        events(&p.program)
+                            .and_then(|e| e.ns_per_run)
+                            .map_or("-".into(), |ns| format!("{ns:.0}")),
+                        Style::new(),
+                    )
+                })
+                .collect(),
+        ),
+        col(
+            "total",
+            2,
+            programs
+                .iter()
+                .map(|p| {
+                    (events(&p.program).map_or("-".into(), |e| e.events_total.to_string()), Style::new())
+                })
+                .collect(),
+        ),
+    ];
+    cols.retain(|c| !c.cells.is_empty());
+    frame.render_widget(columns::table(cols, prog_area.width, theme.table_header()), prog_area);
+
+    let Some(h) = health else { return };
+    let title =
+        if hidden_zero > 0 { format!("lost ({hidden_zero} more at 0)") } else { "lost or untracked".into() };
+    let lost = vec![
+        col(&title, 0, lost.iter().map(|l| (l.what.to_string(), Style::new())).collect()).left(),
+        col(
+            "interval",
+            0,
+            lost.iter()
+                .map(|l| {
+                    let style = if l.interval > 0 { theme.level(Level::Warn) } else { Style::new() };
+                    (l.interval.to_string(), style)
+                })
+                .collect(),
+        ),
+        col("total", 0, lost.iter().map(|l| (l.total.to_string(), Style::new())).collect()),
+        col("effect", 1, lost.iter().map(|l| (l.effect.to_string(), theme.dim())).collect()).left(),
+    ];
+    frame.render_widget(columns::table(lost, lost_area.width, theme.table_header()), lost_area);
+    let maps = vec![
+        col("map", 0, h.maps.iter().map(|m| (m.map.to_string(), Style::new())).collect()).left(),
+        col("entries", 0, h.maps.iter().map(|m| (m.entries.to_string(), Style::new())).collect()),
+        col("capacity", 0, h.maps.iter().map(|m| (m.capacity.to_string(), Style::new())).collect()),
+        col(
+            "fill%",
+            0,
+            h.maps
+                .iter()
+                .map(|m| {
+                    (format::percent(m.fill_pct), theme.level(Level::of(m.fill_pct, FILL_WARN, FILL_CRIT)))
+                })
+                .collect(),
+        ),
+    ];
+    frame.render_widget(columns::table(maps, map_area.width, theme.table_header()), map_area);
+}
+
+fn col(title: &str, priority: u8, cells: Vec<(String, Style)>) -> Column {
+    let mut c = Column::new(title, priority);
+    c.cells = cells;
+    c
+}

@@ -1,0 +1,146 @@
+//! Live test (root only) of `ioscope --batch --json` with the block probes: a short-lived `dd` and a
+//! short-lived `cat`, each finished between two reports, are both caught in `io_processes[]` with
+//! exactly the bytes they moved, and the documented `devices[].bpf` keys are there.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use common::LoopDevice;
+use serde_json::Value;
+
+/// The ioscope under test, killed and reaped however the test ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs a command to completion and returns its pid.
+fn run_pid(cmd: &str, args: &[&str]) -> u32 {
+    let mut child =
+        Command::new(cmd).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect(cmd);
+    let pid = child.id();
+    assert!(child.wait().unwrap().success(), "{cmd} {args:?}");
+    pid
+}
+
+/// Bytes a (pid, disk) row accounts for in one report: rate × interval.
+fn bytes(report: &Value, pid: u32, disk: &str, key: &str) -> f64 {
+    let interval = report["interval_s"].as_f64().unwrap();
+    report["io_processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pid"].as_u64() == Some(u64::from(pid)) && p["device"] == disk)
+        .map(|p| p[key].as_f64().unwrap() * interval)
+        .sum()
+}
+
+fn exited_in(report: &Value, pid: u32) -> bool {
+    report["io_processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["pid"].as_u64() == Some(u64::from(pid)) && p["exited"] == true)
+}
+
+#[test]
+fn batch_json_catches_short_lived_dd_and_cat() {
+    if !common::require_root("live_block_json") {
+        return;
+    }
+    let lo = LoopDevice::with_fs(64, "ext4");
+    let file = lo.mount_point().join("data");
+    let path = file.to_str().unwrap().to_string();
+    // 4 MiB written around the page cache, so that `cat` has to read it from the disk.
+    common::run("dd", &["if=/dev/zero", &format!("of={path}"), "oflag=direct", "bs=1M", "count=4"]);
+    common::run("sync", &[]);
+
+    let mut ioscope = Running(
+        Command::new(env!("CARGO_BIN_EXE_ioscope"))
+            .args(["--batch", "--json", "--interval", "0.5", "-n", "60"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(ioscope.0.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    if first["bpf"]["enabled"] != true {
+        common::skip("live_block_json", &format!("eBPF unavailable: {}", first["bpf"]["reason"]));
+        return;
+    }
+
+    let dd = run_pid("dd", &["if=/dev/zero", &format!("of={path}.2"), "oflag=direct", "bs=64k", "count=200"]);
+    let cat = run_pid("cat", &[&path]);
+
+    // Read reports until both have been reported as exited (a process that exited is reported
+    // once, then dropped). Bounded, so a failure cannot hang the test.
+    let mut reports = Vec::new();
+    for line in lines.by_ref().take(50) {
+        let report: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let done = exited_in(&report, dd) && exited_in(&report, cat)
+            || reports.iter().any(|r| exited_in(r, dd)) && exited_in(&report, cat)
+            || reports.iter().any(|r| exited_in(r, cat)) && exited_in(&report, dd);
+        reports.push(report);
+        if done {
+            break;
+        }
+    }
+    drop(ioscope);
+
+    let total = |pid: u32, key: &str| reports.iter().map(|r| bytes(r, pid, &lo.name, key)).sum::<f64>();
+    // Runs of block_io_start / block_io_done the kernel skipped (another BPF program was running
+    // on the CPU, e.g. other eBPF tools on a shared machine): each may cost one request's credit.
+    let skipped: u64 = reports
+        .iter()
+        .flat_map(|r| r["bpf"]["block_health"]["programs"].as_array().unwrap().iter())
+        .filter(|p| p["program"] == "block_io_start" || p["program"] == "block_io_done")
+        .map(|p| p["missed"].as_u64().unwrap())
+        .sum();
+    let slack = skipped as f64 * 128.0 * 1024.0 + 1.0;
+    let dd_written = total(dd, "write_bytes_s");
+    assert!(
+        dd_written <= 200.0 * 65536.0 + 1.0 && dd_written >= 200.0 * 65536.0 - slack,
+        "dd wrote {dd_written} bytes in the reports ({skipped} runs skipped)"
+    );
+    let cat_read = total(cat, "read_bytes_s");
+    assert!(
+        (4.0 * 1048576.0 - slack..4.5 * 1048576.0).contains(&cat_read),
+        "cat read {cat_read} bytes in the reports ({skipped} runs skipped)"
+    );
+    assert!(reports.iter().any(|r| exited_in(r, dd)), "dd never reported as exited");
+    assert!(reports.iter().any(|r| exited_in(r, cat)), "cat never reported as exited");
+
+    // The documented keys, in a report where the loop device was busy.
+    let busy = reports
+        .iter()
+        .find(|r| bytes(r, dd, &lo.name, "write_bytes_s") > 0.0)
+        .expect("a report with dd's writes");
+    let dev = busy["devices"].as_array().unwrap().iter().find(|d| d["name"] == lo.name.as_str()).unwrap();
+    let bpf = &dev["bpf"];
+    for key in [
+        "read_iops",
+        "write_iops",
+        "read_bytes_s",
+        "write_bytes_s",
+        "lat_p50_ms",
+        "lat_p99_ms",
+        "queue_ms_avg",
+    ] {
+        assert!(bpf[key].is_number(), "devices[].bpf.{key} is {}", bpf[key]);
+    }
+    let hist = bpf["size_hist"].as_array().unwrap();
+    let b64k = hist.iter().find(|b| b["min_bytes"] == 65536).expect("a 64 KiB bucket");
+    assert!(b64k["write"].as_u64().unwrap() > 0);
+    let row = busy["io_processes"].as_array().unwrap().iter().find(|p| p["pid"] == dd).unwrap();
+    for key in ["read_bytes_s", "write_bytes_s", "read_iops", "write_iops"] {
+        assert!(row[key].is_number(), "io_processes[].{key}");
+    }
+    assert_eq!(row["comm"], "dd");
+}

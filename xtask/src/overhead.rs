@@ -1,0 +1,340 @@
+//! `cargo xtask overhead`: what ioscope's eBPF probes cost the I/O they watch. fio runs 4 KiB random
+//! direct reads at queue depth 32 on a block device, alternately without and with ioscope running
+//! (`--batch`, eBPF on, 1 s interval), several times; the IOPS with ioscope must be ≥ 97 % of the
+//! IOPS without, and ioscope's own CPU (its process; the probes' cost lands in the I/O threads and
+//! so in the IOPS) under 2 % of one core.
+//!
+//! IOPS on a shared machine are noisy, so the probes' own cost is also measured directly: with
+//! `kernel.bpf_stats_enabled` set for the run (restored afterwards), the kernel times every run of
+//! every program; the sum over ioscope's programs (from /proc/PID/fdinfo of its bpf-prog fds),
+//! divided by the I/Os fio did, is the probes' cost per I/O, independent of the noise.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use crate::perf::{build_release, clock_ticks_per_second, cpu_ticks};
+
+const IOPS_TARGET_RATIO: f64 = 0.97;
+const CPU_TARGET_PERCENT: f64 = 2.0;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask overhead", about = "Measure the eBPF probes' cost to fio's IOPS")]
+struct OverheadArgs {
+    /// Pairs of fio runs (each pair: one without, one with ioscope; the order alternates).
+    #[arg(long, default_value_t = 5)]
+    pairs: u32,
+    /// Seconds per fio run.
+    #[arg(long, default_value_t = 6)]
+    seconds: u32,
+    /// Block device to read (read-only use). Default: a fresh 1 GiB loop device over a file in
+    /// /var/tmp, detached afterwards.
+    #[arg(long)]
+    device: Option<PathBuf>,
+    /// The default loop device reads its file through the page cache (pure CPU, the worst case for
+    /// the probes: every microsecond is the I/O path's own) instead of with direct I/O on the disk
+    /// below (the realistic case: the disk sets the pace).
+    #[arg(long)]
+    buffered_loop: bool,
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let args =
+        OverheadArgs::try_parse_from(std::iter::once("overhead".to_string()).chain(args.iter().cloned()))?;
+    // SAFETY: no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        bail!("cargo xtask overhead needs root (eBPF, and a loop device unless --device is given)");
+    }
+    if args.pairs == 0 || args.seconds == 0 {
+        bail!("--pairs and --seconds must be at least 1");
+    }
+    which("fio")?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
+    let bin = build_release(root)?;
+    let loopdev;
+    let device = match &args.device {
+        Some(d) => d.clone(),
+        None => {
+            loopdev = LoopDevice::new(!args.buffered_loop)?;
+            loopdev.path.clone()
+        }
+    };
+    let ticks_per_s = clock_ticks_per_second();
+    println!(
+        "ioscope overhead: fio 4 KiB randread, direct, libaio, iodepth 32 on {}{}, {} s per run, {} pairs \
+         (alternating order)",
+        device.display(),
+        match (&args.device, args.buffered_loop) {
+            (Some(_), _) => "",
+            (None, true) => " (loop device over a file, buffered: CPU-bound, the worst case)",
+            (None, false) => " (loop device over a file, direct I/O to the disk below)",
+        },
+        args.seconds,
+        args.pairs
+    );
+
+    let mut without = Vec::new();
+    let mut with = Vec::new();
+    let mut cpu = Vec::new();
+    for pair in 0..args.pairs {
+        for watched in [pair % 2 == 1, pair % 2 == 0] {
+            if watched {
+                let ioscope = Ioscope::start(&bin)?;
+                let t0 = Instant::now();
+                let c0 = cpu_ticks(ioscope.pid())?;
+                let iops = fio(&device, args.seconds)?;
+                let c1 = cpu_ticks(ioscope.pid())?;
+                let wall = t0.elapsed().as_secs_f64();
+                let percent = (c1 - c0) as f64 / ticks_per_s / wall * 100.0;
+                println!(
+                    "  pair {}: with ioscope    {iops:>10.0} IOPS   ioscope CPU {percent:.2} %",
+                    pair + 1
+                );
+                with.push(iops);
+                cpu.push(percent);
+            } else {
+                let iops = fio(&device, args.seconds)?;
+                println!("  pair {}: without ioscope {iops:>10.0} IOPS", pair + 1);
+                without.push(iops);
+            }
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let mut ratios: Vec<f64> = with.iter().zip(&without).map(|(w, wo)| w / wo).collect();
+    ratios.sort_by(f64::total_cmp);
+    let ratio = ratios[ratios.len() / 2];
+    let cpu_mean = mean(&cpu);
+    println!(
+        "IOPS with ioscope: median of the pairs {:.1} % of without (pairs {:.1} % … {:.1} %; means {:.0} vs \
+         {:.0}; target ≥ {:.0} %)  {}",
+        ratio * 100.0,
+        ratios[0] * 100.0,
+        ratios[ratios.len() - 1] * 100.0,
+        mean(&with),
+        mean(&without),
+        IOPS_TARGET_RATIO * 100.0,
+        verdict(ratio >= IOPS_TARGET_RATIO)
+    );
+    // One more run with the kernel timing every program run (that timing has a cost of its own,
+    // so it is kept out of the IOPS comparison above).
+    {
+        let _stats = BpfStats::enable()?;
+        let ioscope = Ioscope::start(&bin)?;
+        let t0 = Instant::now();
+        let (ns0, runs0) = probe_run_time_ns(ioscope.pid())?;
+        let iops = fio(&device, args.seconds)?;
+        let (ns1, runs1) = probe_run_time_ns(ioscope.pid())?;
+        let wall = t0.elapsed().as_secs_f64();
+        // Every block request on the machine passes the probes (fio's, the disk's below a loop
+        // device, anyone else's), so the cost is per request, and the share of a core is the total.
+        let requests = (runs1 - runs0).max(1);
+        let ns_per_request = (ns1 - ns0) as f64 / requests as f64;
+        let core = (ns1 - ns0) as f64 / 1e9 / wall * 100.0;
+        println!(
+            "probes' own cost, timed by the kernel (kernel.bpf_stats_enabled): {ns_per_request:.0} ns per block \
+             request, {:.0} requests/s on the machine, {core:.1} % of one core (fio at {iops:.0} IOPS)",
+            requests as f64 / wall
+        );
+    }
+    println!(
+        "ioscope CPU under that load: {cpu_mean:.2} % of one core (target < {CPU_TARGET_PERCENT} %)  {}",
+        verdict(cpu_mean < CPU_TARGET_PERCENT)
+    );
+    println!("note: on a shared or busy machine run-to-run noise can exceed the difference measured");
+    if ratio < IOPS_TARGET_RATIO || cpu_mean >= CPU_TARGET_PERCENT {
+        bail!("overhead above target");
+    }
+    Ok(())
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "FAIL"
+    }
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn which(tool: &str) -> Result<()> {
+    let found = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output()?.status.success();
+    if !found {
+        bail!("{tool} is not installed (apt-get install {tool})");
+    }
+    Ok(())
+}
+
+/// `kernel.bpf_stats_enabled` = 1 while alive (the kernel then times every BPF program run),
+/// restored to its previous value on drop, however the benchmark ends.
+struct BpfStats(String);
+
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+impl BpfStats {
+    fn enable() -> Result<BpfStats> {
+        let old = std::fs::read_to_string(BPF_STATS).with_context(|| format!("reading {BPF_STATS}"))?;
+        std::fs::write(BPF_STATS, "1").with_context(|| format!("writing {BPF_STATS}"))?;
+        Ok(BpfStats(old.trim().to_string()))
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(BPF_STATS, &self.0) {
+            eprintln!("could not restore {BPF_STATS} to {}: {e}", self.0);
+        }
+    }
+}
+
+/// (Σ run_time_ns, max run_cnt) over the BPF programs process `pid` holds (its bpf-prog fds'
+/// fdinfo). The most frequent program runs once per block request (block_io_start, issue,
+/// completion), so the max run count is the number of requests on the machine.
+fn probe_run_time_ns(pid: u32) -> Result<(u64, u64)> {
+    let mut total = 0;
+    let mut runs = 0;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))?.flatten() {
+        let target = std::fs::read_link(entry.path());
+        if !target.is_ok_and(|t| t.to_string_lossy() == "anon_inode:bpf-prog") {
+            continue;
+        }
+        let fd = entry.file_name();
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.to_string_lossy()))?;
+        total += fdinfo_value(&info, "run_time_ns").unwrap_or(0);
+        runs = runs.max(fdinfo_value(&info, "run_cnt").unwrap_or(0));
+    }
+    Ok((total, runs))
+}
+
+fn fdinfo_value(fdinfo: &str, key: &str) -> Option<u64> {
+    fdinfo.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')).and_then(|v| v.trim().parse().ok())
+}
+
+/// One fio run; returns the read IOPS from its terse (v3) output, field 8.
+fn fio(device: &Path, seconds: u32) -> Result<f64> {
+    let out = Command::new("fio")
+        .args([
+            "--name=ioscope-overhead",
+            &format!("--filename={}", device.display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=32",
+            "--readonly",
+            "--time_based",
+            &format!("--runtime={seconds}"),
+            "--output-format=terse",
+            "--terse-version=3",
+        ])
+        .output()
+        .context("running fio")?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_terse_read_iops(&text).with_context(|| format!("unexpected fio output: {text}"))
+}
+
+fn parse_terse_read_iops(text: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with("3;"))?.split(';').nth(7)?.parse().ok()
+}
+
+/// `ioscope --batch --json` with eBPF on, running until dropped. Started once its first report is
+/// out (the probes are attached by then); its output is drained and discarded.
+struct Ioscope(Child);
+
+impl Ioscope {
+    fn start(bin: &Path) -> Result<Ioscope> {
+        let mut child = Command::new(bin)
+            .args(["--batch", "--json", "--interval", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting ioscope")?;
+        let mut out = BufReader::new(child.stdout.take().context("no stdout")?);
+        let mut first = String::new();
+        out.read_line(&mut first)?;
+        let running = Ioscope(child);
+        if !first.contains("\"enabled\":true") {
+            bail!("ioscope runs without eBPF: {}", first.trim());
+        }
+        std::thread::spawn(move || {
+            let mut sink = [0u8; 8192];
+            while matches!(out.read(&mut sink), Ok(n) if n > 0) {}
+        });
+        Ok(running)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Ioscope {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A 1 GiB loop device over a file in /var/tmp (written once, so reads are real), detached on drop.
+/// With `direct`, the loop driver reads the file with O_DIRECT: every read reaches the disk.
+struct LoopDevice {
+    path: PathBuf,
+    image: PathBuf,
+}
+
+impl LoopDevice {
+    fn new(direct: bool) -> Result<LoopDevice> {
+        let image = PathBuf::from(format!("/var/tmp/ioscope-overhead-{}.img", std::process::id()));
+        let status = Command::new("dd")
+            .args(["if=/dev/zero", &format!("of={}", image.display()), "bs=1M", "count=1024", "status=none"])
+            .status()?;
+        if !status.success() {
+            bail!("writing {} failed", image.display());
+        }
+        let direct_io = if direct { "--direct-io=on" } else { "--direct-io=off" };
+        let out = Command::new("losetup").args(["--find", "--show", direct_io]).arg(&image).output()?;
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&image);
+            bail!("losetup failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Ok(LoopDevice { path, image })
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.path).status();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_run_time_from_fdinfo() {
+        let info = "pos:\t0\nflags:\t02000002\nprog_type:\t5\nrun_time_ns:\t123456\nrun_cnt:\t42\n";
+        assert_eq!(fdinfo_value(info, "run_time_ns"), Some(123456));
+        assert_eq!(fdinfo_value(info, "run_cnt"), Some(42));
+        assert_eq!(fdinfo_value("pos:\t0\n", "run_cnt"), None);
+    }
+
+    #[test]
+    fn reads_iops_from_terse_v3() {
+        let line = "3;fio-3.36;ioscope-overhead;0;0;1024000;102400;25600.5;10000;rest";
+        assert_eq!(parse_terse_read_iops(&format!("some warning\n{line}\n")), Some(25600.5));
+        assert_eq!(parse_terse_read_iops("garbage"), None);
+    }
+}
