@@ -2,9 +2,11 @@
 //! the committed assets/ioscope.bpf.o in step with its source.
 //!
 //! The comparison is byte for byte. That is sound because the build is deterministic: the probes
-//! crate is built with one codegen unit and no debug info (ebpf/probes/Cargo.toml), so no paths,
-//! timestamps or hash-ordered output reach the object; two builds in different target directories
-//! and checkouts were checked to give identical bytes. Dependencies are pinned by
+//! crate is built with one codegen unit and no debug info (ebpf/probes/Cargo.toml), so no
+//! timestamps or hash-ordered output reach the object, and it is built from a copy of ebpf/ at one
+//! fixed path ([`STAGING`]): cargo hashes the absolute path of a path dependency that lies outside
+//! the building workspace (ebpf/common, for ebpf/probes) into the crates' symbol names, so builds
+//! from two checkouts at different paths would otherwise differ. Dependencies are pinned by
 //! ebpf/probes/Cargo.lock (`--locked`), and the toolchain is whatever `nightly` is: a newer nightly
 //! may emit different code, which check-ebpf then reports as stale (rebuild and commit).
 
@@ -19,6 +21,44 @@ const TARGET: &str = "bpfel-unknown-none";
 /// The `[[bin]]` name in ebpf/probes/Cargo.toml: bpf-linker writes the object under this name.
 const ARTIFACT: &str = "ioscope";
 const ASSET: &str = "assets/ioscope.bpf.o";
+/// Where ebpf/ is copied to be built: the same on every machine, so the object's bytes are too.
+const STAGING: &str = "/tmp/ioscope-ebpf-build";
+
+/// Copies ebpf/common and ebpf/probes (manifests, lock file, sources; no build output) to
+/// [`STAGING`], replacing what a previous build left there, and returns the staged probes crate.
+/// The returned lock file serializes builds from several checkouts on one machine.
+fn stage_sources() -> Result<(PathBuf, std::fs::File)> {
+    let staging = Path::new(STAGING);
+    std::fs::create_dir_all(staging).with_context(|| format!("creating {STAGING}"))?;
+    let lock = std::fs::File::create(staging.join(".lock")).context("creating the staging lock")?;
+    lock.lock().context("waiting for another eBPF build to finish")?;
+    let src = project_root().join("ebpf");
+    let dst = staging.join("ebpf");
+    if dst.exists() {
+        std::fs::remove_dir_all(&dst).with_context(|| format!("clearing {}", dst.display()))?;
+    }
+    for krate in ["common", "probes"] {
+        copy_sources(&src.join(krate), &dst.join(krate))?;
+    }
+    Ok((dst.join("probes"), lock))
+}
+
+/// Copies a crate's directory tree, leaving out build output (`target/`).
+fn copy_sources(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let (path, target) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type()?.is_dir() {
+            if entry.file_name() != "target" {
+                copy_sources(&path, &target)?;
+            }
+        } else {
+            std::fs::copy(&path, &target).with_context(|| format!("copying {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
 
 /// Builds ebpf/probes into `target_dir` and returns the path of the object.
 fn build(target_dir: &Path) -> Result<PathBuf> {
@@ -28,7 +68,7 @@ fn build(target_dir: &Path) -> Result<PathBuf> {
         Some(ld) => ld,
         None => bail!("bpf-linker is not installed or does not run: run `cargo xtask setup`"),
     };
-    let probes = project_root().join("ebpf/probes");
+    let (probes, _lock) = stage_sources()?;
     let mut cmd = Command::new("cargo");
     cmd.current_dir(&probes)
         .arg(format!("+{NIGHTLY}"))
