@@ -3,6 +3,7 @@
 //! The kernel programs are built from ebpf/probes by `cargo xtask ebpf` (nightly + bpf-linker) and
 //! committed as assets/ioscope.bpf.o, which is embedded here: building ioscope needs neither.
 
+pub mod page_cache;
 pub mod privileges;
 pub mod rq_issue;
 pub mod tracefs;
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
+use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::{RQ_ISSUE_LAYOUT_GLOBAL, RQ_ISSUE_MAP};
 
 use self::privileges::Capabilities;
@@ -29,6 +31,7 @@ pub struct BpfCollector {
     /// Kept alive because dropping it detaches the programs.
     _ebpf: Option<Ebpf>,
     rq_issue: Option<RqIssueMap>,
+    page_cache: Option<page_cache::PageCacheMaps>,
 }
 
 impl BpfCollector {
@@ -50,10 +53,15 @@ impl BpfCollector {
         let rq_layout = tracefs::read_event_format(&tracefs, rq_issue::CATEGORY, rq_issue::EVENT)
             .and_then(|format| rq_issue::layout(&format));
 
+        // HZ is measured across the (slow) load: a first jiffies reading now.
+        let jiffies_before = page_cache::jiffies_now();
+        let (cache_layout, cache_layouts) = page_cache::layout(&tracefs);
+
         let mut loader = EbpfLoader::new();
         if let Ok(layout) = &rq_layout {
             loader.override_global(RQ_ISSUE_LAYOUT_GLOBAL, layout, true);
         }
+        loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -77,7 +85,17 @@ impl BpfCollector {
                 None
             }
         };
-        BpfCollector { status: overall_status(programs), _ebpf: Some(ebpf), rq_issue }
+        let (cache_statuses, page_cache, hz_note) =
+            page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before);
+        programs.extend(cache_statuses);
+        let mut status = overall_status(programs);
+        if let Some(note) = hz_note {
+            status.reason = Some(match status.reason {
+                Some(r) => format!("{r}; {note}"),
+                None => note,
+            });
+        }
+        BpfCollector { status, _ebpf: Some(ebpf), rq_issue, page_cache }
     }
 
     /// eBPF off on purpose (`--no-bpf`) or impossible; `reason` is shown to the user.
@@ -86,6 +104,7 @@ impl BpfCollector {
             status: BpfStatus { enabled: false, reason: Some(reason.to_string()), programs: Vec::new() },
             _ebpf: None,
             rq_issue: None,
+            page_cache: None,
         }
     }
 
@@ -100,6 +119,12 @@ impl BpfCollector {
         if let Some(map) = &self.rq_issue {
             match rq_issue::read_map(map) {
                 Ok(devices) => sample.rq_issue = devices,
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
+        if let Some(maps) = &mut self.page_cache {
+            match maps.read() {
+                Ok(pc) => sample.page_cache = Some(pc),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }

@@ -224,7 +224,11 @@ mod tests {
     fn with_bpf(enabled: bool, counters: Vec<BpfDeviceCounters>) -> Sample {
         Sample {
             disks: vec![disk("sda", 0, 0)],
-            bpf: BpfSample { status: BpfStatus { enabled, ..Default::default() }, rq_issue: counters },
+            bpf: BpfSample {
+                status: BpfStatus { enabled, ..Default::default() },
+                rq_issue: counters,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::sample::Sample;
 
+pub mod cache;
 pub mod counter;
 pub mod devices;
 pub mod memory;
@@ -30,6 +31,10 @@ pub struct Model {
     pub devices: Vec<DeviceModel>,
     pub processes: Vec<ProcessModel>,
     pub bpf: BpfModel,
+    /// The page cache from the eBPF probes (system line); null without them.
+    pub cache: Option<cache::CacheModel>,
+    /// Per-process page-cache figures for the interval (processes with activity, exited ones too).
+    pub cache_processes: Vec<cache::CacheProcessModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -69,6 +74,8 @@ impl Model {
                 reason: cur.bpf.status.reason.clone(),
                 programs: cur.bpf.status.programs.clone(),
             },
+            cache: cache::compute(prev, cur, secs),
+            cache_processes: cache::processes(prev, cur, secs),
         }
     }
 

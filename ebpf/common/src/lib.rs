@@ -5,6 +5,8 @@
 //! reads it. Only fixed-size integer fields, explicit padding, no enums in the ABI.
 #![no_std]
 
+pub mod page_cache;
+
 /// Name of the per-CPU hash map `block_rq_issue` counts into: key is the kernel's `dev_t` (u32),
 /// value is [`RqIssueCounters`].
 pub const RQ_ISSUE_MAP: &str = "RQ_ISSUE";

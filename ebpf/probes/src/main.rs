@@ -4,6 +4,7 @@
 #![no_main]
 
 mod block_rq_issue;
+mod page_cache;
 
 #[cfg(not(test))]
 #[panic_handler]
