@@ -195,6 +195,10 @@ pub struct CacheProcessModel {
     pub dirtied: u64,
     /// Time paused in `balance_dirty_pages` in the interval, ms.
     pub throttled_ms: f64,
+    /// The interval's counts per second.
+    pub accesses_s: f64,
+    pub misses_s: f64,
+    pub dirtied_s: f64,
     /// Bytes per second read from the cache (hits) and brought in from disk (misses).
     pub cache_read_bytes_s: f64,
     pub disk_read_bytes_s: f64,
@@ -296,7 +300,9 @@ pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<CachePro
     let page = cur.page_size.max(1) as f64;
     // The probes record the comm of the thread that first touched the cache on each CPU; the
     // process's own (main thread) name from /proc is preferred while it is alive.
-    let proc_comm: HashMap<u32, &str> = cur.processes.iter().map(|p| (p.pid, p.comm.as_str())).collect();
+    // An exited process is looked up in the previous sample (its comm after exec, not before).
+    let proc_comm: HashMap<u32, &str> =
+        prev.processes.iter().chain(&cur.processes).map(|p| (p.pid, p.comm.as_str())).collect();
     let mut out: Vec<CacheProcessModel> = c
         .processes
         .iter()
@@ -315,6 +321,9 @@ pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<CachePro
                 hit_pct: k.hit_pct,
                 dirtied: k.dirtied,
                 throttled_ms: k.throttled_ms,
+                accesses_s: per_second(k.accesses, secs),
+                misses_s: per_second(k.misses, secs),
+                dirtied_s: per_second(k.dirtied, secs),
                 cache_read_bytes_s: per_second(k.hits, secs) * page,
                 disk_read_bytes_s: per_second(k.misses, secs) * page,
                 dirtied_bytes_s: per_second(k.dirtied, secs) * page,

@@ -5,3 +5,4 @@
 
 pub mod headless;
 pub mod text;
+pub mod cache_text;

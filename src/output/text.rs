@@ -34,6 +34,10 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
     device_table(&mut s, &m.devices);
     s.push('\n');
     process_table(&mut s, &m.processes);
+    if m.interval_s > 0.0 {
+        s.push('\n');
+        super::cache_text::append(&mut s, m);
+    }
     s
 }
 

@@ -13,6 +13,7 @@ use ratatui::Frame;
 
 use crate::model::Model;
 
+pub mod cache;
 pub mod columns;
 pub mod devices;
 pub mod format;
@@ -79,7 +80,17 @@ fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
             .areas(body);
     render_pane(frame, mem, Pane::Memory, model, state);
     render_pane(frame, dev, Pane::Devices, model, state);
-    render_pane(frame, procs, Pane::Processes, model, state);
+    // Processes and page cache share the rest: both when there is room for two, else the one
+    // that has the focus (processes by default; `4` shows the cache).
+    if procs.height >= 2 * MIN_PROCESS_HEIGHT + 2 {
+        let [p, c] = Layout::vertical([Constraint::Fill(1); 2]).areas(procs);
+        render_pane(frame, p, Pane::Processes, model, state);
+        render_pane(frame, c, Pane::Cache, model, state);
+    } else if state.focus == Pane::Cache {
+        render_pane(frame, procs, Pane::Cache, model, state);
+    } else {
+        render_pane(frame, procs, Pane::Processes, model, state);
+    }
 }
 
 fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: &UiState) {
@@ -87,12 +98,14 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
         Pane::Memory => ('1', "Memory".to_string()),
         Pane::Devices => ('2', devices::title(model, state)),
         Pane::Processes => ('3', processes::title(model, state)),
+        Pane::Cache => ('4', cache::title(model, state)),
     };
     let block = pane_block(key, &title, state.focus == pane, state);
     match pane {
         Pane::Memory => memory::render(frame, area, model, state, block),
         Pane::Devices => devices::render(frame, area, model, state, block),
         Pane::Processes => processes::render(frame, area, model, state, block),
+        Pane::Cache => cache::render(frame, area, model, state, block),
     }
 }
 
