@@ -31,7 +31,7 @@ const fn probe(program: &'static str, category: &'static str, event: &'static st
 }
 
 /// Every page-cache program, in the order [`fill_layout`] handles them.
-pub const PROBES: [Probe; 10] = [
+pub const PROBES: [Probe; 11] = [
     probe("filemap_get_pages", "filemap", "mm_filemap_get_pages"),
     probe("filemap_map_pages", "filemap", "mm_filemap_map_pages"),
     probe("filemap_fault", "filemap", "mm_filemap_fault"),
@@ -42,6 +42,7 @@ pub const PROBES: [Probe; 10] = [
     probe("global_dirty_state", "writeback", "global_dirty_state"),
     probe("iomap_dio_rw_begin", "iomap", "iomap_dio_rw_begin"),
     probe("kmem_rss_stat", "kmem", "rss_stat"),
+    probe("sched_process_exec", "sched", "sched_process_exec"),
 ];
 
 /// `IOCB_WRITE` on the kernels this was written against (include/linux/fs.h), used when the
@@ -131,6 +132,8 @@ pub fn fill_layout(l: &mut CacheLayout, index: usize, text: &str) -> Result<()> 
             l.rss_file_member = symbol_value(text, "MM_FILEPAGES").unwrap_or(0);
             l.rss_ok = 1;
         }
+        // sched_process_exec reads no field (it renames the process after exec).
+        10 => {}
         _ => return Err(anyhow!("no page-cache probe number {index}")),
     }
     Ok(())
@@ -269,10 +272,11 @@ fn process_exists(pid: u32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists()
 }
 
-/// Adds up one entry's per-CPU counters; the comm is the first CPU's that has one.
+/// Adds up one entry's per-CPU counters; the comm is the one set most recently on any CPU.
 pub fn sum_cpus(per_cpu: &[CacheCounters]) -> (CacheCountersSample, String) {
     let mut t = CacheCountersSample::default();
     let mut comm = String::new();
+    let mut comm_ns = 0u64;
     for c in per_cpu {
         t.read_pages += c.read_pages;
         t.mapped_pages += c.mapped_pages;
@@ -288,7 +292,8 @@ pub fn sum_cpus(per_cpu: &[CacheCounters]) -> (CacheCountersSample, String) {
         t.dio_writes += c.dio_writes;
         t.dio_write_bytes += c.dio_write_bytes;
         t.rss_file_bytes += c.rss_file_bytes;
-        if comm.is_empty() && c.comm[0] != 0 {
+        if c.comm[0] != 0 && (comm.is_empty() || c.comm_ns > comm_ns) {
+            comm_ns = c.comm_ns;
             let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
             comm = String::from_utf8_lossy(&c.comm[..end]).into_owned();
         }
@@ -423,12 +428,20 @@ mod tests {
 
     #[test]
     fn cpus_are_summed_and_the_comm_taken_from_a_cpu_that_has_it() {
-        let mut a = CacheCounters { read_pages: 10, inserted_pages: 3, ..Default::default() };
+        let mut a = CacheCounters { read_pages: 10, inserted_pages: 3, comm_ns: 50, ..Default::default() };
         let b = CacheCounters { read_pages: 5, throttle_jiffies: 7, ..Default::default() };
         a.comm[..3].copy_from_slice(b"fio");
         let (t, comm) = sum_cpus(&[b, a]);
         assert_eq!((t.read_pages, t.inserted_pages, t.throttle_jiffies), (15, 3, 7));
         assert_eq!(comm, "fio");
+        // After an exec on another CPU: the newer name wins.
+        let mut c = CacheCounters { comm_ns: 90, ..Default::default() };
+        c.comm[..3].copy_from_slice(b"cat");
+        let mut d = a;
+        d.comm = [0; 16];
+        d.comm[..4].copy_from_slice(b"bash");
+        assert_eq!(sum_cpus(&[d, c]).1, "cat");
+        assert_eq!(sum_cpus(&[c, d]).1, "cat");
     }
 
     #[test]

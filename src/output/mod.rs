@@ -3,6 +3,6 @@
 //! [`headless::run`] samples the live system; [`headless::report_loop`] is the same loop over any
 //! sample source, clock and writer, so tests drive it with fixture Samples and failing writers.
 
+pub mod cache_text;
 pub mod headless;
 pub mod text;
-pub mod cache_text;

@@ -147,7 +147,9 @@ pub fn title(model: &Model, state: &UiState) -> String {
             format!("Page cache  eBPF  sort {} {arrow}", state.cache_sort.label())
         }
         None if model.interval_s == 0.0 => "Page cache".to_string(),
-        None if model.bpf.enabled => "Page cache  estimate from /proc/PID/io (page-cache probes off)".to_string(),
+        None if model.bpf.enabled => {
+            "Page cache  estimate from /proc/PID/io (page-cache probes off)".to_string()
+        }
         None => "Page cache  estimate from /proc/PID/io (eBPF off)".to_string(),
     };
     if !state.filter.is_empty() {
@@ -188,7 +190,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
 /// The cachestat-like line, and the cross-check's warning when the figures do not add up.
 fn system_lines(c: &CacheModel, interval_s: f64, u: Units, theme: Theme, width: u16) -> Vec<Line<'static>> {
     if interval_s == 0.0 {
-        return vec![Line::from(Span::styled("page-cache rates pending: first interval not over yet", theme.dim()))];
+        return vec![Line::from(Span::styled(
+            "page-cache rates pending: first interval not over yet",
+            theme.dim(),
+        ))];
     }
     let item = |label: &str, value: String, style: Style| {
         vec![Span::styled(format!("{label} "), theme.dim()), Span::styled(value, style)]

@@ -160,6 +160,9 @@ pub struct CacheCounters {
     /// Bytes of file pages newly mapped into the process's page tables (`kmem:rss_stat`, MM_FILEPAGES
     /// growth): what mmap accesses really map, PMD-sized and fault-around mappings included.
     pub rss_file_bytes: u64,
+    /// bpf_ktime_get_ns() when `comm` was set on this CPU: userspace takes the newest CPU's comm
+    /// (an exec renames the process after it may already have touched the cache).
+    pub comm_ns: u64,
     /// The task's comm when the entry was created on this CPU (zeros when never set here).
     pub comm: [u8; 16],
 }
@@ -260,7 +263,7 @@ mod user {
     // SAFETY: #[repr(C)], only u32/u64/u8-array fields laid out without implicit padding, every
     // bit pattern valid.
     unsafe impl aya::Pod for super::CacheLayout {}
-    // SAFETY: as above (14 u64 then 16 bytes).
+    // SAFETY: as above (15 u64 then 16 bytes).
     unsafe impl aya::Pod for super::CacheCounters {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::DirtyStateRecord {}
@@ -311,7 +314,7 @@ mod tests {
     #[test]
     fn sizes_have_no_hidden_padding() {
         assert_eq!(core::mem::size_of::<CacheLayout>(), 38 * 4);
-        assert_eq!(core::mem::size_of::<CacheCounters>(), 14 * 8 + 16);
+        assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
         assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 6 * 8);
     }

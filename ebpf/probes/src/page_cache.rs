@@ -78,11 +78,29 @@ fn process(tgid: u32) -> Option<&'static mut CacheCounters> {
     // SAFETY: this CPU's value for `tgid`, see totals().
     let counters = unsafe { &mut *counters };
     if counters.comm[0] == 0 {
-        if let Ok(comm) = bpf_get_current_comm() {
-            counters.comm = comm;
-        }
+        set_comm(counters);
     }
     Some(counters)
+}
+
+#[inline(always)]
+fn set_comm(counters: &mut CacheCounters) {
+    if let Ok(comm) = bpf_get_current_comm() {
+        counters.comm = comm;
+        // SAFETY: helper without preconditions.
+        counters.comm_ns = unsafe { bpf_ktime_get_ns() };
+    }
+}
+
+/// `sched:sched_process_exec`: the process has its new name now; a process that used the cache
+/// before exec (a forked shell) would otherwise keep the old one. No field is read.
+#[tracepoint]
+pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
+    if let Some(p) = CACHE_PROCS.get_ptr_mut(current_ids().0) {
+        // SAFETY: this CPU's value, see totals().
+        set_comm(unsafe { &mut *p });
+    }
+    0
 }
 
 /// Applies `f` to the system-wide and the current process's counters.
