@@ -167,9 +167,17 @@ pub fn attach(
     let mut statuses: Vec<BpfProgramStatus> = PROBES
         .iter()
         .zip(layouts)
-        .map(|(p, l)| match l {
-            Ok(()) => super::attach_tracepoint(ebpf, p.program, p.category, p.event),
-            Err(e) => super::program_status(p.program, p.category, p.event, Err(e.clone())),
+        .map(|(p, l)| {
+            // The hot read path as a raw tracepoint first (no record is built: far cheaper).
+            if p.program == GET_PAGES_RAW.0 {
+                if let Ok(status) = attach_raw(ebpf, GET_PAGES_RAW.1, p) {
+                    return status;
+                }
+            }
+            match l {
+                Ok(()) => super::attach_tracepoint(ebpf, p.program, p.category, p.event),
+                Err(e) => super::program_status(p.program, p.category, p.event, Err(e.clone())),
+            }
         })
         .collect();
     if !statuses.iter().any(|s| s.attached) {
@@ -199,6 +207,21 @@ pub fn symbol_value(format_text: &str, name: &str) -> Option<u32> {
     let at = fmt.find(&format!("\"{name}\""))?;
     let open = fmt[..at].rfind('{')?;
     fmt[open + 1..at].trim().trim_end_matches(',').trim().parse().ok()
+}
+
+/// The probe that has a raw-tracepoint twin, and the twin's program name.
+const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw");
+
+/// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
+/// (the kernel refuses the attach when the program reads more of them than there are).
+fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramStatus> {
+    let prog = ebpf
+        .program_mut(program)
+        .ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
+    let raw: &mut aya::programs::RawTracePoint = prog.try_into()?;
+    raw.load()?;
+    raw.attach(p.event)?;
+    Ok(super::program_status(program, p.category, p.event, Ok(())))
 }
 
 /// The maps as userspace sees them.

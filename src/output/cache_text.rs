@@ -77,7 +77,7 @@ fn process_table(s: &mut String, rows: &[CacheProcessModel]) {
         }
         let _ = writeln!(
             s,
-            "{:>7} {:<15} {:>9} {:>9} {:>6} {:>9} {:>10} {:>10} {:>9.0}  {}",
+            "{:>7} {:<15.15} {:>9} {:>9} {:>6} {:>9} {:>10} {:>10} {:>9.0}  {}",
             p.pid,
             p.comm,
             p.accesses,

@@ -1,5 +1,6 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf`. See README "Developing".
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|cache-overhead`. See README "Developing".
 
+mod cache_overhead;
 mod ebpf;
 mod perf;
 mod setup;
@@ -32,6 +33,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Cached-read throughput (fio) with and without ioscope's page-cache probes.
+    CacheOverhead {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,5 +46,6 @@ fn main() -> anyhow::Result<()> {
         Command::Ebpf => ebpf::build_and_install(),
         Command::CheckEbpf => ebpf::check(),
         Command::Perf { args } => perf::run(&args),
+        Command::CacheOverhead { args } => cache_overhead::run(&args),
     }
 }
