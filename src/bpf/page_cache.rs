@@ -9,7 +9,8 @@ use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::page_cache::{
-    CacheCounters, CacheLayout, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_TOTALS_MAP, DIRTY_STATE_MAP,
+    CacheCounters, CacheLayout, CacheScratch, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_SCRATCH_MAP,
+    CACHE_TOTALS_MAP, DIRTY_STATE_MAP,
 };
 
 use super::tracefs::{self, EventFormat};
@@ -215,9 +216,8 @@ const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw
 /// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
 /// (the kernel refuses the attach when the program reads more of them than there are).
 fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramStatus> {
-    let prog = ebpf
-        .program_mut(program)
-        .ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
+    let prog =
+        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
     let raw: &mut aya::programs::RawTracePoint = prog.try_into()?;
     raw.load()?;
     raw.attach(p.event)?;
@@ -229,6 +229,7 @@ pub struct PageCacheMaps {
     procs: PerCpuHashMap<MapData, u32, CacheCounters>,
     totals: PerCpuArray<MapData, CacheCounters>,
     dirty: Array<MapData, DirtyStateRecord>,
+    scratch: PerCpuArray<MapData, CacheScratch>,
     hz: u64,
     attached: Vec<String>,
 }
@@ -242,8 +243,9 @@ impl PageCacheMaps {
         let procs = PerCpuHashMap::try_from(take(CACHE_PROCS_MAP)?)?;
         let totals = PerCpuArray::try_from(take(CACHE_TOTALS_MAP)?)?;
         let dirty = Array::try_from(take(DIRTY_STATE_MAP)?)?;
+        let scratch = PerCpuArray::try_from(take(CACHE_SCRATCH_MAP)?)?;
         let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
-        Ok(PageCacheMaps { procs, totals, dirty, hz, attached })
+        Ok(PageCacheMaps { procs, totals, dirty, scratch, hz, attached })
     }
 
     /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
@@ -262,6 +264,9 @@ impl PageCacheMaps {
         for pid in &gone {
             let _ = self.procs.remove(pid);
         }
+        // Read pages still pending in the CPUs' scratch slots belong to their process too.
+        let scratch = self.scratch.get(&0, 0).context("reading CACHE_SCRATCH")?;
+        add_pending(&mut processes, &scratch, process_exists);
         processes.sort_by_key(|p| p.pid);
         let totals = self.totals.get(&0, 0).context("reading CACHE_TOTALS")?;
         let (totals, _) = sum_cpus(&totals);
@@ -288,6 +293,26 @@ impl PageCacheMaps {
                 pause_jiffies: d.throttle_pause_jiffies,
             }),
         })
+    }
+}
+
+/// Adds each CPU's pending read pages to their process's row (a new row when the process has none:
+/// then its name comes from /proc, and it is marked exited when /proc no longer has it).
+pub fn add_pending(
+    processes: &mut Vec<CacheProcessSample>,
+    per_cpu: &[CacheScratch],
+    exists: impl Fn(u32) -> bool,
+) {
+    for s in per_cpu.iter().filter(|s| s.pending_read_pages > 0) {
+        match processes.iter_mut().find(|p| p.pid == s.pending_tgid) {
+            Some(p) => p.counters.read_pages += s.pending_read_pages,
+            None => processes.push(CacheProcessSample {
+                pid: s.pending_tgid,
+                comm: String::new(),
+                exited: !exists(s.pending_tgid),
+                counters: CacheCountersSample { read_pages: s.pending_read_pages, ..Default::default() },
+            }),
+        }
     }
 }
 
@@ -465,6 +490,23 @@ mod tests {
         d.comm[..4].copy_from_slice(b"bash");
         assert_eq!(sum_cpus(&[d, c]).1, "cat");
         assert_eq!(sum_cpus(&[c, d]).1, "cat");
+    }
+
+    #[test]
+    fn pending_read_pages_join_their_process() {
+        let mut procs = vec![CacheProcessSample {
+            pid: 10,
+            comm: "fio".into(),
+            counters: CacheCountersSample { read_pages: 100, ..Default::default() },
+            ..Default::default()
+        }];
+        let cpu0 = CacheScratch { pending_tgid: 10, pending_read_pages: 32, ..Default::default() };
+        let cpu1 = CacheScratch { pending_tgid: 11, pending_read_pages: 8, ..Default::default() };
+        let cpu2 = CacheScratch { pending_tgid: 12, pending_read_pages: 0, ..Default::default() };
+        add_pending(&mut procs, &[cpu0, cpu1, cpu2], |pid| pid != 11);
+        assert_eq!(procs.len(), 2);
+        assert_eq!(procs[0].counters.read_pages, 132);
+        assert_eq!((procs[1].pid, procs[1].counters.read_pages, procs[1].exited), (11, 8, true));
     }
 
     #[test]

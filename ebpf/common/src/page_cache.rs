@@ -207,6 +207,13 @@ pub struct CacheScratch {
     pub insert_ino: u64,
     pub insert_index: u64,
     pub insert_pages: u64,
+    /// Read pages counted on this CPU for `pending_tgid` and not yet added to its CACHE_PROCS
+    /// entry: the hot read path only touches this per-CPU slot while the same process keeps
+    /// reading, and moves the pages to the hash map when another process reads here. Userspace
+    /// adds the pending pages when it reads the maps.
+    pub pending_tgid: u32,
+    pub _pad2: u32,
+    pub pending_read_pages: u64,
 }
 
 /// Hash map (LRU): the `mm_id` of `kmem:rss_stat` → the file RSS (bytes) last reported.
@@ -316,6 +323,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<CacheLayout>(), 38 * 4);
         assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
-        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 6 * 8);
+        assert_eq!(core::mem::size_of::<CacheScratch>(), 6 * 4 + 7 * 8);
     }
 }

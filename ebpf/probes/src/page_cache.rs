@@ -67,6 +67,16 @@ fn scratch() -> Option<&'static mut CacheScratch> {
 /// This CPU's counters of the current process, created (with its comm) on first use.
 #[inline(always)]
 fn process(tgid: u32) -> Option<&'static mut CacheCounters> {
+    let counters = entry(tgid)?;
+    if counters.comm[0] == 0 {
+        set_comm(counters);
+    }
+    Some(counters)
+}
+
+/// This CPU's counters of process `tgid` (not necessarily the current one: no comm is set).
+#[inline(always)]
+fn entry(tgid: u32) -> Option<&'static mut CacheCounters> {
     let counters = match CACHE_PROCS.get_ptr_mut(tgid) {
         Some(p) => p,
         None => {
@@ -76,11 +86,7 @@ fn process(tgid: u32) -> Option<&'static mut CacheCounters> {
         }
     };
     // SAFETY: this CPU's value for `tgid`, see totals().
-    let counters = unsafe { &mut *counters };
-    if counters.comm[0] == 0 {
-        set_comm(counters);
-    }
-    Some(counters)
+    Some(unsafe { &mut *counters })
 }
 
 #[inline(always)]
@@ -159,7 +165,9 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
 }
 
 /// Counts a read request of pages `index..=last` of file (dev, ino), unless it continues the same
-/// thread's previous request (see ioscope_common::page_cache::continues_read).
+/// thread's previous request (see ioscope_common::page_cache::continues_read). The process's
+/// share stays in this CPU's scratch slot while it keeps reading here (no hash lookup on the hot
+/// path) and moves to its CACHE_PROCS entry when another process reads on this CPU.
 #[inline(always)]
 fn count_read(dev: u32, ino: u64, index: u64, last: u64) {
     let (tgid, tid) = current_ids();
@@ -170,9 +178,25 @@ fn count_read(dev: u32, ino: u64, index: u64, last: u64) {
     s.get_pages_ino = ino;
     s.get_pages_index = index;
     s.get_pages_last = last;
-    if pages > 0 {
-        count(tgid, |c| c.read_pages = c.read_pages.wrapping_add(pages));
+    if pages == 0 {
+        return;
     }
+    if let Some(t) = totals() {
+        t.read_pages = t.read_pages.wrapping_add(pages);
+    }
+    if s.pending_tgid == tgid {
+        s.pending_read_pages = s.pending_read_pages.wrapping_add(pages);
+        return;
+    }
+    if s.pending_read_pages > 0 {
+        if let Some(old) = entry(s.pending_tgid) {
+            old.read_pages = old.read_pages.wrapping_add(s.pending_read_pages);
+        }
+    }
+    // The new reader's entry exists from now on (with its comm), even if its pages stay pending.
+    let _ = process(tgid);
+    s.pending_tgid = tgid;
+    s.pending_read_pages = pages;
 }
 
 #[tracepoint]
