@@ -36,6 +36,12 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn child_main() -> bool {
     let Ok(mode) = std::env::var(CHILD_MODE) else { return false };
     let path = std::env::var(CHILD_FILE).unwrap();
+    // Started (program and libraries mapped, maybe read from disk if something evicted them):
+    // tell the parent, which takes its "before" sample now, and wait for its go.
+    println!("{READY}");
+    std::io::stdout().flush().unwrap();
+    let mut go = [0u8; 1];
+    std::io::stdin().read_exact(&mut go).unwrap();
     if mode == "read" {
         // cat's buffer size: 128 KiB read() calls.
         let mut f = File::open(&path).unwrap();
@@ -74,17 +80,36 @@ fn child_main() -> bool {
     true
 }
 
-/// Runs the child and returns its pid.
-fn run_child(mode: &str, file: &Path) -> u32 {
+/// What the child prints once started, before it waits for the go on stdin.
+const READY: &str = "IOSCOPE_LIVE_CACHE_CHILD_READY";
+
+/// Runs the child: starts it, waits until it is ready, calls `before` (the first sample, so the
+/// child's own start-up is outside the measured interval), lets it work and waits for its exit.
+/// Returns its pid and what `before` returned.
+fn run_child<T>(mode: &str, file: &Path, before: impl FnOnce() -> T) -> (u32, T) {
+    use std::io::BufRead;
+    use std::process::Stdio;
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_entry_point", "--nocapture", "--test-threads=1"])
         .env(CHILD_MODE, mode)
         .env(CHILD_FILE, file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains(READY) {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child {mode} ended before it was ready");
+    }
+    let b = before();
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    // Drain its output so it never blocks on a full pipe.
+    std::io::copy(&mut out, &mut std::io::sink()).unwrap();
     assert!(child.wait().unwrap().success(), "child {mode} failed");
-    pid
+    (pid, b)
 }
 
 /// The child's row for the interval between two samples (it has exited by `after`).
@@ -178,8 +203,7 @@ fn cold_warm_half(mode: &str) {
     make_file(&file);
 
     // Cold.
-    let before = sample(&mut bpf);
-    let pid = run_child(mode, &file);
+    let (pid, before) = run_child(mode, &file, || sample(&mut bpf));
     let cold = child_row(&before, &sample(&mut bpf), pid);
     eprintln!("{mode} cold: {cold:?}");
     assert!(pct(&cold) <= 10.0, "{mode} cold hit % {} > 10", pct(&cold));
@@ -193,8 +217,7 @@ fn cold_warm_half(mode: &str) {
 
     // Warm: read again.
     assert_eq!(cached_pages(&file), FILE_PAGES, "the whole file is cached after the first read");
-    let before = sample(&mut bpf);
-    let pid = run_child(mode, &file);
+    let (pid, before) = run_child(mode, &file, || sample(&mut bpf));
     let warm = child_row(&before, &sample(&mut bpf), pid);
     eprintln!("{mode} warm: {warm:?}");
     assert!(pct(&warm) >= 95.0, "{mode} warm hit % {} < 95", pct(&warm));
@@ -203,8 +226,7 @@ fn cold_warm_half(mode: &str) {
     // Half warm.
     drop_cache(&file);
     preread_half(&file);
-    let before = sample(&mut bpf);
-    let pid = run_child(mode, &file);
+    let (pid, before) = run_child(mode, &file, || sample(&mut bpf));
     let half = child_row(&before, &sample(&mut bpf), pid);
     eprintln!("{mode} half: {half:?}");
     assert!((40.0..=60.0).contains(&pct(&half)), "{mode} half-cached hit % {} not within 40–60", pct(&half));
@@ -245,8 +267,7 @@ fn buffered_write_dirties_its_pages() {
     let lo = LoopDevice::with_fs(256, "ext4");
     let file = lo.mount_point().join("written");
     let mib = 32u64;
-    let before = sample(&mut bpf);
-    let pid = run_child(&format!("write:{mib}"), &file);
+    let (pid, before) = run_child(&format!("write:{mib}"), &file, || sample(&mut bpf));
     let row = child_row(&before, &sample(&mut bpf), pid);
     eprintln!("write {mib} MiB: {row:?}");
     let expected = mib * (1 << 20) / PAGE;
@@ -270,8 +291,7 @@ fn direct_io_is_marked_and_counts_neither_hits_nor_misses() {
     let lo = LoopDevice::with_fs(256, "ext4");
     let file = lo.mount_point().join("data");
     make_file(&file);
-    let before = sample(&mut bpf);
-    let pid = run_child("dio-read", &file);
+    let (pid, before) = run_child("dio-read", &file, || sample(&mut bpf));
     let row = child_row(&before, &sample(&mut bpf), pid);
     eprintln!("dio read: {row:?}");
     assert!(row.direct_io, "O_DIRECT reads are marked");
@@ -302,8 +322,7 @@ fn cross_check_agrees_with_the_block_layer_on_a_cold_read() {
     let file = lo.mount_point().join("data");
     make_file(&file);
     let mut sampler = Sampler::new(SystemRoot::live(), bpf);
-    let before = sampler.sample();
-    run_child("read", &file);
+    let (_, before) = run_child("read", &file, || sampler.sample());
     let after = sampler.sample();
     let m = Model::between(&before, &after);
     let check = m.cache.expect("page-cache model").cross_check;
@@ -374,9 +393,8 @@ fn a_writer_past_the_dirty_limit_is_shown_throttled() {
     // 16 MiB = 4096 pages; background 32 MiB is not below it, so the kernel uses 2048.
     guard.set("dirty_bytes", 16 << 20);
     guard.set("dirty_background_bytes", 32 << 20);
-    let mut before = sample(&mut bpf);
+    let (pid, mut before) = run_child("write:64", &file, || sample(&mut bpf));
     before.mono_ns = 1;
-    let pid = run_child("write:64", &file);
     let mut after = sample(&mut bpf);
     drop(guard);
     after.mono_ns = 1_000_000_001;

@@ -201,19 +201,28 @@ pub struct CacheScratch {
     pub get_pages_ino: u64,
     pub get_pages_index: u64,
     pub get_pages_last: u64,
-    /// The thread of the last `mm_filemap_add_to_page_cache` (0: consumed), and its folio.
-    pub insert_tid: u32,
-    pub _pad: u32,
-    pub insert_ino: u64,
-    pub insert_index: u64,
-    pub insert_pages: u64,
     /// Read pages counted on this CPU for `pending_tgid` and not yet added to its CACHE_PROCS
     /// entry: the hot read path only touches this per-CPU slot while the same process keeps
     /// reading, and moves the pages to the hash map when another process reads here. Userspace
     /// adds the pending pages when it reads the maps.
     pub pending_tgid: u32,
-    pub _pad2: u32,
+    pub _pad: u32,
     pub pending_read_pages: u64,
+}
+
+/// Hash map (LRU): thread id → the folio it inserted last ([`InsertRecord`]). Per thread, not per
+/// CPU: a writer preempted or migrated between inserting a folio (write_begin) and dirtying it
+/// (write_end) must still be recognised.
+pub const LAST_INSERT_MAP: &str = "LAST_INSERT";
+pub const LAST_INSERT_MAX: u32 = 8192;
+
+/// The folio a thread inserted last.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InsertRecord {
+    pub ino: u64,
+    pub index: u64,
+    pub pages: u64,
 }
 
 /// Hash map (LRU): the `mm_id` of `kmem:rss_stat` → the file RSS (bytes) last reported.
@@ -276,6 +285,8 @@ mod user {
     unsafe impl aya::Pod for super::DirtyStateRecord {}
     // SAFETY: as above (explicit `_pad`).
     unsafe impl aya::Pod for super::CacheScratch {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::InsertRecord {}
 }
 
 #[cfg(test)]
@@ -323,6 +334,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<CacheLayout>(), 38 * 4);
         assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
-        assert_eq!(core::mem::size_of::<CacheScratch>(), 6 * 4 + 7 * 8);
+        assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
+        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8);
     }
 }

@@ -12,7 +12,7 @@ use aya_ebpf::{
 };
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch,
-    DirtyStateRecord, CACHE_MAX_PROCESSES, RSS_LAST_MAX,
+    DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, RSS_LAST_MAX,
 };
 
 /// Field offsets, written by the loader from the tracefs format files.
@@ -30,6 +30,9 @@ static CACHE_TOTALS: PerCpuArray<CacheCounters> = PerCpuArray::with_max_entries(
 
 #[map]
 static CACHE_SCRATCH: PerCpuArray<CacheScratch> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static LAST_INSERT: LruHashMap<u32, InsertRecord> = LruHashMap::with_max_entries(LAST_INSERT_MAX, 0);
 
 #[map]
 static RSS_LAST: LruHashMap<u32, u64> = LruHashMap::with_max_entries(RSS_LAST_MAX, 0);
@@ -240,12 +243,7 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     };
     let pages = folio_pages(order);
     let (tgid, tid) = current_ids();
-    if let Some(s) = scratch() {
-        s.insert_tid = tid;
-        s.insert_ino = ino;
-        s.insert_index = index;
-        s.insert_pages = pages;
-    }
+    let _ = LAST_INSERT.insert(tid, InsertRecord { ino, index, pages }, 0);
     count(tgid, |c| c.inserted_pages = c.inserted_pages.wrapping_add(pages));
     Ok(0)
 }
@@ -285,10 +283,11 @@ fn try_dirty(ctx: &TracePointContext) -> Result<u32, i64> {
     // The folio this thread inserted just before (a buffered write allocating cache pages): its
     // size is known, and its insertion was not a read miss.
     let mut allocated = 0u64;
-    if let Some(s) = scratch() {
-        if s.insert_tid == tid && s.insert_ino == ino && s.insert_index == index {
-            allocated = s.insert_pages;
-            s.insert_tid = 0;
+    // SAFETY: a plain copy of this thread's record.
+    if let Some(r) = unsafe { LAST_INSERT.get(tid) }.copied() {
+        if r.ino == ino && r.index == index {
+            allocated = r.pages;
+            let _ = LAST_INSERT.remove(tid);
         }
     }
     let dirtied = if allocated > 0 { allocated } else { 1 };
