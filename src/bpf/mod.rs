@@ -5,6 +5,7 @@
 
 pub mod block;
 pub mod cgroup;
+pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;
 pub mod rq_issue;
@@ -16,6 +17,7 @@ use anyhow::Result;
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
 use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
+use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::{RQ_ISSUE_LAYOUT_GLOBAL, RQ_ISSUE_MAP};
 
 use self::block::BlockMaps;
@@ -36,6 +38,7 @@ pub struct BpfCollector {
     rq_issue: Option<RqIssueMap>,
     /// The block-layer probes' maps (src/bpf/block.rs).
     block: Option<BlockMaps>,
+    page_cache: Option<page_cache::PageCacheMaps>,
 }
 
 impl BpfCollector {
@@ -58,11 +61,16 @@ impl BpfCollector {
             .and_then(|format| rq_issue::layout(&format));
         let (block_layout, block_ready) = block::layout(&tracefs);
 
+        // HZ is measured across the (slow) load: a first jiffies reading now.
+        let jiffies_before = page_cache::jiffies_now();
+        let (cache_layout, cache_layouts) = page_cache::layout(&tracefs);
+
         let mut loader = EbpfLoader::new();
         if let Ok(layout) = &rq_layout {
             loader.override_global(RQ_ISSUE_LAYOUT_GLOBAL, layout, true);
         }
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
+        loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -104,7 +112,17 @@ impl BpfCollector {
                 None
             }
         };
-        BpfCollector { status: overall_status(programs), _ebpf: Some(ebpf), rq_issue, block }
+        let (cache_statuses, page_cache, hz_note) =
+            page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before);
+        programs.extend(cache_statuses);
+        let mut status = overall_status(programs);
+        if let Some(note) = hz_note {
+            status.reason = Some(match status.reason {
+                Some(r) => format!("{r}; {note}"),
+                None => note,
+            });
+        }
+        BpfCollector { status, _ebpf: Some(ebpf), rq_issue, block, page_cache }
     }
 
     /// eBPF off on purpose (`--no-bpf`) or impossible; `reason` is shown to the user.
@@ -114,6 +132,7 @@ impl BpfCollector {
             _ebpf: None,
             rq_issue: None,
             block: None,
+            page_cache: None,
         }
     }
 
@@ -134,6 +153,12 @@ impl BpfCollector {
         if let Some(block) = &mut self.block {
             if let Err(e) = block.read(&mut sample) {
                 sample.status.reason = Some(format!("{e:#}"));
+            }
+        }
+        if let Some(maps) = &mut self.page_cache {
+            match maps.read() {
+                Ok(pc) => sample.page_cache = Some(pc),
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }
         sample

@@ -120,7 +120,7 @@ pub struct MetricComparison {
 /// Pane name → metric → one value per interval.
 pub type Series = BTreeMap<&'static str, BTreeMap<String, Vec<f64>>>;
 
-const PANES: [&str; 4] = ["memory", "psi", "devices", "processes"];
+const PANES: [&str; 5] = ["memory", "psi", "devices", "processes", "cache"];
 
 /// Model keys that are identities or static facts, not measurements.
 fn skipped(key: &str) -> bool {
@@ -165,6 +165,23 @@ pub fn series(models: &[Model]) -> Series {
         for (comm, metrics) in by_comm {
             for (k, v) in metrics {
                 push("processes", format!("{comm} {k}"), v);
+            }
+        }
+        if let Some(cache) = &m.cache {
+            for (k, v) in numbers(&to_value(cache), "") {
+                push("cache", k, v);
+            }
+        }
+        // Per comm, only what adds up across processes: per-second rates (not hit %).
+        let mut cache_by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
+        for p in &m.cache_processes {
+            for (k, v) in numbers(&to_value(p), "").into_iter().filter(|(k, _)| k.ends_with("_s")) {
+                *cache_by_comm.entry(&p.comm).or_default().entry(k).or_default() += v;
+            }
+        }
+        for (comm, metrics) in cache_by_comm {
+            for (k, v) in metrics {
+                push("cache", format!("{comm} {k}"), v);
             }
         }
     }
@@ -409,6 +426,7 @@ fn title(pane: &str) -> &'static str {
         "memory" => "Memory (bytes; rates per second)",
         "psi" => "Pressure (PSI: % and ms per interval)",
         "devices" => "Devices (iostat -x)",
+        "cache" => "Page cache (eBPF: pages per interval; per comm, rates per second)",
         _ => "Processes (summed by comm, per second)",
     }
 }

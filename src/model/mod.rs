@@ -11,6 +11,7 @@ use crate::sample::Sample;
 
 pub mod block;
 pub mod block_health;
+pub mod cache;
 pub mod counter;
 pub mod devices;
 pub mod io_processes;
@@ -37,6 +38,10 @@ pub struct Model {
     pub bpf: BpfModel,
     /// Disk I/O per submitting process and disk, from the block probes (empty without eBPF).
     pub io_processes: Vec<IoProcessModel>,
+    /// The page cache from the eBPF probes (system line); null without them.
+    pub cache: Option<cache::CacheModel>,
+    /// Per-process page-cache figures for the interval (processes with activity, exited ones too).
+    pub cache_processes: Vec<cache::CacheProcessModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -80,6 +85,8 @@ impl Model {
                 block_health: block_health::compute(prev, cur, secs),
             },
             io_processes: io_processes::compute(prev, cur, secs),
+            cache: cache::compute(prev, cur, secs),
+            cache_processes: cache::processes(prev, cur, secs),
         }
     }
 

@@ -4,5 +4,6 @@
 //! sample source, clock and writer, so tests drive it with fixture Samples and failing writers.
 
 pub mod block_text;
+pub mod cache_text;
 pub mod headless;
 pub mod text;

@@ -35,6 +35,10 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
     s.push('\n');
     process_table(&mut s, &m.processes);
     super::block_text::append(&mut s, m);
+    if m.interval_s > 0.0 {
+        s.push('\n');
+        super::cache_text::append(&mut s, m);
+    }
     s
 }
 

@@ -28,15 +28,26 @@ const GAP: &str = "  ";
 
 /// Rows the pane needs at `width` (block title included) without sparkline growth.
 pub fn wanted_height(model: &Model, state: &UiState, width: u16) -> u16 {
-    let top = text_lines(&model.memory, model.interval_s, state, width).len() as u16;
-    1 + top + 1
+    let memory = crate::ui::cache::memory_for_display(model);
+    let top = text_lines(&memory, model.interval_s, state, width).len() as u16;
+    let extra = crate::ui::cache::memory_lines(model, state).len() as u16;
+    1 + top + extra + 1
 }
 
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
     let theme = Theme { color: state.color };
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let lines = text_lines(&model.memory, model.interval_s, state, inner.width);
+    // The kernel's own dirty thresholds when eBPF saw them; the throttling warning below the gauge.
+    let memory = crate::ui::cache::memory_for_display(model);
+    let mut lines = text_lines(&memory, model.interval_s, state, inner.width);
+    let after_gauge = lines
+        .iter()
+        .position(|l| l.spans.first().is_some_and(|s| s.content.starts_with("dirty+wb")))
+        .map_or(lines.len(), |i| i + 1);
+    for (i, l) in crate::ui::cache::memory_lines(model, state).into_iter().enumerate() {
+        lines.insert(after_gauge + i, l);
+    }
     let text_h = (lines.len() as u16).min(inner.height);
     let [text_area, spark_area] =
         Layout::vertical([Constraint::Length(text_h), Constraint::Fill(1)]).areas(inner);

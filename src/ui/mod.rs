@@ -14,6 +14,7 @@ use ratatui::Frame;
 use crate::model::Model;
 
 pub mod baseline;
+pub mod cache;
 pub mod columns;
 pub mod device_detail;
 pub mod devices;
@@ -95,7 +96,17 @@ fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
             .areas(body);
     render_pane(frame, mem, Pane::Memory, model, state);
     render_pane(frame, dev, Pane::Devices, model, state);
-    render_pane(frame, procs, Pane::Processes, model, state);
+    // Processes and page cache share the rest: both when there is room for two, else the one
+    // that has the focus (processes by default; `4` shows the cache).
+    if procs.height >= 2 * MIN_PROCESS_HEIGHT + 2 {
+        let [p, c] = Layout::vertical([Constraint::Fill(1); 2]).areas(procs);
+        render_pane(frame, p, Pane::Processes, model, state);
+        render_pane(frame, c, Pane::Cache, model, state);
+    } else if state.focus == Pane::Cache {
+        render_pane(frame, procs, Pane::Cache, model, state);
+    } else {
+        render_pane(frame, procs, Pane::Processes, model, state);
+    }
 }
 
 fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: &UiState) {
@@ -104,6 +115,7 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
         Pane::Devices => ('2', devices::title(model, state)),
         Pane::Processes if state.io_view => ('3', io_processes::title(model, state)),
         Pane::Processes => ('3', processes::title(model, state)),
+        Pane::Cache => ('4', cache::title(model, state)),
     };
     if let Some(baseline) = &state.baseline {
         let title = baseline::title(&title, baseline, state);
@@ -116,6 +128,7 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
         Pane::Devices => devices::render(frame, area, model, state, block),
         Pane::Processes if state.io_view => io_processes::render(frame, area, model, state, block),
         Pane::Processes => processes::render(frame, area, model, state, block),
+        Pane::Cache => cache::render(frame, area, model, state, block),
     }
 }
 

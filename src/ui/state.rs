@@ -23,21 +23,23 @@ pub enum Pane {
     #[default]
     Devices,
     Processes,
+    /// Page cache per process (eBPF), or the /proc estimate without it.
+    Cache,
 }
 
 impl Pane {
-    const ORDER: [Pane; 3] = [Pane::Memory, Pane::Devices, Pane::Processes];
+    const ORDER: [Pane; 4] = [Pane::Memory, Pane::Devices, Pane::Processes, Pane::Cache];
 
     fn index(self) -> usize {
         Pane::ORDER.iter().position(|p| *p == self).unwrap_or(0)
     }
 
     fn next(self) -> Pane {
-        Pane::ORDER[(self.index() + 1) % 3]
+        Pane::ORDER[(self.index() + 1) % Pane::ORDER.len()]
     }
 
     fn previous(self) -> Pane {
-        Pane::ORDER[(self.index() + 2) % 3]
+        Pane::ORDER[(self.index() + Pane::ORDER.len() - 1) % Pane::ORDER.len()]
     }
 }
 
@@ -165,6 +167,10 @@ pub struct UiState {
     /// `b`: the process pane shows disk I/O per submitter (eBPF) instead of /proc/PID/io.
     pub io_view: bool,
     pub io_sort: IoSort,
+    /// The cache pane's sort key and direction (`s`, `r` while it has the focus).
+    pub cache_sort: crate::ui::cache::CacheSort,
+    pub cache_sort_reversed: bool,
+    pub selected_cache: usize,
 }
 
 impl UiState {
@@ -196,6 +202,9 @@ impl UiState {
             probe_health: false,
             io_view: false,
             io_sort: IoSort::default(),
+            cache_sort: Default::default(),
+            cache_sort_reversed: false,
+            selected_cache: 0,
         }
     }
 
@@ -251,6 +260,7 @@ impl UiState {
             KeyCode::Char('1') => self.focus(Pane::Memory),
             KeyCode::Char('2') => self.focus(Pane::Devices),
             KeyCode::Char('3') => self.focus(Pane::Processes),
+            KeyCode::Char('4') => self.focus(Pane::Cache),
             KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
             KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
             KeyCode::PageDown => self.move_selection(10),
@@ -259,6 +269,12 @@ impl UiState {
             // Past the end on purpose: clamp_selection pulls it back to the last row.
             KeyCode::End | KeyCode::Char('G') => self.move_selection(i64::MAX / 2),
             KeyCode::Char('z') => toggle(&mut self.zoomed),
+            KeyCode::Char('s') if self.focus == Pane::Cache => {
+                self.cache_sort = self.cache_sort.next();
+                self.cache_sort_reversed = false;
+                Action::Redraw
+            }
+            KeyCode::Char('r') if self.focus == Pane::Cache => toggle(&mut self.cache_sort_reversed),
             KeyCode::Char('s') => {
                 if self.io_view {
                     self.io_sort = self.io_sort.next();
@@ -326,6 +342,7 @@ impl UiState {
             _ => return Action::None,
         }
         self.selected_process = 0;
+        self.selected_cache = 0;
         Action::Redraw
     }
 
@@ -338,6 +355,7 @@ impl UiState {
         let sel = match self.focus {
             Pane::Devices => &mut self.selected_device,
             Pane::Processes => &mut self.selected_process,
+            Pane::Cache => &mut self.selected_cache,
             Pane::Memory => return Action::None,
         };
         *sel = (*sel as i64).saturating_add(by).max(0) as usize;
@@ -370,6 +388,8 @@ impl UiState {
         };
         self.selected_device = self.selected_device.min(devices.saturating_sub(1));
         self.selected_process = self.selected_process.min(processes.saturating_sub(1));
+        let cache = crate::ui::cache::row_count(model, self);
+        self.selected_cache = self.selected_cache.min(cache.saturating_sub(1));
     }
 }
 
@@ -478,7 +498,11 @@ mod tests {
         s.handle_key(code(KeyCode::Tab));
         assert_eq!(s.focus, Pane::Processes);
         s.handle_key(code(KeyCode::Tab));
+        assert_eq!(s.focus, Pane::Cache);
+        s.handle_key(code(KeyCode::Tab));
         assert_eq!(s.focus, Pane::Memory);
+        s.handle_key(code(KeyCode::BackTab));
+        assert_eq!(s.focus, Pane::Cache);
         s.handle_key(code(KeyCode::BackTab));
         assert_eq!(s.focus, Pane::Processes);
         s.handle_key(key('1'));
@@ -540,6 +564,22 @@ mod tests {
         s.selected_device = 5;
         s.clamp_selection(&m);
         assert_eq!((s.selected_process, s.selected_device), (2, 0));
+    }
+
+    #[test]
+    fn sort_keys_act_on_the_cache_pane_when_it_has_the_focus() {
+        let mut s = state();
+        s.handle_key(key('4'));
+        assert_eq!(s.focus, Pane::Cache);
+        let first = s.cache_sort;
+        s.handle_key(key('s'));
+        assert_ne!(s.cache_sort, first);
+        assert_eq!(s.sort, ProcSort::Disk, "the process sort is untouched");
+        s.handle_key(key('r'));
+        assert!(s.cache_sort_reversed && !s.sort_reversed);
+        s.handle_key(key('j'));
+        s.handle_key(key('j'));
+        assert_eq!((s.selected_cache, s.selected_process), (2, 0));
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|bench-fio|overhead`. See README "Developing".
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|bench-fio|overhead|cache-overhead`. See README
+//! "Developing".
 
 mod bench_fio;
+mod cache_overhead;
 mod ebpf;
 mod overhead;
 mod perf;
@@ -44,6 +46,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Cached-read throughput (fio) with and without ioscope's page-cache probes.
+    CacheOverhead {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,5 +61,6 @@ fn main() -> anyhow::Result<()> {
         Command::Perf { args } => perf::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
+        Command::CacheOverhead { args } => cache_overhead::run(&args),
     }
 }

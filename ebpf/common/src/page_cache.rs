@@ -1,0 +1,340 @@
+//! The page-cache probes' shared types: what `filemap:*`, `writeback:*` and `iomap:*` programs
+//! count per process (tgid) and system-wide, and the tracepoint field offsets they need.
+//!
+//! What each counter means (the README's "Page cache" section defines the hit rate built on them):
+//! - `read_pages`: pages requested through the read path (`mm_filemap_get_pages`, range
+//!   `index..=last_index`). `filemap_read()` calls `filemap_get_pages()` once per batch of folios
+//!   with the *remaining* range of the same call, so a continuation (same thread, file and last
+//!   index, a later start) is not counted again.
+//! - `mapped_pages`: pages in the fault-around window of `mm_filemap_map_pages`.
+//! - `faults`: `mm_filemap_fault` events (one page each).
+//! - `inserted_pages`: pages added to the page cache in this task's context
+//!   (`mm_filemap_add_to_page_cache`, `1 << order` pages per folio).
+//! - `write_inserted_pages`: of those, the ones the same thread dirtied right after inserting them
+//!   (`writeback_dirty_folio` on the folio it last inserted): a buffered write allocating new
+//!   cache pages, which is not a read miss.
+//! - `dirtied_pages`: folios going from clean to dirty (`writeback_dirty_folio`); a folio this
+//!   thread just inserted counts its `1 << order` pages, any other one page (the record carries no
+//!   size).
+//! - `evicted_pages`: `mm_filemap_delete_from_page_cache` (system-wide only: evictions run in
+//!   kswapd or whichever task reclaims, not the one that used the page).
+//! - `throttled`, `throttle_jiffies`: `balance_dirty_pages` events with a positive pause, and the
+//!   sum of those pauses (jiffies; userspace converts with the kernel's HZ).
+//! - `dio_*`: `iomap_dio_rw_begin` calls and bytes by direction: direct I/O bypasses the cache.
+//! - `rss_file_bytes`: growth of the process's file-backed RSS (`kmem:rss_stat`, member
+//!   MM_FILEPAGES, in its own context): the pages its mmap faults mapped. `mm_filemap_map_pages`
+//!   only reports a fault-around window and `mm_filemap_fault` one page, while a fault may map a
+//!   whole large folio (up to a 2 MiB PMD, with no event of its own): the RSS growth is the count.
+
+/// Per-CPU hash map: tgid (u32) → [`CacheCounters`].
+pub const CACHE_PROCS_MAP: &str = "CACHE_PROCS";
+/// Per-CPU array of one [`CacheCounters`]: the system-wide totals.
+pub const CACHE_TOTALS_MAP: &str = "CACHE_TOTALS";
+/// Array of one [`DirtyStateRecord`]: the last `global_dirty_state` and throttling seen.
+pub const DIRTY_STATE_MAP: &str = "DIRTY_STATE";
+/// Read-only global holding [`CacheLayout`], set by the loader before load.
+pub const CACHE_LAYOUT_GLOBAL: &str = "CACHE_LAYOUT";
+
+/// Most processes tracked at once. Entries of exited processes are removed by userspace after it
+/// has read them once; a machine with more live processes doing file I/O loses the extra ones
+/// (their events are only counted system-wide).
+pub const CACHE_MAX_PROCESSES: u32 = 16384;
+
+/// Where the fields the page-cache programs read sit in each tracepoint's record, from tracefs.
+/// Each `*_ok` is 1 once userspace found every field that program needs; a program whose flag is 0
+/// counts nothing (and userspace does not attach it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheLayout {
+    pub get_pages_ok: u32,
+    pub get_pages_dev: u32,
+    pub get_pages_ino: u32,
+    pub get_pages_index: u32,
+    pub get_pages_last_index: u32,
+
+    pub map_pages_ok: u32,
+    pub map_pages_index: u32,
+    pub map_pages_last_index: u32,
+
+    pub add_ok: u32,
+    pub add_ino: u32,
+    pub add_index: u32,
+    pub add_order: u32,
+
+    pub delete_ok: u32,
+    pub delete_order: u32,
+
+    pub dirty_ok: u32,
+    pub dirty_ino: u32,
+    pub dirty_index: u32,
+
+    pub bdp_ok: u32,
+    pub bdp_limit: u32,
+    pub bdp_setpoint: u32,
+    pub bdp_dirty: u32,
+    pub bdp_pause: u32,
+
+    pub gds_ok: u32,
+    pub gds_nr_dirty: u32,
+    pub gds_nr_writeback: u32,
+    pub gds_background_thresh: u32,
+    pub gds_dirty_thresh: u32,
+    pub gds_dirty_limit: u32,
+
+    pub dio_ok: u32,
+    pub dio_count: u32,
+    pub dio_ki_flags: u32,
+    /// The `IOCB_WRITE` bit of `ki_flags`, from the event's print format.
+    pub dio_write_flag: u32,
+
+    pub rss_ok: u32,
+    pub rss_mm_id: u32,
+    pub rss_curr: u32,
+    pub rss_member: u32,
+    pub rss_size: u32,
+    /// `MM_FILEPAGES` in the event's `member` symbols (0 on every kernel so far).
+    pub rss_file_member: u32,
+}
+
+impl CacheLayout {
+    /// The value compiled into the object: nothing configured.
+    pub const UNSET: CacheLayout = CacheLayout {
+        get_pages_ok: 0,
+        get_pages_dev: 0,
+        get_pages_ino: 0,
+        get_pages_index: 0,
+        get_pages_last_index: 0,
+        map_pages_ok: 0,
+        map_pages_index: 0,
+        map_pages_last_index: 0,
+        add_ok: 0,
+        add_ino: 0,
+        add_index: 0,
+        add_order: 0,
+        delete_ok: 0,
+        delete_order: 0,
+        dirty_ok: 0,
+        dirty_ino: 0,
+        dirty_index: 0,
+        bdp_ok: 0,
+        bdp_limit: 0,
+        bdp_setpoint: 0,
+        bdp_dirty: 0,
+        bdp_pause: 0,
+        gds_ok: 0,
+        gds_nr_dirty: 0,
+        gds_nr_writeback: 0,
+        gds_background_thresh: 0,
+        gds_dirty_thresh: 0,
+        gds_dirty_limit: 0,
+        dio_ok: 0,
+        dio_count: 0,
+        dio_ki_flags: 0,
+        dio_write_flag: 0,
+        rss_ok: 0,
+        rss_mm_id: 0,
+        rss_curr: 0,
+        rss_member: 0,
+        rss_size: 0,
+        rss_file_member: 0,
+    };
+}
+
+/// Per process (and once system-wide): cumulative page-cache counters. See the module docs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheCounters {
+    pub read_pages: u64,
+    pub mapped_pages: u64,
+    pub faults: u64,
+    pub inserted_pages: u64,
+    pub write_inserted_pages: u64,
+    pub dirtied_pages: u64,
+    pub evicted_pages: u64,
+    pub throttled: u64,
+    pub throttle_jiffies: u64,
+    pub dio_reads: u64,
+    pub dio_read_bytes: u64,
+    pub dio_writes: u64,
+    pub dio_write_bytes: u64,
+    /// Bytes of file pages newly mapped into the process's page tables (`kmem:rss_stat`, MM_FILEPAGES
+    /// growth): what mmap accesses really map, PMD-sized and fault-around mappings included.
+    pub rss_file_bytes: u64,
+    /// bpf_ktime_get_ns() when `comm` was set on this CPU: userspace takes the newest CPU's comm
+    /// (an exec renames the process after it may already have touched the cache).
+    pub comm_ns: u64,
+    /// The task's comm when the entry was created on this CPU (zeros when never set here).
+    pub comm: [u8; 16],
+}
+
+/// The kernel's own dirty-limit figures as last reported, and the last throttling seen.
+/// `global_dirty_state` fires whenever the kernel computes its global limits (in
+/// `balance_dirty_pages()`, and whenever /proc/vmstat is read).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirtyStateRecord {
+    /// Number of `global_dirty_state` events seen (0: the figures below are not set).
+    pub seen: u64,
+    pub nr_dirty: u64,
+    pub nr_writeback: u64,
+    pub background_thresh: u64,
+    pub dirty_thresh: u64,
+    /// The dirty limit the throttling actually uses (it trails `dirty_thresh` smoothly).
+    pub dirty_limit: u64,
+    /// bpf_ktime_get_ns() of the last `global_dirty_state`.
+    pub seen_ns: u64,
+    /// The last throttling pause (`balance_dirty_pages` with pause > 0): when, and its figures.
+    pub throttle_ns: u64,
+    pub throttle_limit: u64,
+    pub throttle_setpoint: u64,
+    pub throttle_dirty: u64,
+    pub throttle_pause_jiffies: u64,
+}
+
+/// Per CPU: what the previous event on this CPU left for the next one to correlate with.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheScratch {
+    /// The thread of the last `mm_filemap_get_pages`, and its record.
+    pub get_pages_tid: u32,
+    pub get_pages_dev: u32,
+    pub get_pages_ino: u64,
+    pub get_pages_index: u64,
+    pub get_pages_last: u64,
+    /// Read pages counted on this CPU for `pending_tgid` and not yet added to its CACHE_PROCS
+    /// entry: the hot read path only touches this per-CPU slot while the same process keeps
+    /// reading, and moves the pages to the hash map when another process reads here. Userspace
+    /// adds the pending pages when it reads the maps.
+    pub pending_tgid: u32,
+    pub _pad: u32,
+    pub pending_read_pages: u64,
+}
+
+/// Hash map (LRU): thread id → the folio it inserted last ([`InsertRecord`]). Per thread, not per
+/// CPU: a writer preempted or migrated between inserting a folio (write_begin) and dirtying it
+/// (write_end) must still be recognised.
+pub const LAST_INSERT_MAP: &str = "LAST_INSERT";
+pub const LAST_INSERT_MAX: u32 = 8192;
+
+/// The folio a thread inserted last.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InsertRecord {
+    pub ino: u64,
+    pub index: u64,
+    pub pages: u64,
+}
+
+/// Hash map (LRU): the `mm_id` of `kmem:rss_stat` → the file RSS (bytes) last reported.
+pub const RSS_LAST_MAP: &str = "RSS_LAST";
+pub const RSS_LAST_MAX: u32 = 16384;
+
+/// Bytes of file RSS that are new since the last report for this mm: growth only (unmapping is
+/// not an access), and nothing on the first report of an mm (its earlier history is unknown).
+#[inline(always)]
+pub fn rss_growth(last: Option<u64>, size: u64) -> u64 {
+    match last {
+        Some(last) if size > last => size - last,
+        _ => 0,
+    }
+}
+
+/// Per-CPU array of one [`CacheScratch`].
+pub const CACHE_SCRATCH_MAP: &str = "CACHE_SCRATCH";
+
+/// Whether a `get_pages` record continues the range the same thread's previous record asked for:
+/// `filemap_read()` asks again for what is left of one read() after each batch of folios.
+#[inline(always)]
+pub fn continues_read(s: &CacheScratch, tid: u32, dev: u32, ino: u64, index: u64, last: u64) -> bool {
+    s.get_pages_tid == tid
+        && s.get_pages_dev == dev
+        && s.get_pages_ino == ino
+        && s.get_pages_last == last
+        && index > s.get_pages_index
+        && index <= last
+}
+
+/// Pages in the inclusive range `index..=last` (0 for a malformed range).
+#[inline(always)]
+pub fn range_pages(index: u64, last: u64) -> u64 {
+    if last >= index {
+        last - index + 1
+    } else {
+        0
+    }
+}
+
+/// Pages in a folio of `order` (orders above 20 are not real: counted as one page).
+#[inline(always)]
+pub fn folio_pages(order: u8) -> u64 {
+    if order <= 20 {
+        1u64 << order
+    } else {
+        1
+    }
+}
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: #[repr(C)], only u32/u64/u8-array fields laid out without implicit padding, every
+    // bit pattern valid.
+    unsafe impl aya::Pod for super::CacheLayout {}
+    // SAFETY: as above (15 u64 then 16 bytes).
+    unsafe impl aya::Pod for super::CacheCounters {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::DirtyStateRecord {}
+    // SAFETY: as above (explicit `_pad`).
+    unsafe impl aya::Pod for super::CacheScratch {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::InsertRecord {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_continued_in_the_next_batch_is_not_counted_twice() {
+        let s = CacheScratch {
+            get_pages_tid: 7,
+            get_pages_dev: 1,
+            get_pages_ino: 12,
+            get_pages_index: 0,
+            get_pages_last: 255,
+            ..Default::default()
+        };
+        assert!(continues_read(&s, 7, 1, 12, 31, 255));
+        assert!(continues_read(&s, 7, 1, 12, 255, 255));
+        // Another thread, file, end, or a start not after the previous one: a new request.
+        assert!(!continues_read(&s, 8, 1, 12, 31, 255));
+        assert!(!continues_read(&s, 7, 1, 13, 31, 255));
+        assert!(!continues_read(&s, 7, 1, 12, 31, 300));
+        assert!(!continues_read(&s, 7, 1, 12, 0, 255));
+    }
+
+    #[test]
+    fn rss_growth_counts_increases_after_the_first_report() {
+        assert_eq!(rss_growth(None, 1 << 30), 0);
+        assert_eq!(rss_growth(Some(4096), 4096 * 513), 4096 * 512);
+        assert_eq!(rss_growth(Some(8192), 4096), 0);
+    }
+
+    #[test]
+    fn ranges_and_folios_count_pages() {
+        assert_eq!(range_pages(0, 31), 32);
+        assert_eq!(range_pages(5, 5), 1);
+        assert_eq!(range_pages(6, 5), 0);
+        assert_eq!(folio_pages(0), 1);
+        assert_eq!(folio_pages(9), 512);
+        assert_eq!(folio_pages(200), 1);
+    }
+
+    #[test]
+    fn sizes_have_no_hidden_padding() {
+        assert_eq!(core::mem::size_of::<CacheLayout>(), 38 * 4);
+        assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
+        assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
+        assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
+        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8);
+    }
+}

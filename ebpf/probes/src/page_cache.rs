@@ -1,0 +1,428 @@
+//! The page-cache programs: `filemap:*` (accesses, insertions, evictions), `writeback:*` (dirtying,
+//! throttling, the kernel's dirty limits) and `iomap:iomap_dio_rw_begin` (direct I/O). They count
+//! per process (tgid) into a per-CPU hash map and system-wide into a per-CPU array; userspace sums
+//! the CPUs. What each counter means: ioscope_common::page_cache.
+
+use aya_ebpf::{
+    bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{map, raw_tracepoint, tracepoint},
+    maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
+    programs::{RawTracePointContext, TracePointContext},
+};
+use ioscope_common::page_cache::{
+    continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch,
+    DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, RSS_LAST_MAX,
+};
+
+/// Field offsets, written by the loader from the tracefs format files.
+#[unsafe(no_mangle)]
+static CACHE_LAYOUT: CacheLayout = CacheLayout::UNSET;
+
+/// Allocated on insert: a per-CPU value per possible tgid preallocated would cost
+/// CACHE_MAX_PROCESSES × CPUs × 120 bytes up front.
+#[map]
+static CACHE_PROCS: PerCpuHashMap<u32, CacheCounters> =
+    PerCpuHashMap::with_max_entries(CACHE_MAX_PROCESSES, BPF_F_NO_PREALLOC);
+
+#[map]
+static CACHE_TOTALS: PerCpuArray<CacheCounters> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static CACHE_SCRATCH: PerCpuArray<CacheScratch> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static LAST_INSERT: LruHashMap<u32, InsertRecord> = LruHashMap::with_max_entries(LAST_INSERT_MAX, 0);
+
+#[map]
+static RSS_LAST: LruHashMap<u32, u64> = LruHashMap::with_max_entries(RSS_LAST_MAX, 0);
+
+#[map]
+static DIRTY_STATE: Array<DirtyStateRecord> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+fn layout() -> CacheLayout {
+    // SAFETY: a plain read of a static the loader may have rewritten before load; volatile so the
+    // compiler cannot fold the compiled-in UNSET value.
+    unsafe { core::ptr::read_volatile(&raw const CACHE_LAYOUT) }
+}
+
+/// (tgid, tid) of the current task.
+#[inline(always)]
+fn current_ids() -> (u32, u32) {
+    let id = bpf_get_current_pid_tgid();
+    ((id >> 32) as u32, id as u32)
+}
+
+/// This CPU's system-wide counters.
+#[inline(always)]
+fn totals() -> Option<&'static mut CacheCounters> {
+    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU, so nobody else writes it now.
+    CACHE_TOTALS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+#[inline(always)]
+fn scratch() -> Option<&'static mut CacheScratch> {
+    // SAFETY: as for totals().
+    CACHE_SCRATCH.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+/// This CPU's counters of the current process, created (with its comm) on first use.
+#[inline(always)]
+fn process(tgid: u32) -> Option<&'static mut CacheCounters> {
+    let counters = entry(tgid)?;
+    if counters.comm[0] == 0 {
+        set_comm(counters);
+    }
+    Some(counters)
+}
+
+/// This CPU's counters of process `tgid` (not necessarily the current one: no comm is set).
+#[inline(always)]
+fn entry(tgid: u32) -> Option<&'static mut CacheCounters> {
+    let counters = match CACHE_PROCS.get_ptr_mut(tgid) {
+        Some(p) => p,
+        None => {
+            // NOEXIST: when another CPU created the entry meanwhile, ours is there already (zero).
+            let _ = CACHE_PROCS.insert(tgid, CacheCounters::default(), u64::from(BPF_NOEXIST));
+            CACHE_PROCS.get_ptr_mut(tgid)?
+        }
+    };
+    // SAFETY: this CPU's value for `tgid`, see totals().
+    Some(unsafe { &mut *counters })
+}
+
+#[inline(always)]
+fn set_comm(counters: &mut CacheCounters) {
+    if let Ok(comm) = bpf_get_current_comm() {
+        counters.comm = comm;
+        // SAFETY: helper without preconditions.
+        counters.comm_ns = unsafe { bpf_ktime_get_ns() };
+    }
+}
+
+/// `sched:sched_process_exec`: the process has its new name now; a process that used the cache
+/// before exec (a forked shell) would otherwise keep the old one. No field is read.
+#[tracepoint]
+pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
+    if let Some(p) = CACHE_PROCS.get_ptr_mut(current_ids().0) {
+        // SAFETY: this CPU's value, see totals().
+        set_comm(unsafe { &mut *p });
+    }
+    0
+}
+
+/// Applies `f` to the system-wide and the current process's counters.
+#[inline(always)]
+fn count(tgid: u32, f: impl Fn(&mut CacheCounters)) {
+    if let Some(t) = totals() {
+        f(t);
+    }
+    if let Some(p) = process(tgid) {
+        f(p);
+    }
+}
+
+/// # Safety
+/// `offset` must come from this kernel's format file for the running event (bpf_probe_read_kernel
+/// copes with any offset; a wrong one only reads a wrong value).
+#[inline(always)]
+unsafe fn field<T>(ctx: &TracePointContext, offset: u32) -> Result<T, i64> {
+    unsafe { ctx.read_at::<T>(offset as usize) }.map_err(i64::from)
+}
+
+#[tracepoint]
+pub fn filemap_get_pages(ctx: TracePointContext) -> u32 {
+    try_get_pages(&ctx).unwrap_or(0)
+}
+
+fn try_get_pages(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.get_pages_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file (see field()).
+    let (dev, ino, index, last) = unsafe {
+        (
+            field::<u32>(ctx, l.get_pages_dev)?,
+            field::<u64>(ctx, l.get_pages_ino)?,
+            field::<u64>(ctx, l.get_pages_index)?,
+            field::<u64>(ctx, l.get_pages_last_index)?,
+        )
+    };
+    count_read(dev, ino, index, last);
+    Ok(0)
+}
+
+/// The same event as a raw tracepoint: its arguments are `TP_PROTO(struct address_space *mapping,
+/// pgoff_t index, pgoff_t last_index)` (the kernel checks the count at attach). No record is built
+/// for it, which makes it several times cheaper on the hot read path; the mapping's address
+/// identifies the file (dev 0). Userspace falls back to `filemap_get_pages` when it cannot attach.
+#[raw_tracepoint(tracepoint = "mm_filemap_get_pages")]
+pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
+    let mapping: u64 = ctx.arg(0);
+    let index: u64 = ctx.arg(1);
+    let last: u64 = ctx.arg(2);
+    count_read(0, mapping, index, last);
+    0
+}
+
+/// Counts a read request of pages `index..=last` of file (dev, ino), unless it continues the same
+/// thread's previous request (see ioscope_common::page_cache::continues_read). The process's
+/// share stays in this CPU's scratch slot while it keeps reading here (no hash lookup on the hot
+/// path) and moves to its CACHE_PROCS entry when another process reads on this CPU.
+#[inline(always)]
+fn count_read(dev: u32, ino: u64, index: u64, last: u64) {
+    let (tgid, tid) = current_ids();
+    let Some(s) = scratch() else { return };
+    let pages = if continues_read(s, tid, dev, ino, index, last) { 0 } else { range_pages(index, last) };
+    s.get_pages_tid = tid;
+    s.get_pages_dev = dev;
+    s.get_pages_ino = ino;
+    s.get_pages_index = index;
+    s.get_pages_last = last;
+    if pages == 0 {
+        return;
+    }
+    if let Some(t) = totals() {
+        t.read_pages = t.read_pages.wrapping_add(pages);
+    }
+    if s.pending_tgid == tgid {
+        s.pending_read_pages = s.pending_read_pages.wrapping_add(pages);
+        return;
+    }
+    if s.pending_read_pages > 0 {
+        if let Some(old) = entry(s.pending_tgid) {
+            old.read_pages = old.read_pages.wrapping_add(s.pending_read_pages);
+        }
+    }
+    // The new reader's entry exists from now on (with its comm), even if its pages stay pending.
+    let _ = process(tgid);
+    s.pending_tgid = tgid;
+    s.pending_read_pages = pages;
+}
+
+#[tracepoint]
+pub fn filemap_map_pages(ctx: TracePointContext) -> u32 {
+    try_map_pages(&ctx).unwrap_or(0)
+}
+
+fn try_map_pages(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.map_pages_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (index, last) =
+        unsafe { (field::<u64>(ctx, l.map_pages_index)?, field::<u64>(ctx, l.map_pages_last_index)?) };
+    let pages = range_pages(index, last);
+    count(current_ids().0, |c| c.mapped_pages = c.mapped_pages.wrapping_add(pages));
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn filemap_fault(_ctx: TracePointContext) -> u32 {
+    // No field is read: every event is one page asked for by a fault. Unconditional on the layout.
+    count(current_ids().0, |c| c.faults = c.faults.wrapping_add(1));
+    0
+}
+
+#[tracepoint]
+pub fn filemap_add_to_page_cache(ctx: TracePointContext) -> u32 {
+    try_add(&ctx).unwrap_or(0)
+}
+
+fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.add_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (ino, index, order) = unsafe {
+        (field::<u64>(ctx, l.add_ino)?, field::<u64>(ctx, l.add_index)?, field::<u8>(ctx, l.add_order)?)
+    };
+    let pages = folio_pages(order);
+    let (tgid, tid) = current_ids();
+    let _ = LAST_INSERT.insert(tid, InsertRecord { ino, index, pages }, 0);
+    count(tgid, |c| c.inserted_pages = c.inserted_pages.wrapping_add(pages));
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn filemap_delete_from_page_cache(ctx: TracePointContext) -> u32 {
+    try_delete(&ctx).unwrap_or(0)
+}
+
+fn try_delete(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.delete_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offset from the format file.
+    let order = unsafe { field::<u8>(ctx, l.delete_order)? };
+    // System-wide only: the evicting task (kswapd, a reclaiming allocator) is not the page's user.
+    if let Some(t) = totals() {
+        t.evicted_pages = t.evicted_pages.wrapping_add(folio_pages(order));
+    }
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn writeback_dirty_folio(ctx: TracePointContext) -> u32 {
+    try_dirty(&ctx).unwrap_or(0)
+}
+
+fn try_dirty(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.dirty_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (ino, index) = unsafe { (field::<u64>(ctx, l.dirty_ino)?, field::<u64>(ctx, l.dirty_index)?) };
+    let (tgid, tid) = current_ids();
+    // The folio this thread inserted just before (a buffered write allocating cache pages): its
+    // size is known, and its insertion was not a read miss.
+    let mut allocated = 0u64;
+    // SAFETY: a plain copy of this thread's record.
+    if let Some(r) = unsafe { LAST_INSERT.get(tid) }.copied() {
+        if r.ino == ino && r.index == index {
+            allocated = r.pages;
+            let _ = LAST_INSERT.remove(tid);
+        }
+    }
+    let dirtied = if allocated > 0 { allocated } else { 1 };
+    count(tgid, |c| {
+        c.dirtied_pages = c.dirtied_pages.wrapping_add(dirtied);
+        c.write_inserted_pages = c.write_inserted_pages.wrapping_add(allocated);
+    });
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn balance_dirty_pages(ctx: TracePointContext) -> u32 {
+    try_balance_dirty_pages(&ctx).unwrap_or(0)
+}
+
+fn try_balance_dirty_pages(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.bdp_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offset from the format file.
+    let pause = unsafe { field::<i64>(ctx, l.bdp_pause)? };
+    // The kernel also reports the decision not to sleep (pause <= 0): not a throttle.
+    if pause <= 0 {
+        return Ok(0);
+    }
+    let pause = pause as u64;
+    count(current_ids().0, |c| {
+        c.throttled = c.throttled.wrapping_add(1);
+        c.throttle_jiffies = c.throttle_jiffies.wrapping_add(pause);
+    });
+    if let Some(d) = DIRTY_STATE.get_ptr_mut(0) {
+        // SAFETY: offsets from the format file.
+        let (limit, setpoint, dirty) = unsafe {
+            (
+                field::<u64>(ctx, l.bdp_limit)?,
+                field::<u64>(ctx, l.bdp_setpoint)?,
+                field::<u64>(ctx, l.bdp_dirty)?,
+            )
+        };
+        // SAFETY: the one shared slot. Concurrent writers may mix two records' fields; each field
+        // is a plain 8-byte store, and the figures are only shown, never used in a formula.
+        let d = unsafe { &mut *d };
+        d.throttle_ns = unsafe { bpf_ktime_get_ns() };
+        d.throttle_limit = limit;
+        d.throttle_setpoint = setpoint;
+        d.throttle_dirty = dirty;
+        d.throttle_pause_jiffies = pause;
+    }
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn global_dirty_state(ctx: TracePointContext) -> u32 {
+    try_global_dirty_state(&ctx).unwrap_or(0)
+}
+
+fn try_global_dirty_state(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.gds_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (nr_dirty, nr_writeback, background, thresh, limit) = unsafe {
+        (
+            field::<u64>(ctx, l.gds_nr_dirty)?,
+            field::<u64>(ctx, l.gds_nr_writeback)?,
+            field::<u64>(ctx, l.gds_background_thresh)?,
+            field::<u64>(ctx, l.gds_dirty_thresh)?,
+            field::<u64>(ctx, l.gds_dirty_limit)?,
+        )
+    };
+    let d = DIRTY_STATE.get_ptr_mut(0).ok_or(-1i64)?;
+    // SAFETY: the one shared slot; see try_balance_dirty_pages.
+    let d = unsafe { &mut *d };
+    d.nr_dirty = nr_dirty;
+    d.nr_writeback = nr_writeback;
+    d.background_thresh = background;
+    d.dirty_thresh = thresh;
+    d.dirty_limit = limit;
+    d.seen_ns = unsafe { bpf_ktime_get_ns() };
+    d.seen = d.seen.wrapping_add(1);
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn iomap_dio_rw_begin(ctx: TracePointContext) -> u32 {
+    try_dio(&ctx).unwrap_or(0)
+}
+
+fn try_dio(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.dio_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (bytes, flags) = unsafe { (field::<u64>(ctx, l.dio_count)?, field::<u32>(ctx, l.dio_ki_flags)?) };
+    let write = flags & l.dio_write_flag != 0;
+    count(current_ids().0, |c| {
+        if write {
+            c.dio_writes = c.dio_writes.wrapping_add(1);
+            c.dio_write_bytes = c.dio_write_bytes.wrapping_add(bytes);
+        } else {
+            c.dio_reads = c.dio_reads.wrapping_add(1);
+            c.dio_read_bytes = c.dio_read_bytes.wrapping_add(bytes);
+        }
+    });
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn kmem_rss_stat(ctx: TracePointContext) -> u32 {
+    try_rss_stat(&ctx).unwrap_or(0)
+}
+
+fn try_rss_stat(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.rss_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (member, curr) = unsafe { (field::<i32>(ctx, l.rss_member)?, field::<u32>(ctx, l.rss_curr)?) };
+    // Only file pages, and only the process's own faults (not another task touching its mm).
+    if member as u32 != l.rss_file_member || curr == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (mm_id, size) = unsafe { (field::<u32>(ctx, l.rss_mm_id)?, field::<i64>(ctx, l.rss_size)?) };
+    let size = if size > 0 { size as u64 } else { 0 };
+    // SAFETY: a plain copy of a u64 value of this map.
+    let last = unsafe { RSS_LAST.get(mm_id) }.copied();
+    let _ = RSS_LAST.insert(mm_id, size, 0);
+    let bytes = rss_growth(last, size);
+    if bytes > 0 {
+        count(current_ids().0, |c| c.rss_file_bytes = c.rss_file_bytes.wrapping_add(bytes));
+    }
+    Ok(0)
+}

@@ -1,0 +1,524 @@
+//! The page-cache probes' userspace half: the offsets each program needs from tracefs, attaching
+//! them, and reading their maps into a [`PageCacheSample`] (removing exited processes' entries
+//! once they have been read).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
+use aya::Ebpf;
+use ioscope_common::page_cache::{
+    CacheCounters, CacheLayout, CacheScratch, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_SCRATCH_MAP,
+    CACHE_TOTALS_MAP, DIRTY_STATE_MAP,
+};
+
+use super::tracefs::{self, EventFormat};
+use crate::sample::{
+    BpfProgramStatus, CacheCountersSample, CacheProcessSample, KernelDirtyState, PageCacheSample,
+    ThrottleRecord,
+};
+
+/// One program of the object and the tracepoint it attaches to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    pub program: &'static str,
+    pub category: &'static str,
+    pub event: &'static str,
+}
+
+const fn probe(program: &'static str, category: &'static str, event: &'static str) -> Probe {
+    Probe { program, category, event }
+}
+
+/// Every page-cache program, in the order [`fill_layout`] handles them.
+pub const PROBES: [Probe; 11] = [
+    probe("filemap_get_pages", "filemap", "mm_filemap_get_pages"),
+    probe("filemap_map_pages", "filemap", "mm_filemap_map_pages"),
+    probe("filemap_fault", "filemap", "mm_filemap_fault"),
+    probe("filemap_add_to_page_cache", "filemap", "mm_filemap_add_to_page_cache"),
+    probe("filemap_delete_from_page_cache", "filemap", "mm_filemap_delete_from_page_cache"),
+    probe("writeback_dirty_folio", "writeback", "writeback_dirty_folio"),
+    probe("balance_dirty_pages", "writeback", "balance_dirty_pages"),
+    probe("global_dirty_state", "writeback", "global_dirty_state"),
+    probe("iomap_dio_rw_begin", "iomap", "iomap_dio_rw_begin"),
+    probe("kmem_rss_stat", "kmem", "rss_stat"),
+    probe("sched_process_exec", "sched", "sched_process_exec"),
+];
+
+/// `IOCB_WRITE` on the kernels this was written against (include/linux/fs.h), used when the
+/// event's print format does not name the bit.
+const DEFAULT_IOCB_WRITE: u32 = 1 << 18;
+
+/// Reads each probe's format file and fills its part of the layout. Returns the layout and, per
+/// probe (in [`PROBES`] order), Ok or why it cannot be attached.
+pub fn layout(tracefs_dir: &Path) -> (CacheLayout, Vec<Result<(), String>>) {
+    let mut layout = CacheLayout::UNSET;
+    let results = PROBES
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let text = std::fs::read_to_string(
+                tracefs_dir.join("events").join(p.category).join(p.event).join("format"),
+            )
+            .with_context(|| {
+                format!("tracepoint {}:{} is not available on this kernel", p.category, p.event)
+            });
+            text.and_then(|t| fill_layout(&mut layout, i, &t)).map_err(|e| format!("{e:#}"))
+        })
+        .collect();
+    (layout, results)
+}
+
+/// Fills in the offsets of probe `index` (of [`PROBES`]) from its format file's text.
+pub fn fill_layout(l: &mut CacheLayout, index: usize, text: &str) -> Result<()> {
+    let f = tracefs::parse_format(text)?;
+    let u64_at = |name: &str| -> Result<u32> { Ok(f.field_sized(name, 8)?.offset) };
+    match index {
+        0 => {
+            l.get_pages_dev = f.field_sized("s_dev", 4)?.offset;
+            l.get_pages_ino = u64_at("i_ino")?;
+            l.get_pages_index = u64_at("index")?;
+            l.get_pages_last_index = u64_at("last_index")?;
+            l.get_pages_ok = 1;
+        }
+        1 => {
+            l.map_pages_index = u64_at("index")?;
+            l.map_pages_last_index = u64_at("last_index")?;
+            l.map_pages_ok = 1;
+        }
+        // filemap_fault reads no field.
+        2 => {}
+        3 => {
+            l.add_ino = u64_at("i_ino")?;
+            l.add_index = u64_at("index")?;
+            l.add_order = order_field(&f)?;
+            l.add_ok = 1;
+        }
+        4 => {
+            l.delete_order = order_field(&f)?;
+            l.delete_ok = 1;
+        }
+        5 => {
+            l.dirty_ino = u64_at("ino")?;
+            l.dirty_index = u64_at("index")?;
+            l.dirty_ok = 1;
+        }
+        6 => {
+            l.bdp_limit = u64_at("limit")?;
+            l.bdp_setpoint = u64_at("setpoint")?;
+            l.bdp_dirty = u64_at("dirty")?;
+            l.bdp_pause = u64_at("pause")?;
+            l.bdp_ok = 1;
+        }
+        7 => {
+            l.gds_nr_dirty = u64_at("nr_dirty")?;
+            l.gds_nr_writeback = u64_at("nr_writeback")?;
+            l.gds_background_thresh = u64_at("background_thresh")?;
+            l.gds_dirty_thresh = u64_at("dirty_thresh")?;
+            l.gds_dirty_limit = u64_at("dirty_limit")?;
+            l.gds_ok = 1;
+        }
+        8 => {
+            l.dio_count = u64_at("count")?;
+            l.dio_ki_flags = f.field_sized("ki_flags", 4)?.offset;
+            l.dio_write_flag = write_flag(text).unwrap_or(DEFAULT_IOCB_WRITE);
+            l.dio_ok = 1;
+        }
+        9 => {
+            l.rss_mm_id = f.field_sized("mm_id", 4)?.offset;
+            l.rss_curr = f.field_sized("curr", 4)?.offset;
+            l.rss_member = f.field_sized("member", 4)?.offset;
+            l.rss_size = u64_at("size")?;
+            l.rss_file_member = symbol_value(text, "MM_FILEPAGES").unwrap_or(0);
+            l.rss_ok = 1;
+        }
+        // sched_process_exec reads no field (it renames the process after exec).
+        10 => {}
+        _ => return Err(anyhow!("no page-cache probe number {index}")),
+    }
+    Ok(())
+}
+
+/// The folio order (one byte). Kernels before large folios had no `order` field; such a kernel is
+/// refused with the field's name rather than guessed at.
+fn order_field(f: &EventFormat) -> Result<u32> {
+    Ok(f.field_sized("order", 1)?.offset)
+}
+
+/// The `IOCB_WRITE` bit as the event prints it: `{ (1 << 18), "WRITE" }` in the print fmt.
+pub fn write_flag(format_text: &str) -> Option<u32> {
+    let fmt = format_text.split_once("print fmt:")?.1;
+    let at = fmt.find("\"WRITE\"")?;
+    let before = &fmt[..at];
+    let shift = before.rsplit_once("(1 <<")?.1;
+    let digits: String = shift.trim_start().chars().take_while(|c| c.is_ascii_digit()).collect();
+    let bit: u32 = digits.parse().ok()?;
+    (bit < 32).then(|| 1u32 << bit)
+}
+
+/// Attaches every page-cache program whose layout is known (`layouts` from [`layout`], in
+/// [`PROBES`] order) and takes the maps. Returns each program's status and the maps when at
+/// least one program is attached.
+pub fn attach(
+    ebpf: &mut Ebpf,
+    layouts: &[Result<(), String>],
+    jiffies_before: Option<((u64, u64), Instant)>,
+) -> (Vec<BpfProgramStatus>, Option<PageCacheMaps>, Option<String>) {
+    let mut statuses: Vec<BpfProgramStatus> = PROBES
+        .iter()
+        .zip(layouts)
+        .map(|(p, l)| {
+            // The hot read path as a raw tracepoint first (no record is built: far cheaper).
+            if p.program == GET_PAGES_RAW.0 {
+                if let Ok(status) = attach_raw(ebpf, GET_PAGES_RAW.1, p) {
+                    return status;
+                }
+            }
+            match l {
+                Ok(()) => super::attach_tracepoint(ebpf, p.program, p.category, p.event),
+                Err(e) => super::program_status(p.program, p.category, p.event, Err(e.clone())),
+            }
+        })
+        .collect();
+    if !statuses.iter().any(|s| s.attached) {
+        return (statuses, None, None);
+    }
+    let (hz, hz_note) = match measure_hz(jiffies_before) {
+        Ok(hz) => (hz, None),
+        Err(e) => {
+            (FALLBACK_HZ, Some(format!("kernel HZ unknown ({e}): throttle times assume {FALLBACK_HZ}")))
+        }
+    };
+    match PageCacheMaps::take(ebpf, &statuses, hz) {
+        Ok(maps) => (statuses, Some(maps), hz_note),
+        Err(e) => {
+            // Without the maps nothing can be read: report every page-cache program as not working.
+            for s in statuses.iter_mut() {
+                s.error.get_or_insert_with(|| format!("{e:#}"));
+            }
+            (statuses, None, hz_note)
+        }
+    }
+}
+
+/// The value of `name` in a `__print_symbolic(..., { 0, "MM_FILEPAGES" }, ...)` of the print fmt.
+pub fn symbol_value(format_text: &str, name: &str) -> Option<u32> {
+    let fmt = format_text.split_once("print fmt:")?.1;
+    let at = fmt.find(&format!("\"{name}\""))?;
+    let open = fmt[..at].rfind('{')?;
+    fmt[open + 1..at].trim().trim_end_matches(',').trim().parse().ok()
+}
+
+/// The probe that has a raw-tracepoint twin, and the twin's program name.
+const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw");
+
+/// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
+/// (the kernel refuses the attach when the program reads more of them than there are).
+fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramStatus> {
+    let prog =
+        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
+    let raw: &mut aya::programs::RawTracePoint = prog.try_into()?;
+    raw.load()?;
+    raw.attach(p.event)?;
+    Ok(super::program_status(program, p.category, p.event, Ok(())))
+}
+
+/// The maps as userspace sees them.
+pub struct PageCacheMaps {
+    procs: PerCpuHashMap<MapData, u32, CacheCounters>,
+    totals: PerCpuArray<MapData, CacheCounters>,
+    dirty: Array<MapData, DirtyStateRecord>,
+    scratch: PerCpuArray<MapData, CacheScratch>,
+    hz: u64,
+    attached: Vec<String>,
+}
+
+impl PageCacheMaps {
+    /// Takes the three maps out of the loaded object. `statuses` are the page-cache programs'
+    /// attach results (to record which counters are live).
+    pub fn take(ebpf: &mut Ebpf, statuses: &[BpfProgramStatus], hz: u64) -> Result<PageCacheMaps> {
+        let mut take =
+            |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} is not in the eBPF object"));
+        let procs = PerCpuHashMap::try_from(take(CACHE_PROCS_MAP)?)?;
+        let totals = PerCpuArray::try_from(take(CACHE_TOTALS_MAP)?)?;
+        let dirty = Array::try_from(take(DIRTY_STATE_MAP)?)?;
+        let scratch = PerCpuArray::try_from(take(CACHE_SCRATCH_MAP)?)?;
+        let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
+        Ok(PageCacheMaps { procs, totals, dirty, scratch, hz, attached })
+    }
+
+    /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
+    /// exited, with their final counts) and then removed from the map.
+    pub fn read(&mut self) -> Result<PageCacheSample> {
+        // Liveness first, values second: a process found dead here has its final counts in the map.
+        let keys: Vec<u32> = self.procs.keys().collect::<Result<_, _>>().context("listing CACHE_PROCS")?;
+        let gone: Vec<u32> = keys.iter().copied().filter(|&pid| !process_exists(pid)).collect();
+        let mut processes = Vec::with_capacity(keys.len());
+        for pid in keys {
+            // An entry may vanish between listing and lookup (we are its only remover, but be calm).
+            let Ok(per_cpu) = self.procs.get(&pid, 0) else { continue };
+            let (counters, comm) = sum_cpus(&per_cpu);
+            processes.push(CacheProcessSample { pid, comm, exited: gone.contains(&pid), counters });
+        }
+        for pid in &gone {
+            let _ = self.procs.remove(pid);
+        }
+        // Read pages still pending in the CPUs' scratch slots belong to their process too.
+        let scratch = self.scratch.get(&0, 0).context("reading CACHE_SCRATCH")?;
+        add_pending(&mut processes, &scratch, process_exists);
+        processes.sort_by_key(|p| p.pid);
+        let totals = self.totals.get(&0, 0).context("reading CACHE_TOTALS")?;
+        let (totals, _) = sum_cpus(&totals);
+        let d = self.dirty.get(&0, 0).context("reading DIRTY_STATE")?;
+        Ok(PageCacheSample {
+            hz: self.hz,
+            rss_mapped: self.attached.iter().any(|t| t == "kmem:rss_stat"),
+            attached: self.attached.clone(),
+            totals,
+            processes,
+            dirty_state: (d.seen > 0).then_some(KernelDirtyState {
+                nr_dirty: d.nr_dirty,
+                nr_writeback: d.nr_writeback,
+                background_thresh: d.background_thresh,
+                dirty_thresh: d.dirty_thresh,
+                dirty_limit: d.dirty_limit,
+                seen_mono_ns: d.seen_ns,
+            }),
+            last_throttle: (d.throttle_ns > 0).then_some(ThrottleRecord {
+                mono_ns: d.throttle_ns,
+                limit: d.throttle_limit,
+                setpoint: d.throttle_setpoint,
+                dirty: d.throttle_dirty,
+                pause_jiffies: d.throttle_pause_jiffies,
+            }),
+        })
+    }
+}
+
+/// Adds each CPU's pending read pages to their process's row (a new row when the process has none:
+/// then its name comes from /proc, and it is marked exited when /proc no longer has it).
+pub fn add_pending(
+    processes: &mut Vec<CacheProcessSample>,
+    per_cpu: &[CacheScratch],
+    exists: impl Fn(u32) -> bool,
+) {
+    for s in per_cpu.iter().filter(|s| s.pending_read_pages > 0) {
+        match processes.iter_mut().find(|p| p.pid == s.pending_tgid) {
+            Some(p) => p.counters.read_pages += s.pending_read_pages,
+            None => processes.push(CacheProcessSample {
+                pid: s.pending_tgid,
+                comm: String::new(),
+                exited: !exists(s.pending_tgid),
+                counters: CacheCountersSample { read_pages: s.pending_read_pages, ..Default::default() },
+            }),
+        }
+    }
+}
+
+fn process_exists(pid: u32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// Adds up one entry's per-CPU counters; the comm is the one set most recently on any CPU.
+pub fn sum_cpus(per_cpu: &[CacheCounters]) -> (CacheCountersSample, String) {
+    let mut t = CacheCountersSample::default();
+    let mut comm = String::new();
+    let mut comm_ns = 0u64;
+    for c in per_cpu {
+        t.read_pages += c.read_pages;
+        t.mapped_pages += c.mapped_pages;
+        t.faults += c.faults;
+        t.inserted_pages += c.inserted_pages;
+        t.write_inserted_pages += c.write_inserted_pages;
+        t.dirtied_pages += c.dirtied_pages;
+        t.evicted_pages += c.evicted_pages;
+        t.throttled += c.throttled;
+        t.throttle_jiffies += c.throttle_jiffies;
+        t.dio_reads += c.dio_reads;
+        t.dio_read_bytes += c.dio_read_bytes;
+        t.dio_writes += c.dio_writes;
+        t.dio_write_bytes += c.dio_write_bytes;
+        t.rss_file_bytes += c.rss_file_bytes;
+        if c.comm[0] != 0 && (comm.is_empty() || c.comm_ns > comm_ns) {
+            comm_ns = c.comm_ns;
+            let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
+            comm = String::from_utf8_lossy(&c.comm[..end]).into_owned();
+        }
+    }
+    (t, comm)
+}
+
+/// A reading of the kernel's jiffies counter and CLOCK_MONOTONIC together, from /proc/timer_list
+/// (root only): "now at N nsecs" heads the file, "jiffies: J" follows.
+pub fn jiffies_reading(timer_list: &str) -> Option<(u64, u64)> {
+    let now = timer_list
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("now at ")?.strip_suffix(" nsecs")?.trim().parse::<u64>().ok())?;
+    let jiffies =
+        timer_list.lines().find_map(|l| l.trim().strip_prefix("jiffies:")?.trim().parse::<u64>().ok())?;
+    Some((now, jiffies))
+}
+
+/// The HZ values kernels are configured with (kernel/Kconfig.hz), plus the odd ones some
+/// architectures use.
+const KNOWN_HZ: [u64; 8] = [24, 48, 100, 128, 250, 256, 300, 1000];
+
+/// HZ from two (ns, jiffies) readings: the rate, snapped to a known value within 10 %.
+pub fn hz_from_readings(a: (u64, u64), b: (u64, u64)) -> Option<u64> {
+    let ns = b.0.checked_sub(a.0)?;
+    let jiffies = b.1.checked_sub(a.1)?;
+    if ns < 50_000_000 {
+        return None;
+    }
+    let rate = jiffies as f64 * 1e9 / ns as f64;
+    KNOWN_HZ.iter().copied().find(|&hz| (rate - hz as f64).abs() <= hz as f64 * 0.1)
+}
+
+/// Measures the kernel's HZ (pauses in `balance_dirty_pages` are in jiffies); `since` is a first
+/// reading taken earlier (ideally before the slow eBPF load), so usually no waiting is needed.
+/// Falls back to 250 (the most common distribution setting) and says so in the error.
+pub fn measure_hz(since: Option<((u64, u64), Instant)>) -> Result<u64, String> {
+    let read = || std::fs::read_to_string("/proc/timer_list").ok().and_then(|t| jiffies_reading(&t));
+    let (first, at) = match since {
+        Some(s) => s,
+        None => (read().ok_or("cannot read /proc/timer_list")?, Instant::now()),
+    };
+    let min = Duration::from_millis(200);
+    if at.elapsed() < min {
+        std::thread::sleep(min - at.elapsed());
+    }
+    let second = read().ok_or("cannot read /proc/timer_list")?;
+    hz_from_readings(first, second).ok_or_else(|| "jiffies rate is not a known HZ".to_string())
+}
+
+/// A first jiffies reading for [`measure_hz`].
+pub fn jiffies_now() -> Option<((u64, u64), Instant)> {
+    let text = std::fs::read_to_string("/proc/timer_list").ok()?;
+    Some((jiffies_reading(&text)?, Instant::now()))
+}
+
+/// HZ assumed when it cannot be measured.
+pub const FALLBACK_HZ: u64 = 250;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs").join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn layout_comes_from_the_6_18_format_files() {
+        let mut l = CacheLayout::UNSET;
+        let files = [
+            "mm_filemap_get_pages-6.18.format",
+            "mm_filemap_map_pages-6.18.format",
+            "mm_filemap_fault-6.18.format",
+            "mm_filemap_add_to_page_cache-6.18.format",
+            "mm_filemap_delete_from_page_cache-6.18.format",
+            "writeback_dirty_folio-6.18.format",
+            "balance_dirty_pages-6.18.format",
+            "global_dirty_state-6.18.format",
+            "iomap_dio_rw_begin-6.18.format",
+            "rss_stat-6.18.format",
+        ];
+        for (i, f) in files.iter().enumerate() {
+            fill_layout(&mut l, i, &fixture(f)).unwrap_or_else(|e| panic!("{f}: {e:#}"));
+        }
+        assert_eq!(
+            (l.get_pages_ok, l.get_pages_ino, l.get_pages_dev, l.get_pages_index, l.get_pages_last_index),
+            (1, 8, 16, 24, 32)
+        );
+        assert_eq!((l.map_pages_ok, l.map_pages_index, l.map_pages_last_index), (1, 24, 32));
+        assert_eq!((l.add_ok, l.add_ino, l.add_index, l.add_order), (1, 16, 24, 36));
+        assert_eq!((l.delete_ok, l.delete_order), (1, 36));
+        assert_eq!((l.dirty_ok, l.dirty_ino, l.dirty_index), (1, 40, 48));
+        assert_eq!((l.bdp_ok, l.bdp_limit, l.bdp_setpoint, l.bdp_dirty, l.bdp_pause), (1, 40, 48, 56, 112));
+        assert_eq!(
+            (l.gds_ok, l.gds_nr_dirty, l.gds_nr_writeback, l.gds_background_thresh, l.gds_dirty_thresh),
+            (1, 8, 16, 24, 32)
+        );
+        assert_eq!(l.gds_dirty_limit, 40);
+        assert_eq!((l.dio_ok, l.dio_count, l.dio_ki_flags, l.dio_write_flag), (1, 40, 56, 1 << 18));
+        assert_eq!(
+            (l.rss_ok, l.rss_mm_id, l.rss_curr, l.rss_member, l.rss_size, l.rss_file_member),
+            (1, 8, 12, 16, 24, 0)
+        );
+    }
+
+    #[test]
+    fn rss_member_symbols_are_read_from_the_print_format() {
+        let text = fixture("rss_stat-6.18.format");
+        assert_eq!(symbol_value(&text, "MM_FILEPAGES"), Some(0));
+        assert_eq!(symbol_value(&text, "MM_SHMEMPAGES"), Some(3));
+        assert_eq!(symbol_value(&text, "MM_NOPE"), None);
+    }
+
+    #[test]
+    fn a_format_without_a_needed_field_names_it() {
+        let mut l = CacheLayout::UNSET;
+        // block_rq_issue is no filemap event: get_pages' fields are missing.
+        let err = fill_layout(&mut l, 0, &fixture("block_rq_issue-6.18.format")).unwrap_err();
+        assert!(format!("{err:#}").contains("has no field `s_dev`"), "{err:#}");
+        assert_eq!(l.get_pages_ok, 0);
+    }
+
+    #[test]
+    fn write_bit_is_read_from_the_print_format() {
+        assert_eq!(write_flag(&fixture("iomap_dio_rw_begin-6.18.format")), Some(1 << 18));
+        let other = "print fmt: \"%s\", __print_flags(REC->ki_flags, \"|\", { (1 << 17), \"DIRECT\" }, { (1 << 21), \"WRITE\" })";
+        assert_eq!(write_flag(other), Some(1 << 21));
+        assert_eq!(write_flag("print fmt: \"nothing\""), None);
+    }
+
+    #[test]
+    fn cpus_are_summed_and_the_comm_taken_from_a_cpu_that_has_it() {
+        let mut a = CacheCounters { read_pages: 10, inserted_pages: 3, comm_ns: 50, ..Default::default() };
+        let b = CacheCounters { read_pages: 5, throttle_jiffies: 7, ..Default::default() };
+        a.comm[..3].copy_from_slice(b"fio");
+        let (t, comm) = sum_cpus(&[b, a]);
+        assert_eq!((t.read_pages, t.inserted_pages, t.throttle_jiffies), (15, 3, 7));
+        assert_eq!(comm, "fio");
+        // After an exec on another CPU: the newer name wins.
+        let mut c = CacheCounters { comm_ns: 90, ..Default::default() };
+        c.comm[..3].copy_from_slice(b"cat");
+        let mut d = a;
+        d.comm = [0; 16];
+        d.comm[..4].copy_from_slice(b"bash");
+        assert_eq!(sum_cpus(&[d, c]).1, "cat");
+        assert_eq!(sum_cpus(&[c, d]).1, "cat");
+    }
+
+    #[test]
+    fn pending_read_pages_join_their_process() {
+        let mut procs = vec![CacheProcessSample {
+            pid: 10,
+            comm: "fio".into(),
+            counters: CacheCountersSample { read_pages: 100, ..Default::default() },
+            ..Default::default()
+        }];
+        let cpu0 = CacheScratch { pending_tgid: 10, pending_read_pages: 32, ..Default::default() };
+        let cpu1 = CacheScratch { pending_tgid: 11, pending_read_pages: 8, ..Default::default() };
+        let cpu2 = CacheScratch { pending_tgid: 12, pending_read_pages: 0, ..Default::default() };
+        add_pending(&mut procs, &[cpu0, cpu1, cpu2], |pid| pid != 11);
+        assert_eq!(procs.len(), 2);
+        assert_eq!(procs[0].counters.read_pages, 132);
+        assert_eq!((procs[1].pid, procs[1].counters.read_pages, procs[1].exited), (11, 8, true));
+    }
+
+    #[test]
+    fn hz_is_measured_from_timer_list_and_snapped() {
+        let text = "Timer List Version: v0.10\nHRTIMER_MAX_CLOCK_BASES: 8\nnow at 1963878944944 nsecs\n\ncpu: 0\n jiffies: 4295382930\n";
+        assert_eq!(jiffies_reading(text), Some((1_963_878_944_944, 4_295_382_930)));
+        // 0.2 s at 250 Hz is 50 jiffies; 51 (a tick boundary) still snaps to 250.
+        assert_eq!(hz_from_readings((0, 100), (200_000_000, 151)), Some(250));
+        assert_eq!(hz_from_readings((0, 100), (200_000_000, 300)), Some(1000));
+        assert_eq!(hz_from_readings((0, 100), (200_000_000, 120)), Some(100));
+        // Too short to tell, or nonsense.
+        assert_eq!(hz_from_readings((0, 100), (10_000_000, 103)), None);
+        assert_eq!(hz_from_readings((0, 100), (200_000_000, 100_000)), None);
+    }
+}

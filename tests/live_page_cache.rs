@@ -1,0 +1,418 @@
+//! Live page-cache accuracy (root only): the eBPF hit rate of one process reading a 64 MiB file on
+//! a fresh loop-device ext4, cold, warm and half warm, through read() and through mmap; and the
+//! pages a buffered writer dirtied. The reader is this test binary re-run as a child (so it is
+//! one process whose pid we know), in a mode chosen by an environment variable.
+//!
+//! Caches are dropped per file with posix_fadvise(POSIX_FADV_DONTNEED), so the rest of the
+//! machine keeps its cache and the test is not disturbed by what other processes do.
+
+mod common;
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+
+use common::LoopDevice;
+use ioscope::bpf::BpfCollector;
+use ioscope::collect::{Sampler, SystemRoot};
+use ioscope::model::cache::{processes, CacheProcessModel};
+use ioscope::model::Model;
+use ioscope::sample::Sample;
+
+/// The child's job: "read", "mmap" or "write:MIB", on the file in CHILD_FILE.
+const CHILD_MODE: &str = "IOSCOPE_LIVE_CACHE_CHILD";
+const CHILD_FILE: &str = "IOSCOPE_LIVE_CACHE_FILE";
+
+const FILE_MIB: u64 = 64;
+const PAGE: u64 = 4096;
+const FILE_PAGES: u64 = FILE_MIB * (1 << 20) / PAGE;
+
+/// One collector per test binary run: the tests take turns (they share the machine's counters).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn child_main() -> bool {
+    let Ok(mode) = std::env::var(CHILD_MODE) else { return false };
+    let path = std::env::var(CHILD_FILE).unwrap();
+    // Started (program and libraries mapped, maybe read from disk if something evicted them):
+    // tell the parent, which takes its "before" sample now, and wait for its go.
+    println!("{READY}");
+    std::io::stdout().flush().unwrap();
+    let mut go = [0u8; 1];
+    std::io::stdin().read_exact(&mut go).unwrap();
+    if mode == "read" {
+        // cat's buffer size: 128 KiB read() calls.
+        let mut f = File::open(&path).unwrap();
+        let mut buf = vec![0u8; 128 << 10];
+        while f.read(&mut buf).unwrap() > 0 {}
+    } else if mode == "mmap" {
+        let f = File::open(&path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        // SAFETY: a private read-only mapping of a file nobody truncates while we read it.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, f.as_raw_fd(), 0)
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let mut sum = 0u64;
+        for off in (0..len).step_by(PAGE as usize) {
+            // SAFETY: within the mapping.
+            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile((p as *const u8).add(off)) } as u64);
+        }
+        std::hint::black_box(sum);
+    } else if mode == "dio-read" {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).unwrap();
+        // O_DIRECT needs an aligned buffer: a 1 MiB one inside a 1 MiB + 4 KiB allocation.
+        let mut raw = vec![0u8; (1 << 20) + 4096];
+        let skip = raw.as_ptr().align_offset(4096);
+        let buf = &mut raw[skip..skip + (1 << 20)];
+        while f.read(buf).unwrap() > 0 {}
+    } else if let Some(mib) = mode.strip_prefix("write:") {
+        let mib: usize = mib.parse().unwrap();
+        let mut f = File::create(&path).unwrap();
+        let block = vec![0x5au8; 1 << 20];
+        for _ in 0..mib {
+            f.write_all(&block).unwrap();
+        }
+    }
+    true
+}
+
+/// What the child prints once started, before it waits for the go on stdin.
+const READY: &str = "IOSCOPE_LIVE_CACHE_CHILD_READY";
+
+/// Runs the child: starts it, waits until it is ready, calls `before` (the first sample, so the
+/// child's own start-up is outside the measured interval), lets it work and waits for its exit.
+/// Returns its pid and what `before` returned.
+fn run_child<T>(mode: &str, file: &Path, before: impl FnOnce() -> T) -> (u32, T) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry_point", "--nocapture", "--test-threads=1"])
+        .env(CHILD_MODE, mode)
+        .env(CHILD_FILE, file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains(READY) {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child {mode} ended before it was ready");
+    }
+    let b = before();
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    // Drain its output so it never blocks on a full pipe.
+    std::io::copy(&mut out, &mut std::io::sink()).unwrap();
+    assert!(child.wait().unwrap().success(), "child {mode} failed");
+    (pid, b)
+}
+
+/// The child's row for the interval between two samples (it has exited by `after`).
+fn child_row(before: &Sample, after: &Sample, pid: u32) -> CacheProcessModel {
+    let rows = processes(Some(before), after, 1.0);
+    let row =
+        rows.into_iter().find(|r| r.pid == pid).unwrap_or_else(|| panic!("pid {pid} not in the sample"));
+    assert!(row.exited, "the child has exited: its last interval must still be reported");
+    row
+}
+
+fn sample(bpf: &mut BpfCollector) -> Sample {
+    let mut s = Sample { page_size: PAGE, ..Default::default() };
+    s.bpf = bpf.read();
+    assert!(s.bpf.page_cache.is_some(), "page-cache maps not read: {:?}", s.bpf.status);
+    s
+}
+
+/// Writes the file with random-ish content, syncs it, and drops it from the cache.
+fn make_file(path: &Path) {
+    let mut f = File::create(path).unwrap();
+    let mut block = vec![0u8; 1 << 20];
+    for i in 0..FILE_MIB {
+        for (j, b) in block.iter_mut().enumerate() {
+            *b = (j as u64 * 31 + i * 7) as u8;
+        }
+        f.write_all(&block).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop_cache(path);
+}
+
+fn drop_cache(path: &Path) {
+    let f = File::open(path).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: plain syscall on an open fd.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    assert_eq!(cached_pages(path), 0, "the file is still cached after POSIX_FADV_DONTNEED");
+}
+
+/// Pages of the file in the cache now (mincore).
+fn cached_pages(path: &Path) -> u64 {
+    let f = File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    // SAFETY: mapping only to ask mincore; never touched.
+    unsafe {
+        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
+        assert_ne!(p, libc::MAP_FAILED);
+        let mut vec = vec![0u8; len.div_ceil(PAGE as usize)];
+        assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
+        libc::munmap(p, len);
+        vec.iter().filter(|&&b| b & 1 == 1).count() as u64
+    }
+}
+
+/// Reads the first half of the file into the cache, in this (the parent) process.
+fn preread_half(path: &Path) {
+    let mut f = File::open(path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    for _ in 0..FILE_MIB / 2 {
+        f.read_exact(&mut buf).unwrap();
+    }
+}
+
+fn start() -> Option<BpfCollector> {
+    let bpf = BpfCollector::start();
+    let st = bpf.status().clone();
+    let wanted = ["filemap:mm_filemap_get_pages", "filemap:mm_filemap_add_to_page_cache"];
+    let ok = wanted.iter().all(|t| st.programs.iter().any(|p| p.tracepoint == *t && p.attached));
+    if !ok {
+        common::skip("live_page_cache", &format!("page-cache probes unavailable: {:?}", st));
+        return None;
+    }
+    Some(bpf)
+}
+
+fn pct(r: &CacheProcessModel) -> f64 {
+    r.hit_pct.unwrap_or_else(|| panic!("no accesses counted: {r:?}"))
+}
+
+/// The three reads of the issue through one access method; returns the rows for the report.
+fn cold_warm_half(mode: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_page_cache") {
+        return;
+    }
+    let Some(mut bpf) = start() else { return };
+    let lo = LoopDevice::with_fs(256, "ext4");
+    let file = lo.mount_point().join("data");
+    make_file(&file);
+
+    // Cold.
+    let (pid, before) = run_child(mode, &file, || sample(&mut bpf));
+    let cold = child_row(&before, &sample(&mut bpf), pid);
+    eprintln!("{mode} cold: {cold:?}");
+    assert!(pct(&cold) <= 10.0, "{mode} cold hit % {} > 10", pct(&cold));
+    let lo_m = FILE_PAGES as f64 * 0.9;
+    let hi_m = FILE_PAGES as f64 * 1.1;
+    assert!(
+        (lo_m..=hi_m).contains(&(cold.misses as f64)),
+        "{mode} cold misses {} not ≈ {FILE_PAGES}",
+        cold.misses
+    );
+
+    // Warm: read again.
+    assert_eq!(cached_pages(&file), FILE_PAGES, "the whole file is cached after the first read");
+    let (pid, before) = run_child(mode, &file, || sample(&mut bpf));
+    let warm = child_row(&before, &sample(&mut bpf), pid);
+    eprintln!("{mode} warm: {warm:?}");
+    assert!(pct(&warm) >= 95.0, "{mode} warm hit % {} < 95", pct(&warm));
+    assert!(warm.misses <= FILE_PAGES / 100, "{mode} warm misses {} not ≈ 0", warm.misses);
+
+    // Half warm.
+    drop_cache(&file);
+    preread_half(&file);
+    let (pid, before) = run_child(mode, &file, || sample(&mut bpf));
+    let half = child_row(&before, &sample(&mut bpf), pid);
+    eprintln!("{mode} half: {half:?}");
+    assert!((40.0..=60.0).contains(&pct(&half)), "{mode} half-cached hit % {} not within 40–60", pct(&half));
+}
+
+#[test]
+fn child_entry_point() {
+    // Does the child's work when run as the child; nothing otherwise.
+    child_main();
+}
+
+#[test]
+fn read_hit_rate_cold_warm_and_half() {
+    if std::env::var_os(CHILD_MODE).is_some() {
+        return;
+    }
+    cold_warm_half("read");
+}
+
+#[test]
+fn mmap_hit_rate_cold_warm_and_half() {
+    if std::env::var_os(CHILD_MODE).is_some() {
+        return;
+    }
+    cold_warm_half("mmap");
+}
+
+#[test]
+fn buffered_write_dirties_its_pages() {
+    if std::env::var_os(CHILD_MODE).is_some() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_page_cache") {
+        return;
+    }
+    let Some(mut bpf) = start() else { return };
+    let lo = LoopDevice::with_fs(256, "ext4");
+    let file = lo.mount_point().join("written");
+    let mib = 32u64;
+    let (pid, before) = run_child(&format!("write:{mib}"), &file, || sample(&mut bpf));
+    let row = child_row(&before, &sample(&mut bpf), pid);
+    eprintln!("write {mib} MiB: {row:?}");
+    let expected = mib * (1 << 20) / PAGE;
+    let (lo_d, hi_d) = (expected as f64 * 0.9, expected as f64 * 1.1);
+    assert!((lo_d..=hi_d).contains(&(row.dirtied as f64)), "dirtied {} not ≈ {expected}", row.dirtied);
+    // Allocating cache pages for a write is not a read miss.
+    assert!(row.misses <= expected / 100, "a pure writer shows {} misses", row.misses);
+    assert!(!row.direct_io);
+}
+
+#[test]
+fn direct_io_is_marked_and_counts_neither_hits_nor_misses() {
+    if std::env::var_os(CHILD_MODE).is_some() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_page_cache") {
+        return;
+    }
+    let Some(mut bpf) = start() else { return };
+    let lo = LoopDevice::with_fs(256, "ext4");
+    let file = lo.mount_point().join("data");
+    make_file(&file);
+    let (pid, before) = run_child("dio-read", &file, || sample(&mut bpf));
+    let row = child_row(&before, &sample(&mut bpf), pid);
+    eprintln!("dio read: {row:?}");
+    assert!(row.direct_io, "O_DIRECT reads are marked");
+    let size = (FILE_MIB << 20) as f64;
+    // Interval of 1 s in child_row: the rate is the byte count.
+    assert!(
+        (size..=size + (1 << 20) as f64).contains(&row.dio_read_bytes_s),
+        "direct reads {} bytes, file {size}",
+        row.dio_read_bytes_s
+    );
+    assert!(row.misses <= FILE_PAGES / 100, "direct reads counted as {} misses", row.misses);
+    assert_eq!(cached_pages(&file), 0, "O_DIRECT left the file out of the cache");
+}
+
+/// The running tool's plausibility check: on a cold 64 MiB read, misses × page size and what the
+/// block layer read (pgpgin, diskstats) agree, and nothing is flagged.
+#[test]
+fn cross_check_agrees_with_the_block_layer_on_a_cold_read() {
+    if std::env::var_os(CHILD_MODE).is_some() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_page_cache") {
+        return;
+    }
+    let Some(bpf) = start() else { return };
+    let lo = LoopDevice::with_fs(256, "ext4");
+    let file = lo.mount_point().join("data");
+    make_file(&file);
+    let mut sampler = Sampler::new(SystemRoot::live(), bpf);
+    let (_, before) = run_child("read", &file, || sampler.sample());
+    let after = sampler.sample();
+    let m = Model::between(&before, &after);
+    let check = m.cache.expect("page-cache model").cross_check;
+    eprintln!("cross-check: {check:?}");
+    assert_eq!(check.mismatch, None);
+    // The file's 64 MiB at least, read through the loop device (and its backing file).
+    assert!(check.misses_bytes >= FILE_MIB << 20, "{check:?}");
+    assert!(check.pgpgin_bytes >= FILE_MIB << 20, "{check:?}");
+    let ratio = check.misses_bytes as f64 / check.pgpgin_bytes as f64;
+    assert!((0.5..=2.0).contains(&ratio), "misses vs pgpgin ratio {ratio}: {check:?}");
+}
+
+/// vm.dirty_* as they were; written back on drop (even when the test fails). Writing a `_bytes`
+/// setting zeroes its `_ratio` twin, so the non-zero one of each pair is restored.
+struct DirtySettingsGuard {
+    saved: Vec<(&'static str, String)>,
+}
+
+impl DirtySettingsGuard {
+    const VM: &'static str = "/proc/sys/vm";
+
+    fn save() -> DirtySettingsGuard {
+        let read =
+            |name: &'static str| (name, std::fs::read_to_string(Path::new(Self::VM).join(name)).unwrap());
+        DirtySettingsGuard {
+            saved: vec![
+                read("dirty_ratio"),
+                read("dirty_bytes"),
+                read("dirty_background_ratio"),
+                read("dirty_background_bytes"),
+            ],
+        }
+    }
+
+    fn set(&self, name: &str, value: u64) {
+        std::fs::write(Path::new(Self::VM).join(name), value.to_string())
+            .unwrap_or_else(|e| panic!("set vm.{name}: {e}"));
+    }
+}
+
+impl Drop for DirtySettingsGuard {
+    fn drop(&mut self) {
+        for pair in self.saved.chunks(2) {
+            let (ratio, bytes) = (&pair[0], &pair[1]);
+            let (name, value) = if bytes.1.trim() != "0" { bytes } else { ratio };
+            if let Err(e) = std::fs::write(Path::new(Self::VM).join(name), value.trim()) {
+                eprintln!("FAILED to restore vm.{name}={}: {e}", value.trim());
+            }
+        }
+    }
+}
+
+/// A writer past a 16 MiB dirty limit is paused in balance_dirty_pages: its row shows the time,
+/// the system line counts it, and the kernel's own limits (global_dirty_state) are the ones set.
+#[test]
+fn a_writer_past_the_dirty_limit_is_shown_throttled() {
+    if std::env::var_os(CHILD_MODE).is_some() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_page_cache") {
+        return;
+    }
+    let Some(mut bpf) = start() else { return };
+    let lo = LoopDevice::with_fs(256, "ext4");
+    let file = lo.mount_point().join("dirty");
+    let guard = DirtySettingsGuard::save();
+    // 16 MiB = 4096 pages; background 32 MiB is not below it, so the kernel uses 2048.
+    guard.set("dirty_bytes", 16 << 20);
+    guard.set("dirty_background_bytes", 32 << 20);
+    let (pid, mut before) = run_child("write:64", &file, || sample(&mut bpf));
+    before.mono_ns = 1;
+    let mut after = sample(&mut bpf);
+    drop(guard);
+    after.mono_ns = 1_000_000_001;
+    let row = child_row(&before, &after, pid);
+    eprintln!("throttled writer: {row:?}");
+    assert!(row.throttled_ms > 0.0, "the writer was never paused");
+    let expected = 64 * (1 << 20) / PAGE;
+    assert!(
+        (expected as f64 * 0.9..=expected as f64 * 1.1).contains(&(row.dirtied as f64)),
+        "dirtied {} not ≈ {expected}",
+        row.dirtied
+    );
+    let m = ioscope::model::cache::compute(Some(&before), &after, 1.0).unwrap();
+    assert!(m.throttled_processes >= 1 && m.throttled_ms >= row.throttled_ms, "{m:?}");
+    let k = m.kernel_dirty.expect("global_dirty_state seen");
+    // The last event may come from after the settings were restored; the throttle record is from
+    // the writer's own pauses, against its 16 MiB limit.
+    let t = m.last_throttle.expect("a throttle record");
+    assert!(t.limit <= 16 << 20, "throttle limit {} above the 16 MiB set", t.limit);
+    assert!(k.threshold > 0);
+}

@@ -1,0 +1,218 @@
+//! `cargo xtask cache-overhead`: what the page-cache probes cost a cached-read workload.
+//!
+//! fio does 4 KiB buffered random reads (psync, one job) of a file that is fully in the page cache,
+//! for a few seconds at a time, alternately without and with `ioscope --batch` running (its eBPF
+//! programs attached, so every read() runs the `mm_filemap_get_pages` program). Rounds alternate so
+//! that drift in the machine's load hits both sides alike; the medians are compared. The target
+//! (README "Page cache"): with ioscope, at least 95 % of the throughput without.
+//!
+//! Throughput alone measures the neighbours on a shared machine (other work taking the CPUs), so
+//! the verdict uses fio's own CPU time per read (its usr + sys share of the run, from fio's
+//! report): the throughput one CPU gets is its inverse, and the probes' cost is all in it (they
+//! run inside fio's read() calls). Raw IOPS are printed too.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+const TARGET_RATIO: f64 = 0.95;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask cache-overhead", about = "Cached-read throughput with and without ioscope")]
+struct Args {
+    /// Seconds per fio run.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Runs on each side (alternating).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Size of the cached file, MiB.
+    #[arg(long, default_value_t = 256)]
+    file_mib: u64,
+    /// Directory for the file (on a disk-backed filesystem, not tmpfs).
+    #[arg(long, default_value = "/var/tmp")]
+    dir: PathBuf,
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let args =
+        Args::try_parse_from(std::iter::once("cache-overhead".to_string()).chain(args.iter().cloned()))?;
+    if Command::new("fio").arg("--version").output().is_err() {
+        bail!("fio is not installed (apt-get install fio)");
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
+    let bin = crate::perf::build_release(root)?;
+    let file = args.dir.join(format!("ioscope-cache-overhead-{}", std::process::id()));
+    let _cleanup = RemoveOnDrop(file.clone());
+    make_cached_file(&file, args.file_mib)?;
+    println!(
+        "cache-overhead: fio 4 KiB buffered random reads of a cached {} MiB file, {} s × {} rounds per side",
+        args.file_mib, args.seconds, args.rounds
+    );
+
+    let mut without = Vec::new();
+    let mut with = Vec::new();
+    for round in 1..=args.rounds {
+        // Other work on the machine may have evicted it (e.g. a drop_caches): cache it again.
+        read_all(&file)?;
+        let a = fio_run(&file, args.seconds)?;
+        let mut ioscope = Command::new(&bin)
+            .args(["--batch", "--interval", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting ioscope --batch")?;
+        // eBPF load and attach before measuring.
+        std::thread::sleep(Duration::from_secs(2));
+        let b = read_all(&file).and_then(|()| fio_run(&file, args.seconds));
+        let _ = ioscope.kill();
+        let _ = ioscope.wait();
+        let b = b?;
+        println!(
+            "  round {round}: without {:.0} IOPS, {:.0} reads/CPU-s; with ioscope {:.0} IOPS, {:.0} reads/CPU-s ({:.1} %)",
+            a.iops,
+            a.reads_per_cpu_s,
+            b.iops,
+            b.reads_per_cpu_s,
+            100.0 * b.reads_per_cpu_s / a.reads_per_cpu_s
+        );
+        without.push(a);
+        with.push(b);
+    }
+    let iops = |v: &[FioRun]| median(&mut v.iter().map(|r| r.iops).collect::<Vec<_>>());
+    let per_cpu = |v: &[FioRun]| median(&mut v.iter().map(|r| r.reads_per_cpu_s).collect::<Vec<_>>());
+    let (a, b) = (per_cpu(&without), per_cpu(&with));
+    let ratio = b / a;
+    let ok = ratio >= TARGET_RATIO;
+    println!(
+        "median IOPS: without {:.0}, with ioscope {:.0} ({:.1} %; depends on the machine's other load)",
+        iops(&without),
+        iops(&with),
+        100.0 * iops(&with) / iops(&without)
+    );
+    println!(
+        "median reads per CPU-second: without {a:.0}, with ioscope {b:.0}: {:.1} % (target ≥ {:.0} %) {}",
+        100.0 * ratio,
+        100.0 * TARGET_RATIO,
+        if ok { "PASS" } else { "FAIL" }
+    );
+    if !ok {
+        bail!("cached-read throughput with ioscope is below {:.0} % of without", 100.0 * TARGET_RATIO);
+    }
+    Ok(())
+}
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn make_cached_file(path: &Path, mib: u64) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let block: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    for _ in 0..mib {
+        f.write_all(&block)?;
+    }
+    f.sync_all()?;
+    drop(f);
+    read_all(path)
+}
+
+/// Reads the file through, so that every page is cached before measuring.
+fn read_all(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    while f.read(&mut buf)? > 0 {}
+    Ok(())
+}
+
+/// One fio run's figures.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct FioRun {
+    iops: f64,
+    /// Reads done per second of fio's own CPU time (usr + sys).
+    reads_per_cpu_s: f64,
+}
+
+/// One fio run, from its terse output.
+fn fio_run(file: &Path, seconds: u64) -> Result<FioRun> {
+    let out = Command::new("fio")
+        .args([
+            "--name=cached",
+            &format!("--filename={}", file.display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--invalidate=0",
+            "--time_based",
+            &format!("--runtime={seconds}"),
+            "--output-format=terse",
+            "--terse-version=3",
+        ])
+        .output()
+        .context("running fio")?;
+    if !out.status.success() {
+        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_terse(&text).with_context(|| format!("no read figures in fio's output: {text}"))
+}
+
+/// Terse version 3 (fio's HOWTO, "Terse output"): field 6 read KiB, 8 read IOPS, 9 read runtime
+/// ms, 88 and 89 user and system CPU (percent of the runtime).
+fn parse_terse(text: &str) -> Option<FioRun> {
+    let line = text.lines().find(|l| l.starts_with("3;"))?;
+    let f: Vec<&str> = line.split(';').collect();
+    let num = |i: usize| -> Option<f64> { f.get(i - 1)?.trim_end_matches('%').parse().ok() };
+    let (kib, iops, runtime_ms, usr, sys) = (num(6)?, num(8)?, num(9)?, num(88)?, num(89)?);
+    let cpu_s = (usr + sys) / 100.0 * runtime_ms / 1000.0;
+    if cpu_s <= 0.0 {
+        return None;
+    }
+    Some(FioRun { iops, reads_per_cpu_s: kib / 4.0 / cpu_s })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terse_v3_read_figures() {
+        // 1,048,576 reads of 4 KiB in 5 s with 50 % CPU (2.5 CPU-s).
+        let mut f: Vec<String> = vec!["0".into(); 93];
+        f[0] = "3".into();
+        f[5] = "4194304".into();
+        f[7] = "209715".into();
+        f[8] = "5000".into();
+        f[87] = "10.000000%".into();
+        f[88] = "40.000000%".into();
+        let run = parse_terse(&f.join(";")).unwrap();
+        assert_eq!(run.iops, 209715.0);
+        assert_eq!(run.reads_per_cpu_s, 1_048_576.0 / 2.5);
+        assert_eq!(parse_terse("garbage"), None);
+    }
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
