@@ -90,7 +90,12 @@ fn settle() {
     common::run("sync", &[]);
 }
 
+// Not in the default run yet: agreement within the tolerances has not been shown on a quiet machine
+// (only under a load that made each tool's own runs vary 2–4×), and a CI that fails on an unproven
+// tolerance would block everything else. Run it with
+// `cargo test --test live_bench_fio -- --ignored` (root, fio) on a quiet machine.
 #[test]
+#[ignore = "fio agreement not yet demonstrated on a quiet machine; run with --ignored"]
 fn bench_agrees_with_fio_on_the_same_jobs() {
     if !common::require_root("bench_agrees_with_fio_on_the_same_jobs") {
         return;
