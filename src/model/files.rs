@@ -128,6 +128,13 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<FileModel>
     out
 }
 
+/// Whether the model's samples carried per-file data: eBPF on, by an ioscope that collects it
+/// (its status lists the per-file writeback program, attached or not). False for recordings made
+/// before per-file attribution existed, so they do not claim "no file had I/O".
+pub fn available(m: &super::Model) -> bool {
+    m.bpf.enabled && m.bpf.programs.iter().any(|p| p.program == crate::bpf::files::PROGRAM)
+}
+
 /// Cached share of a file of `size` bytes, in percent (at most 100: the last page is partial).
 pub fn cached_pct(cached_pages: u64, size: u64, page: u64) -> Option<f64> {
     (size > 0).then(|| (100.0 * (cached_pages * page) as f64 / size as f64).min(100.0))

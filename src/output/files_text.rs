@@ -10,7 +10,7 @@ pub const TOP_FILES: usize = 10;
 
 /// Appends the files table (nothing for the first sample or without the probes).
 pub fn append(s: &mut String, m: &Model) {
-    if m.interval_s == 0.0 || !m.bpf.enabled {
+    if m.interval_s == 0.0 || !crate::model::files::available(m) {
         return;
     }
     let _ = writeln!(s, "Files by disk I/O ({} with I/O; bytes/s):", m.files.len());

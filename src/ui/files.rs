@@ -178,6 +178,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(msg(format!("per-file I/O needs the eBPF probes: {why}")), inner);
         return;
     }
+    if !crate::model::files::available(model) {
+        frame.render_widget(
+            msg("no per-file data: these samples were taken without per-file attribution".into()),
+            inner,
+        );
+        return;
+    }
     if model.interval_s == 0.0 {
         frame.render_widget(msg("per-file rates pending: first interval not over yet".into()), inner);
         return;
@@ -205,6 +212,9 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     frame.render_widget(msg(format::shorten(&foot_text, inner.width as usize)), foot);
 }
 
+/// The processes column is cut to this many characters.
+const PROCESSES_WIDTH: usize = 36;
+
 fn file_columns(rows: &[&FileModel], state: &UiState, width: u16) -> Vec<Column> {
     let u = state.units;
     let plain = |s: String| (s, Style::new());
@@ -218,11 +228,12 @@ fn file_columns(rows: &[&FileModel], state: &UiState, width: u16) -> Vec<Column>
     let path_w = (width as usize).saturating_sub(42).max(20);
     let mut path = Column::new("file", 0).left().min_width(20);
     path.cells = rows.iter().map(|r| plain(shorten_path(&r.name(), path_w))).collect();
-    let mut procs = Column::new("processes", 2).left();
+    let mut procs = Column::new("processes", 1).left();
     procs.cells = rows
         .iter()
         .map(|r| {
-            plain(r.processes.iter().map(|p| format!("{}({})", p.comm, p.pid)).collect::<Vec<_>>().join(" "))
+            let names: Vec<String> = r.processes.iter().map(|p| format!("{}({})", p.comm, p.pid)).collect();
+            plain(format::shorten(&names.join(" "), PROCESSES_WIDTH))
         })
         .collect();
     vec![
@@ -232,8 +243,8 @@ fn file_columns(rows: &[&FileModel], state: &UiState, width: u16) -> Vec<Column>
         col("ra/s", 1, &|r| rate(r.readahead_bytes_s)),
         col("dirty/s", 1, &|r| rate(r.dirtied_bytes_s)),
         col("wb/s", 0, &|r| rate(r.writeback_bytes_s)),
-        col("dio r/s", 1, &|r| rate(r.direct_read_bytes_s)),
-        col("dio w/s", 1, &|r| rate(r.direct_write_bytes_s)),
+        col("dio r/s", 2, &|r| rate(r.direct_read_bytes_s)),
+        col("dio w/s", 2, &|r| rate(r.direct_write_bytes_s)),
         col("dio/s", 0, &|r| rate(r.direct_read_bytes_s + r.direct_write_bytes_s)),
         col("cached", 0, &|r| r.cached_pct.map_or("-".into(), |p| format!("{p:.0}%"))),
         col("dirty", 2, &|r| r.dirty_bytes.map_or("-".into(), |b| format::bytes(b as f64, Units::Human))),

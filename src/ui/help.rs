@@ -28,7 +28,7 @@ pub const KEYS: [(&str, &str); 17] = [
     ("R", "record the session to ./ioscope-HOST-DATE.rec; R again stops"),
     ("Enter", "eBPF detail of the selected device; Esc closes"),
     ("e  d", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
-    ("f", "files by disk I/O (of the detail's device / the selected process); Esc closes"),
+    ("f", "files by disk I/O (of the detail's device / selected process)"),
 ];
 
 /// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.
