@@ -173,6 +173,12 @@ fn paths_stay_true_for_deleted_renamed_linked_and_twin_files() {
     let lo = LoopDevice::with_fs(128, "ext4");
     let twin = LoopDevice::with_fs(128, "ext4");
     let m = lo.mount_point();
+    // The first file of each fresh ext4: the same inode number on two filesystems.
+    let a = m.join("twin");
+    let b = twin.mount_point().join("twin");
+    let mut fa = File::create(&a).unwrap();
+    let mut fb = File::create(&b).unwrap();
+    assert_eq!(ino(&a), ino(&b), "fresh ext4s number their first file alike");
 
     // Renamed while written: a sample while it has its first name caches that name.
     let old = m.join("old-name");
@@ -203,11 +209,6 @@ fn paths_stay_true_for_deleted_renamed_linked_and_twin_files() {
     write_mib(&mut linked, 2);
     drop(linked);
 
-    // The same inode number on a second filesystem: the first file of a fresh ext4 on each.
-    let a = m.join("twin");
-    let b = twin.mount_point().join("twin");
-    let mut fa = File::create(&a).unwrap();
-    let mut fb = File::create(&b).unwrap();
     write_mib(&mut fa, 1);
     write_mib(&mut fb, 3);
 
@@ -227,9 +228,6 @@ fn paths_stay_true_for_deleted_renamed_linked_and_twin_files() {
     assert!(l.path.as_deref().is_none_or(|p| names.contains(&p)), "hard link: {l:?}");
     within("hard link written back", l.writeback_bytes, 2 * MIB);
 
-    if ino(&a) == ino(&b) {
-        eprintln!("{test}: both twins are inode {}", ino(&a));
-    }
     let ta = find(&f, &lo, ino(&a));
     let tb = find(&f, &twin, ino(&b));
     assert_eq!(ta.path.as_deref(), Some(a.to_str().unwrap()));
