@@ -519,6 +519,9 @@ pub struct FileIoSample {
     pub processes: Vec<FileProcess>,
     /// Its page-cache residency (for a file with a path it could be opened by).
     pub cache: Option<FileCacheState>,
+    /// What an inode without a path is, when ioscope can tell: a block device's own cache
+    /// (filesystem metadata and journal read and written through the device).
+    pub label: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -297,6 +297,7 @@ impl FileResolver {
                 dio_write_bytes: c[5].saturating_sub(o[5]),
                 processes,
                 cache: None,
+                label: None,
             });
         }
         // Forget files the kernel no longer has (bounded by the map's size anyway).
@@ -366,6 +367,9 @@ impl FileResolver {
         for f in files.iter_mut() {
             let id = (f.major, f.minor, f.ino);
             f.path = self.paths.get(&id).cloned();
+            if f.path.is_none() {
+                f.label = block_device_cache_label(&self.sys, mounts, id);
+            }
             // Only for files active in this interval (the others are about to leave the Sample),
             // and opened by path only when it still names this inode (checked above).
             let active_now = self.tracked.get(&id).is_some_and(|t| t.last_active == Some(now));
@@ -380,6 +384,26 @@ impl FileResolver {
             cache_budget -= usize::from(f.cache.is_some());
         }
     }
+}
+
+/// The block-device pseudo-filesystem (bdev) numbers each device's inode with the device's
+/// kernel dev_t: its pages are what filesystems read and write through the device itself
+/// (metadata, journal). Labelled so when `dev` is neither a block device nor a mounted filesystem
+/// (the bdev filesystem itself), or when the inode number is the dev_t of the very device (or
+/// disk) `dev` is on: the writeback events name only the disk, so a block device's own dirty
+/// pages arrive keyed by its disk. Only for inodes no path was found for.
+fn block_device_cache_label(sys: &Path, mounts: &[Mount], id: FileId) -> Option<String> {
+    let (major, minor, ino) = id;
+    let dev = u32::try_from(ino).ok()?;
+    let (a, b) = kernel_dev(dev);
+    let on_bdev_fs = !mounts.iter().any(|m| m.dev == (major, minor))
+        && !sys.join(format!("dev/block/{major}:{minor}")).exists();
+    let own = (a, b) == (major, minor) || bdi_of(sys, (major, minor)) == Some((a, b));
+    if !on_bdev_fs && !own {
+        return None;
+    }
+    let block = sys.join(format!("dev/block/{a}:{b}"));
+    block.exists().then(|| format!("[{} metadata/journal]", device_name(sys, (a, b))))
 }
 
 /// Whether `path` names the inode `id` right now.
@@ -520,6 +544,20 @@ mod tests {
         assert_eq!(merged[&(8, 2, 99)].writeback_pages, 7);
         // Inode 5 is known on neither partition: it stays on the disk, never guessed.
         assert_eq!(merged[&(8, 0, 5)].writeback_pages, 3);
+    }
+
+    #[test]
+    fn block_device_caches_are_labelled_and_real_inodes_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("dev/block/7:0")).unwrap();
+        let mounts = vec![Mount { dev: (7, 0), mount_point: "/mnt".into(), bdi: Some((7, 0)) }];
+        let label = |id| block_device_cache_label(dir.path(), &mounts, id);
+        // On the bdev filesystem (0:3): the inode is the device's dev_t.
+        assert_eq!(label((0, 3, 7 << 20)).as_deref(), Some("[7:0 metadata/journal]"));
+        assert_eq!(label((0, 3, 12)), None);
+        // Keyed by the disk (writeback): only the disk's own dev_t is its cache.
+        assert_eq!(label((7, 0, 7 << 20)).as_deref(), Some("[7:0 metadata/journal]"));
+        assert_eq!(label((7, 0, 12)), None);
     }
 
     #[test]

@@ -51,12 +51,18 @@ pub struct FileModel {
     pub dirty_bytes: Option<u64>,
     pub size_bytes: Option<u64>,
     pub processes: Vec<FileProcess>,
+    /// For an inode without a path, what it is when known: `[vda metadata/journal]` for a block
+    /// device's own cache.
+    pub label: Option<String>,
 }
 
 impl FileModel {
-    /// The name to show: the path, else `dev:inode`.
+    /// The name to show: the path, else the label, else `dev:inode`.
     pub fn name(&self) -> String {
-        self.path.clone().unwrap_or_else(|| format!("{}:{}", self.dev, self.ino))
+        self.path
+            .clone()
+            .or_else(|| self.label.clone())
+            .unwrap_or_else(|| format!("{}:{}", self.dev, self.ino))
     }
 }
 
@@ -121,6 +127,7 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<FileModel>
                 dirty_bytes: cache.and_then(|s| s.dirty_pages).map(|p| p * page),
                 size_bytes: cache.map(|s| s.size_bytes),
                 processes: c.processes.clone(),
+                label: c.label.clone(),
             })
         })
         .collect();

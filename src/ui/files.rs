@@ -224,8 +224,9 @@ fn file_columns(rows: &[&FileModel], state: &UiState, width: u16) -> Vec<Column>
         c
     };
     let rate = |v: f64| if v == 0.0 { "-".to_string() } else { format::bytes(v, u) };
-    // The path takes what the priority-0 numbers leave (about 40 cells), at least 20.
-    let path_w = (width as usize).saturating_sub(42).max(20);
+    // The path takes what the priority-0 numbers leave (about 40 cells), at least 20, and at
+    // most 45 % of a wide screen so the other columns stay.
+    let path_w = (width as usize).saturating_sub(42).min(width as usize * 45 / 100).max(20);
     let mut path = Column::new("file", 0).left().min_width(20);
     path.cells = rows.iter().map(|r| plain(shorten_path(&r.name(), path_w))).collect();
     let mut procs = Column::new("processes", 1).left();
