@@ -240,6 +240,8 @@ pub struct BpfSample {
     pub block_health: BlockProbeHealth,
     /// The page-cache probes' counters (see [`PageCacheSample`]); None when they are not attached.
     pub page_cache: Option<PageCacheSample>,
+    /// Per-file I/O attribution (ioscope_common::files), cumulative; empty without the probes.
+    pub files: Vec<FileIoSample>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -489,4 +491,56 @@ pub struct ThrottleRecord {
     pub setpoint: u64,
     pub dirty: u64,
     pub pause_jiffies: u64,
+}
+
+/// One file's cumulative I/O counters from the per-file probes (ioscope_common::files), with the
+/// writeback keyed by its backing device already merged onto the filesystem, and the path found
+/// for it when the sample was taken.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FileIoSample {
+    /// The filesystem's device (`s_dev`), or the backing disk's when writeback could not be
+    /// matched to one mounted filesystem.
+    pub major: u32,
+    pub minor: u32,
+    pub ino: u64,
+    /// The device's name (`loop0`, `sda1`) or "major:minor".
+    pub device: String,
+    /// A path known to name this inode (checked by stat when taken), ending in " (deleted)" for
+    /// an open file that was unlinked; None while unknown (shown as dev:inode).
+    pub path: Option<String>,
+    pub inserted_pages: u64,
+    pub readahead_pages: u64,
+    pub dirtied_pages: u64,
+    pub writeback_pages: u64,
+    pub dio_read_bytes: u64,
+    pub dio_write_bytes: u64,
+    /// Processes last seen reading, dirtying or doing direct I/O on it (one per CPU at most).
+    pub processes: Vec<FileProcess>,
+    /// Its page-cache residency (for a file with a path it could be opened by).
+    pub cache: Option<FileCacheState>,
+    /// What an inode without a path is, when ioscope can tell: a block device's own cache
+    /// (filesystem metadata and journal read and written through the device).
+    pub label: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FileProcess {
+    pub pid: u32,
+    pub comm: String,
+}
+
+/// A file's page-cache residency when the sample was taken (src/collect/file_cache.rs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FileCacheState {
+    /// "cachestat" or "mincore" (which has no dirty/writeback/eviction figures).
+    pub source: String,
+    pub size_bytes: u64,
+    pub cached_pages: u64,
+    pub dirty_pages: Option<u64>,
+    pub writeback_pages: Option<u64>,
+    pub evicted_pages: Option<u64>,
+    pub recently_evicted_pages: Option<u64>,
 }

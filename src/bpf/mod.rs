@@ -5,6 +5,7 @@
 
 pub mod block;
 pub mod cgroup;
+pub mod files;
 pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;
@@ -17,6 +18,7 @@ use anyhow::Result;
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
 use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
+use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::{RQ_ISSUE_LAYOUT_GLOBAL, RQ_ISSUE_MAP};
 
@@ -39,6 +41,9 @@ pub struct BpfCollector {
     /// The block-layer probes' maps (src/bpf/block.rs).
     block: Option<BlockMaps>,
     page_cache: Option<page_cache::PageCacheMaps>,
+    /// The per-file attribution map, and the path/mount bookkeeping that turns it into samples.
+    files: Option<files::FileMaps>,
+    file_resolver: crate::collect::files::FileResolver,
 }
 
 impl BpfCollector {
@@ -64,6 +69,7 @@ impl BpfCollector {
         // HZ is measured across the (slow) load: a first jiffies reading now.
         let jiffies_before = page_cache::jiffies_now();
         let (cache_layout, cache_layouts) = page_cache::layout(&tracefs);
+        let (file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
 
         let mut loader = EbpfLoader::new();
         if let Ok(layout) = &rq_layout {
@@ -71,6 +77,7 @@ impl BpfCollector {
         }
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
+        loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -115,14 +122,24 @@ impl BpfCollector {
         let (cache_statuses, page_cache, hz_note) =
             page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before);
         programs.extend(cache_statuses);
+        let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready);
+        programs.extend(file_statuses);
         let mut status = overall_status(programs);
-        if let Some(note) = hz_note {
+        for note in hz_note.into_iter().chain(file_notes) {
             status.reason = Some(match status.reason {
                 Some(r) => format!("{r}; {note}"),
                 None => note,
             });
         }
-        BpfCollector { status, _ebpf: Some(ebpf), rq_issue, block, page_cache }
+        BpfCollector {
+            status,
+            _ebpf: Some(ebpf),
+            rq_issue,
+            block,
+            page_cache,
+            files,
+            file_resolver: Default::default(),
+        }
     }
 
     /// eBPF off on purpose (`--no-bpf`) or impossible; `reason` is shown to the user.
@@ -133,6 +150,8 @@ impl BpfCollector {
             rq_issue: None,
             block: None,
             page_cache: None,
+            files: None,
+            file_resolver: Default::default(),
         }
     }
 
@@ -158,6 +177,12 @@ impl BpfCollector {
         if let Some(maps) = &mut self.page_cache {
             match maps.read() {
                 Ok(pc) => sample.page_cache = Some(pc),
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
+        if let Some(maps) = &self.files {
+            match maps.read() {
+                Ok(raw) => sample.files = self.file_resolver.resolve(raw),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }

@@ -9,6 +9,8 @@ use crate::sample::Sample;
 pub use processes::ProcessReader;
 
 pub mod disks;
+pub mod file_cache;
+pub mod files;
 pub mod host;
 pub mod memory;
 pub mod processes;

@@ -14,6 +14,7 @@ pub mod block_health;
 pub mod cache;
 pub mod counter;
 pub mod devices;
+pub mod files;
 pub mod io_processes;
 pub mod memory;
 pub mod processes;
@@ -42,6 +43,8 @@ pub struct Model {
     pub cache: Option<cache::CacheModel>,
     /// Per-process page-cache figures for the interval (processes with activity, exited ones too).
     pub cache_processes: Vec<cache::CacheProcessModel>,
+    /// Per-file disk I/O in the interval (README "Files"), the most disk bytes first.
+    pub files: Vec<files::FileModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -87,6 +90,7 @@ impl Model {
             io_processes: io_processes::compute(prev, cur, secs),
             cache: cache::compute(prev, cur, secs),
             cache_processes: cache::processes(prev, cur, secs),
+            files: files::compute(prev, cur, secs),
         }
     }
 

@@ -5,5 +5,6 @@
 
 pub mod block_text;
 pub mod cache_text;
+pub mod files_text;
 pub mod headless;
 pub mod text;

@@ -18,6 +18,7 @@ pub mod cache;
 pub mod columns;
 pub mod device_detail;
 pub mod devices;
+pub mod files;
 pub mod format;
 pub mod header;
 pub mod help;
@@ -51,7 +52,11 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [header_area, body] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
     header::render(frame, header_area, model, state);
-    if state.probe_health {
+    if state.files_view {
+        let title = files::title(model, state);
+        let block = pane_block('f', &title, true, state);
+        files::render(frame, body, model, state, block);
+    } else if state.probe_health {
         probe_health::render(frame, body, model, state);
     } else if state.device_detail {
         device_detail::render(frame, body, model, state);

@@ -171,6 +171,12 @@ pub struct UiState {
     pub cache_sort: crate::ui::cache::CacheSort,
     pub cache_sort_reversed: bool,
     pub selected_cache: usize,
+    /// `f`: the files view fills the body (src/ui/files.rs), limited to `files_scope`.
+    pub files_view: bool,
+    pub files_scope: crate::ui::files::FileScope,
+    pub files_sort: crate::ui::files::FileSort,
+    pub files_sort_reversed: bool,
+    pub selected_file: usize,
 }
 
 impl UiState {
@@ -205,6 +211,11 @@ impl UiState {
             cache_sort: Default::default(),
             cache_sort_reversed: false,
             selected_cache: 0,
+            files_view: false,
+            files_scope: Default::default(),
+            files_sort: Default::default(),
+            files_sort_reversed: false,
+            selected_file: 0,
         }
     }
 
@@ -240,6 +251,21 @@ impl UiState {
         match key.code {
             KeyCode::Char('q') => Action::Quit,
             KeyCode::Char('?') | KeyCode::F(1) => toggle(&mut self.help),
+            KeyCode::Char('f') => self.toggle_files_view(),
+            KeyCode::Esc if self.files_view => self.toggle_files_view(),
+            KeyCode::Char('s') if self.files_view => {
+                self.files_sort = self.files_sort.next();
+                self.files_sort_reversed = false;
+                self.selected_file = 0;
+                Action::Redraw
+            }
+            KeyCode::Char('r') if self.files_view => toggle(&mut self.files_sort_reversed),
+            KeyCode::Down | KeyCode::Char('j') if self.files_view => self.move_file(1),
+            KeyCode::Up | KeyCode::Char('k') if self.files_view => self.move_file(-1),
+            KeyCode::PageDown if self.files_view => self.move_file(10),
+            KeyCode::PageUp if self.files_view => self.move_file(-10),
+            KeyCode::Home | KeyCode::Char('g') if self.files_view => self.move_file(i64::MIN / 2),
+            KeyCode::End | KeyCode::Char('G') if self.files_view => self.move_file(i64::MAX / 2),
             KeyCode::Esc => {
                 if self.probe_health {
                     self.probe_health = false;
@@ -343,6 +369,30 @@ impl UiState {
         }
         self.selected_process = 0;
         self.selected_cache = 0;
+        self.selected_file = 0;
+        Action::Redraw
+    }
+
+    /// Opens the files view (scoped to the device in the detail view, or to the selected process
+    /// when the process pane has the focus) or closes it.
+    fn toggle_files_view(&mut self) -> Action {
+        use crate::ui::files::FileScope;
+        self.files_view = !self.files_view;
+        self.selected_file = 0;
+        if self.files_view {
+            self.files_scope = if self.device_detail {
+                FileScope::SelectedDevice
+            } else if self.focus == Pane::Processes {
+                FileScope::SelectedProcess
+            } else {
+                FileScope::All
+            };
+        }
+        Action::Redraw
+    }
+
+    fn move_file(&mut self, by: i64) -> Action {
+        self.selected_file = (self.selected_file as i64).saturating_add(by).max(0) as usize;
         Action::Redraw
     }
 
@@ -390,6 +440,10 @@ impl UiState {
         self.selected_process = self.selected_process.min(processes.saturating_sub(1));
         let cache = crate::ui::cache::row_count(model, self);
         self.selected_cache = self.selected_cache.min(cache.saturating_sub(1));
+        if self.files_view {
+            let files = crate::ui::files::visible(model, self).len();
+            self.selected_file = self.selected_file.min(files.saturating_sub(1));
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 #![no_std]
 
 pub mod block;
+pub mod files;
 pub mod page_cache;
 
 /// Name of the per-CPU hash map `block_rq_issue` counts into: key is the kernel's `dev_t` (u32),

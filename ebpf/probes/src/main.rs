@@ -8,6 +8,7 @@
 
 mod block_io;
 mod block_rq_issue;
+mod files;
 mod page_cache;
 
 #[cfg(not(test))]

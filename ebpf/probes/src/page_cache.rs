@@ -245,6 +245,7 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     let (tgid, tid) = current_ids();
     let _ = LAST_INSERT.insert(tid, InsertRecord { ino, index, pages }, 0);
     count(tgid, |c| c.inserted_pages = c.inserted_pages.wrapping_add(pages));
+    crate::files::on_insert(ctx, tid, ino, index, pages);
     Ok(0)
 }
 
@@ -280,6 +281,7 @@ fn try_dirty(ctx: &TracePointContext) -> Result<u32, i64> {
     // SAFETY: offsets from the format file.
     let (ino, index) = unsafe { (field::<u64>(ctx, l.dirty_ino)?, field::<u64>(ctx, l.dirty_index)?) };
     let (tgid, tid) = current_ids();
+    crate::files::on_dirty(ctx, tid, ino, index);
     // The folio this thread inserted just before (a buffered write allocating cache pages): its
     // size is known, and its insertion was not a read miss.
     let mut allocated = 0u64;
@@ -386,6 +388,7 @@ fn try_dio(ctx: &TracePointContext) -> Result<u32, i64> {
     // SAFETY: offsets from the format file.
     let (bytes, flags) = unsafe { (field::<u64>(ctx, l.dio_count)?, field::<u32>(ctx, l.dio_ki_flags)?) };
     let write = flags & l.dio_write_flag != 0;
+    crate::files::on_dio(ctx, bytes, write);
     count(current_ids().0, |c| {
         if write {
             c.dio_writes = c.dio_writes.wrapping_add(1);

@@ -1,0 +1,260 @@
+//! Per-file I/O attribution: what the page-cache and writeback programs count per file, keyed by
+//! the file's (device, inode), so readahead, writeback and direct I/O are credited to the files
+//! they belong to rather than to whichever task (a kworker, kswapd) happened to run them.
+//!
+//! Two kinds of key (see [`FileKey::kind`]):
+//! - [`KEY_SB_DEV`]: `dev` is the filesystem's `s_dev` (`filemap:mm_filemap_add_to_page_cache`,
+//!   `iomap:iomap_dio_rw_begin`, and dirtying of a folio the same thread just inserted).
+//! - [`KEY_BDI_DEV`]: `dev` is parsed from the backing device's name ("major:minor") of the
+//!   `writeback:*` events, which carry no `s_dev`. Userspace merges these onto the filesystem on
+//!   that disk (the same as `s_dev` for a whole-disk or loop filesystem, the parent disk for a
+//!   partition).
+//!
+//! Counters (cumulative, per CPU; userspace sums the CPUs with wrapping arithmetic, because a
+//! write allocation is taken back on the CPU of the dirtying, which may not be the inserting one):
+//! - `inserted_pages`: pages added to the page cache (reads from disk, or new pages of a write).
+//! - `readahead_pages`: of those, the ones outside the range the same thread's last read miss
+//!   asked for (`readahead:page_cache_sync_ra`'s `index`, `req_count`): the readahead window, and
+//!   mmap fault readahead (which has no such event).
+//! - `dirtied_pages`, `writeback_pages` (`writeback_single_inode`'s `wrote`, in the flusher's or
+//!   the syncing task's context), `dio_read_bytes`, `dio_write_bytes`.
+
+/// Per-CPU LRU hash map: [`FileKey`] → [`FileCounters`].
+pub const FILE_IO_MAP: &str = "FILE_IO";
+/// LRU hash map: thread id → [`FileInsertRecord`], the folio the thread inserted last.
+pub const FILE_LAST_INSERT_MAP: &str = "FILE_LAST_INSERT";
+/// Read-only global holding [`FileLayout`], set by the loader before load.
+pub const FILE_LAYOUT_GLOBAL: &str = "FILE_LAYOUT";
+
+/// Most files tracked at once; the least recently updated ones are evicted beyond it.
+pub const FILE_MAX_ENTRIES: u32 = 16384;
+pub const FILE_LAST_INSERT_MAX: u32 = 8192;
+
+pub const KEY_SB_DEV: u32 = 0;
+pub const KEY_BDI_DEV: u32 = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileKey {
+    /// Kernel `dev_t` encoding: major << 20 | minor.
+    pub dev: u32,
+    /// [`KEY_SB_DEV`] or [`KEY_BDI_DEV`].
+    pub kind: u32,
+    pub ino: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileCounters {
+    pub inserted_pages: u64,
+    pub readahead_pages: u64,
+    pub dirtied_pages: u64,
+    pub writeback_pages: u64,
+    pub dio_read_bytes: u64,
+    pub dio_write_bytes: u64,
+    /// The last process (not a flusher's writeback) that read, dirtied or did direct I/O on the
+    /// file on this CPU, and its comm.
+    pub tgid: u32,
+    pub _pad: u32,
+    pub comm: [u8; 16],
+}
+
+/// The folio a thread inserted last, with what it was counted as.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileInsertRecord {
+    pub dev: u32,
+    pub readahead: u32,
+    pub ino: u64,
+    pub index: u64,
+    pub pages: u64,
+}
+
+/// LRU hash map: thread id → [`DemandRecord`], the range its last synchronous readahead was for.
+pub const FILE_DEMAND_MAP: &str = "FILE_DEMAND";
+
+/// What a read asked for when it missed (`page_cache_sync_ra`): pages `index..index + req_count`
+/// of the file. Pages the same thread inserts in that range are demand reads; any other inserted
+/// page is readahead.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DemandRecord {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+    pub index: u64,
+    pub req_count: u64,
+}
+
+/// Whether page `index` of (dev, ino) is in the range the thread's read asked for.
+#[inline(always)]
+pub fn is_demand(r: &DemandRecord, dev: u32, ino: u64, index: u64) -> bool {
+    r.dev == dev && r.ino == ino && index >= r.index && index - r.index < r.req_count
+}
+
+/// LRU hash map: thread id → [`DioPending`]. `iomap_dio_rw_begin` has the size of a direct I/O
+/// but, for read(2)/write(2), not its direction (the kernel does not set IOCB_WRITE there); the
+/// first `iomap_iter` of the same thread on the same file with the DIRECT flag has it (IOMAP_WRITE).
+pub const FILE_DIO_PENDING_MAP: &str = "FILE_DIO_PENDING";
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DioPending {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+    pub bytes: u64,
+}
+
+/// Offsets of the fields the per-file counting needs beyond the page-cache layout.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileLayout {
+    /// `s_dev` of `mm_filemap_add_to_page_cache`.
+    pub add_ok: u32,
+    pub add_dev: u32,
+    /// `name` (char[32], the bdi) of `writeback_dirty_folio`.
+    pub dirty_ok: u32,
+    pub dirty_name: u32,
+    /// `dev`, `ino` of `iomap_dio_rw_begin`.
+    pub dio_ok: u32,
+    pub dio_dev: u32,
+    pub dio_ino: u32,
+    /// `name`, `ino`, `wrote` of `writeback_single_inode`.
+    pub wsi_ok: u32,
+    pub wsi_name: u32,
+    pub wsi_ino: u32,
+    pub wsi_wrote: u32,
+    /// `s_dev`, `i_ino`, `index`, `req_count` of `readahead:page_cache_sync_ra`.
+    pub sync_ra_ok: u32,
+    pub sync_ra_dev: u32,
+    pub sync_ra_ino: u32,
+    pub sync_ra_index: u32,
+    pub sync_ra_req_count: u32,
+    /// `dev`, `ino`, `flags` of `iomap:iomap_iter`, and its WRITE and DIRECT bits.
+    pub iter_ok: u32,
+    pub iter_dev: u32,
+    pub iter_ino: u32,
+    pub iter_flags: u32,
+    pub iter_write_flag: u32,
+    pub iter_direct_flag: u32,
+}
+
+impl FileLayout {
+    pub const UNSET: FileLayout = FileLayout {
+        add_ok: 0,
+        add_dev: 0,
+        dirty_ok: 0,
+        dirty_name: 0,
+        dio_ok: 0,
+        dio_dev: 0,
+        dio_ino: 0,
+        wsi_ok: 0,
+        wsi_name: 0,
+        wsi_ino: 0,
+        wsi_wrote: 0,
+        sync_ra_ok: 0,
+        sync_ra_dev: 0,
+        sync_ra_ino: 0,
+        sync_ra_index: 0,
+        sync_ra_req_count: 0,
+        iter_ok: 0,
+        iter_dev: 0,
+        iter_ino: 0,
+        iter_flags: 0,
+        iter_write_flag: 0,
+        iter_direct_flag: 0,
+    };
+}
+
+/// A backing device's name "major:minor" as a kernel `dev_t` (major << 20 | minor); None for any
+/// other name (btrfs's "btrfs-1", "(unknown)", ...).
+#[inline(always)]
+pub fn bdi_dev(name: &[u8; 32]) -> Option<u32> {
+    let mut major: u32 = 0;
+    let mut cur: u32 = 0;
+    let mut colon = false;
+    let mut digits = 0u32;
+    let mut i = 0;
+    while i < 24 {
+        let c = name[i];
+        if c == 0 {
+            break;
+        }
+        if c.is_ascii_digit() {
+            cur = cur.wrapping_mul(10).wrapping_add(u32::from(c - b'0'));
+            digits += 1;
+        } else if c == b':' && !colon && digits > 0 {
+            major = cur;
+            cur = 0;
+            digits = 0;
+            colon = true;
+        } else {
+            return None;
+        }
+        i += 1;
+    }
+    if !colon || digits == 0 || major >= 1 << 12 || cur >= 1 << 20 {
+        return None;
+    }
+    Some(major << 20 | cur)
+}
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: #[repr(C)], u32/u64 fields without implicit padding, every bit pattern valid.
+    unsafe impl aya::Pod for super::FileKey {}
+    // SAFETY: as above (explicit `_pad`, then 16 bytes).
+    unsafe impl aya::Pod for super::FileCounters {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::FileInsertRecord {}
+    // SAFETY: as above (16 u32).
+    unsafe impl aya::Pod for super::FileLayout {}
+    // SAFETY: as above (explicit `_pad`).
+    unsafe impl aya::Pod for super::DemandRecord {}
+    // SAFETY: as above (explicit `_pad`).
+    unsafe impl aya::Pod for super::DioPending {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> [u8; 32] {
+        let mut n = [0u8; 32];
+        n[..s.len()].copy_from_slice(s.as_bytes());
+        n
+    }
+
+    #[test]
+    fn bdi_names_parse_as_kernel_dev_t() {
+        assert_eq!(bdi_dev(&name("7:0")), Some(7 << 20));
+        assert_eq!(bdi_dev(&name("259:12")), Some(259 << 20 | 12));
+        assert_eq!(bdi_dev(&name("btrfs-1")), None);
+        assert_eq!(bdi_dev(&name("(unknown)")), None);
+        assert_eq!(bdi_dev(&name("8:")), None);
+        assert_eq!(bdi_dev(&name(":1")), None);
+        assert_eq!(bdi_dev(&name("")), None);
+    }
+
+    #[test]
+    fn sizes_have_no_hidden_padding() {
+        assert_eq!(core::mem::size_of::<FileKey>(), 16);
+        assert_eq!(core::mem::size_of::<FileCounters>(), 6 * 8 + 8 + 16);
+        assert_eq!(core::mem::size_of::<FileInsertRecord>(), 8 + 3 * 8);
+        assert_eq!(core::mem::size_of::<FileLayout>(), 22 * 4);
+        assert_eq!(core::mem::size_of::<DioPending>(), 24);
+        assert_eq!(core::mem::size_of::<DemandRecord>(), 32);
+    }
+
+    #[test]
+    fn demand_is_the_requested_range_of_the_same_file() {
+        let r = DemandRecord { dev: 7 << 20, _pad: 0, ino: 12, index: 100, req_count: 32 };
+        assert!(is_demand(&r, 7 << 20, 12, 100));
+        assert!(is_demand(&r, 7 << 20, 12, 131));
+        assert!(!is_demand(&r, 7 << 20, 12, 132));
+        assert!(!is_demand(&r, 7 << 20, 12, 99));
+        assert!(!is_demand(&r, 7 << 20, 13, 100));
+        assert!(!is_demand(&r, 7 << 20 | 1, 12, 100));
+    }
+}

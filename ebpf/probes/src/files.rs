@@ -1,0 +1,248 @@
+//! Per-file attribution (ioscope_common::files): the page-cache programs call in here with what
+//! they already read, so no tracepoint gets a second program; `writeback_single_inode` is the one
+//! program of its own (writeback credited to the file, not the flusher).
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    macros::{map, tracepoint},
+    maps::{LruHashMap, LruPerCpuHashMap},
+    programs::TracePointContext,
+};
+use ioscope_common::files::{
+    bdi_dev, is_demand, DemandRecord, DioPending, FileCounters, FileInsertRecord, FileKey, FileLayout,
+    FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, KEY_BDI_DEV, KEY_SB_DEV,
+};
+
+#[unsafe(no_mangle)]
+static FILE_LAYOUT: FileLayout = FileLayout::UNSET;
+
+#[map]
+static FILE_IO: LruPerCpuHashMap<FileKey, FileCounters> =
+    LruPerCpuHashMap::with_max_entries(FILE_MAX_ENTRIES, 0);
+
+#[map]
+static FILE_LAST_INSERT: LruHashMap<u32, FileInsertRecord> =
+    LruHashMap::with_max_entries(FILE_LAST_INSERT_MAX, 0);
+
+#[map]
+static FILE_DEMAND: LruHashMap<u32, DemandRecord> = LruHashMap::with_max_entries(FILE_LAST_INSERT_MAX, 0);
+
+#[map]
+static FILE_DIO_PENDING: LruHashMap<u32, DioPending> = LruHashMap::with_max_entries(FILE_LAST_INSERT_MAX, 0);
+
+#[inline(always)]
+fn layout() -> FileLayout {
+    // SAFETY: see page_cache::layout().
+    unsafe { core::ptr::read_volatile(&raw const FILE_LAYOUT) }
+}
+
+/// This CPU's counters of `key`, created on first use.
+#[inline(always)]
+fn file(key: &FileKey) -> Option<&'static mut FileCounters> {
+    let p = match FILE_IO.get_ptr_mut(key) {
+        Some(p) => p,
+        None => {
+            let _ = FILE_IO.insert(key, &FileCounters::default(), 0);
+            FILE_IO.get_ptr_mut(key)?
+        }
+    };
+    // SAFETY: this CPU's value; tracing programs do not nest on one CPU.
+    Some(unsafe { &mut *p })
+}
+
+/// Records the current process as the file's last user on this CPU (comm only when it changes).
+#[inline(always)]
+fn touch(c: &mut FileCounters) {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if c.tgid != tgid || c.comm[0] == 0 {
+        c.tgid = tgid;
+        if let Ok(comm) = bpf_get_current_comm() {
+            c.comm = comm;
+        }
+    }
+}
+
+/// `readahead:page_cache_sync_ra`: a read missed; remembers which pages it asked for.
+#[tracepoint]
+pub fn file_sync_ra(ctx: TracePointContext) -> u32 {
+    try_sync_ra(&ctx).unwrap_or(0)
+}
+
+fn try_sync_ra(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.sync_ra_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let r = unsafe {
+        DemandRecord {
+            dev: ctx.read_at::<u32>(l.sync_ra_dev as usize).map_err(i64::from)?,
+            _pad: 0,
+            ino: ctx.read_at::<u64>(l.sync_ra_ino as usize).map_err(i64::from)?,
+            index: ctx.read_at::<u64>(l.sync_ra_index as usize).map_err(i64::from)?,
+            req_count: ctx.read_at::<u64>(l.sync_ra_req_count as usize).map_err(i64::from)?,
+        }
+    };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let _ = FILE_DEMAND.insert(&tid, &r, 0);
+    Ok(0)
+}
+
+/// From `mm_filemap_add_to_page_cache`: `pages` pages at `index` of inode `ino` entered the cache
+/// in thread `tid`: demand when in the range its last read miss asked for, else readahead.
+#[inline(always)]
+pub fn on_insert(ctx: &TracePointContext, tid: u32, ino: u64, index: u64, pages: u64) {
+    let l = layout();
+    if l.add_ok == 0 {
+        return;
+    }
+    // SAFETY: offset from the format file.
+    let Ok(dev) = (unsafe { ctx.read_at::<u32>(l.add_dev as usize) }) else { return };
+    // SAFETY: a plain copy of this thread's record.
+    let demand = unsafe { FILE_DEMAND.get(&tid) }.is_some_and(|r| is_demand(r, dev, ino, index));
+    let key = FileKey { dev, kind: KEY_SB_DEV, ino };
+    let readahead = !demand;
+    if let Some(c) = file(&key) {
+        c.inserted_pages = c.inserted_pages.wrapping_add(pages);
+        if readahead {
+            c.readahead_pages = c.readahead_pages.wrapping_add(pages);
+        }
+        touch(c);
+    }
+    let r = FileInsertRecord { dev, readahead: u32::from(readahead), ino, index, pages };
+    let _ = FILE_LAST_INSERT.insert(&tid, &r, 0);
+}
+
+/// From `writeback_dirty_folio`: folio `index` of `ino` became dirty in thread `tid`. When the
+/// thread inserted that very folio just before, it was a write allocating a page, not a read:
+/// the insertion is taken back and the dirtying counted on the filesystem's key with its size.
+#[inline(always)]
+pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) {
+    let l = layout();
+    if l.dirty_ok == 0 {
+        return;
+    }
+    // SAFETY: a plain copy of this thread's record.
+    if let Some(r) = unsafe { FILE_LAST_INSERT.get(&tid) }.copied() {
+        if r.ino == ino && r.index == index {
+            let _ = FILE_LAST_INSERT.remove(&tid);
+            let key = FileKey { dev: r.dev, kind: KEY_SB_DEV, ino };
+            if let Some(c) = file(&key) {
+                c.inserted_pages = c.inserted_pages.wrapping_sub(r.pages);
+                if r.readahead != 0 {
+                    c.readahead_pages = c.readahead_pages.wrapping_sub(r.pages);
+                }
+                c.dirtied_pages = c.dirtied_pages.wrapping_add(r.pages);
+                touch(c);
+            }
+            return;
+        }
+    }
+    // SAFETY: offset from the format file.
+    let Ok(name) = (unsafe { ctx.read_at::<[u8; 32]>(l.dirty_name as usize) }) else { return };
+    let Some(dev) = bdi_dev(&name) else { return };
+    if let Some(c) = file(&FileKey { dev, kind: KEY_BDI_DEV, ino }) {
+        c.dirtied_pages = c.dirtied_pages.wrapping_add(1);
+        touch(c);
+    }
+}
+
+/// From `iomap_dio_rw_begin`: `bytes` of direct I/O on the event's file. Its direction comes
+/// from the thread's next `iomap_iter` (see ioscope_common::files::DioPending) when that program
+/// runs; else from `write`, the event's own IOCB_WRITE bit.
+#[inline(always)]
+pub fn on_dio(ctx: &TracePointContext, bytes: u64, write: bool) {
+    let l = layout();
+    if l.dio_ok == 0 {
+        return;
+    }
+    // SAFETY: offsets from the format file.
+    let (Ok(dev), Ok(ino)) = (unsafe { ctx.read_at::<u32>(l.dio_dev as usize) }, unsafe {
+        ctx.read_at::<u64>(l.dio_ino as usize)
+    }) else {
+        return;
+    };
+    if l.iter_ok != 0 && !write {
+        let tid = bpf_get_current_pid_tgid() as u32;
+        let _ = FILE_DIO_PENDING.insert(&tid, &DioPending { dev, _pad: 0, ino, bytes }, 0);
+        return;
+    }
+    count_dio(dev, ino, bytes, write);
+}
+
+#[inline(always)]
+fn count_dio(dev: u32, ino: u64, bytes: u64, write: bool) {
+    if let Some(c) = file(&FileKey { dev, kind: KEY_SB_DEV, ino }) {
+        if write {
+            c.dio_write_bytes = c.dio_write_bytes.wrapping_add(bytes);
+        } else {
+            c.dio_read_bytes = c.dio_read_bytes.wrapping_add(bytes);
+        }
+        touch(c);
+    }
+}
+
+/// `iomap:iomap_iter`: the first direct iteration after `iomap_dio_rw_begin` in this thread
+/// tells the direction of the direct I/O waiting in FILE_DIO_PENDING.
+#[tracepoint]
+pub fn file_iomap_iter(ctx: TracePointContext) -> u32 {
+    try_iomap_iter(&ctx).unwrap_or(0)
+}
+
+fn try_iomap_iter(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.iter_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offset from the format file.
+    let flags = unsafe { ctx.read_at::<u32>(l.iter_flags as usize) }.map_err(i64::from)?;
+    if flags & l.iter_direct_flag == 0 {
+        return Ok(0);
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: a plain copy of this thread's record.
+    let Some(p) = (unsafe { FILE_DIO_PENDING.get(&tid) }).copied() else { return Ok(0) };
+    // SAFETY: offsets from the format file.
+    let (dev, ino) = unsafe {
+        (
+            ctx.read_at::<u32>(l.iter_dev as usize).map_err(i64::from)?,
+            ctx.read_at::<u64>(l.iter_ino as usize).map_err(i64::from)?,
+        )
+    };
+    if dev != p.dev || ino != p.ino {
+        return Ok(0);
+    }
+    let _ = FILE_DIO_PENDING.remove(&tid);
+    count_dio(dev, ino, p.bytes, flags & l.iter_write_flag != 0);
+    Ok(0)
+}
+
+/// `writeback:writeback_single_inode`: `wrote` pages of the inode were written back by this call
+/// (flusher thread, sync, fsync). Credited to the file; the writing task is not its user.
+#[tracepoint]
+pub fn writeback_single_inode(ctx: TracePointContext) -> u32 {
+    try_writeback_single_inode(&ctx).unwrap_or(0)
+}
+
+fn try_writeback_single_inode(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.wsi_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (name, ino, wrote) = unsafe {
+        (
+            ctx.read_at::<[u8; 32]>(l.wsi_name as usize).map_err(i64::from)?,
+            ctx.read_at::<u64>(l.wsi_ino as usize).map_err(i64::from)?,
+            ctx.read_at::<u64>(l.wsi_wrote as usize).map_err(i64::from)?,
+        )
+    };
+    if wrote == 0 || wrote > 1 << 40 {
+        return Ok(0);
+    }
+    let Some(dev) = bdi_dev(&name) else { return Ok(0) };
+    if let Some(c) = file(&FileKey { dev, kind: KEY_BDI_DEV, ino }) {
+        c.writeback_pages = c.writeback_pages.wrapping_add(wrote);
+    }
+    Ok(0)
+}

@@ -1,0 +1,220 @@
+//! The per-file attribution's userspace half: the extra offsets it needs from tracefs, attaching
+//! `writeback_single_inode`, and reading the FILE_IO map (summed over CPUs). Merging writeback
+//! keyed by a backing device onto its filesystem and finding paths is src/collect/files.rs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use aya::maps::{MapData, PerCpuHashMap};
+use aya::Ebpf;
+use ioscope_common::files::{FileCounters, FileKey, FileLayout, FILE_IO_MAP};
+
+use super::tracefs;
+use crate::sample::{BpfProgramStatus, FileProcess};
+
+pub const CATEGORY: &str = "writeback";
+pub const EVENT: &str = "writeback_single_inode";
+pub const PROGRAM: &str = "writeback_single_inode";
+
+/// Reads the four format files the per-file counting needs. Each part whose fields are missing
+/// stays off (its `*_ok` is 0); the error says which. Returns the layout and whether
+/// `writeback_single_inode` can be attached.
+pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 3], Vec<String>) {
+    let mut l = FileLayout::UNSET;
+    let mut notes = Vec::new();
+    let read = |category: &str, event: &str| tracefs::read_event_format(tracefs_dir, category, event);
+    let mut note = |what: &str, r: Result<()>| {
+        if let Err(e) = r {
+            notes.push(format!("per-file {what} off: {e:#}"));
+        }
+    };
+    note(
+        "reads",
+        read("filemap", "mm_filemap_add_to_page_cache").and_then(|f| {
+            l.add_dev = f.field_sized("s_dev", 4)?.offset;
+            l.add_ok = 1;
+            Ok(())
+        }),
+    );
+    note(
+        "dirtying",
+        read("writeback", "writeback_dirty_folio").and_then(|f| {
+            l.dirty_name = f.field_sized("name", 32)?.offset;
+            l.dirty_ok = 1;
+            Ok(())
+        }),
+    );
+    note(
+        "direct I/O",
+        read("iomap", "iomap_dio_rw_begin").and_then(|f| {
+            l.dio_dev = f.field_sized("dev", 4)?.offset;
+            l.dio_ino = f.field_sized("ino", 8)?.offset;
+            l.dio_ok = 1;
+            Ok(())
+        }),
+    );
+    let sync_ra = read("readahead", "page_cache_sync_ra").and_then(|f| {
+        l.sync_ra_dev = f.field_sized("s_dev", 4)?.offset;
+        l.sync_ra_ino = f.field_sized("i_ino", 8)?.offset;
+        l.sync_ra_index = f.field_sized("index", 8)?.offset;
+        l.sync_ra_req_count = f.field_sized("req_count", 8)?.offset;
+        l.sync_ra_ok = 1;
+        Ok(())
+    });
+    let iter_text = std::fs::read_to_string(tracefs_dir.join("events/iomap/iomap_iter/format"));
+    let iter = read("iomap", "iomap_iter").and_then(|f| {
+        let text = iter_text.as_deref().unwrap_or("");
+        l.iter_dev = f.field_sized("dev", 4)?.offset;
+        l.iter_ino = f.field_sized("ino", 8)?.offset;
+        l.iter_flags = f.field_sized("flags", 4)?.offset;
+        l.iter_write_flag =
+            flag_bit(text, "WRITE").ok_or_else(|| anyhow!("iomap_iter prints no WRITE flag"))?;
+        l.iter_direct_flag =
+            flag_bit(text, "DIRECT").ok_or_else(|| anyhow!("iomap_iter prints no DIRECT flag"))?;
+        l.iter_ok = 1;
+        Ok(())
+    });
+    let wsi = read(CATEGORY, EVENT).and_then(|f| {
+        l.wsi_name = f.field_sized("name", 32)?.offset;
+        l.wsi_ino = f.field_sized("ino", 8)?.offset;
+        l.wsi_wrote = f.field_sized("wrote", 8)?.offset;
+        l.wsi_ok = 1;
+        Ok(())
+    });
+    let text = |r: Result<()>| r.map_err(|e| format!("{e:#}"));
+    (l, [text(wsi), text(sync_ra), text(iter)], notes)
+}
+
+/// The bit of flag `name` in a `__print_flags(..., { (1 << N), "NAME" }, ...)` of a print fmt.
+pub fn flag_bit(format_text: &str, name: &str) -> Option<u32> {
+    let fmt = format_text.split_once("print fmt:")?.1;
+    let at = fmt.find(&format!("\"{name}\""))?;
+    let open = fmt[..at].rfind('{')?;
+    let inner = fmt[open + 1..at].trim().trim_end_matches(',').trim();
+    let shift = inner.trim_start_matches('(').strip_prefix("1 <<")?.trim().trim_end_matches(')').trim();
+    let bit: u32 = shift.parse().ok()?;
+    (bit < 32).then(|| 1u32 << bit)
+}
+
+/// Attaches `writeback_single_inode`, `file_sync_ra` and `file_iomap_iter` (when their layouts are known) and takes
+/// the FILE_IO map. The map is read even without them: the page-cache programs fill it too
+/// (without `file_sync_ra` every page read counts as readahead).
+pub fn attach(ebpf: &mut Ebpf, ready: [Result<(), String>; 3]) -> (Vec<BpfProgramStatus>, Option<FileMaps>) {
+    let programs = [
+        (PROGRAM, CATEGORY, EVENT),
+        ("file_sync_ra", "readahead", "page_cache_sync_ra"),
+        ("file_iomap_iter", "iomap", "iomap_iter"),
+    ];
+    let mut statuses = Vec::new();
+    for ((program, category, event), r) in programs.into_iter().zip(ready) {
+        statuses.push(match r {
+            Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
+            Err(e) => super::program_status(program, category, event, Err(e)),
+        });
+    }
+    let maps = ebpf
+        .take_map(FILE_IO_MAP)
+        .ok_or_else(|| anyhow!("map {FILE_IO_MAP} is not in the eBPF object"))
+        .and_then(|m| Ok(PerCpuHashMap::try_from(m)?));
+    match maps {
+        Ok(io) => (statuses, Some(FileMaps { io })),
+        Err(e) => {
+            for s in statuses.iter_mut() {
+                s.error.get_or_insert_with(|| format!("{e:#}"));
+            }
+            (statuses, None)
+        }
+    }
+}
+
+/// One map entry summed over CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawFile {
+    pub key: FileKey,
+    pub inserted_pages: u64,
+    pub readahead_pages: u64,
+    pub dirtied_pages: u64,
+    pub writeback_pages: u64,
+    pub dio_read_bytes: u64,
+    pub dio_write_bytes: u64,
+    pub processes: Vec<FileProcess>,
+}
+
+pub struct FileMaps {
+    io: PerCpuHashMap<MapData, FileKey, FileCounters>,
+}
+
+impl FileMaps {
+    pub fn read(&self) -> Result<Vec<RawFile>> {
+        let keys: Vec<FileKey> = self.io.keys().collect::<Result<_, _>>().context("listing FILE_IO")?;
+        let mut out = BTreeMap::new();
+        for key in keys {
+            // The LRU may evict an entry between listing and lookup.
+            let Ok(per_cpu) = self.io.get(&key, 0) else { continue };
+            out.insert(key, sum_cpus(key, &per_cpu));
+        }
+        Ok(out.into_values().collect())
+    }
+}
+
+/// Adds up one entry's per-CPU counters with wrapping arithmetic: a write allocation is taken
+/// back on the dirtying CPU, which may hold less than the inserting one (the total is right).
+pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
+    let mut f = RawFile { key, ..Default::default() };
+    let add = |a: &mut u64, b: u64| *a = a.wrapping_add(b);
+    for c in per_cpu {
+        add(&mut f.inserted_pages, c.inserted_pages);
+        add(&mut f.readahead_pages, c.readahead_pages);
+        add(&mut f.dirtied_pages, c.dirtied_pages);
+        add(&mut f.writeback_pages, c.writeback_pages);
+        add(&mut f.dio_read_bytes, c.dio_read_bytes);
+        add(&mut f.dio_write_bytes, c.dio_write_bytes);
+        if c.tgid != 0 && !f.processes.iter().any(|p| p.pid == c.tgid) {
+            let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
+            let comm = String::from_utf8_lossy(&c.comm[..end]).into_owned();
+            f.processes.push(FileProcess { pid: c.tgid, comm });
+        }
+    }
+    // A sum that wrapped below zero (a moment's skew between CPUs' reads) is no pages, not 2^64.
+    for v in [&mut f.inserted_pages, &mut f.readahead_pages] {
+        if *v > 1 << 62 {
+            *v = 0;
+        }
+    }
+    f.processes.sort_by_key(|p| p.pid);
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_bits_come_from_the_print_format() {
+        let text = r#"print fmt: "flags %s", __print_flags(REC->flags, "|", { (1 << 0), "WRITE" }, { (1 << 4), "DIRECT" })"#;
+        assert_eq!(flag_bit(text, "WRITE"), Some(1));
+        assert_eq!(flag_bit(text, "DIRECT"), Some(16));
+        assert_eq!(flag_bit(text, "DAX"), None);
+    }
+
+    #[test]
+    fn cpus_add_up_and_a_write_taken_back_elsewhere_nets_out() {
+        let key = FileKey { dev: 7 << 20, kind: 0, ino: 12 };
+        let mut comm = [0u8; 16];
+        comm[..2].copy_from_slice(b"dd");
+        let cpu0 =
+            FileCounters { inserted_pages: 10, readahead_pages: 6, tgid: 5, comm, ..Default::default() };
+        let cpu1 = FileCounters {
+            inserted_pages: 0u64.wrapping_sub(4),
+            readahead_pages: 0u64.wrapping_sub(4),
+            dirtied_pages: 4,
+            tgid: 5,
+            comm,
+            ..Default::default()
+        };
+        let f = sum_cpus(key, &[cpu0, cpu1, FileCounters::default()]);
+        assert_eq!((f.inserted_pages, f.readahead_pages, f.dirtied_pages), (6, 2, 4));
+        assert_eq!(f.processes, vec![FileProcess { pid: 5, comm: "dd".into() }]);
+    }
+}

@@ -1,0 +1,595 @@
+//! Turning the per-file map (src/bpf/files.rs) into [`FileIoSample`]s: writeback keyed by a
+//! backing disk merged onto the filesystem mounted from it, a path for each inode without
+//! debugfs, and only the files with recent activity in the Sample (recordings stay small).
+//!
+//! Inode → path, cheapest first, every answer cached and checked again before each use (a rename
+//! makes a cached path stale: it is dropped, never shown wrong):
+//! 1. /proc/*/maps and /proc/*/fd of running processes (one stat per open file, at most
+//!    [`MAX_FDS_PER_SCAN`] per scan, at most one scan per sample and only when a file is newly
+//!    unknown; a file still unknown is looked for again after [`WALK_EVERY`]);
+//!    an unlinked open file shows the kernel's own "PATH (deleted)".
+//! 2. A bounded walk, in a background thread, of the filesystem's mount ([`MAX_WALK_ENTRIES`] directory entries, no
+//!    crossing into other mounts) for inodes still unknown, at most once per [`WALK_EVERY`].
+//! 3. Otherwise no path: shown as dev:inode.
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ioscope_common::files::{KEY_BDI_DEV, KEY_SB_DEV};
+
+use crate::bpf::files::RawFile;
+use crate::sample::FileIoSample;
+
+pub const MAX_FDS_PER_SCAN: usize = 200_000;
+pub const SCAN_EVERY: Duration = Duration::from_secs(2);
+pub const MAX_WALK_ENTRIES: usize = 100_000;
+/// Most files whose cache state is read per sample (one open and one cachestat each).
+pub const MAX_CACHE_STATES: usize = 256;
+pub const WALK_EVERY: Duration = Duration::from_secs(30);
+/// A file stays in the Sample this long after its last activity.
+pub const KEEP_IDLE: Duration = Duration::from_secs(10);
+
+/// (major, minor, inode): a file as userspace names devices.
+pub type FileId = (u32, u32, u64);
+
+/// A kernel `dev_t` (major << 20 | minor) as (major, minor).
+pub fn kernel_dev(dev: u32) -> (u32, u32) {
+    (dev >> 20, dev & 0xf_ffff)
+}
+
+/// A mounted filesystem: its `s_dev`, where it is mounted, and the disk whose backing device
+/// (bdi) its writeback is reported under.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    pub dev: (u32, u32),
+    pub mount_point: PathBuf,
+    pub bdi: Option<(u32, u32)>,
+}
+
+/// `/proc/self/mountinfo`'s (major:minor, mount point) per line; the first mount of each device
+/// comes first (bind mounts and second mounts of the same filesystem follow it).
+pub fn parse_mountinfo(text: &str) -> Vec<((u32, u32), PathBuf)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let (_, _, dev, _, mp) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            let (maj, min) = dev.split_once(':')?;
+            Some(((maj.parse().ok()?, min.parse().ok()?), PathBuf::from(unescape_octal(mp))))
+        })
+        .collect()
+}
+
+/// mountinfo escapes space, tab, newline and backslash as \ooo (three octal digits).
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The disk a block device's writeback is reported under: itself, or its parent for a partition.
+fn bdi_of(sys: &Path, dev: (u32, u32)) -> Option<(u32, u32)> {
+    let dir = sys.join(format!("dev/block/{}:{}", dev.0, dev.1));
+    if !dir.exists() {
+        return None;
+    }
+    if !dir.join("partition").exists() {
+        return Some(dev);
+    }
+    let parent = std::fs::read_to_string(dir.join("../dev")).ok()?;
+    let (a, b) = parent.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// A device's name from sysfs (`loop0`, `sda1`), or "major:minor".
+fn device_name(sys: &Path, dev: (u32, u32)) -> String {
+    std::fs::read_link(sys.join(format!("dev/block/{}:{}", dev.0, dev.1)))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| format!("{}:{}", dev.0, dev.1))
+}
+
+/// Merges entries keyed by a backing disk onto the filesystem mounted from it (`sb_of_bdi` lists
+/// the mounted filesystems' devices per disk). With several candidates (partitions of one disk),
+/// the one that already has this inode; when none or several do, the entry stays on the disk.
+pub fn merge_bdi(
+    raw: Vec<RawFile>,
+    sb_of_bdi: impl Fn((u32, u32)) -> Vec<(u32, u32)>,
+) -> HashMap<FileId, RawFile> {
+    let mut out: HashMap<FileId, RawFile> = HashMap::new();
+    let mut bdi_keyed = Vec::new();
+    for f in raw {
+        if f.key.kind == KEY_SB_DEV {
+            let (a, b) = kernel_dev(f.key.dev);
+            add(out.entry((a, b, f.key.ino)).or_default(), &f);
+        } else if f.key.kind == KEY_BDI_DEV {
+            bdi_keyed.push(f);
+        }
+    }
+    for f in bdi_keyed {
+        let disk = kernel_dev(f.key.dev);
+        let candidates = sb_of_bdi(disk);
+        let target = match candidates.as_slice() {
+            [one] => *one,
+            many => {
+                let with: Vec<_> = many.iter().filter(|d| out.contains_key(&(d.0, d.1, f.key.ino))).collect();
+                if with.len() == 1 {
+                    *with[0]
+                } else {
+                    disk
+                }
+            }
+        };
+        add(out.entry((target.0, target.1, f.key.ino)).or_default(), &f);
+    }
+    out
+}
+
+fn add(into: &mut RawFile, f: &RawFile) {
+    into.inserted_pages += f.inserted_pages;
+    into.readahead_pages += f.readahead_pages;
+    into.dirtied_pages += f.dirtied_pages;
+    into.writeback_pages += f.writeback_pages;
+    into.dio_read_bytes += f.dio_read_bytes;
+    into.dio_write_bytes += f.dio_write_bytes;
+    for p in &f.processes {
+        if !into.processes.iter().any(|q| q.pid == p.pid) {
+            into.processes.push(p.clone());
+        }
+    }
+}
+
+/// What the resolver remembers per file between samples.
+#[derive(Clone, Debug, Default)]
+struct Tracked {
+    /// The counters as last read (to see whether the file was active).
+    last: [u64; 6],
+    last_active: Option<Instant>,
+    /// Counters at the moment the file left the Sample: subtracted while it is back, so a Model
+    /// comparing with a Sample that lacked it sees only what happened since.
+    offset: [u64; 6],
+    in_sample: bool,
+}
+
+fn counters(f: &RawFile) -> [u64; 6] {
+    [
+        f.inserted_pages,
+        f.readahead_pages,
+        f.dirtied_pages,
+        f.writeback_pages,
+        f.dio_read_bytes,
+        f.dio_write_bytes,
+    ]
+}
+
+/// Paths, mounts and activity across samples. See the module docs.
+pub struct FileResolver {
+    proc: PathBuf,
+    sys: PathBuf,
+    paths: HashMap<FileId, String>,
+    tracked: HashMap<FileId, Tracked>,
+    last_scan: Option<Instant>,
+    last_walk: HashMap<(u32, u32), Instant>,
+    page_size: u64,
+    /// The background mount walker, started on first need.
+    walker: Option<Walker>,
+    /// When each unknown file was last looked for in /proc.
+    tried: HashMap<FileId, Instant>,
+}
+
+/// A thread walking mounts for inodes (one job at a time); it ends when the resolver is dropped.
+struct Walker {
+    jobs: std::sync::mpsc::Sender<((u32, u32), PathBuf, HashSet<u64>)>,
+    found: std::sync::mpsc::Receiver<(FileId, String)>,
+}
+
+impl Walker {
+    fn start() -> Walker {
+        let (jobs, job_rx) = std::sync::mpsc::channel::<((u32, u32), PathBuf, HashSet<u64>)>();
+        let (found_tx, found) = std::sync::mpsc::channel();
+        let _ = std::thread::Builder::new().name("ioscope-file-walk".into()).spawn(move || {
+            for (dev, root, wanted) in job_rx {
+                for (ino, path) in walk_mount(&root, &wanted, MAX_WALK_ENTRIES) {
+                    if found_tx.send(((dev.0, dev.1, ino), path)).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Walker { jobs, found }
+    }
+}
+
+impl Default for FileResolver {
+    fn default() -> Self {
+        FileResolver::new(Path::new("/proc"), Path::new("/sys"))
+    }
+}
+
+impl FileResolver {
+    pub fn new(proc: &Path, sys: &Path) -> FileResolver {
+        FileResolver {
+            proc: proc.to_path_buf(),
+            sys: sys.to_path_buf(),
+            paths: HashMap::new(),
+            tracked: HashMap::new(),
+            last_scan: None,
+            last_walk: HashMap::new(),
+            // SAFETY: sysconf has no preconditions.
+            page_size: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
+            walker: None,
+            tried: HashMap::new(),
+        }
+    }
+
+    fn mounts(&self) -> Vec<Mount> {
+        let text = std::fs::read_to_string(self.proc.join("self/mountinfo")).unwrap_or_default();
+        parse_mountinfo(&text)
+            .into_iter()
+            .map(|(dev, mount_point)| Mount { dev, mount_point, bdi: bdi_of(&self.sys, dev) })
+            .collect()
+    }
+
+    /// The Sample's files: merged, with paths, the recently active ones only.
+    pub fn resolve(&mut self, raw: Vec<RawFile>) -> Vec<FileIoSample> {
+        self.resolve_at(raw, Instant::now())
+    }
+
+    pub fn resolve_at(&mut self, raw: Vec<RawFile>, now: Instant) -> Vec<FileIoSample> {
+        let mounts = self.mounts();
+        let merged = merge_bdi(raw, |disk| {
+            let mut devs: Vec<(u32, u32)> =
+                mounts.iter().filter(|m| m.bdi == Some(disk)).map(|m| m.dev).collect();
+            devs.sort();
+            devs.dedup();
+            devs
+        });
+        let mut out = Vec::new();
+        for (id, f) in merged {
+            let c = counters(&f);
+            let t = self.tracked.entry(id).or_default();
+            if t.last != c || t.last_active.is_none() {
+                t.last_active = Some(now);
+            }
+            // The kernel's entry was evicted and began again: it has no history to subtract.
+            if c.iter().zip(&t.last).any(|(c, l)| c < l) {
+                t.offset = [0; 6];
+            }
+            t.last = c;
+            let active = t.last_active.is_some_and(|a| now.duration_since(a) < KEEP_IDLE);
+            if !active {
+                if t.in_sample {
+                    t.offset = c;
+                    t.in_sample = false;
+                }
+                continue;
+            }
+            t.in_sample = true;
+            let o = t.offset;
+            let mut processes = f.processes.clone();
+            processes.sort_by_key(|p| p.pid);
+            out.push(FileIoSample {
+                major: id.0,
+                minor: id.1,
+                ino: id.2,
+                device: device_name(&self.sys, (id.0, id.1)),
+                path: None,
+                inserted_pages: c[0].saturating_sub(o[0]),
+                readahead_pages: c[1].saturating_sub(o[1]),
+                dirtied_pages: c[2].saturating_sub(o[2]),
+                writeback_pages: c[3].saturating_sub(o[3]),
+                dio_read_bytes: c[4].saturating_sub(o[4]),
+                dio_write_bytes: c[5].saturating_sub(o[5]),
+                processes,
+                cache: None,
+                label: None,
+            });
+        }
+        // Forget files the kernel no longer has (bounded by the map's size anyway).
+        if self.tracked.len() > 4 * ioscope_common::files::FILE_MAX_ENTRIES as usize {
+            self.tracked.retain(|_, t| t.in_sample);
+        }
+        self.find_paths(&mut out, &mounts, now);
+        out.sort_by_key(|f| (f.major, f.minor, f.ino));
+        out
+    }
+
+    fn find_paths(&mut self, files: &mut [FileIoSample], mounts: &[Mount], now: Instant) {
+        // Cached answers still naming the same inode; the others are dropped.
+        let mut unknown: HashSet<FileId> = HashSet::new();
+        for f in files.iter() {
+            let id = (f.major, f.minor, f.ino);
+            if let Some(p) = self.paths.get(&id) {
+                if p.ends_with(" (deleted)") || names(p, id) {
+                    continue;
+                }
+                self.paths.remove(&id);
+            }
+            unknown.insert(id);
+        }
+        // A scan when a file is newly unknown, at once (its opener may close it soon); a file
+        // not found stays unknown without a new scan for WALK_EVERY, and such retries at most
+        // every SCAN_EVERY: a file nobody has open (a deleted temporary) does not make every
+        // sample scan again.
+        let new = unknown.iter().any(|id| !self.tried.contains_key(id));
+        let retry =
+            unknown.iter().any(|id| self.tried.get(id).is_some_and(|t| now.duration_since(*t) >= WALK_EVERY));
+        let scan_ok = self.last_scan.is_none_or(|t| now.duration_since(t) >= SCAN_EVERY);
+        if new || (retry && scan_ok) {
+            self.last_scan = Some(now);
+            for id in &unknown {
+                self.tried.insert(*id, now);
+            }
+            if self.tried.len() > 4 * ioscope_common::files::FILE_MAX_ENTRIES as usize {
+                self.tried.retain(|_, t| now.duration_since(*t) < WALK_EVERY);
+            }
+            scan_processes(&self.proc, &unknown, &mut self.paths);
+            unknown.retain(|id| !self.paths.contains_key(id));
+        }
+        // What the background walks found since (checked again: the tree may have changed).
+        if let Some(w) = &self.walker {
+            while let Ok((id, path)) = w.found.try_recv() {
+                if unknown.contains(&id) && names(&path, id) {
+                    unknown.remove(&id);
+                    self.paths.insert(id, path);
+                }
+            }
+        }
+        // A background walk of each mount that still has unknown inodes.
+        let devs: HashSet<(u32, u32)> = unknown.iter().map(|id| (id.0, id.1)).collect();
+        for dev in devs {
+            if self.last_walk.get(&dev).is_some_and(|t| now.duration_since(*t) < WALK_EVERY) {
+                continue;
+            }
+            let Some(m) = mounts.iter().find(|m| m.dev == dev) else { continue };
+            self.last_walk.insert(dev, now);
+            let wanted: HashSet<u64> =
+                unknown.iter().filter(|id| (id.0, id.1) == dev).map(|id| id.2).collect();
+            let walker = self.walker.get_or_insert_with(Walker::start);
+            let _ = walker.jobs.send((dev, m.mount_point.clone(), wanted));
+        }
+        let mut cache_budget = MAX_CACHE_STATES;
+        for f in files.iter_mut() {
+            let id = (f.major, f.minor, f.ino);
+            f.path = self.paths.get(&id).cloned();
+            if f.path.is_none() {
+                f.label = block_device_cache_label(&self.sys, mounts, id);
+            }
+            // Only for files active in this interval (the others are about to leave the Sample),
+            // and opened by path only when it still names this inode (checked above).
+            let active_now = self.tracked.get(&id).is_some_and(|t| t.last_active == Some(now));
+            if !active_now || cache_budget == 0 {
+                continue;
+            }
+            f.cache = f
+                .path
+                .as_deref()
+                .filter(|p| !p.ends_with(" (deleted)"))
+                .and_then(|p| super::file_cache::file_cache_state(Path::new(p), self.page_size));
+            cache_budget -= usize::from(f.cache.is_some());
+        }
+    }
+}
+
+/// The block-device pseudo-filesystem (bdev) numbers each device's inode with the device's
+/// kernel dev_t: its pages are what filesystems read and write through the device itself
+/// (metadata, journal). Labelled so when `dev` is neither a block device nor a mounted filesystem
+/// (the bdev filesystem itself), or when the inode number is the dev_t of the very device (or
+/// disk) `dev` is on: the writeback events name only the disk, so a block device's own dirty
+/// pages arrive keyed by its disk. Only for inodes no path was found for.
+fn block_device_cache_label(sys: &Path, mounts: &[Mount], id: FileId) -> Option<String> {
+    let (major, minor, ino) = id;
+    let dev = u32::try_from(ino).ok()?;
+    let (a, b) = kernel_dev(dev);
+    let on_bdev_fs = !mounts.iter().any(|m| m.dev == (major, minor))
+        && !sys.join(format!("dev/block/{major}:{minor}")).exists();
+    let own = (a, b) == (major, minor) || bdi_of(sys, (major, minor)) == Some((a, b));
+    if !on_bdev_fs && !own {
+        return None;
+    }
+    let block = sys.join(format!("dev/block/{a}:{b}"));
+    block.exists().then(|| format!("[{} metadata/journal]", device_name(sys, (a, b))))
+}
+
+/// Whether `path` names the inode `id` right now.
+fn names(path: &str, id: FileId) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| {
+        let (a, b) = (libc::major(m.dev()), libc::minor(m.dev()));
+        (a, b, m.ino()) == id
+    })
+}
+
+/// Looks for `wanted` inodes among the files running processes have mapped or open.
+fn scan_processes(proc: &Path, wanted: &HashSet<FileId>, found: &mut HashMap<FileId, String>) {
+    let Ok(dir) = std::fs::read_dir(proc) else { return };
+    let mut budget = MAX_FDS_PER_SCAN;
+    for e in dir.flatten() {
+        if budget == 0 || wanted.iter().all(|id| found.contains_key(id)) {
+            return;
+        }
+        let name = e.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let pid_dir = e.path();
+        if let Ok(maps) = std::fs::read_to_string(pid_dir.join("maps")) {
+            for (id, path) in maps_files(&maps) {
+                if wanted.contains(&id) {
+                    found.entry(id).or_insert(path);
+                }
+            }
+        }
+        let Ok(fds) = std::fs::read_dir(pid_dir.join("fd")) else { continue };
+        for fd in fds.flatten() {
+            if budget == 0 {
+                return;
+            }
+            budget -= 1;
+            let Ok(m) = std::fs::metadata(fd.path()) else { continue };
+            if !m.is_file() {
+                continue;
+            }
+            let id = (libc::major(m.dev()), libc::minor(m.dev()), m.ino());
+            if !wanted.contains(&id) || found.contains_key(&id) {
+                continue;
+            }
+            if let Ok(target) = std::fs::read_link(fd.path()) {
+                found.insert(id, target.to_string_lossy().into_owned());
+            }
+        }
+    }
+}
+
+/// The file-backed mappings of a /proc/PID/maps text: ((major, minor, inode), path).
+pub fn maps_files(text: &str) -> Vec<(FileId, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(6, ' ');
+            let (_, _, _, dev, ino) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            let path = f.next()?.trim_start();
+            if !path.starts_with('/') {
+                return None;
+            }
+            let ino: u64 = ino.parse().ok().filter(|&i| i != 0)?;
+            let (a, b) = dev.split_once(':')?;
+            let id = (u32::from_str_radix(a, 16).ok()?, u32::from_str_radix(b, 16).ok()?, ino);
+            Some((id, path.to_string()))
+        })
+        .collect()
+}
+
+/// Walks the tree under `root` (not crossing into other filesystems) looking for `wanted` inode
+/// numbers, reading at most `budget` directory entries.
+fn walk_mount(root: &Path, wanted: &HashSet<u64>, mut budget: usize) -> Vec<(u64, String)> {
+    let Ok(root_meta) = std::fs::metadata(root) else { return Vec::new() };
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            if budget == 0 || found.len() == wanted.len() {
+                return found;
+            }
+            budget -= 1;
+            if wanted.contains(&e.ino()) {
+                found.push((e.ino(), e.path().to_string_lossy().into_owned()));
+            }
+            let same_fs = || std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.dev() == root_meta.dev());
+            if e.file_type().is_ok_and(|t| t.is_dir()) && same_fs() {
+                stack.push(e.path());
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioscope_common::files::FileKey;
+
+    fn raw(dev: u32, kind: u32, ino: u64, writeback: u64, inserted: u64) -> RawFile {
+        RawFile {
+            key: FileKey { dev, kind, ino },
+            writeback_pages: writeback,
+            inserted_pages: inserted,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn writeback_on_a_disk_goes_to_the_filesystem_mounted_from_it() {
+        let loop0 = 7 << 20;
+        let merged =
+            merge_bdi(vec![raw(loop0, KEY_SB_DEV, 12, 0, 5), raw(loop0, KEY_BDI_DEV, 12, 40, 0)], |d| {
+                if d == (7, 0) {
+                    vec![(7, 0)]
+                } else {
+                    vec![]
+                }
+            });
+        assert_eq!(merged.len(), 1);
+        let f = &merged[&(7, 0, 12)];
+        assert_eq!((f.inserted_pages, f.writeback_pages), (5, 40));
+    }
+
+    #[test]
+    fn partitions_of_one_disk_are_told_apart_by_the_inode_or_left_on_the_disk() {
+        let sda = 8 << 20;
+        let sda2 = 8 << 20 | 2;
+        let parts = |d: (u32, u32)| if d == (8, 0) { vec![(8, 1), (8, 2)] } else { vec![] };
+        let merged = merge_bdi(
+            vec![
+                raw(sda2, KEY_SB_DEV, 99, 0, 1),
+                raw(sda, KEY_BDI_DEV, 99, 7, 0),
+                raw(sda, KEY_BDI_DEV, 5, 3, 0),
+            ],
+            parts,
+        );
+        assert_eq!(merged[&(8, 2, 99)].writeback_pages, 7);
+        // Inode 5 is known on neither partition: it stays on the disk, never guessed.
+        assert_eq!(merged[&(8, 0, 5)].writeback_pages, 3);
+    }
+
+    #[test]
+    fn block_device_caches_are_labelled_and_real_inodes_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("dev/block/7:0")).unwrap();
+        let mounts = vec![Mount { dev: (7, 0), mount_point: "/mnt".into(), bdi: Some((7, 0)) }];
+        let label = |id| block_device_cache_label(dir.path(), &mounts, id);
+        // On the bdev filesystem (0:3): the inode is the device's dev_t.
+        assert_eq!(label((0, 3, 7 << 20)).as_deref(), Some("[7:0 metadata/journal]"));
+        assert_eq!(label((0, 3, 12)), None);
+        // Keyed by the disk (writeback): only the disk's own dev_t is its cache.
+        assert_eq!(label((7, 0, 7 << 20)).as_deref(), Some("[7:0 metadata/journal]"));
+        assert_eq!(label((7, 0, 12)), None);
+    }
+
+    #[test]
+    fn mountinfo_and_maps_lines_parse() {
+        let mi = "22 1 7:0 / /mnt/a\\040b rw,relatime shared:1 - ext4 /dev/loop0 rw\n";
+        assert_eq!(parse_mountinfo(mi), vec![((7, 0), PathBuf::from("/mnt/a b"))]);
+        let maps = "7f00-7f01 r--p 00000000 fd:01 1234    /usr/lib/libc.so.6\n\
+                    7f01-7f02 rw-p 00000000 00:00 0 \n\
+                    7f02-7f03 r--p 00000000 07:00 12   /mnt/x/data (deleted)\n";
+        assert_eq!(
+            maps_files(maps),
+            vec![
+                ((0xfd, 1, 1234), "/usr/lib/libc.so.6".into()),
+                ((7, 0, 12), "/mnt/x/data (deleted)".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn idle_files_leave_the_sample_and_come_back_counting_from_their_return() {
+        let dir = std::env::temp_dir();
+        let mut r = FileResolver::new(&dir.join("no-proc"), &dir.join("no-sys"));
+        let t0 = Instant::now();
+        let f = |n| vec![raw(7 << 20, KEY_SB_DEV, 12, 0, n)];
+        assert_eq!(r.resolve_at(f(10), t0)[0].inserted_pages, 10);
+        // Idle past KEEP_IDLE: gone from the sample.
+        assert!(r.resolve_at(f(10), t0 + KEEP_IDLE + Duration::from_secs(1)).is_empty());
+        // Active again: what it did since it left, not its whole history.
+        let back = r.resolve_at(f(14), t0 + KEEP_IDLE * 2);
+        assert_eq!(back[0].inserted_pages, 4);
+        assert_eq!((back[0].device.as_str(), back[0].path.as_deref()), ("7:0", None));
+        // And it keeps counting from there.
+        assert_eq!(r.resolve_at(f(20), t0 + KEEP_IDLE * 2 + Duration::from_secs(1))[0].inserted_pages, 10);
+    }
+}

@@ -1,0 +1,210 @@
+//! Per-file disk I/O for one interval (README "Files"), from the per-file counters in two
+//! Samples (src/collect/files.rs keeps a file's counters continuous while it is in the Samples):
+//!
+//! ```text
+//! disk_read_bytes    = Δinserted_pages × page size   (pages read into the cache; write allocations excluded)
+//! readahead_bytes    = Δreadahead_pages × page size  (of those, outside the range the read asked for)
+//! demand_read_bytes  = disk_read_bytes − readahead_bytes
+//! dirtied_bytes      = Δdirtied_pages × page size
+//! writeback_bytes    = Δwriteback_pages × page size  (writeback_single_inode's `wrote`)
+//! direct_read_bytes  = Δdio_read_bytes, direct_write_bytes = Δdio_write_bytes
+//! disk_bytes         = disk_read_bytes + writeback_bytes + direct_read_bytes + direct_write_bytes
+//! cached_pct         = 100 × cached pages × page size / size, at most 100 (null for an empty
+//!                      file or when the file could not be opened)
+//! ```
+//! Each `_s` is the value over the interval's seconds. Δ of a counter that went down (the kernel
+//! evicted and began the file's entry again) is its new value.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::sample::{FileIoSample, FileProcess, Sample};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FileModel {
+    /// A path naming the file (" (deleted)" when unlinked); null while unknown (show `dev:inode`).
+    pub path: Option<String>,
+    /// "major:minor" of the filesystem (or of the disk, for writeback not matched to one).
+    pub dev: String,
+    pub device: String,
+    pub ino: u64,
+    pub disk_read_bytes: u64,
+    pub disk_read_bytes_s: f64,
+    pub readahead_bytes: u64,
+    pub readahead_bytes_s: f64,
+    pub demand_read_bytes: u64,
+    pub demand_read_bytes_s: f64,
+    pub dirtied_bytes: u64,
+    pub dirtied_bytes_s: f64,
+    pub writeback_bytes: u64,
+    pub writeback_bytes_s: f64,
+    pub direct_read_bytes: u64,
+    pub direct_read_bytes_s: f64,
+    pub direct_write_bytes: u64,
+    pub direct_write_bytes_s: f64,
+    pub disk_bytes: u64,
+    pub disk_bytes_s: f64,
+    pub cached_pct: Option<f64>,
+    pub cached_bytes: Option<u64>,
+    /// From cachestat only (null with the mincore fallback).
+    pub dirty_bytes: Option<u64>,
+    pub size_bytes: Option<u64>,
+    pub processes: Vec<FileProcess>,
+    /// For an inode without a path, what it is when known: `[vda metadata/journal]` for a block
+    /// device's own cache.
+    pub label: Option<String>,
+}
+
+impl FileModel {
+    /// The name to show: the path, else the label, else `dev:inode`.
+    pub fn name(&self) -> String {
+        self.path
+            .clone()
+            .or_else(|| self.label.clone())
+            .unwrap_or_else(|| format!("{}:{}", self.dev, self.ino))
+    }
+}
+
+fn delta(prev: u64, cur: u64) -> u64 {
+    if cur >= prev {
+        cur - prev
+    } else {
+        cur
+    }
+}
+
+/// Files with I/O in the interval, the most disk bytes first (then by name). Empty for the first
+/// sample: there is no interval yet.
+pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<FileModel> {
+    let Some(prev) = prev else { return Vec::new() };
+    let before: HashMap<(u32, u32, u64), &FileIoSample> =
+        prev.bpf.files.iter().map(|f| ((f.major, f.minor, f.ino), f)).collect();
+    let page = cur.page_size.max(1);
+    let rate = |v: u64| if secs > 0.0 { v as f64 / secs } else { 0.0 };
+    let mut out: Vec<FileModel> = cur
+        .bpf
+        .files
+        .iter()
+        .filter_map(|c| {
+            let zero = FileIoSample::default();
+            let p = before.get(&(c.major, c.minor, c.ino)).copied().unwrap_or(&zero);
+            let d = |f: fn(&FileIoSample) -> u64| delta(f(p), f(c));
+            let read = d(|f| f.inserted_pages) * page;
+            let readahead = (d(|f| f.readahead_pages) * page).min(read);
+            let dirtied = d(|f| f.dirtied_pages) * page;
+            let writeback = d(|f| f.writeback_pages) * page;
+            let dio_r = d(|f| f.dio_read_bytes);
+            let dio_w = d(|f| f.dio_write_bytes);
+            let disk = read + writeback + dio_r + dio_w;
+            if disk == 0 && dirtied == 0 {
+                return None;
+            }
+            let cache = c.cache.as_ref();
+            Some(FileModel {
+                path: c.path.clone(),
+                dev: format!("{}:{}", c.major, c.minor),
+                device: c.device.clone(),
+                ino: c.ino,
+                disk_read_bytes: read,
+                disk_read_bytes_s: rate(read),
+                readahead_bytes: readahead,
+                readahead_bytes_s: rate(readahead),
+                demand_read_bytes: read - readahead,
+                demand_read_bytes_s: rate(read - readahead),
+                dirtied_bytes: dirtied,
+                dirtied_bytes_s: rate(dirtied),
+                writeback_bytes: writeback,
+                writeback_bytes_s: rate(writeback),
+                direct_read_bytes: dio_r,
+                direct_read_bytes_s: rate(dio_r),
+                direct_write_bytes: dio_w,
+                direct_write_bytes_s: rate(dio_w),
+                disk_bytes: disk,
+                disk_bytes_s: rate(disk),
+                cached_pct: cache.and_then(|s| cached_pct(s.cached_pages, s.size_bytes, page)),
+                cached_bytes: cache.map(|s| s.cached_pages * page),
+                dirty_bytes: cache.and_then(|s| s.dirty_pages).map(|p| p * page),
+                size_bytes: cache.map(|s| s.size_bytes),
+                processes: c.processes.clone(),
+                label: c.label.clone(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.disk_bytes.cmp(&a.disk_bytes).then_with(|| a.name().cmp(&b.name())));
+    out
+}
+
+/// Whether the model's samples carried per-file data: eBPF on, by an ioscope that collects it
+/// (its status lists the per-file writeback program, attached or not). False for recordings made
+/// before per-file attribution existed, so they do not claim "no file had I/O".
+pub fn available(m: &super::Model) -> bool {
+    m.bpf.enabled && m.bpf.programs.iter().any(|p| p.program == crate::bpf::files::PROGRAM)
+}
+
+/// Cached share of a file of `size` bytes, in percent (at most 100: the last page is partial).
+pub fn cached_pct(cached_pages: u64, size: u64, page: u64) -> Option<f64> {
+    (size > 0).then(|| (100.0 * (cached_pages * page) as f64 / size as f64).min(100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::FileCacheState;
+
+    fn sample(mono_ns: u64, files: Vec<FileIoSample>) -> Sample {
+        let mut s = Sample { mono_ns, page_size: 4096, ..Default::default() };
+        s.bpf.files = files;
+        s
+    }
+
+    fn file(ino: u64, inserted: u64, readahead: u64, writeback: u64, dio_w: u64) -> FileIoSample {
+        FileIoSample {
+            major: 7,
+            minor: 0,
+            ino,
+            device: "loop0".into(),
+            path: Some(format!("/mnt/f{ino}")),
+            inserted_pages: inserted,
+            readahead_pages: readahead,
+            writeback_pages: writeback,
+            dio_write_bytes: dio_w,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn hand_computed_interval() {
+        let prev = sample(0, vec![file(12, 100, 60, 0, 0), file(13, 0, 0, 10, 0)]);
+        let mut f12 = file(12, 356, 252, 0, 0);
+        f12.cache = Some(FileCacheState { size_bytes: 2 << 20, cached_pages: 256, ..Default::default() });
+        // File 14 is new in this sample: all of its counters are this interval's.
+        let cur = sample(2_000_000_000, vec![f12, file(13, 0, 0, 522, 0), file(14, 0, 0, 0, 1 << 20)]);
+        let m = compute(Some(&prev), &cur, 2.0);
+        assert_eq!(m.len(), 3);
+        // 512 pages written back = 2 MiB, first.
+        assert_eq!((m[0].ino, m[0].writeback_bytes, m[0].writeback_bytes_s), (13, 2 << 20, 1_048_576.0));
+        // 256 pages read = 1 MiB, 192 of them readahead.
+        let f = m.iter().find(|f| f.ino == 12).unwrap();
+        assert_eq!((f.disk_read_bytes, f.readahead_bytes, f.demand_read_bytes), (1 << 20, 786_432, 262_144));
+        assert_eq!(f.cached_pct, Some(50.0));
+        assert_eq!(f.dev, "7:0");
+        let f = m.iter().find(|f| f.ino == 14).unwrap();
+        assert_eq!((f.direct_write_bytes, f.disk_bytes), (1 << 20, 1 << 20));
+        assert_eq!(f.cached_pct, None);
+        // No interval yet on the first sample.
+        assert!(compute(None, &cur, 0.0).is_empty());
+    }
+
+    #[test]
+    fn unchanged_files_are_not_listed_and_names_fall_back_to_dev_inode() {
+        let mut a = file(12, 5, 0, 0, 0);
+        a.path = None;
+        let m = compute(Some(&sample(0, vec![a.clone()])), &sample(1, vec![a.clone()]), 1.0);
+        assert!(m.is_empty());
+        let m = compute(Some(&sample(0, vec![])), &sample(1, vec![a]), 1.0);
+        assert_eq!(m[0].name(), "7:0:12");
+        assert_eq!(cached_pct(3, 10_000, 4096), Some(100.0));
+        assert_eq!(cached_pct(0, 0, 4096), None);
+    }
+}

@@ -1,0 +1,44 @@
+//! The `--batch` text frame's files part: the files with the most disk I/O in the interval.
+
+use std::fmt::Write as _;
+
+use crate::model::Model;
+use crate::ui::format::human_bytes;
+
+/// How many files the frame lists.
+pub const TOP_FILES: usize = 10;
+
+/// Appends the files table (nothing for the first sample or without the probes).
+pub fn append(s: &mut String, m: &Model) {
+    if m.interval_s == 0.0 || !crate::model::files::available(m) {
+        return;
+    }
+    let _ = writeln!(s, "Files by disk I/O ({} with I/O; bytes/s):", m.files.len());
+    if m.files.is_empty() {
+        let _ = writeln!(s, "  none in this interval");
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:<8} FILE [PROCESSES]",
+        "READ", "RA", "DIRTIED", "WB", "DIO_R", "DIO_W", "CACHED", "DEV"
+    );
+    let r = |v: f64| if v == 0.0 { "-".to_string() } else { human_bytes(v) };
+    for f in m.files.iter().take(TOP_FILES) {
+        let procs: Vec<String> = f.processes.iter().map(|p| format!("{}({})", p.comm, p.pid)).collect();
+        let _ = writeln!(
+            s,
+            "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}",
+            r(f.disk_read_bytes_s),
+            r(f.readahead_bytes_s),
+            r(f.dirtied_bytes_s),
+            r(f.writeback_bytes_s),
+            r(f.direct_read_bytes_s),
+            r(f.direct_write_bytes_s),
+            f.cached_pct.map_or("-".into(), |p| format!("{p:.0}%")),
+            f.device,
+            f.name(),
+            if procs.is_empty() { String::new() } else { format!(" [{}]", procs.join(" ")) }
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! Files view (`f`): which files the disk is reading and writing in this interval, with the
+//! readahead / demand split, dirtying, writeback credited to the file, direct I/O, cache residency
+//! and the processes involved. Opened from a device's detail it shows that device's files; from
+//! the process pane, the selected process's files. `/` filters by path, device or process.
+
+use std::cmp::Ordering;
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::Span;
+use ratatui::widgets::{Block, Paragraph, TableState};
+use ratatui::Frame;
+
+use crate::model::files::FileModel;
+use crate::model::Model;
+use crate::ui::columns::{self, Column};
+use crate::ui::format::{self, Units};
+use crate::ui::rows;
+use crate::ui::state::UiState;
+use crate::ui::theme::Theme;
+
+/// The files view's sort key; `s` cycles through them in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FileSort {
+    /// Disk bytes (read into the cache + written back + direct): what keeps the disk busy.
+    #[default]
+    Disk,
+    Read,
+    Readahead,
+    Dirtied,
+    Writeback,
+    Direct,
+    Cached,
+    Path,
+}
+
+impl FileSort {
+    pub fn next(self) -> FileSort {
+        use FileSort::*;
+        match self {
+            Disk => Read,
+            Read => Readahead,
+            Readahead => Dirtied,
+            Dirtied => Writeback,
+            Writeback => Direct,
+            Direct => Cached,
+            Cached => Path,
+            Path => Disk,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            FileSort::Disk => "disk",
+            FileSort::Read => "read",
+            FileSort::Readahead => "readahead",
+            FileSort::Dirtied => "dirtied",
+            FileSort::Writeback => "writeback",
+            FileSort::Direct => "direct",
+            FileSort::Cached => "cached%",
+            FileSort::Path => "path",
+        }
+    }
+
+    fn key(self, f: &FileModel) -> f64 {
+        match self {
+            FileSort::Disk | FileSort::Path => f.disk_bytes_s,
+            FileSort::Read => f.disk_read_bytes_s,
+            FileSort::Readahead => f.readahead_bytes_s,
+            FileSort::Dirtied => f.dirtied_bytes_s,
+            FileSort::Writeback => f.writeback_bytes_s,
+            FileSort::Direct => f.direct_read_bytes_s + f.direct_write_bytes_s,
+            FileSort::Cached => f.cached_pct.unwrap_or(-1.0),
+        }
+    }
+}
+
+/// What the view is limited to, fixed when it was opened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum FileScope {
+    #[default]
+    All,
+    /// The device selected in the devices pane (opened from its detail view).
+    SelectedDevice,
+    /// The process selected in the process pane.
+    SelectedProcess,
+}
+
+/// The device name or pid the scope stands for in this model.
+enum ScopeFilter {
+    All,
+    Device(String),
+    Pid(u32),
+}
+
+fn scope_filter(model: &Model, state: &UiState) -> ScopeFilter {
+    match state.files_scope {
+        FileScope::All => ScopeFilter::All,
+        FileScope::SelectedDevice => {
+            let devices = rows::visible_devices(model, state);
+            match devices.get(state.selected_device.min(devices.len().saturating_sub(1))) {
+                Some(d) => ScopeFilter::Device(d.name.clone()),
+                None => ScopeFilter::All,
+            }
+        }
+        FileScope::SelectedProcess => {
+            let pid = if state.io_view {
+                let v = crate::ui::io_processes::visible(model, state);
+                v.get(state.selected_process.min(v.len().saturating_sub(1))).map(|p| p.pid)
+            } else {
+                let v = rows::visible_processes(model, state);
+                v.get(state.selected_process.min(v.len().saturating_sub(1))).map(|p| p.pid)
+            };
+            pid.map_or(ScopeFilter::All, ScopeFilter::Pid)
+        }
+    }
+}
+
+/// The rows shown: in scope, matching the filter (path, device or process), sorted.
+pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a FileModel> {
+    let scope = scope_filter(model, state);
+    let needle = state.filter.to_lowercase();
+    let mut rows: Vec<&FileModel> = model
+        .files
+        .iter()
+        .filter(|f| match &scope {
+            ScopeFilter::All => true,
+            ScopeFilter::Device(d) => &f.device == d,
+            ScopeFilter::Pid(pid) => f.processes.iter().any(|p| p.pid == *pid),
+        })
+        .filter(|f| {
+            needle.is_empty()
+                || f.name().to_lowercase().contains(&needle)
+                || f.device.to_lowercase().contains(&needle)
+                || f.processes
+                    .iter()
+                    .any(|p| p.comm.to_lowercase().contains(&needle) || p.pid.to_string() == needle)
+        })
+        .collect();
+    let sort = state.files_sort;
+    rows.sort_by(|a, b| {
+        let o = if sort == FileSort::Path {
+            a.name().cmp(&b.name())
+        } else {
+            sort.key(b).partial_cmp(&sort.key(a)).unwrap_or(Ordering::Equal)
+        };
+        let o = if state.files_sort_reversed { o.reverse() } else { o };
+        o.then_with(|| a.name().cmp(&b.name()))
+    });
+    rows
+}
+
+pub fn title(model: &Model, state: &UiState) -> String {
+    let mut t = format!(
+        "Files  sort {}{}",
+        state.files_sort.label(),
+        if state.files_sort_reversed { " (rev)" } else { "" }
+    );
+    match scope_filter(model, state) {
+        ScopeFilter::All => {}
+        ScopeFilter::Device(d) => t.push_str(&format!("  device {d}")),
+        ScopeFilter::Pid(p) => t.push_str(&format!("  pid {p}")),
+    }
+    if !state.filter.is_empty() || state.editing_filter {
+        t.push_str(&format!("  filter \"{}\"", state.filter));
+    }
+    t.push_str("  (f/Esc close, s r sort)");
+    t
+}
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
+    let theme = Theme { color: state.color };
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let msg = |m: String| Paragraph::new(Span::styled(m, theme.dim()));
+    if !model.bpf.enabled {
+        let why = model.bpf.reason.clone().unwrap_or_default();
+        frame.render_widget(msg(format!("per-file I/O needs the eBPF probes: {why}")), inner);
+        return;
+    }
+    if !crate::model::files::available(model) {
+        frame.render_widget(
+            msg("no per-file data: these samples were taken without per-file attribution".into()),
+            inner,
+        );
+        return;
+    }
+    if model.interval_s == 0.0 {
+        frame.render_widget(msg("per-file rates pending: first interval not over yet".into()), inner);
+        return;
+    }
+    let rows = visible(model, state);
+    let [table_area, foot] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(inner);
+    if rows.is_empty() {
+        let m = if state.filter.is_empty() {
+            "no file had disk I/O in this interval".to_string()
+        } else {
+            format!("no file matches \"{}\"", state.filter)
+        };
+        frame.render_widget(msg(m), table_area);
+    } else {
+        let table =
+            columns::table(file_columns(&rows, state, inner.width), table_area.width, theme.table_header())
+                .row_highlight_style(theme.selected_row());
+        let mut ts = TableState::new().with_selected(Some(state.selected_file.min(rows.len() - 1)));
+        frame.render_stateful_widget(table, table_area, &mut ts);
+    }
+    let foot_text = format!(
+        "{} files with I/O; read = pages read into the cache (ra = readahead), wb = written back, dio = direct I/O",
+        model.files.len()
+    );
+    frame.render_widget(msg(format::shorten(&foot_text, inner.width as usize)), foot);
+}
+
+/// The processes column is cut to this many characters.
+const PROCESSES_WIDTH: usize = 36;
+
+fn file_columns(rows: &[&FileModel], state: &UiState, width: u16) -> Vec<Column> {
+    let u = state.units;
+    let plain = |s: String| (s, Style::new());
+    let col = |name: &str, priority: u8, f: &dyn Fn(&FileModel) -> String| {
+        let mut c = Column::new(name, priority).min_width(7);
+        c.cells = rows.iter().map(|r| plain(f(r))).collect();
+        c
+    };
+    let rate = |v: f64| if v == 0.0 { "-".to_string() } else { format::bytes(v, u) };
+    // The path takes what the priority-0 numbers leave (about 40 cells), at least 20, and at
+    // most 45 % of a wide screen so the other columns stay.
+    let path_w = (width as usize).saturating_sub(42).min(width as usize * 45 / 100).max(20);
+    let mut path = Column::new("file", 0).left().min_width(20);
+    path.cells = rows.iter().map(|r| plain(shorten_path(&r.name(), path_w))).collect();
+    let mut procs = Column::new("processes", 1).left();
+    procs.cells = rows
+        .iter()
+        .map(|r| {
+            let names: Vec<String> = r.processes.iter().map(|p| format!("{}({})", p.comm, p.pid)).collect();
+            plain(format::shorten(&names.join(" "), PROCESSES_WIDTH))
+        })
+        .collect();
+    vec![
+        path,
+        col("dev", 1, &|r| r.device.clone()),
+        col("read/s", 0, &|r| rate(r.disk_read_bytes_s)),
+        col("ra/s", 1, &|r| rate(r.readahead_bytes_s)),
+        col("dirty/s", 1, &|r| rate(r.dirtied_bytes_s)),
+        col("wb/s", 0, &|r| rate(r.writeback_bytes_s)),
+        col("dio r/s", 2, &|r| rate(r.direct_read_bytes_s)),
+        col("dio w/s", 2, &|r| rate(r.direct_write_bytes_s)),
+        col("dio/s", 0, &|r| rate(r.direct_read_bytes_s + r.direct_write_bytes_s)),
+        col("cached", 0, &|r| r.cached_pct.map_or("-".into(), |p| format!("{p:.0}%"))),
+        col("dirty", 2, &|r| r.dirty_bytes.map_or("-".into(), |b| format::bytes(b as f64, Units::Human))),
+        procs,
+    ]
+}
+
+/// Keeps the end of a path (the file name) when it must be cut: "…/dir/file".
+fn shorten_path(p: &str, max: usize) -> String {
+    let n = p.chars().count();
+    if n <= max || max < 2 {
+        return format::shorten(p, max);
+    }
+    let tail: String = p.chars().skip(n - (max - 1)).collect();
+    format!("…{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_paths_keep_their_file_name() {
+        assert_eq!(shorten_path("/a/b/c/data.db", 8), "…data.db");
+        assert_eq!(shorten_path("/a/data", 20), "/a/data");
+    }
+}
