@@ -240,6 +240,8 @@ pub struct BpfSample {
     pub block_health: BlockProbeHealth,
     /// The page-cache probes' counters (see [`PageCacheSample`]); None when they are not attached.
     pub page_cache: Option<PageCacheSample>,
+    /// The readahead probes' counters; None when they are not attached.
+    pub readahead: Option<crate::sample_readahead::ReadaheadSample>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

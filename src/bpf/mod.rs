@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;
+pub mod readahead;
 pub mod rq_issue;
 pub mod tracefs;
 
@@ -18,6 +19,7 @@ use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
 use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
+use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
 use ioscope_common::{RQ_ISSUE_LAYOUT_GLOBAL, RQ_ISSUE_MAP};
 
 use self::block::BlockMaps;
@@ -39,6 +41,7 @@ pub struct BpfCollector {
     /// The block-layer probes' maps (src/bpf/block.rs).
     block: Option<BlockMaps>,
     page_cache: Option<page_cache::PageCacheMaps>,
+    readahead: Option<readahead::ReadaheadMaps>,
 }
 
 impl BpfCollector {
@@ -64,6 +67,7 @@ impl BpfCollector {
         // HZ is measured across the (slow) load: a first jiffies reading now.
         let jiffies_before = page_cache::jiffies_now();
         let (cache_layout, cache_layouts) = page_cache::layout(&tracefs);
+        let (ra_layout, ra_layouts) = readahead::layout(&tracefs);
 
         let mut loader = EbpfLoader::new();
         if let Ok(layout) = &rq_layout {
@@ -71,6 +75,7 @@ impl BpfCollector {
         }
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
+        loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -115,6 +120,8 @@ impl BpfCollector {
         let (cache_statuses, page_cache, hz_note) =
             page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before);
         programs.extend(cache_statuses);
+        let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts);
+        programs.extend(ra_statuses);
         let mut status = overall_status(programs);
         if let Some(note) = hz_note {
             status.reason = Some(match status.reason {
@@ -122,7 +129,7 @@ impl BpfCollector {
                 None => note,
             });
         }
-        BpfCollector { status, _ebpf: Some(ebpf), rq_issue, block, page_cache }
+        BpfCollector { status, _ebpf: Some(ebpf), rq_issue, block, page_cache, readahead }
     }
 
     /// eBPF off on purpose (`--no-bpf`) or impossible; `reason` is shown to the user.
@@ -133,6 +140,7 @@ impl BpfCollector {
             rq_issue: None,
             block: None,
             page_cache: None,
+            readahead: None,
         }
     }
 
@@ -158,6 +166,12 @@ impl BpfCollector {
         if let Some(maps) = &mut self.page_cache {
             match maps.read() {
                 Ok(pc) => sample.page_cache = Some(pc),
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
+        if let Some(maps) = &mut self.readahead {
+            match maps.read() {
+                Ok(ra) => sample.readahead = Some(ra),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }

@@ -18,6 +18,7 @@ pub mod io_processes;
 pub mod memory;
 pub mod processes;
 pub mod psi;
+pub mod readahead;
 
 pub use block_health::BlockHealthModel;
 pub use devices::{BpfDeviceRates, DeviceModel};
@@ -42,6 +43,8 @@ pub struct Model {
     pub cache: Option<cache::CacheModel>,
     /// Per-process page-cache figures for the interval (processes with activity, exited ones too).
     pub cache_processes: Vec<cache::CacheProcessModel>,
+    /// Readahead per device and file (None without the readahead probes).
+    pub readahead: Option<readahead::ReadaheadModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -87,6 +90,7 @@ impl Model {
             io_processes: io_processes::compute(prev, cur, secs),
             cache: cache::compute(prev, cur, secs),
             cache_processes: cache::processes(prev, cur, secs),
+            readahead: readahead::compute(prev, cur, secs),
         }
     }
 

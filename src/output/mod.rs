@@ -6,4 +6,5 @@
 pub mod block_text;
 pub mod cache_text;
 pub mod headless;
+pub mod readahead_text;
 pub mod text;

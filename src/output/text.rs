@@ -39,6 +39,7 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
         s.push('\n');
         super::cache_text::append(&mut s, m);
     }
+    super::readahead_text::append(&mut s, m);
     s
 }
 

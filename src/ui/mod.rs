@@ -26,6 +26,7 @@ pub mod io_processes;
 pub mod memory;
 pub mod probe_health;
 pub mod processes;
+pub mod readahead;
 pub mod rows;
 pub mod state;
 pub mod terminal;
@@ -51,7 +52,9 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [header_area, body] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
     header::render(frame, header_area, model, state);
-    if state.probe_health {
+    if state.readahead_view {
+        readahead::render(frame, body, model, state);
+    } else if state.probe_health {
         probe_health::render(frame, body, model, state);
     } else if state.device_detail {
         device_detail::render(frame, body, model, state);

@@ -171,6 +171,10 @@ pub struct UiState {
     pub cache_sort: crate::ui::cache::CacheSort,
     pub cache_sort_reversed: bool,
     pub selected_cache: usize,
+    /// `w`: the readahead view fills the body; Enter there opens the selected file's detail.
+    pub readahead_view: bool,
+    pub readahead_detail: bool,
+    pub selected_readahead: usize,
 }
 
 impl UiState {
@@ -205,6 +209,9 @@ impl UiState {
             cache_sort: Default::default(),
             cache_sort_reversed: false,
             selected_cache: 0,
+            readahead_view: false,
+            readahead_detail: false,
+            selected_readahead: 0,
         }
     }
 
@@ -225,6 +232,11 @@ impl UiState {
         self.message = None;
         if self.editing_filter {
             return self.edit_filter(key.code);
+        }
+        if !self.help {
+            if let Some(action) = crate::ui::readahead::handle_key(self, key.code) {
+                return action;
+            }
         }
         if self.help {
             // The overlay hides the panes: keys that would change them invisibly are ignored.

@@ -9,6 +9,7 @@
 mod block_io;
 mod block_rq_issue;
 mod page_cache;
+mod readahead;
 
 #[cfg(not(test))]
 #[panic_handler]
