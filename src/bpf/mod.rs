@@ -120,7 +120,8 @@ impl BpfCollector {
         let (cache_statuses, page_cache, hz_note) =
             page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before);
         programs.extend(cache_statuses);
-        let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts);
+        let raw_read = programs.iter().any(|p| p.program == "filemap_get_pages_raw" && p.attached);
+        let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
         programs.extend(ra_statuses);
         let mut status = overall_status(programs);
         if let Some(note) = hz_note {

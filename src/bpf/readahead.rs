@@ -29,6 +29,9 @@ pub const PROBES: [(&str, &str, &str); 9] = [
     ("readahead_fault", "filemap", "mm_filemap_fault"),
 ];
 
+/// The regular-tracepoint twin of the raw read-path program (see [`attach`]).
+const GET_PAGES: &str = "readahead_get_pages";
+
 /// A file with nothing pending and no readahead for this long is dropped from RA_FILES (its
 /// entry would otherwise hold a slot forever).
 const IDLE_NS: u64 = 60_000_000_000;
@@ -64,16 +67,19 @@ pub fn fill_layout(l: &mut RaLayout, index: usize, text: &str) -> Result<()> {
     };
     match index {
         0 | 1 => {
-            let offs =
-                [at("s_dev", 4)?, at("i_ino", 8)?, at("size", 4)?, at("ra_pages", 4)?, at("mmap_miss", 4)?];
+            let offs = [
+                at("s_dev", 4)?,
+                at("i_ino", 8)?,
+                at("size", 4)?,
+                at("ra_pages", 4)?,
+                at("mmap_miss", 4)?,
+                at("index", 8)?,
+            ];
             if l.sync_ok == 1 || l.async_ok == 1 {
-                same(
-                    "page_cache_sync_ra",
-                    &[l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss],
-                    &offs,
-                )?;
+                let had = [l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss, l.ra_index];
+                same("page_cache_sync_ra", &had, &offs)?;
             }
-            [l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss] = offs;
+            [l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss, l.ra_index] = offs;
             if index == 0 {
                 l.sync_ok = 1;
             } else {
@@ -138,14 +144,19 @@ pub fn fill_layout(l: &mut RaLayout, index: usize, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// Attaches every program whose layout is known and takes the maps.
+/// Attaches every program whose layout is known and takes the maps. With `raw_read` (the
+/// page-cache program on the raw `mm_filemap_get_pages` is attached), that program serves the
+/// read path for readahead too and `readahead_get_pages` (a regular tracepoint, whose record costs
+/// several times more per read) is not attached.
 pub fn attach(
     ebpf: &mut Ebpf,
     layouts: &[Result<(), String>],
+    raw_read: bool,
 ) -> (Vec<BpfProgramStatus>, Option<ReadaheadMaps>) {
     let mut statuses: Vec<BpfProgramStatus> = PROBES
         .iter()
         .zip(layouts)
+        .filter(|((program, _, _), _)| !(raw_read && *program == GET_PAGES))
         .map(|((program, category, event), l)| match l {
             Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
             Err(e) => super::program_status(program, category, event, Err(e.clone())),

@@ -76,7 +76,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         }
     }
     let hint_lines = hint_lines(ra, &theme);
-    let hint_h = (hint_lines.len() as u16).min(inner.height / 4).max(1);
+    // Rows the wrapped hints take (each hint wraps at the width), at most a third of the view.
+    let width = inner.width.max(8) as usize;
+    let wrapped: usize = hint_lines.iter().map(|l| l.width().div_ceil(width - width / 8).max(1)).sum();
+    let hint_h = (wrapped as u16).min(inner.height / 3).max(1);
     let dev_h = (ra.devices.len() as u16 + 1).max(2);
     let [dev_area, hint_area, file_area] =
         Layout::vertical([Constraint::Length(dev_h), Constraint::Length(hint_h), Constraint::Fill(1)])

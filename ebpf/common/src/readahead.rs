@@ -21,6 +21,14 @@ pub const RA_TOTALS_MAP: &str = "RA_TOTALS";
 /// LRU hash map: thread id → its last readahead window ([`RaWindow`]).
 pub const RA_WINDOWS_MAP: &str = "RA_WINDOWS";
 pub const RA_WINDOWS_MAX: u32 = 4096;
+/// LRU hash map: `struct address_space *` (the raw `mm_filemap_get_pages` argument) → the file's
+/// [`RaFileKey`]. The cached-read path is traced as a raw tracepoint (no record: far cheaper), which
+/// names the file only by its mapping's address; the binding is learnt from a readahead event of
+/// the same thread just before (see [`RaBind`]).
+pub const RA_MAPPINGS_MAP: &str = "RA_MAPPINGS";
+pub const RA_MAPPINGS_MAX: u32 = 8192;
+/// Per-CPU array of one [`RaBind`].
+pub const RA_BIND_MAP: &str = "RA_BIND";
 /// Read-only global holding [`RaLayout`], set by the loader before load.
 pub const RA_LAYOUT_GLOBAL: &str = "RA_LAYOUT";
 /// Buckets of the time-to-first-use histogram: bucket `b` holds [2^b, 2^(b+1)) µs (bucket 0 also
@@ -77,6 +85,9 @@ pub struct RaLayout {
     pub fault_dev: u32,
     pub fault_ino: u32,
     pub fault_index: u32,
+
+    /// `index` of the sync/async readahead record (to bind the read that follows to the file).
+    pub ra_index: u32,
 }
 
 impl RaLayout {
@@ -115,6 +126,7 @@ impl RaLayout {
         fault_dev: 0,
         fault_ino: 0,
         fault_index: 0,
+        ra_index: 0,
     };
 }
 
@@ -155,6 +167,24 @@ pub struct RaWindow {
     pub ino: u64,
     pub start: u64,
     pub end: u64,
+}
+
+/// The last sync/async readahead event on this CPU: `filemap_get_pages()` runs readahead and then
+/// emits `mm_filemap_get_pages` for the same file in the same thread, whose range holds `index`.
+/// The first such read binds its mapping to (dev, ino) and clears `tid`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaBind {
+    pub tid: u32,
+    pub dev: u32,
+    pub ino: u64,
+    pub index: u64,
+}
+
+/// Whether a read of `index..=last` by thread `tid` is the one that follows the bound event.
+#[inline(always)]
+pub fn binds(b: &RaBind, tid: u32, index: u64, last: u64) -> bool {
+    b.tid != 0 && b.tid == tid && b.index >= index && b.index <= last
 }
 
 /// Per file, cumulative (shared by all CPUs: counters are added atomically).
@@ -266,6 +296,7 @@ mod user {
     unsafe impl aya::Pod for super::RaWindow {}
     unsafe impl aya::Pod for super::RaFileStats {}
     unsafe impl aya::Pod for super::RaTotals {}
+    unsafe impl aya::Pod for super::RaBind {}
 }
 
 #[cfg(test)]
@@ -294,6 +325,16 @@ mod tests {
     }
 
     #[test]
+    fn a_read_binds_when_it_is_the_same_threads_and_covers_the_event() {
+        let b = RaBind { tid: 9, dev: 7, ino: 12, index: 256 };
+        assert!(binds(&b, 9, 256, 511));
+        assert!(binds(&b, 9, 0, 256));
+        assert!(!binds(&b, 9, 0, 0), "a read of another file (index 0 only) right after");
+        assert!(!binds(&b, 8, 256, 511));
+        assert!(!binds(&RaBind { tid: 0, ..b }, 0, 256, 511), "a consumed bind");
+    }
+
+    #[test]
     fn pending_is_what_is_neither_used_wasted_nor_untracked() {
         let s = RaFileStats {
             ra_pages: 100,
@@ -307,7 +348,8 @@ mod tests {
 
     #[test]
     fn sizes_have_no_hidden_padding() {
-        assert_eq!(core::mem::size_of::<RaLayout>(), 34 * 4);
+        assert_eq!(core::mem::size_of::<RaLayout>(), 35 * 4);
+        assert_eq!(core::mem::size_of::<RaBind>(), 24);
         assert_eq!(core::mem::size_of::<RaPageKey>(), 24);
         assert_eq!(core::mem::size_of::<RaWindow>(), 32);
         assert_eq!(

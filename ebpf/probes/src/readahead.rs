@@ -15,8 +15,8 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use ioscope_common::readahead::{
-    in_window, use_bucket, RaFileKey, RaFileStats, RaLayout, RaPage, RaPageKey, RaTotals, RaWindow,
-    RA_FILES_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
+    binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaPage, RaPageKey, RaTotals,
+    RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
 };
 
 #[unsafe(no_mangle)]
@@ -30,6 +30,12 @@ static RA_FILES: HashMap<RaFileKey, RaFileStats> = HashMap::with_max_entries(RA_
 
 #[map]
 static RA_WINDOWS: LruHashMap<u32, RaWindow> = LruHashMap::with_max_entries(RA_WINDOWS_MAX, 0);
+
+#[map]
+static RA_MAPPINGS: LruHashMap<u64, RaFileKey> = LruHashMap::with_max_entries(RA_MAPPINGS_MAX, 0);
+
+#[map]
+static RA_BIND: PerCpuArray<RaBind> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static RA_TOTALS: PerCpuArray<RaTotals> = PerCpuArray::with_max_entries(1, 0);
@@ -124,6 +130,12 @@ fn try_ra_event(ctx: &TracePointContext, is_async: bool) -> Result<u32, i64> {
             field::<u32>(ctx, l.ra_mmap_miss)?,
         )
     };
+    // SAFETY: offset from the format file.
+    let index = unsafe { field::<u64>(ctx, l.ra_index)? };
+    if let Some(b) = RA_BIND.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+        unsafe { *b = RaBind { tid: bpf_get_current_pid_tgid() as u32, dev, ino, index } };
+    }
     let f = file_or_new(dev, ino).ok_or(-1i64)?;
     add(if is_async { &mut f.async_events } else { &mut f.sync_events }, 1);
     f.max_window = ra_pages;
@@ -300,6 +312,32 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
     let (index, last) = unsafe { (field::<u64>(ctx, l.range_index)?, field::<u64>(ctx, l.range_last)?) };
     use_range(f, dev, ino, index, last);
     Ok(0)
+}
+
+/// Called by the page-cache program on the raw `mm_filemap_get_pages` (crate::page_cache): a read
+/// of pages `index..=last` of the file whose `struct address_space` is at `mapping`. Costs one
+/// per-CPU array and one hash lookup per read; the walk only runs while the file has readahead
+/// pages pending.
+#[inline(always)]
+pub fn on_read_raw(mapping: u64, index: u64, last: u64) {
+    if layout().get_ok == 0 {
+        return;
+    }
+    if let Some(b) = RA_BIND.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+        let b = unsafe { &mut *b };
+        if binds(b, bpf_get_current_pid_tgid() as u32, index, last) {
+            let _ = RA_MAPPINGS.insert(&mapping, &RaFileKey { dev: b.dev, _pad: 0, ino: b.ino }, 0);
+            b.tid = 0;
+        }
+    }
+    // SAFETY: a plain copy of the value.
+    let Some(key) = (unsafe { RA_MAPPINGS.get(&mapping) }).copied() else { return };
+    let Some(f) = file(key.dev, key.ino) else { return };
+    if f.pending() == 0 {
+        return;
+    }
+    use_range(f, key.dev, key.ino, index, last);
 }
 
 #[tracepoint]
