@@ -28,7 +28,7 @@ pub const KEYS: [(&str, &str); 17] = [
     ("R", "record the session to ./ioscope-HOST-DATE.rec; R again stops"),
     ("Enter", "eBPF detail of the selected device; Esc closes"),
     ("e  d", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
-    ("w", "readahead: pages read ahead, used, wasted per device and file; Enter file detail"),
+    ("w", "readahead: pages read ahead, used, wasted per file; Enter detail"),
 ];
 
 /// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.
