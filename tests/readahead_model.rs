@@ -126,6 +126,37 @@ fn high_waste_names_the_remedies_that_fit() {
     );
 }
 
+/// An interval of evictions only: the remedy follows how the file was read before it.
+fn evictions_only(windows: u64, sync: u64, asynch: u64) -> Vec<String> {
+    let mut before = file(20, Some("/db/f"), 1000, 100, 0, 32);
+    (before.windows, before.sync_events, before.async_events) = (windows, sync, asynch);
+    let mut after = before.clone();
+    after.wasted_pages = 900;
+    let m = Model::between(&sample(1, 0, vec![before]), &sample(2, 0, vec![after]));
+    m.readahead.unwrap().hints
+}
+
+#[test]
+fn the_remedy_fits_how_the_file_was_read() {
+    // Windows no readahead event opened: the read-around of faults on a mapping.
+    let h = evictions_only(40, 0, 3);
+    assert!(h[0].contains("madvise(MADV_RANDOM)") && h[0].contains("100%"), "{h:?}");
+    // Every window opened by read()'s sync/async readahead.
+    let h = evictions_only(40, 10, 30);
+    assert!(h[0].contains("posix_fadvise(POSIX_FADV_RANDOM)"), "{h:?}");
+}
+
+#[test]
+fn a_random_mmap_reader_is_not_called_sequential() {
+    // Async readahead at the 32-page maximum, but most windows were read-around: no "raise" hint.
+    let mut before = file(21, Some("/db/g"), 0, 0, 0, 32);
+    (before.windows, before.async_events) = (100, 5);
+    let mut after = before.clone();
+    (after.windows, after.async_events, after.ra_pages, after.used_pages) = (200, 10, 3200, 3200);
+    let m = Model::between(&sample(1, 0, vec![before]), &sample(2, 0, vec![after]));
+    assert!(m.readahead.unwrap().hints.is_empty());
+}
+
 #[test]
 fn waste_is_of_the_pages_settled() {
     assert_eq!(waste_pct(0, 0), None);

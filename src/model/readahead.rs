@@ -79,6 +79,9 @@ pub struct RaFileModel {
     pub processes: Vec<String>,
     /// Time from readahead to first use in the interval: log2 µs buckets.
     pub first_use_hist: Vec<u64>,
+    /// Windows since the file was first seen that no sync/async readahead event opened: the
+    /// read-around of page faults through a mapping (cumulative).
+    pub read_around_windows: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -229,6 +232,7 @@ fn file_model(prev: Option<&RaFileSample>, f: &RaFileSample, cur: &Sample) -> Ra
             .map(|t| format!("{}({})", if t.comm.is_empty() { "?" } else { &t.comm }, t.pid))
             .collect(),
         first_use_hist,
+        read_around_windows: f.windows.saturating_sub(f.sync_events + f.async_events),
     }
 }
 
@@ -248,8 +252,9 @@ fn disk_read_bytes(prev: &Sample, cur: &Sample, name: &str) -> Option<u64> {
     Some(c.sectors_read.saturating_sub(p.sectors_read) * 512)
 }
 
-/// Plain-language hints: high waste (with the remedies that fit what was seen) and small windows
-/// on sequential readers.
+/// Plain-language hints: high waste (with the remedies that fit what was seen: read-around of a
+/// mapping calls for madvise, read() for posix_fadvise) and small windows on sequential read()ers
+/// (async readahead and no read-around).
 fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
     let mut out = Vec::new();
     let mem = &cur.memory;
@@ -262,7 +267,7 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
         if f.wasted_pages >= HINT_MIN_WASTED_PAGES && f.waste_pct.is_some_and(|w| w >= HIGH_WASTE_PCT) {
             let mut remedies = vec![format!("lower read_ahead_kb on {}{now}", f.device)];
             // Read-around on faults (mmap) vs read() readahead: the call that fits.
-            if f.mmap_miss > 0 || f.sync_events + f.async_events < f.windows {
+            if f.mmap_miss > 0 || f.read_around_windows > 0 {
                 remedies.push(format!("madvise(MADV_RANDOM) on the mapping in {who}"));
             } else {
                 remedies.push(format!("posix_fadvise(POSIX_FADV_RANDOM) in {who}"));
@@ -277,7 +282,11 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
                 f.wasted_pages,
                 remedies.join("; ")
             ));
-        } else if f.async_events > 0 && f.window_pages > 0 && f.window_pages >= f.max_window_pages {
+        } else if f.async_events > 0
+            && f.read_around_windows == 0
+            && f.window_pages > 0
+            && f.window_pages >= f.max_window_pages
+        {
             let window_kb = f.max_window_pages * cur.page_size.max(1) / 1024;
             if window_kb <= SMALL_WINDOW_KB {
                 out.push(format!(
