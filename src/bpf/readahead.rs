@@ -202,6 +202,9 @@ impl ReadaheadMaps {
         let entries: Vec<(RaFileKey, RaFileStats)> =
             self.files.iter().collect::<Result<_, _>>().context("reading RA_FILES")?;
         let mut files = Vec::with_capacity(entries.len());
+        // Each process is asked once per sample, whatever the number of its files.
+        let mut comms: StdHashMap<u32, String> = StdHashMap::new();
+        let mut scans = ProcessScans::default();
         for (key, s) in entries {
             if s.pending() == 0 && now.saturating_sub(s.last_ns) > IDLE_NS {
                 let _ = self.files.remove(&key);
@@ -210,9 +213,9 @@ impl ReadaheadMaps {
                 .triggers
                 .iter()
                 .filter(|&&pid| pid != 0)
-                .map(|&pid| RaTrigger { pid, comm: comm_of(pid) })
+                .map(|&pid| RaTrigger { pid, comm: comms.entry(pid).or_insert_with(|| comm_of(pid)).clone() })
                 .collect();
-            let path = self.paths.resolve(key.dev, key.ino, &triggers);
+            let path = self.paths.resolve(key.dev, key.ino, &triggers, &mut scans);
             files.push(to_sample(&key, &s, path, triggers));
         }
         files.sort_by_key(|f| (f.dev, f.ino));
@@ -272,50 +275,79 @@ struct PathCache {
 }
 
 impl PathCache {
-    fn resolve(&mut self, dev: u32, ino: u64, triggers: &[RaTrigger]) -> Option<String> {
+    fn resolve(
+        &mut self,
+        dev: u32,
+        ino: u64,
+        triggers: &[RaTrigger],
+        scans: &mut ProcessScans,
+    ) -> Option<String> {
         if let Some(p) = self.known.get(&(dev, ino)) {
             return Some(p.clone());
         }
         for t in triggers {
-            if let Some(p) = find_in_process(t.pid, dev, ino) {
+            if let Some(p) = scans.files_of(t.pid).get(&(dev, ino)) {
                 if self.known.len() >= PATH_CACHE_MAX {
                     self.known.clear();
                 }
                 self.known.insert((dev, ino), p.clone());
-                return Some(p);
+                return Some(p.clone());
             }
         }
         None
     }
 }
 
-/// The path of (dev, ino) among `pid`'s open files, then its mappings.
-fn find_in_process(pid: u32, dev: u32, ino: u64) -> Option<String> {
+/// Per sample: the files each process has open or mapped, (dev, ino) → path, read once.
+#[derive(Default)]
+struct ProcessScans {
+    by_pid: StdHashMap<u32, StdHashMap<(u32, u64), String>>,
+}
+
+impl ProcessScans {
+    fn files_of(&mut self, pid: u32) -> &StdHashMap<(u32, u64), String> {
+        self.by_pid.entry(pid).or_insert_with(|| scan_process(pid))
+    }
+}
+
+/// The files `pid` has open (/proc/PID/fd), then mapped (/proc/PID/maps).
+fn scan_process(pid: u32) -> StdHashMap<(u32, u64), String> {
+    let mut found = StdHashMap::new();
+    if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        for (key, path) in maps_files(&maps) {
+            found.insert(key, path);
+        }
+    }
     if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
         for e in dir.flatten() {
             let Ok(m) = std::fs::metadata(e.path()) else { continue };
-            if m.ino() == ino && kernel_dev(m.dev()) == dev {
-                return std::fs::read_link(e.path()).ok().map(|p| p.to_string_lossy().into_owned());
+            if !m.is_file() {
+                continue;
+            }
+            if let Ok(p) = std::fs::read_link(e.path()) {
+                found.insert((kernel_dev(m.dev()), m.ino()), p.to_string_lossy().into_owned());
             }
         }
     }
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    path_in_maps(&maps, dev, ino)
+    found
 }
 
-/// The path of the mapping of (dev, ino) in a /proc/PID/maps text (device as hex "major:minor").
-pub fn path_in_maps(maps: &str, dev: u32, ino: u64) -> Option<String> {
-    maps.lines().find_map(|line| {
+/// Every file mapping of a /proc/PID/maps text: ((dev, ino), path), device as hex "major:minor".
+pub fn maps_files(maps: &str) -> impl Iterator<Item = ((u32, u64), String)> + '_ {
+    maps.lines().filter_map(|line| {
         let mut cols = line.split_whitespace();
         let (_, _, _, d, i) = (cols.next()?, cols.next()?, cols.next()?, cols.next()?, cols.next()?);
         let (maj, min) = d.split_once(':')?;
         let kdev = (u32::from_str_radix(maj, 16).ok()? << 20) | u32::from_str_radix(min, 16).ok()?;
-        if kdev != dev || i.parse::<u64>().ok()? != ino {
-            return None;
-        }
+        let ino = i.parse::<u64>().ok().filter(|&i| i != 0)?;
         let path: Vec<&str> = cols.collect();
-        (!path.is_empty()).then(|| path.join(" "))
+        (!path.is_empty()).then(|| ((kdev, ino), path.join(" ")))
     })
+}
+
+/// The path of the mapping of (dev, ino) in a /proc/PID/maps text.
+pub fn path_in_maps(maps: &str, dev: u32, ino: u64) -> Option<String> {
+    maps_files(maps).find(|(key, _)| *key == (dev, ino)).map(|(_, path)| path)
 }
 
 #[cfg(test)]
