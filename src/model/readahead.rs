@@ -82,6 +82,8 @@ pub struct RaFileModel {
     /// Windows since the file was first seen that no sync/async readahead event opened: the
     /// read-around of page faults through a mapping (cumulative).
     pub read_around_windows: u64,
+    /// `window_pages` in KiB (page size from the sample).
+    pub window_kb: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -233,6 +235,7 @@ fn file_model(prev: Option<&RaFileSample>, f: &RaFileSample, cur: &Sample) -> Ra
             .collect(),
         first_use_hist,
         read_around_windows: f.windows.saturating_sub(f.sync_events + f.async_events),
+        window_kb: u64::from(f.last_window) * cur.page_size.max(1) / 1024,
     }
 }
 

@@ -72,7 +72,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let selected = state.selected_readahead.min(ra.files.len().saturating_sub(1));
     if state.readahead_detail {
         if let Some(f) = ra.files.get(selected) {
-            return render_detail(frame, inner, f, model, state);
+            return render_detail(frame, inner, f, state);
         }
     }
     let hint_lines = hint_lines(ra, &theme);
@@ -209,10 +209,8 @@ fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: us
     frame.render_widget(t, area);
 }
 
-fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, model: &Model, state: &UiState) {
+fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, state: &UiState) {
     let theme = Theme { color: state.color };
-    let page_kb = 4;
-    let _ = model;
     let mut lines = vec![
         Line::from(Span::styled(f.path.clone(), theme.title(true))),
         Line::from(format!("device {} ({}), inode {}", f.device, f.dev, f.ino)),
@@ -222,7 +220,7 @@ fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, model: &Model, 
             f.async_events,
             f.windows,
             f.window_pages,
-            f.window_pages * page_kb,
+            f.window_kb,
             format!("{:?}", f.window_trend).to_lowercase(),
             f.max_window_pages,
             f.mmap_miss
