@@ -27,6 +27,9 @@ pub const RA_WINDOWS_MAX: u32 = 4096;
 /// the same thread just before (see [`RaBind`]).
 pub const RA_MAPPINGS_MAP: &str = "RA_MAPPINGS";
 pub const RA_MAPPINGS_MAX: u32 = 8192;
+/// Array of one u64: readahead pages remembered in [`RA_PAGES_MAP`] now, all files (added to
+/// atomically). While it is 0 the cached-read path skips the file lookup altogether.
+pub const RA_PENDING_MAP: &str = "RA_PENDING";
 /// Per-CPU array of one [`RaBind`].
 pub const RA_BIND_MAP: &str = "RA_BIND";
 /// Read-only global holding [`RaLayout`], set by the loader before load.

@@ -11,7 +11,7 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
-    maps::{HashMap, LruHashMap, PerCpuArray},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray},
     programs::TracePointContext,
 };
 use ioscope_common::readahead::{
@@ -33,6 +33,9 @@ static RA_WINDOWS: LruHashMap<u32, RaWindow> = LruHashMap::with_max_entries(RA_W
 
 #[map]
 static RA_MAPPINGS: LruHashMap<u64, RaFileKey> = LruHashMap::with_max_entries(RA_MAPPINGS_MAX, 0);
+
+#[map]
+static RA_PENDING: Array<u64> = Array::with_max_entries(1, 0);
 
 #[map]
 static RA_BIND: PerCpuArray<RaBind> = PerCpuArray::with_max_entries(1, 0);
@@ -58,6 +61,15 @@ unsafe fn field<T>(ctx: &TracePointContext, offset: u32) -> Result<T, i64> {
 fn add(p: &mut u64, delta: u64) {
     // SAFETY: a valid, aligned pointer into a map value; lowers to XADD (result unused).
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p as *mut u64, delta) };
+}
+
+/// Adds `delta` (wrapping: a negative change is its two's complement) to the pages pending.
+#[inline(always)]
+fn pending_add(delta: u64) {
+    if let Some(p) = RA_PENDING.get_ptr_mut(0) {
+        // SAFETY: a valid, aligned pointer into the array's value.
+        add(unsafe { &mut *p }, delta);
+    }
 }
 
 #[inline(always)]
@@ -255,6 +267,7 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
         }
     } else {
         f.orders_seen |= 1 << order;
+        pending_add(pages);
     }
     Ok(0)
 }
@@ -282,6 +295,7 @@ fn try_delete(ctx: &TracePointContext) -> Result<u32, i64> {
     if let Some(p) = unsafe { RA_PAGES.get(&key) }.copied() {
         if RA_PAGES.remove(&key).is_ok() {
             add(&mut f.wasted_pages, p.pages);
+            pending_add(p.pages.wrapping_neg());
         }
     }
     Ok(0)
@@ -315,9 +329,9 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
 }
 
 /// Called by the page-cache program on the raw `mm_filemap_get_pages` (crate::page_cache): a read
-/// of pages `index..=last` of the file whose `struct address_space` is at `mapping`. Costs one
-/// per-CPU array and one hash lookup per read; the walk only runs while the file has readahead
-/// pages pending.
+/// of pages `index..=last` of the file whose `struct address_space` is at `mapping`. Costs two
+/// array lookups per read while no readahead page is pending anywhere; otherwise one hash lookup
+/// more, and the walk only while this file has pages pending.
 #[inline(always)]
 pub fn on_read_raw(mapping: u64, index: u64, last: u64) {
     if layout().get_ok == 0 {
@@ -330,6 +344,11 @@ pub fn on_read_raw(mapping: u64, index: u64, last: u64) {
             let _ = RA_MAPPINGS.insert(&mapping, &RaFileKey { dev: b.dev, _pad: 0, ino: b.ino }, 0);
             b.tid = 0;
         }
+    }
+    // Nothing read ahead is waiting anywhere: no lookup (the usual cached read).
+    // SAFETY: a plain copy of the array's u64.
+    if unsafe { RA_PENDING.get(0) }.copied().unwrap_or(0) == 0 {
+        return;
     }
     // SAFETY: a plain copy of the value.
     let Some(key) = (unsafe { RA_MAPPINGS.get(&mapping) }).copied() else { return };
@@ -403,6 +422,7 @@ fn take(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, now: u64) -> u64 {
         return 0;
     }
     add(&mut f.used_pages, p.pages);
+    pending_add(p.pages.wrapping_neg());
     let b = use_bucket(now.saturating_sub(p.inserted_ns));
     if b < f.use_hist.len() {
         add(&mut f.use_hist[b], 1);
