@@ -14,4 +14,5 @@ pub mod privilege;
 pub mod record;
 pub mod replay;
 pub mod sample;
+pub mod sample_readahead;
 pub mod ui;

@@ -242,6 +242,8 @@ pub struct BpfSample {
     pub page_cache: Option<PageCacheSample>,
     /// Per-file I/O attribution (ioscope_common::files), cumulative; empty without the probes.
     pub files: Vec<FileIoSample>,
+    /// The readahead probes' counters; None when they are not attached.
+    pub readahead: Option<crate::sample_readahead::ReadaheadSample>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ pub mod files;
 pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;
+pub mod readahead;
 pub mod rq_issue;
 pub mod tracefs;
 
@@ -20,6 +21,7 @@ use aya::{Ebpf, EbpfLoader};
 use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
 use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
+use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
 use ioscope_common::{RQ_ISSUE_LAYOUT_GLOBAL, RQ_ISSUE_MAP};
 
 use self::block::BlockMaps;
@@ -44,6 +46,7 @@ pub struct BpfCollector {
     /// The per-file attribution map, and the path/mount bookkeeping that turns it into samples.
     files: Option<files::FileMaps>,
     file_resolver: crate::collect::files::FileResolver,
+    readahead: Option<readahead::ReadaheadMaps>,
 }
 
 impl BpfCollector {
@@ -70,6 +73,7 @@ impl BpfCollector {
         let jiffies_before = page_cache::jiffies_now();
         let (cache_layout, cache_layouts) = page_cache::layout(&tracefs);
         let (file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
+        let (ra_layout, ra_layouts) = readahead::layout(&tracefs);
 
         let mut loader = EbpfLoader::new();
         if let Ok(layout) = &rq_layout {
@@ -78,6 +82,7 @@ impl BpfCollector {
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
+        loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -124,6 +129,9 @@ impl BpfCollector {
         programs.extend(cache_statuses);
         let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready);
         programs.extend(file_statuses);
+        let raw_read = programs.iter().any(|p| p.program == "filemap_get_pages_raw" && p.attached);
+        let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
+        programs.extend(ra_statuses);
         let mut status = overall_status(programs);
         for note in hz_note.into_iter().chain(file_notes) {
             status.reason = Some(match status.reason {
@@ -139,6 +147,7 @@ impl BpfCollector {
             page_cache,
             files,
             file_resolver: Default::default(),
+            readahead,
         }
     }
 
@@ -152,6 +161,7 @@ impl BpfCollector {
             page_cache: None,
             files: None,
             file_resolver: Default::default(),
+            readahead: None,
         }
     }
 
@@ -183,6 +193,12 @@ impl BpfCollector {
         if let Some(maps) = &self.files {
             match maps.read() {
                 Ok(raw) => sample.files = self.file_resolver.resolve(raw),
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
+        if let Some(maps) = &mut self.readahead {
+            match maps.read() {
+                Ok(ra) => sample.readahead = Some(ra),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }

@@ -19,6 +19,7 @@ pub mod io_processes;
 pub mod memory;
 pub mod processes;
 pub mod psi;
+pub mod readahead;
 
 pub use block_health::BlockHealthModel;
 pub use devices::{BpfDeviceRates, DeviceModel};
@@ -45,6 +46,8 @@ pub struct Model {
     pub cache_processes: Vec<cache::CacheProcessModel>,
     /// Per-file disk I/O in the interval (README "Files"), the most disk bytes first.
     pub files: Vec<files::FileModel>,
+    /// Readahead per device and file (None without the readahead probes).
+    pub readahead: Option<readahead::ReadaheadModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -91,6 +94,7 @@ impl Model {
             cache: cache::compute(prev, cur, secs),
             cache_processes: cache::processes(prev, cur, secs),
             files: files::compute(prev, cur, secs),
+            readahead: readahead::compute(prev, cur, secs),
         }
     }
 

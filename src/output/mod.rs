@@ -7,4 +7,5 @@ pub mod block_text;
 pub mod cache_text;
 pub mod files_text;
 pub mod headless;
+pub mod readahead_text;
 pub mod text;

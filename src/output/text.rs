@@ -43,6 +43,7 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
             super::files_text::append(&mut s, m);
         }
     }
+    super::readahead_text::append(&mut s, m);
     s
 }
 

@@ -11,7 +11,7 @@ use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 17] = [
+pub const KEYS: [(&str, &str); 18] = [
     ("q  Ctrl-C", "quit"),
     ("?  F1", "this help (Esc closes it)"),
     ("Tab  S-Tab", "focus the next / previous pane"),
@@ -29,6 +29,7 @@ pub const KEYS: [(&str, &str); 17] = [
     ("Enter", "eBPF detail of the selected device; Esc closes"),
     ("e  d", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
     ("f", "files by disk I/O (of the detail's device / selected process)"),
+    ("w", "readahead: pages read ahead, used, wasted per file; Enter detail"),
 ];
 
 /// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.

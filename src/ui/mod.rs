@@ -27,6 +27,7 @@ pub mod io_processes;
 pub mod memory;
 pub mod probe_health;
 pub mod processes;
+pub mod readahead;
 pub mod rows;
 pub mod state;
 pub mod terminal;
@@ -56,6 +57,8 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         let title = files::title(model, state);
         let block = pane_block('f', &title, true, state);
         files::render(frame, body, model, state, block);
+    } else if state.readahead_view {
+        readahead::render(frame, body, model, state);
     } else if state.probe_health {
         probe_health::render(frame, body, model, state);
     } else if state.device_detail {

@@ -177,6 +177,10 @@ pub struct UiState {
     pub files_sort: crate::ui::files::FileSort,
     pub files_sort_reversed: bool,
     pub selected_file: usize,
+    /// `w`: the readahead view fills the body; Enter there opens the selected file's detail.
+    pub readahead_view: bool,
+    pub readahead_detail: bool,
+    pub selected_readahead: usize,
 }
 
 impl UiState {
@@ -216,6 +220,9 @@ impl UiState {
             files_sort: Default::default(),
             files_sort_reversed: false,
             selected_file: 0,
+            readahead_view: false,
+            readahead_detail: false,
+            selected_readahead: 0,
         }
     }
 
@@ -236,6 +243,11 @@ impl UiState {
         self.message = None;
         if self.editing_filter {
             return self.edit_filter(key.code);
+        }
+        if !self.help {
+            if let Some(action) = crate::ui::readahead::handle_key(self, key.code) {
+                return action;
+            }
         }
         if self.help {
             // The overlay hides the panes: keys that would change them invisibly are ignored.

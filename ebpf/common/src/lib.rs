@@ -8,6 +8,7 @@
 pub mod block;
 pub mod files;
 pub mod page_cache;
+pub mod readahead;
 
 /// Name of the per-CPU hash map `block_rq_issue` counts into: key is the kernel's `dev_t` (u32),
 /// value is [`RqIssueCounters`].

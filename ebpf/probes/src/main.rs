@@ -10,6 +10,7 @@ mod block_io;
 mod block_rq_issue;
 mod files;
 mod page_cache;
+mod readahead;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -164,6 +164,8 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
     let index: u64 = ctx.arg(1);
     let last: u64 = ctx.arg(2);
     count_read(0, mapping, index, last);
+    // Readahead pages this read uses (one extra program on the hot path would cost a dispatch).
+    crate::readahead::on_read_raw(mapping, index, last);
     0
 }
 

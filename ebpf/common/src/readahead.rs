@@ -1,0 +1,363 @@
+//! The readahead probes' shared types. `readahead:*` tracepoints tell which range each readahead
+//! window covers; a folio inserted into the page cache (`mm_filemap_add_to_page_cache`) by the same
+//! thread inside its last window was brought in by readahead and is remembered in [`RA_PAGES_MAP`]
+//! until it is either **used** (a read, `mm_filemap_get_pages`, or a fault, `mm_filemap_fault` /
+//! `mm_filemap_map_pages`, covers it) or **wasted** (`mm_filemap_delete_from_page_cache` evicts it
+//! first). Per file (device, inode) the programs count into [`RaFileStats`]; the README's
+//! "Readahead" section defines the figures built on them.
+
+/// Hash map: [`RaPageKey`] → [`RaPage`], the readahead folios neither used nor evicted yet.
+pub const RA_PAGES_MAP: &str = "RA_PAGES";
+/// Folios remembered at once. A plain hash map, not an LRU one, so that a full map refuses the
+/// insert and the refusal is counted ([`RaTotals::untracked_pages`]) instead of silently forgetting
+/// an older folio (which would later look like neither used nor wasted).
+pub const RA_PAGES_MAX: u32 = 262_144;
+/// Hash map: [`RaFileKey`] → [`RaFileStats`].
+pub const RA_FILES_MAP: &str = "RA_FILES";
+/// Files tracked at once; userspace removes files idle with nothing pending.
+pub const RA_FILES_MAX: u32 = 8192;
+/// Per-CPU array of one [`RaTotals`].
+pub const RA_TOTALS_MAP: &str = "RA_TOTALS";
+/// LRU hash map: thread id → its last readahead window ([`RaWindow`]).
+pub const RA_WINDOWS_MAP: &str = "RA_WINDOWS";
+pub const RA_WINDOWS_MAX: u32 = 4096;
+/// LRU hash map: `struct address_space *` (the raw `mm_filemap_get_pages` argument) → the file's
+/// [`RaFileKey`]. The cached-read path is traced as a raw tracepoint (no record: far cheaper), which
+/// names the file only by its mapping's address; the binding is learnt from a readahead event of
+/// the same thread just before (see [`RaBind`]).
+pub const RA_MAPPINGS_MAP: &str = "RA_MAPPINGS";
+pub const RA_MAPPINGS_MAX: u32 = 8192;
+/// Array of one u64: readahead pages remembered in [`RA_PAGES_MAP`] now, all files (added to
+/// atomically). While it is 0 the cached-read path skips the file lookup altogether.
+pub const RA_PENDING_MAP: &str = "RA_PENDING";
+/// Per-CPU array of one [`RaBind`].
+pub const RA_BIND_MAP: &str = "RA_BIND";
+/// Read-only global holding [`RaLayout`], set by the loader before load.
+pub const RA_LAYOUT_GLOBAL: &str = "RA_LAYOUT";
+/// Buckets of the time-to-first-use histogram: bucket `b` holds [2^b, 2^(b+1)) µs (bucket 0 also
+/// holds < 1 µs), the last one everything from 2^(N-1) µs on.
+pub const RA_USE_BUCKETS: usize = 24;
+/// Most processes remembered per file as the ones triggering its readahead.
+pub const RA_TRIGGERS: usize = 4;
+/// Most folios one access event walks (a read batch is at most 31 folios).
+pub const RA_WALK_MAX: u32 = 64;
+
+/// Field offsets of every program, from tracefs; `*_ok` is 1 when userspace found them all.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaLayout {
+    /// `page_cache_sync_ra` and `page_cache_async_ra` share one record layout.
+    pub sync_ok: u32,
+    pub async_ok: u32,
+    pub ra_dev: u32,
+    pub ra_ino: u32,
+    pub ra_size: u32,
+    pub ra_ra_pages: u32,
+    pub ra_mmap_miss: u32,
+
+    pub order_ok: u32,
+    pub order_dev: u32,
+    pub order_ino: u32,
+    pub order_index: u32,
+    pub order_size: u32,
+    pub order_ra_pages: u32,
+
+    pub unbounded_ok: u32,
+    pub unbounded_dev: u32,
+    pub unbounded_ino: u32,
+    pub unbounded_index: u32,
+    pub unbounded_nr: u32,
+
+    /// `mm_filemap_add_to_page_cache` and `mm_filemap_delete_from_page_cache` share one layout.
+    pub add_ok: u32,
+    pub delete_ok: u32,
+    pub folio_dev: u32,
+    pub folio_ino: u32,
+    pub folio_index: u32,
+    pub folio_order: u32,
+
+    /// `mm_filemap_get_pages` and `mm_filemap_map_pages` share one layout.
+    pub get_ok: u32,
+    pub map_ok: u32,
+    pub range_dev: u32,
+    pub range_ino: u32,
+    pub range_index: u32,
+    pub range_last: u32,
+
+    pub fault_ok: u32,
+    pub fault_dev: u32,
+    pub fault_ino: u32,
+    pub fault_index: u32,
+
+    /// `index` of the sync/async readahead record (to bind the read that follows to the file).
+    pub ra_index: u32,
+}
+
+impl RaLayout {
+    pub const UNSET: RaLayout = RaLayout {
+        sync_ok: 0,
+        async_ok: 0,
+        ra_dev: 0,
+        ra_ino: 0,
+        ra_size: 0,
+        ra_ra_pages: 0,
+        ra_mmap_miss: 0,
+        order_ok: 0,
+        order_dev: 0,
+        order_ino: 0,
+        order_index: 0,
+        order_size: 0,
+        order_ra_pages: 0,
+        unbounded_ok: 0,
+        unbounded_dev: 0,
+        unbounded_ino: 0,
+        unbounded_index: 0,
+        unbounded_nr: 0,
+        add_ok: 0,
+        delete_ok: 0,
+        folio_dev: 0,
+        folio_ino: 0,
+        folio_index: 0,
+        folio_order: 0,
+        get_ok: 0,
+        map_ok: 0,
+        range_dev: 0,
+        range_ino: 0,
+        range_index: 0,
+        range_last: 0,
+        fault_ok: 0,
+        fault_dev: 0,
+        fault_ino: 0,
+        fault_index: 0,
+        ra_index: 0,
+    };
+}
+
+/// A file: its filesystem's device (the kernel's `dev_t`, major << 20 | minor) and inode.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RaFileKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+}
+
+/// A folio of a file, by the index of its first page.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RaPageKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+    pub index: u64,
+}
+
+/// A readahead folio waiting for its first use.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaPage {
+    /// bpf_ktime_get_ns() at insertion.
+    pub inserted_ns: u64,
+    pub pages: u64,
+}
+
+/// A thread's last readahead window: pages `start..end` of file (dev, ino).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaWindow {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The last sync/async readahead event on this CPU: `filemap_get_pages()` runs readahead and then
+/// emits `mm_filemap_get_pages` for the same file in the same thread, whose range holds `index`.
+/// The first such read binds its mapping to (dev, ino) and clears `tid`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaBind {
+    pub tid: u32,
+    pub dev: u32,
+    pub ino: u64,
+    pub index: u64,
+}
+
+/// Whether a read of `index..=last` by thread `tid` is the one that follows the bound event.
+#[inline(always)]
+pub fn binds(b: &RaBind, tid: u32, index: u64, last: u64) -> bool {
+    b.tid != 0 && b.tid == tid && b.index >= index && b.index <= last
+}
+
+/// Per file, cumulative (shared by all CPUs: counters are added atomically).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaFileStats {
+    /// `page_cache_sync_ra` / `page_cache_async_ra` events.
+    pub sync_events: u64,
+    pub async_events: u64,
+    /// Windows submitted (`page_cache_ra_order`, or `page_cache_ra_unbounded` when not inside one).
+    pub windows: u64,
+    /// Sum of the windows' sizes (pages): with `windows`, the mean window of an interval.
+    pub window_pages: u64,
+    /// Pages inserted inside a window, then used, then evicted unused.
+    pub ra_pages: u64,
+    pub used_pages: u64,
+    pub wasted_pages: u64,
+    /// Readahead pages not remembered because [`RA_PAGES_MAP`] was full (neither used nor wasted
+    /// will ever be known for them).
+    pub untracked_pages: u64,
+    /// The last window's size, the file's `ra_pages` (its maximum window) and `mmap_miss`.
+    pub last_window: u32,
+    pub max_window: u32,
+    pub mmap_miss: u32,
+    /// Bit `o` set once a folio of order `o` was remembered (which alignments an access tries).
+    pub orders_seen: u32,
+    /// Processes (tgid) that triggered readahead on this file, first come.
+    pub triggers: [u32; RA_TRIGGERS],
+    /// bpf_ktime_get_ns() of the last readahead event.
+    pub last_ns: u64,
+    /// Time from insertion to first use, log2 µs buckets (see [`RA_USE_BUCKETS`]).
+    pub use_hist: [u64; RA_USE_BUCKETS],
+}
+
+impl RaFileStats {
+    pub const ZERO: RaFileStats = RaFileStats {
+        sync_events: 0,
+        async_events: 0,
+        windows: 0,
+        window_pages: 0,
+        ra_pages: 0,
+        used_pages: 0,
+        wasted_pages: 0,
+        untracked_pages: 0,
+        last_window: 0,
+        max_window: 0,
+        mmap_miss: 0,
+        orders_seen: 0,
+        triggers: [0; RA_TRIGGERS],
+        last_ns: 0,
+        use_hist: [0; RA_USE_BUCKETS],
+    };
+
+    /// Pages read ahead whose fate is not known yet.
+    #[inline(always)]
+    pub fn pending(&self) -> u64 {
+        self.ra_pages
+            .saturating_sub(self.used_pages)
+            .saturating_sub(self.wasted_pages)
+            .saturating_sub(self.untracked_pages)
+    }
+}
+
+impl Default for RaFileStats {
+    fn default() -> Self {
+        RaFileStats::ZERO
+    }
+}
+
+/// System-wide, per CPU: what could not be tracked.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaTotals {
+    /// Readahead pages refused by the full [`RA_PAGES_MAP`].
+    pub untracked_pages: u64,
+    /// Readahead events of files refused by the full [`RA_FILES_MAP`].
+    pub untracked_files: u64,
+}
+
+/// The log2 bucket of a time to first use in ns.
+#[inline(always)]
+pub fn use_bucket(ns: u64) -> usize {
+    let us = ns / 1000;
+    if us == 0 {
+        return 0;
+    }
+    let b = (63 - us.leading_zeros()) as usize;
+    if b >= RA_USE_BUCKETS {
+        RA_USE_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+/// Whether a folio at `index` lies inside the window.
+#[inline(always)]
+pub fn in_window(w: &RaWindow, dev: u32, ino: u64, index: u64) -> bool {
+    w.dev == dev && w.ino == ino && index >= w.start && index < w.end
+}
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY (all): #[repr(C)], u32/u64 fields and arrays laid out without implicit padding
+    // (explicit `_pad`), every bit pattern valid.
+    unsafe impl aya::Pod for super::RaLayout {}
+    unsafe impl aya::Pod for super::RaFileKey {}
+    unsafe impl aya::Pod for super::RaPageKey {}
+    unsafe impl aya::Pod for super::RaPage {}
+    unsafe impl aya::Pod for super::RaWindow {}
+    unsafe impl aya::Pod for super::RaFileStats {}
+    unsafe impl aya::Pod for super::RaTotals {}
+    unsafe impl aya::Pod for super::RaBind {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_use_buckets_are_log2_microseconds() {
+        assert_eq!(use_bucket(999), 0);
+        assert_eq!(use_bucket(1_000), 0);
+        assert_eq!(use_bucket(2_000), 1);
+        assert_eq!(use_bucket(3_999), 1);
+        assert_eq!(use_bucket(1_024_000), 10);
+        assert_eq!(use_bucket(u64::MAX), RA_USE_BUCKETS - 1);
+    }
+
+    #[test]
+    fn windows_are_half_open_and_per_file() {
+        let w = RaWindow { dev: 7, _pad: 0, ino: 12, start: 32, end: 64 };
+        assert!(in_window(&w, 7, 12, 32));
+        assert!(in_window(&w, 7, 12, 63));
+        assert!(!in_window(&w, 7, 12, 64));
+        assert!(!in_window(&w, 7, 12, 31));
+        assert!(!in_window(&w, 8, 12, 40));
+        assert!(!in_window(&w, 7, 13, 40));
+    }
+
+    #[test]
+    fn a_read_binds_when_it_is_the_same_threads_and_covers_the_event() {
+        let b = RaBind { tid: 9, dev: 7, ino: 12, index: 256 };
+        assert!(binds(&b, 9, 256, 511));
+        assert!(binds(&b, 9, 0, 256));
+        assert!(!binds(&b, 9, 0, 0), "a read of another file (index 0 only) right after");
+        assert!(!binds(&b, 8, 256, 511));
+        assert!(!binds(&RaBind { tid: 0, ..b }, 0, 256, 511), "a consumed bind");
+    }
+
+    #[test]
+    fn pending_is_what_is_neither_used_wasted_nor_untracked() {
+        let s = RaFileStats {
+            ra_pages: 100,
+            used_pages: 60,
+            wasted_pages: 30,
+            untracked_pages: 4,
+            ..RaFileStats::ZERO
+        };
+        assert_eq!(s.pending(), 6);
+    }
+
+    #[test]
+    fn sizes_have_no_hidden_padding() {
+        assert_eq!(core::mem::size_of::<RaLayout>(), 35 * 4);
+        assert_eq!(core::mem::size_of::<RaBind>(), 24);
+        assert_eq!(core::mem::size_of::<RaPageKey>(), 24);
+        assert_eq!(core::mem::size_of::<RaWindow>(), 32);
+        assert_eq!(
+            core::mem::size_of::<RaFileStats>(),
+            8 * 8 + 4 * 4 + RA_TRIGGERS * 4 + 8 + RA_USE_BUCKETS * 8
+        );
+    }
+}

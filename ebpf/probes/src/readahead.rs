@@ -1,0 +1,431 @@
+//! The readahead programs: `readahead:*` give each thread's current window; a folio the same
+//! thread inserts inside it is remembered until it is used (read or faulted) or evicted unused.
+//! What each counter means: ioscope_common::readahead.
+//!
+//! Cost on the cached read path (`mm_filemap_get_pages`, `mm_filemap_map_pages`): one lookup of
+//! the file in RA_FILES; the folio walk only runs for a file with readahead pages pending.
+
+use core::intrinsics::{atomic_xadd, AtomicOrdering};
+
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{map, tracepoint},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray},
+    programs::TracePointContext,
+};
+use ioscope_common::readahead::{
+    binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaPage, RaPageKey, RaTotals,
+    RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
+};
+
+#[unsafe(no_mangle)]
+static RA_LAYOUT: RaLayout = RaLayout::UNSET;
+
+#[map]
+static RA_PAGES: HashMap<RaPageKey, RaPage> = HashMap::with_max_entries(RA_PAGES_MAX, 0);
+
+#[map]
+static RA_FILES: HashMap<RaFileKey, RaFileStats> = HashMap::with_max_entries(RA_FILES_MAX, 0);
+
+#[map]
+static RA_WINDOWS: LruHashMap<u32, RaWindow> = LruHashMap::with_max_entries(RA_WINDOWS_MAX, 0);
+
+#[map]
+static RA_MAPPINGS: LruHashMap<u64, RaFileKey> = LruHashMap::with_max_entries(RA_MAPPINGS_MAX, 0);
+
+#[map]
+static RA_PENDING: Array<u64> = Array::with_max_entries(1, 0);
+
+#[map]
+static RA_BIND: PerCpuArray<RaBind> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static RA_TOTALS: PerCpuArray<RaTotals> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn layout() -> RaLayout {
+    // SAFETY: see page_cache::layout().
+    unsafe { core::ptr::read_volatile(&raw const RA_LAYOUT) }
+}
+
+/// # Safety
+/// `offset` must come from this kernel's format file for the running event.
+#[inline(always)]
+unsafe fn field<T>(ctx: &TracePointContext, offset: u32) -> Result<T, i64> {
+    unsafe { ctx.read_at::<T>(offset as usize) }.map_err(i64::from)
+}
+
+/// Adds to a counter shared by all CPUs.
+#[inline(always)]
+fn add(p: &mut u64, delta: u64) {
+    // SAFETY: a valid, aligned pointer into a map value; lowers to XADD (result unused).
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p as *mut u64, delta) };
+}
+
+/// Adds `delta` (wrapping: a negative change is its two's complement) to the pages pending.
+#[inline(always)]
+fn pending_add(delta: u64) {
+    if let Some(p) = RA_PENDING.get_ptr_mut(0) {
+        // SAFETY: a valid, aligned pointer into the array's value.
+        add(unsafe { &mut *p }, delta);
+    }
+}
+
+#[inline(always)]
+fn totals() -> Option<&'static mut RaTotals> {
+    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+    RA_TOTALS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
+}
+
+#[inline(always)]
+fn file(dev: u32, ino: u64) -> Option<&'static mut RaFileStats> {
+    let key = RaFileKey { dev, _pad: 0, ino };
+    // SAFETY: a pointer into the map's value, valid for this program run.
+    RA_FILES.get_ptr_mut(&key).map(|p| unsafe { &mut *p })
+}
+
+/// The file's stats, created on its first readahead event (a full map is counted).
+#[inline(always)]
+fn file_or_new(dev: u32, ino: u64) -> Option<&'static mut RaFileStats> {
+    if let Some(f) = file(dev, ino) {
+        return Some(f);
+    }
+    let key = RaFileKey { dev, _pad: 0, ino };
+    if RA_FILES.insert(&key, &RaFileStats::ZERO, u64::from(BPF_NOEXIST)).is_err() && file(dev, ino).is_none()
+    {
+        if let Some(t) = totals() {
+            t.untracked_files += 1;
+        }
+        return None;
+    }
+    file(dev, ino)
+}
+
+/// Remembers the current process as one triggering this file's readahead.
+#[inline(always)]
+fn note_trigger(f: &mut RaFileStats) {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    for i in 0..RA_TRIGGERS {
+        if f.triggers[i] == tgid {
+            return;
+        }
+        if f.triggers[i] == 0 {
+            f.triggers[i] = tgid;
+            return;
+        }
+    }
+}
+
+#[tracepoint]
+pub fn readahead_sync_ra(ctx: TracePointContext) -> u32 {
+    try_ra_event(&ctx, false).unwrap_or(0)
+}
+
+#[tracepoint]
+pub fn readahead_async_ra(ctx: TracePointContext) -> u32 {
+    try_ra_event(&ctx, true).unwrap_or(0)
+}
+
+/// A readahead decision (the window is computed after it: see try_order).
+fn try_ra_event(ctx: &TracePointContext, is_async: bool) -> Result<u32, i64> {
+    let l = layout();
+    if (is_async && l.async_ok == 0) || (!is_async && l.sync_ok == 0) {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (dev, ino, ra_pages, mmap_miss) = unsafe {
+        (
+            field::<u32>(ctx, l.ra_dev)?,
+            field::<u64>(ctx, l.ra_ino)?,
+            field::<u32>(ctx, l.ra_ra_pages)?,
+            field::<u32>(ctx, l.ra_mmap_miss)?,
+        )
+    };
+    // SAFETY: offset from the format file.
+    let index = unsafe { field::<u64>(ctx, l.ra_index)? };
+    if let Some(b) = RA_BIND.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+        unsafe { *b = RaBind { tid: bpf_get_current_pid_tgid() as u32, dev, ino, index } };
+    }
+    let f = file_or_new(dev, ino).ok_or(-1i64)?;
+    add(if is_async { &mut f.async_events } else { &mut f.sync_events }, 1);
+    f.max_window = ra_pages;
+    f.mmap_miss = mmap_miss;
+    note_trigger(f);
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn readahead_ra_order(ctx: TracePointContext) -> u32 {
+    try_order(&ctx).unwrap_or(0)
+}
+
+fn try_order(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.order_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (dev, ino, index, size, ra_pages) = unsafe {
+        (
+            field::<u32>(ctx, l.order_dev)?,
+            field::<u64>(ctx, l.order_ino)?,
+            field::<u64>(ctx, l.order_index)?,
+            field::<u32>(ctx, l.order_size)?,
+            field::<u32>(ctx, l.order_ra_pages)?,
+        )
+    };
+    let f = file_or_new(dev, ino).ok_or(-1i64)?;
+    f.max_window = ra_pages;
+    open_window(f, dev, ino, index, size as u64);
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn readahead_ra_unbounded(ctx: TracePointContext) -> u32 {
+    try_unbounded(&ctx).unwrap_or(0)
+}
+
+fn try_unbounded(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.unbounded_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (dev, ino, index, nr) = unsafe {
+        (
+            field::<u32>(ctx, l.unbounded_dev)?,
+            field::<u64>(ctx, l.unbounded_ino)?,
+            field::<u64>(ctx, l.unbounded_index)?,
+            field::<u64>(ctx, l.unbounded_nr)?,
+        )
+    };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // page_cache_ra_order() falls back to this for the rest of its own window: not a new window.
+    // SAFETY: a plain copy of this thread's record.
+    if let Some(w) = unsafe { RA_WINDOWS.get(&tid) }.copied() {
+        if in_window(&w, dev, ino, index) {
+            return Ok(0);
+        }
+    }
+    let f = file_or_new(dev, ino).ok_or(-1i64)?;
+    open_window(f, dev, ino, index, nr);
+    Ok(0)
+}
+
+/// Records the thread's new window `index..index+size` and counts it.
+#[inline(always)]
+fn open_window(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, size: u64) {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let w = RaWindow { dev, _pad: 0, ino, start: index, end: index.wrapping_add(size) };
+    let _ = RA_WINDOWS.insert(&tid, &w, 0);
+    add(&mut f.windows, 1);
+    add(&mut f.window_pages, size);
+    f.last_window = size as u32;
+    // SAFETY: helper without preconditions.
+    f.last_ns = unsafe { bpf_ktime_get_ns() };
+    note_trigger(f);
+}
+
+#[tracepoint]
+pub fn readahead_add_to_page_cache(ctx: TracePointContext) -> u32 {
+    try_add(&ctx).unwrap_or(0)
+}
+
+fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.add_ok == 0 {
+        return Ok(0);
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: a plain copy of this thread's record.
+    let Some(w) = (unsafe { RA_WINDOWS.get(&tid) }).copied() else { return Ok(0) };
+    // SAFETY: offsets from the format file.
+    let (dev, ino, index, order) = unsafe {
+        (
+            field::<u32>(ctx, l.folio_dev)?,
+            field::<u64>(ctx, l.folio_ino)?,
+            field::<u64>(ctx, l.folio_index)?,
+            field::<u8>(ctx, l.folio_order)?,
+        )
+    };
+    if !in_window(&w, dev, ino, index) {
+        return Ok(0);
+    }
+    let Some(f) = file(dev, ino) else { return Ok(0) };
+    let order = if order > 20 { 0 } else { order };
+    let pages = 1u64 << order;
+    add(&mut f.ra_pages, pages);
+    let key = RaPageKey { dev, _pad: 0, ino, index };
+    // SAFETY: helper without preconditions.
+    let page = RaPage { inserted_ns: unsafe { bpf_ktime_get_ns() }, pages };
+    if RA_PAGES.insert(&key, &page, 0).is_err() {
+        add(&mut f.untracked_pages, pages);
+        if let Some(t) = totals() {
+            t.untracked_pages += pages;
+        }
+    } else {
+        f.orders_seen |= 1 << order;
+        pending_add(pages);
+    }
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn readahead_delete_from_page_cache(ctx: TracePointContext) -> u32 {
+    try_delete(&ctx).unwrap_or(0)
+}
+
+fn try_delete(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.delete_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (dev, ino) = unsafe { (field::<u32>(ctx, l.folio_dev)?, field::<u64>(ctx, l.folio_ino)?) };
+    let Some(f) = file(dev, ino) else { return Ok(0) };
+    if f.pending() == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offset from the format file.
+    let index = unsafe { field::<u64>(ctx, l.folio_index)? };
+    let key = RaPageKey { dev, _pad: 0, ino, index };
+    // SAFETY: a plain copy of the value.
+    if let Some(p) = unsafe { RA_PAGES.get(&key) }.copied() {
+        if RA_PAGES.remove(&key).is_ok() {
+            add(&mut f.wasted_pages, p.pages);
+            pending_add(p.pages.wrapping_neg());
+        }
+    }
+    Ok(0)
+}
+
+#[tracepoint]
+pub fn readahead_get_pages(ctx: TracePointContext) -> u32 {
+    try_range(&ctx, false).unwrap_or(0)
+}
+
+#[tracepoint]
+pub fn readahead_map_pages(ctx: TracePointContext) -> u32 {
+    try_range(&ctx, true).unwrap_or(0)
+}
+
+fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
+    let l = layout();
+    if (mapped && l.map_ok == 0) || (!mapped && l.get_ok == 0) {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (dev, ino) = unsafe { (field::<u32>(ctx, l.range_dev)?, field::<u64>(ctx, l.range_ino)?) };
+    let Some(f) = file(dev, ino) else { return Ok(0) };
+    if f.pending() == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (index, last) = unsafe { (field::<u64>(ctx, l.range_index)?, field::<u64>(ctx, l.range_last)?) };
+    use_range(f, dev, ino, index, last);
+    Ok(0)
+}
+
+/// Called by the page-cache program on the raw `mm_filemap_get_pages` (crate::page_cache): a read
+/// of pages `index..=last` of the file whose `struct address_space` is at `mapping`. Costs two
+/// array lookups per read while no readahead page is pending anywhere; otherwise one hash lookup
+/// more, and the walk only while this file has pages pending.
+#[inline(always)]
+pub fn on_read_raw(mapping: u64, index: u64, last: u64) {
+    if layout().get_ok == 0 {
+        return;
+    }
+    if let Some(b) = RA_BIND.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+        let b = unsafe { &mut *b };
+        if binds(b, bpf_get_current_pid_tgid() as u32, index, last) {
+            let _ = RA_MAPPINGS.insert(&mapping, &RaFileKey { dev: b.dev, _pad: 0, ino: b.ino }, 0);
+            b.tid = 0;
+        }
+    }
+    // Nothing read ahead is waiting anywhere: no lookup (the usual cached read).
+    // SAFETY: a plain copy of the array's u64.
+    if unsafe { RA_PENDING.get(0) }.copied().unwrap_or(0) == 0 {
+        return;
+    }
+    // SAFETY: a plain copy of the value.
+    let Some(key) = (unsafe { RA_MAPPINGS.get(&mapping) }).copied() else { return };
+    let Some(f) = file(key.dev, key.ino) else { return };
+    if f.pending() == 0 {
+        return;
+    }
+    use_range(f, key.dev, key.ino, index, last);
+}
+
+#[tracepoint]
+pub fn readahead_fault(ctx: TracePointContext) -> u32 {
+    try_fault(&ctx).unwrap_or(0)
+}
+
+fn try_fault(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.fault_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (dev, ino) = unsafe { (field::<u32>(ctx, l.fault_dev)?, field::<u64>(ctx, l.fault_ino)?) };
+    let Some(f) = file(dev, ino) else { return Ok(0) };
+    if f.pending() == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offset from the format file.
+    let index = unsafe { field::<u64>(ctx, l.fault_index)? };
+    use_range(f, dev, ino, index, index);
+    Ok(0)
+}
+
+/// Marks the remembered folios covering pages `index..=last` used: walks folio by folio from the
+/// first one (which may start before `index`: a large folio is found at its aligned head).
+#[inline(always)]
+fn use_range(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, last: u64) {
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let mut at = index;
+    // The folio holding `index` may start before it: try each order seen on this file.
+    let orders = f.orders_seen & !1;
+    if orders != 0 {
+        let mut o = 1u32;
+        while o <= 10 {
+            if orders & (1 << o) != 0 {
+                let head = index & !((1u64 << o) - 1);
+                if head != index && take(f, dev, ino, head, now) >= (1u64 << o) {
+                    at = head + (1u64 << o);
+                    break;
+                }
+            }
+            o += 1;
+        }
+    }
+    let mut n = 0u32;
+    while n < RA_WALK_MAX && at <= last {
+        let pages = take(f, dev, ino, at, now);
+        at += if pages == 0 { 1 } else { pages };
+        n += 1;
+    }
+}
+
+/// Removes the folio whose head is `index` as used, counting it; returns its pages (0 if none).
+#[inline(always)]
+fn take(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, now: u64) -> u64 {
+    let key = RaPageKey { dev, _pad: 0, ino, index };
+    // SAFETY: a plain copy of the value.
+    let Some(p) = (unsafe { RA_PAGES.get(&key) }).copied() else { return 0 };
+    if RA_PAGES.remove(&key).is_err() {
+        // Another CPU used or evicted it first.
+        return 0;
+    }
+    add(&mut f.used_pages, p.pages);
+    pending_add(p.pages.wrapping_neg());
+    let b = use_bucket(now.saturating_sub(p.inserted_ns));
+    if b < f.use_hist.len() {
+        add(&mut f.use_hist[b], 1);
+    }
+    p.pages
+}

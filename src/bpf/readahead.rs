@@ -1,0 +1,412 @@
+//! The readahead probes' userspace half: offsets from tracefs, attaching, and reading RA_FILES
+//! into a [`ReadaheadSample`] with each file's path resolved from /proc (a bounded cache).
+
+use std::collections::HashMap as StdHashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use aya::maps::{HashMap, MapData, PerCpuArray};
+use aya::Ebpf;
+use ioscope_common::readahead::{
+    RaFileKey, RaFileStats, RaLayout, RaTotals, RA_FILES_MAP, RA_PAGES_MAX, RA_TOTALS_MAP,
+};
+
+use super::tracefs;
+use crate::sample::BpfProgramStatus;
+use crate::sample_readahead::{RaFileSample, RaTrigger, ReadaheadSample};
+
+/// Every readahead program: (program, category, event), in the order [`fill_layout`] handles them.
+pub const PROBES: [(&str, &str, &str); 9] = [
+    ("readahead_sync_ra", "readahead", "page_cache_sync_ra"),
+    ("readahead_async_ra", "readahead", "page_cache_async_ra"),
+    ("readahead_ra_order", "readahead", "page_cache_ra_order"),
+    ("readahead_ra_unbounded", "readahead", "page_cache_ra_unbounded"),
+    ("readahead_add_to_page_cache", "filemap", "mm_filemap_add_to_page_cache"),
+    ("readahead_delete_from_page_cache", "filemap", "mm_filemap_delete_from_page_cache"),
+    ("readahead_get_pages", "filemap", "mm_filemap_get_pages"),
+    ("readahead_map_pages", "filemap", "mm_filemap_map_pages"),
+    ("readahead_fault", "filemap", "mm_filemap_fault"),
+];
+
+/// The regular-tracepoint twin of the raw read-path program (see [`attach`]).
+const GET_PAGES: &str = "readahead_get_pages";
+
+/// A file with nothing pending and no readahead for this long is dropped from RA_FILES (its
+/// entry would otherwise hold a slot forever).
+const IDLE_NS: u64 = 60_000_000_000;
+/// Most paths remembered.
+const PATH_CACHE_MAX: usize = 4096;
+
+/// Reads each probe's format file; returns the layout and, per probe, Ok or why not.
+pub fn layout(tracefs_dir: &Path) -> (RaLayout, Vec<Result<(), String>>) {
+    let mut l = RaLayout::UNSET;
+    let results = PROBES
+        .iter()
+        .enumerate()
+        .map(|(i, (_, category, event))| {
+            std::fs::read_to_string(tracefs_dir.join("events").join(category).join(event).join("format"))
+                .with_context(|| format!("tracepoint {category}:{event} is not available on this kernel"))
+                .and_then(|t| fill_layout(&mut l, i, &t))
+                .map_err(|e| format!("{e:#}"))
+        })
+        .collect();
+    (l, results)
+}
+
+/// Fills in the offsets of probe `index` (of [`PROBES`]). Events that share a layout in the
+/// programs (sync/async, add/delete, get/map pages) must agree, else the second one is refused.
+pub fn fill_layout(l: &mut RaLayout, index: usize, text: &str) -> Result<()> {
+    let f = tracefs::parse_format(text)?;
+    let at = |name: &str, size: u32| -> Result<u32> { Ok(f.field_sized(name, size)?.offset) };
+    let same = |what: &str, a: &[u32], b: &[u32]| -> Result<()> {
+        if a != b {
+            return Err(anyhow!("{} lays out its fields unlike {what}", f.name));
+        }
+        Ok(())
+    };
+    match index {
+        0 | 1 => {
+            let offs = [
+                at("s_dev", 4)?,
+                at("i_ino", 8)?,
+                at("size", 4)?,
+                at("ra_pages", 4)?,
+                at("mmap_miss", 4)?,
+                at("index", 8)?,
+            ];
+            if l.sync_ok == 1 || l.async_ok == 1 {
+                let had = [l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss, l.ra_index];
+                same("page_cache_sync_ra", &had, &offs)?;
+            }
+            [l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss, l.ra_index] = offs;
+            if index == 0 {
+                l.sync_ok = 1;
+            } else {
+                l.async_ok = 1;
+            }
+        }
+        2 => {
+            l.order_dev = at("s_dev", 4)?;
+            l.order_ino = at("i_ino", 8)?;
+            l.order_index = at("index", 8)?;
+            l.order_size = at("size", 4)?;
+            l.order_ra_pages = at("ra_pages", 4)?;
+            l.order_ok = 1;
+        }
+        3 => {
+            l.unbounded_dev = at("s_dev", 4)?;
+            l.unbounded_ino = at("i_ino", 8)?;
+            l.unbounded_index = at("index", 8)?;
+            l.unbounded_nr = at("nr_to_read", 8)?;
+            l.unbounded_ok = 1;
+        }
+        4 | 5 => {
+            let offs = [at("s_dev", 4)?, at("i_ino", 8)?, at("index", 8)?, at("order", 1)?];
+            if l.add_ok == 1 || l.delete_ok == 1 {
+                same(
+                    "mm_filemap_add_to_page_cache",
+                    &[l.folio_dev, l.folio_ino, l.folio_index, l.folio_order],
+                    &offs,
+                )?;
+            }
+            [l.folio_dev, l.folio_ino, l.folio_index, l.folio_order] = offs;
+            if index == 4 {
+                l.add_ok = 1;
+            } else {
+                l.delete_ok = 1;
+            }
+        }
+        6 | 7 => {
+            let offs = [at("s_dev", 4)?, at("i_ino", 8)?, at("index", 8)?, at("last_index", 8)?];
+            if l.get_ok == 1 || l.map_ok == 1 {
+                same(
+                    "mm_filemap_get_pages",
+                    &[l.range_dev, l.range_ino, l.range_index, l.range_last],
+                    &offs,
+                )?;
+            }
+            [l.range_dev, l.range_ino, l.range_index, l.range_last] = offs;
+            if index == 6 {
+                l.get_ok = 1;
+            } else {
+                l.map_ok = 1;
+            }
+        }
+        8 => {
+            l.fault_dev = at("s_dev", 4)?;
+            l.fault_ino = at("i_ino", 8)?;
+            l.fault_index = at("index", 8)?;
+            l.fault_ok = 1;
+        }
+        _ => return Err(anyhow!("no readahead probe {index}")),
+    }
+    Ok(())
+}
+
+/// Attaches every program whose layout is known and takes the maps. With `raw_read` (the
+/// page-cache program on the raw `mm_filemap_get_pages` is attached), that program serves the
+/// read path for readahead too and `readahead_get_pages` (a regular tracepoint, whose record costs
+/// several times more per read) is not attached.
+pub fn attach(
+    ebpf: &mut Ebpf,
+    layouts: &[Result<(), String>],
+    raw_read: bool,
+) -> (Vec<BpfProgramStatus>, Option<ReadaheadMaps>) {
+    let mut statuses: Vec<BpfProgramStatus> = PROBES
+        .iter()
+        .zip(layouts)
+        .filter(|((program, _, _), _)| !(raw_read && *program == GET_PAGES))
+        .map(|((program, category, event), l)| match l {
+            Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
+            Err(e) => super::program_status(program, category, event, Err(e.clone())),
+        })
+        .collect();
+    // Without a window or an insertion nothing is ever remembered.
+    let needed = ["readahead:page_cache_ra_order", "filemap:mm_filemap_add_to_page_cache"];
+    if !needed.iter().all(|t| statuses.iter().any(|s| s.attached && s.tracepoint == *t)) {
+        return (statuses, None);
+    }
+    match ReadaheadMaps::take(ebpf, &statuses) {
+        Ok(maps) => (statuses, Some(maps)),
+        Err(e) => {
+            for s in statuses.iter_mut() {
+                s.error.get_or_insert_with(|| format!("{e:#}"));
+            }
+            (statuses, None)
+        }
+    }
+}
+
+pub struct ReadaheadMaps {
+    files: HashMap<MapData, RaFileKey, RaFileStats>,
+    totals: PerCpuArray<MapData, RaTotals>,
+    attached: Vec<String>,
+    paths: PathCache,
+}
+
+impl ReadaheadMaps {
+    fn take(ebpf: &mut Ebpf, statuses: &[BpfProgramStatus]) -> Result<ReadaheadMaps> {
+        let mut take =
+            |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} is not in the eBPF object"));
+        let files = HashMap::try_from(take(RA_FILES_MAP)?)?;
+        let totals = PerCpuArray::try_from(take(RA_TOTALS_MAP)?)?;
+        let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
+        Ok(ReadaheadMaps { files, totals, attached, paths: PathCache::default() })
+    }
+
+    /// The counters as of now; files idle for a minute with nothing pending are removed after
+    /// being reported once more.
+    pub fn read(&mut self) -> Result<ReadaheadSample> {
+        let now = crate::collect::monotonic_ns();
+        let entries: Vec<(RaFileKey, RaFileStats)> =
+            self.files.iter().collect::<Result<_, _>>().context("reading RA_FILES")?;
+        let mut files = Vec::with_capacity(entries.len());
+        // Each process is asked once per sample, whatever the number of its files.
+        let mut comms: StdHashMap<u32, String> = StdHashMap::new();
+        let mut scans = ProcessScans::default();
+        for (key, s) in entries {
+            if s.pending() == 0 && now.saturating_sub(s.last_ns) > IDLE_NS {
+                let _ = self.files.remove(&key);
+            }
+            let triggers: Vec<RaTrigger> = s
+                .triggers
+                .iter()
+                .filter(|&&pid| pid != 0)
+                .map(|&pid| RaTrigger { pid, comm: comms.entry(pid).or_insert_with(|| comm_of(pid)).clone() })
+                .collect();
+            let path = self.paths.resolve(key.dev, key.ino, &triggers, &mut scans);
+            files.push(to_sample(&key, &s, path, triggers));
+        }
+        files.sort_by_key(|f| (f.dev, f.ino));
+        let per_cpu = self.totals.get(&0, 0).context("reading RA_TOTALS")?;
+        Ok(ReadaheadSample {
+            attached: self.attached.clone(),
+            files,
+            untracked_pages: per_cpu.iter().map(|t| t.untracked_pages).sum(),
+            untracked_files: per_cpu.iter().map(|t| t.untracked_files).sum(),
+            page_map_capacity: u64::from(RA_PAGES_MAX),
+        })
+    }
+}
+
+pub fn to_sample(
+    key: &RaFileKey,
+    s: &RaFileStats,
+    path: Option<String>,
+    triggers: Vec<RaTrigger>,
+) -> RaFileSample {
+    RaFileSample {
+        dev: key.dev,
+        ino: key.ino,
+        path,
+        sync_events: s.sync_events,
+        async_events: s.async_events,
+        windows: s.windows,
+        window_pages: s.window_pages,
+        ra_pages: s.ra_pages,
+        used_pages: s.used_pages,
+        wasted_pages: s.wasted_pages,
+        untracked_pages: s.untracked_pages,
+        last_window: s.last_window,
+        max_window: s.max_window,
+        mmap_miss: s.mmap_miss,
+        triggers,
+        use_hist: s.use_hist.to_vec(),
+    }
+}
+
+fn comm_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
+}
+
+/// The kernel's dev_t (major << 20 | minor) of a userspace `st_dev`.
+pub fn kernel_dev(st_dev: u64) -> u32 {
+    let major = libc::major(st_dev);
+    let minor = libc::minor(st_dev);
+    (major << 20) | (minor & 0xfffff)
+}
+
+/// Paths of (dev, ino) found in the open files and mappings of the processes that triggered
+/// readahead. Bounded: cleared when full (paths are then looked up again).
+#[derive(Default)]
+struct PathCache {
+    known: StdHashMap<(u32, u64), String>,
+}
+
+impl PathCache {
+    fn resolve(
+        &mut self,
+        dev: u32,
+        ino: u64,
+        triggers: &[RaTrigger],
+        scans: &mut ProcessScans,
+    ) -> Option<String> {
+        if let Some(p) = self.known.get(&(dev, ino)) {
+            return Some(p.clone());
+        }
+        for t in triggers {
+            if let Some(p) = scans.files_of(t.pid).get(&(dev, ino)) {
+                if self.known.len() >= PATH_CACHE_MAX {
+                    self.known.clear();
+                }
+                self.known.insert((dev, ino), p.clone());
+                return Some(p.clone());
+            }
+        }
+        None
+    }
+}
+
+/// Per sample: the files each process has open or mapped, (dev, ino) → path, read once.
+#[derive(Default)]
+struct ProcessScans {
+    by_pid: StdHashMap<u32, StdHashMap<(u32, u64), String>>,
+}
+
+impl ProcessScans {
+    fn files_of(&mut self, pid: u32) -> &StdHashMap<(u32, u64), String> {
+        self.by_pid.entry(pid).or_insert_with(|| scan_process(pid))
+    }
+}
+
+/// The files `pid` has open (/proc/PID/fd), then mapped (/proc/PID/maps).
+fn scan_process(pid: u32) -> StdHashMap<(u32, u64), String> {
+    let mut found = StdHashMap::new();
+    if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        for (key, path) in maps_files(&maps) {
+            found.insert(key, path);
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        for e in dir.flatten() {
+            let Ok(m) = std::fs::metadata(e.path()) else { continue };
+            if !m.is_file() {
+                continue;
+            }
+            if let Ok(p) = std::fs::read_link(e.path()) {
+                found.insert((kernel_dev(m.dev()), m.ino()), p.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found
+}
+
+/// Every file mapping of a /proc/PID/maps text: ((dev, ino), path), device as hex "major:minor".
+pub fn maps_files(maps: &str) -> impl Iterator<Item = ((u32, u64), String)> + '_ {
+    maps.lines().filter_map(|line| {
+        let mut cols = line.split_whitespace();
+        let (_, _, _, d, i) = (cols.next()?, cols.next()?, cols.next()?, cols.next()?, cols.next()?);
+        let (maj, min) = d.split_once(':')?;
+        let kdev = (u32::from_str_radix(maj, 16).ok()? << 20) | u32::from_str_radix(min, 16).ok()?;
+        let ino = i.parse::<u64>().ok().filter(|&i| i != 0)?;
+        let path: Vec<&str> = cols.collect();
+        (!path.is_empty()).then(|| ((kdev, ino), path.join(" ")))
+    })
+}
+
+/// The path of the mapping of (dev, ino) in a /proc/PID/maps text.
+pub fn path_in_maps(maps: &str, dev: u32, ino: u64) -> Option<String> {
+    maps_files(maps).find(|(key, _)| *key == (dev, ino)).map(|(_, path)| path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(category: &str, event: &str) -> Option<String> {
+        std::fs::read_to_string(format!("/sys/kernel/tracing/events/{category}/{event}/format")).ok()
+    }
+
+    const SYNC_RA: &str = "name: page_cache_sync_ra\nID: 617\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned long i_ino;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:dev_t s_dev;\toffset:16;\tsize:4;\tsigned:0;\n\tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:unsigned int order;\toffset:32;\tsize:4;\tsigned:0;\n\tfield:unsigned int size;\toffset:36;\tsize:4;\tsigned:0;\n\tfield:unsigned int async_size;\toffset:40;\tsize:4;\tsigned:0;\n\tfield:unsigned int ra_pages;\toffset:44;\tsize:4;\tsigned:0;\n\tfield:unsigned int mmap_miss;\toffset:48;\tsize:4;\tsigned:0;\n\nprint fmt: \"\"\n";
+
+    #[test]
+    fn layout_comes_from_the_6_18_format() {
+        let mut l = RaLayout::UNSET;
+        fill_layout(&mut l, 0, SYNC_RA).unwrap();
+        assert_eq!(
+            (l.sync_ok, l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss),
+            (1, 16, 8, 36, 44, 48)
+        );
+        // The async event with the same layout is accepted, one laid out differently is refused.
+        fill_layout(&mut l, 1, &SYNC_RA.replace("sync", "async")).unwrap();
+        assert_eq!(l.async_ok, 1);
+        let mut l2 = l;
+        l2.async_ok = 0;
+        let moved = SYNC_RA.replace("offset:48", "offset:52");
+        assert!(fill_layout(&mut l2, 1, &moved).unwrap_err().to_string().contains("unlike"));
+    }
+
+    #[test]
+    fn a_renamed_field_is_named_in_the_error() {
+        let mut l = RaLayout::UNSET;
+        let e = fill_layout(&mut l, 0, &SYNC_RA.replace("mmap_miss", "mmap_misses")).unwrap_err();
+        assert!(format!("{e:#}").contains("mmap_miss"), "{e:#}");
+        assert_eq!(l.sync_ok, 0);
+    }
+
+    #[test]
+    fn every_probe_reads_this_kernels_format_when_there_is_one() {
+        let mut l = RaLayout::UNSET;
+        for (i, (_, c, e)) in PROBES.iter().enumerate() {
+            if let Some(text) = fixture(c, e) {
+                fill_layout(&mut l, i, &text).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn mappings_give_the_path_of_device_and_inode() {
+        let maps = "7f00-7f10 r--s 00000000 07:00 12 /mnt/db/col file.bin\n\
+                    7f10-7f20 r-xp 00000000 fd:01 99 /usr/bin/x\n";
+        assert_eq!(path_in_maps(maps, 7 << 20, 12).as_deref(), Some("/mnt/db/col file.bin"));
+        assert_eq!(path_in_maps(maps, (0xfd << 20) | 1, 99).as_deref(), Some("/usr/bin/x"));
+        assert_eq!(path_in_maps(maps, 7 << 20, 13), None);
+    }
+
+    #[test]
+    fn kernel_dev_encodes_major_and_minor() {
+        assert_eq!(kernel_dev(libc::makedev(7, 3)), (7 << 20) | 3);
+        assert_eq!(kernel_dev(libc::makedev(259, 65536)), (259 << 20) | 65536);
+    }
+}

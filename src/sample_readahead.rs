@@ -1,0 +1,61 @@
+//! The readahead probes' raw counters as they go into a [`crate::sample::Sample`] (recorded and
+//! replayed like every other counter). Cumulative per file since the file's entry was created;
+//! ioscope_common::readahead says what each counts, the README's "Readahead" section the figures
+//! derived from them.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReadaheadSample {
+    /// "category:event" of each readahead program attached.
+    pub attached: Vec<String>,
+    pub files: Vec<RaFileSample>,
+    /// Readahead pages never tracked because the page map was full (cumulative, all files).
+    pub untracked_pages: u64,
+    /// Readahead events lost because the file map was full (cumulative).
+    pub untracked_files: u64,
+    /// The page map's capacity (folios), to show how close it is to full.
+    pub page_map_capacity: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RaFileSample {
+    /// The filesystem's device as the kernel encodes it (major << 20 | minor).
+    pub dev: u32,
+    pub ino: u64,
+    /// The file's path when a process using it showed it in /proc (None: not known).
+    pub path: Option<String>,
+    pub sync_events: u64,
+    pub async_events: u64,
+    pub windows: u64,
+    pub window_pages: u64,
+    pub ra_pages: u64,
+    pub used_pages: u64,
+    pub wasted_pages: u64,
+    pub untracked_pages: u64,
+    /// Gauges: the last window (pages), the file's maximum window (`ra_pages`), `mmap_miss`.
+    pub last_window: u32,
+    pub max_window: u32,
+    pub mmap_miss: u32,
+    /// Processes that triggered readahead on this file.
+    pub triggers: Vec<RaTrigger>,
+    /// Time from readahead to first use: log2 µs buckets (ioscope_common::readahead::use_bucket).
+    pub use_hist: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RaTrigger {
+    pub pid: u32,
+    /// From /proc when the sample was taken (empty once the process is gone).
+    pub comm: String,
+}
+
+impl RaFileSample {
+    /// The file's device as "major:minor".
+    pub fn dev_name(&self) -> String {
+        format!("{}:{}", self.dev >> 20, self.dev & ((1 << 20) - 1))
+    }
+}

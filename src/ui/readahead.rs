@@ -1,0 +1,272 @@
+//! The readahead view (`w`): per device and per file, pages read ahead, used and evicted unused
+//! (wasted), the windows, and plain-language hints; Enter opens the selected file's detail with the
+//! time-to-first-use histogram. A pure render of the model's `readahead` part.
+
+use crossterm::event::KeyCode;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, Wrap};
+use ratatui::Frame;
+
+use crate::model::readahead::{RaFileModel, ReadaheadModel, HIGH_WASTE_PCT};
+use crate::model::Model;
+use crate::ui::format;
+use crate::ui::state::{Action, UiState};
+use crate::ui::theme::{Level, Theme};
+
+/// The view's keys, handled before the general ones: `w` opens and closes it; while it is open,
+/// Esc closes (the detail first), Enter opens the selected file's detail, j/k/arrows/g/G select.
+pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
+    if code == KeyCode::Char('w') {
+        state.readahead_view = !state.readahead_view;
+        state.readahead_detail = false;
+        return Some(Action::Redraw);
+    }
+    if !state.readahead_view {
+        return None;
+    }
+    let step = |state: &mut UiState, by: i64| {
+        state.selected_readahead = (state.selected_readahead as i64 + by).max(0) as usize;
+        Some(Action::Redraw)
+    };
+    match code {
+        KeyCode::Esc if state.readahead_detail => {
+            state.readahead_detail = false;
+            Some(Action::Redraw)
+        }
+        KeyCode::Esc => {
+            state.readahead_view = false;
+            Some(Action::Redraw)
+        }
+        KeyCode::Enter => {
+            state.readahead_detail = !state.readahead_detail;
+            Some(Action::Redraw)
+        }
+        KeyCode::Down | KeyCode::Char('j') => step(state, 1),
+        KeyCode::Up | KeyCode::Char('k') => step(state, -1),
+        KeyCode::Home | KeyCode::Char('g') => step(state, i64::MIN / 2),
+        KeyCode::End | KeyCode::Char('G') => step(state, i64::MAX / 2),
+        _ => None,
+    }
+}
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
+    let theme = Theme { color: state.color };
+    let keys =
+        if state.readahead_detail { "Enter/Esc back" } else { "w/Esc back  ↑↓ file  Enter detail" };
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(theme.dim())
+        .title(Span::styled(format!("▶ Readahead  {keys} "), theme.title(true)));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let Some(ra) = model.readahead.as_ref() else {
+        let why = if model.bpf.enabled {
+            "the readahead probes are not attached (see the probe health view, e)"
+        } else {
+            "eBPF is off: readahead needs the readahead:* and filemap:* tracepoints (run as root)"
+        };
+        frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), inner);
+        return;
+    };
+    let selected = state.selected_readahead.min(ra.files.len().saturating_sub(1));
+    if state.readahead_detail {
+        if let Some(f) = ra.files.get(selected) {
+            return render_detail(frame, inner, f, state);
+        }
+    }
+    let hint_lines = hint_lines(ra, &theme);
+    // Rows the wrapped hints take (each hint wraps at the width), at most a third of the view.
+    let width = inner.width.max(8) as usize;
+    let wrapped: usize = hint_lines.iter().map(|l| l.width().div_ceil(width - width / 8).max(1)).sum();
+    let hint_h = (wrapped as u16).min(inner.height / 3).max(1);
+    let dev_h = (ra.devices.len() as u16 + 1).max(2);
+    let [dev_area, hint_area, file_area] =
+        Layout::vertical([Constraint::Length(dev_h), Constraint::Length(hint_h), Constraint::Fill(1)])
+            .areas(inner);
+    render_devices(frame, dev_area, ra, state);
+    frame.render_widget(Paragraph::new(hint_lines).wrap(Wrap { trim: true }), hint_area);
+    render_files(frame, file_area, ra, selected, state);
+}
+
+fn hint_lines(ra: &ReadaheadModel, theme: &Theme) -> Vec<Line<'static>> {
+    if ra.hints.is_empty() {
+        return vec![Line::from(Span::styled(
+            "No readahead waste worth a hint in this interval.",
+            theme.dim(),
+        ))];
+    }
+    ra.hints.iter().map(|h| Line::from(Span::styled(format!("⚠ {h}"), theme.level(Level::Warn)))).collect()
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map(format::percent).unwrap_or_else(|| "-".into())
+}
+
+fn waste_style(theme: &Theme, v: Option<f64>) -> ratatui::style::Style {
+    match v {
+        Some(w) => theme.level(Level::of(w, HIGH_WASTE_PCT / 2.0, HIGH_WASTE_PCT)),
+        None => theme.dim(),
+    }
+}
+
+fn render_devices(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, state: &UiState) {
+    let theme = Theme { color: state.color };
+    let u = state.units;
+    let header = Row::new(["Device", "ra_kb", "RA pg/s", "used/s", "wasted/s", "waste%", "RA%rd", "pending"])
+        .style(theme.table_header());
+    let rows: Vec<Row> = ra
+        .devices
+        .iter()
+        .map(|d| {
+            Row::new(vec![
+                Span::raw(d.name.clone()),
+                Span::raw(d.read_ahead_kb.map(|k| k.to_string()).unwrap_or_else(|| "-".into())),
+                Span::raw(format::count(d.ra_pages_s, u)),
+                Span::raw(format::count(d.used_pages_s, u)),
+                Span::raw(format::count(d.wasted_pages_s, u)),
+                Span::styled(pct(d.waste_pct), waste_style(&theme, d.waste_pct)),
+                Span::raw(pct(d.ra_read_share_pct)),
+                Span::raw(d.pending_pages.to_string()),
+            ])
+        })
+        .collect();
+    let widths = [12, 6, 8, 8, 8, 6, 6, 8].map(Constraint::Length);
+    let rows =
+        if rows.is_empty() { vec![Row::new(["(no readahead seen yet)"]).style(theme.dim())] } else { rows };
+    frame.render_widget(Table::new(rows, widths).header(header), area);
+}
+
+/// `s` cut to `max` characters from the left, keeping the end (a path's file name).
+fn tail(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let mut out = String::from("…");
+    out.extend(s.chars().skip(n - max + 1));
+    out
+}
+
+fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: usize, state: &UiState) {
+    let theme = Theme { color: state.color };
+    let wide = area.width >= 120;
+    let mut head = vec!["File", "sync", "async", "window", "RA pg", "used", "wasted", "waste%"];
+    let mut widths = vec![6u16, 6, 8, 7, 7, 7, 6];
+    if wide {
+        head.extend(["max", "mmap_miss", "processes"]);
+        widths.extend([6, 9, 24]);
+    }
+    let fixed: u16 = widths.iter().sum::<u16>() + widths.len() as u16;
+    let file_w = area.width.saturating_sub(fixed).max(12);
+    let mut constraints = vec![Constraint::Length(file_w)];
+    constraints.extend(widths.iter().map(|w| Constraint::Length(*w)));
+    let body_rows = area.height.saturating_sub(1) as usize;
+    let first = selected.saturating_sub(body_rows.saturating_sub(1));
+    let rows: Vec<Row> = ra
+        .files
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(body_rows)
+        .map(|(i, f)| {
+            let name = tail(&f.path, file_w as usize);
+            let mut cells = vec![
+                if f.path_known { Span::raw(name) } else { Span::styled(name, theme.dim()) },
+                Span::raw(f.sync_events.to_string()),
+                Span::raw(f.async_events.to_string()),
+                Span::raw(format!("{}{}", f.window_pages, f.window_trend.arrow())),
+                Span::raw(f.ra_pages.to_string()),
+                Span::raw(f.used_pages.to_string()),
+                Span::raw(f.wasted_pages.to_string()),
+                Span::styled(pct(f.waste_pct), waste_style(&theme, f.waste_pct)),
+            ];
+            if wide {
+                cells.push(Span::raw(f.max_window_pages.to_string()));
+                cells.push(Span::raw(f.mmap_miss.to_string()));
+                cells.push(Span::raw(f.processes.join(" ")));
+            }
+            let row = Row::new(cells);
+            if i == selected {
+                row.style(theme.selected_row())
+            } else {
+                row
+            }
+        })
+        .collect();
+    let rows = if ra.files.is_empty() {
+        vec![Row::new(["(no file read ahead in this interval)"]).style(theme.dim())]
+    } else {
+        rows
+    };
+    let mut t = Table::new(rows, constraints).header(Row::new(head).style(theme.table_header()));
+    if ra.untracked_pages_total > 0 {
+        t = t.footer(Row::new([format!(
+            "{} readahead pages untracked since start (page map full)",
+            ra.untracked_pages_total
+        )]));
+    }
+    frame.render_widget(t, area);
+}
+
+fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, state: &UiState) {
+    let theme = Theme { color: state.color };
+    let mut lines = vec![
+        Line::from(Span::styled(f.path.clone(), theme.title(true))),
+        Line::from(format!("device {} ({}), inode {}", f.device, f.dev, f.ino)),
+        Line::from(format!(
+            "events: {} sync, {} async, {} windows; window {} pages ({} KiB) {}, max {} pages; mmap_miss {}",
+            f.sync_events,
+            f.async_events,
+            f.windows,
+            f.window_pages,
+            f.window_kb,
+            format!("{:?}", f.window_trend).to_lowercase(),
+            f.max_window_pages,
+            f.mmap_miss
+        )),
+        Line::from(format!(
+            "pages this interval: {} read ahead, {} used, {} wasted (waste {}%), {} pending",
+            f.ra_pages,
+            f.used_pages,
+            f.wasted_pages,
+            pct(f.waste_pct),
+            f.pending_pages
+        )),
+        Line::from(format!(
+            "triggered by: {}",
+            if f.processes.is_empty() { "-".into() } else { f.processes.join(", ") }
+        )),
+        Line::from(""),
+        Line::from(Span::styled("time from readahead to first use (this interval)", theme.table_header())),
+    ];
+    let max = f.first_use_hist.iter().copied().max().unwrap_or(0);
+    let last_used = f.first_use_hist.iter().rposition(|&n| n > 0);
+    let first_used = f.first_use_hist.iter().position(|&n| n > 0);
+    match (first_used, last_used) {
+        (Some(a), Some(b)) => {
+            let bar_w = area.width.saturating_sub(24).max(4) as u64;
+            for (i, &n) in f.first_use_hist.iter().enumerate().take(b + 1).skip(a) {
+                let bar = "█".repeat(((n * bar_w).div_ceil(max.max(1))) as usize);
+                lines.push(Line::from(format!("{:>9} {:>8} {bar}", bucket_label(i), n)));
+            }
+        }
+        _ => lines.push(Line::from(Span::styled("(no first use in this interval)", theme.dim()))),
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// The lower bound of log2 µs bucket `i`: "<2µs", "4µs", "1ms", "2s".
+fn bucket_label(i: usize) -> String {
+    if i == 0 {
+        return "<2µs".into();
+    }
+    let us = 1u64 << i;
+    if us < 1000 {
+        format!("≥{us}µs")
+    } else if us < 1_000_000 {
+        format!("≥{}ms", us / 1000)
+    } else {
+        format!("≥{}s", us / 1_000_000)
+    }
+}
