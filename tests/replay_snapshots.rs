@@ -109,6 +109,7 @@ fn reader(m: &ioscope::model::Model) -> Option<&ioscope::model::ProcessModel> {
 const COLD_WARM: &str = "assets/demo/cold-vs-warm-read.rec";
 const SMALL_LARGE: &str = "assets/demo/small-vs-large-writes.rec";
 const DIRTY: &str = "assets/demo/dirty-threshold-stall.rec";
+const READAHEAD: &str = "assets/demo/readahead-waste.rec";
 
 #[test]
 fn demo_cold_vs_warm_read() {
@@ -170,6 +171,51 @@ fn demo_dirty_threshold_stall() {
         screen(DIRTY, pos, 160, 48, |s| s.focus = ioscope::ui::Pane::Memory)
     );
     insta::assert_snapshot!("demo_dirty_stall_80x24", screen(DIRTY, pos, 80, 24, |_| {}));
+}
+
+/// The demo's database file in the readahead table.
+fn table_db(m: &ioscope::model::Model) -> Option<&ioscope::model::readahead::RaFileModel> {
+    m.readahead.as_ref()?.files.iter().find(|f| f.path.ends_with("/mnt/table.db"))
+}
+
+#[test]
+fn demo_readahead_waste() {
+    let all = models(READAHEAD);
+    let ra = |m: &ioscope::model::Model| table_db(m).map_or(0, |f| f.ra_pages);
+    let loop0 = |m: &ioscope::model::Model| m.devices.iter().find(|d| d.name == "loop0").cloned().unwrap();
+    // The moment: the file's read-around pages evicted unused (POSIX_FADV_DONTNEED, as reclaim).
+    let pos = argmax(&all, |m| table_db(m).map_or(0.0, |f| f.wasted_pages as f64));
+    let f = table_db(&all[pos - 1].1).unwrap();
+    // Before it, 3,000 random 4 KiB touches through the mapping with no hint: read-around
+    // brought in several times the 3,000 pages asked for, and the disk read mostly readahead.
+    let before = &all[..pos - 1];
+    let read_ahead: u64 = before.iter().map(|(_, m)| ra(m)).sum();
+    assert!(read_ahead > 5 * 3000, "pages read ahead for 3,000 touches: {read_ahead}");
+    let peak = argmax(before, |m| ra(m) as f64);
+    let (d, share) = (loop0(&all[peak - 1].1), all[peak - 1].1.readahead.as_ref().unwrap());
+    let dev_ra = share.devices.iter().find(|d| d.name == "loop0").unwrap();
+    assert!(dev_ra.ra_read_share_pct.unwrap() > 75.0 && d.rareq_sz > 32.0, "{d:?} {dev_ra:?}");
+    // The eviction: a good part of it was never used, and the view says so.
+    assert!(f.wasted_pages > 0 && f.wasted_pages as f64 > 0.2 * read_ahead as f64, "{f:?}");
+    assert_eq!(f.waste_pct, Some(100.0), "{f:?}");
+    let hints = &all[pos - 1].1.readahead.as_ref().unwrap().hints;
+    assert!(
+        hints.iter().any(|h| h.contains("table.db") && h.contains("lower read_ahead_kb on loop0")),
+        "{hints:?}"
+    );
+    // After it, the same touches with MADV_RANDOM: the disk reads 4 KiB pages, readahead is gone.
+    let after = &all[pos..];
+    let busiest = argmax(after, |m| loop0(m).r_s);
+    let (d, m) = (loop0(&all[busiest - 1].1), &all[busiest - 1].1);
+    assert!(d.r_s > 200.0 && d.rareq_sz <= 8.0, "{d:?}");
+    let ra_after: u64 = after.iter().map(|(_, m)| ra(m)).sum();
+    assert!(ra_after * 10 < read_ahead, "read ahead before {read_ahead}, after {ra_after}");
+    assert_eq!(ra(m), 0, "{:?}", table_db(m));
+    let view = |s: &mut UiState| s.readahead_view = true;
+    insta::assert_snapshot!("demo_readahead_waste_160x48", screen(READAHEAD, pos, 160, 48, view));
+    insta::assert_snapshot!("demo_readahead_waste_80x24", screen(READAHEAD, pos, 80, 24, view));
+    // And while fio reads: read-around pages per second against the pages used.
+    insta::assert_snapshot!("demo_readahead_reading_80x24", screen(READAHEAD, peak, 80, 24, view));
 }
 
 #[test]

@@ -3,18 +3,19 @@
 #
 #   sudo assets/demo/make-demos.sh [path/to/ioscope [story...]]
 #
-# The binary defaults to target/debug/ioscope; the stories (default: all) are cold, small, dirty.
+# The binary defaults to target/debug/ioscope; the stories (default: all) are cold, small, dirty,
+# readahead.
 #
 # Each story: a loop device backed by a sparse image in /var/tmp with direct I/O on (so the loop
 # device's reads really reach the disk instead of the image's page cache), `ioscope record` at
-# 0.5 s while the workload runs, then everything is torn down and any changed sysctl restored,
+# 0.5 s (readahead: 1 s) while the workload runs, then everything is torn down and any changed sysctl restored,
 # also on failure or Ctrl-C.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/debug/ioscope}
 shift || true
-STORIES=${*:-cold small dirty}
+STORIES=${*:-cold small dirty readahead}
 OUT=assets/demo
 [ "$(id -u)" = 0 ] || { echo "make-demos.sh: needs root (loop devices, mount, sysctl)" >&2; exit 1; }
 command -v fio >/dev/null || { echo "make-demos.sh: needs fio" >&2; exit 1; }
@@ -58,8 +59,8 @@ loop_teardown() {
     rm -f "$WORK/disk.img"
 }
 
-record() { # name seconds: record in the background
-    "$BIN" record --force -i 0.5 -d "$2" -o "$OUT/$1.rec" &
+record() { # name seconds [interval]: record in the background (every 0.5 s unless told)
+    "$BIN" record --force -i "${3:-0.5}" -d "$2" -o "$OUT/$1.rec" &
     RECORDER=$!
     sleep 1.5
 }
@@ -114,10 +115,38 @@ wait "$RECORDER"
 loop_teardown
 }
 
+# 4. Readahead waste: a "write-only database" that reads. A cold 256 MiB file, read through a
+#    shared mapping by fio with random 4 KiB touches (3,000 of them, 1,000/s) and no access hint:
+#    every fault reads around it (read_ahead_kb 128: 32-page windows), most of it never touched.
+#    Then the file's pages are dropped (POSIX_FADV_DONTNEED, as reclaim would under memory
+#    pressure): the read-around pages nobody used are evicted unused, wasted. Then the same
+#    touches with fio's `--fadvise_hint=random` (madvise(MADV_RANDOM)): no read-around, one page
+#    per touch.
+story_readahead() {
+loop_fs 1G
+echo 128 > "/sys/block/${LOOP#/dev/}/queue/read_ahead_kb"
+dd if=/dev/zero of="$MNT/table.db" bs=1M count=256 status=none conv=fsync
+dd if="$MNT/table.db" iflag=nocache count=0 status=none
+# Every second: the readahead table lists every file any process on the machine read ahead, so
+# this recording grows faster than the others; a coarser interval keeps it small.
+record readahead-waste 11 1
+touches() { # hint
+    fio --name="touch-$1" --filename="$MNT/table.db" --size=256m --ioengine=mmap --rw=randread \
+        --bs=4k --number_ios=3000 --rate_iops=1000 --fadvise_hint="$1" --output=/dev/null
+}
+touches 0
+sleep 1
+dd if="$MNT/table.db" iflag=nocache count=0 status=none  # evict: the unused read-around is wasted
+sleep 1
+touches random
+wait "$RECORDER"
+loop_teardown
+}
+
 for story in $STORIES; do
     case $story in
-        cold|small|dirty) "story_$story" ;;
-        *) echo "make-demos.sh: unknown story '$story' (cold, small, dirty)" >&2; exit 2 ;;
+        cold|small|dirty|readahead) "story_$story" ;;
+        *) echo "make-demos.sh: unknown story '$story' (cold, small, dirty, readahead)" >&2; exit 2 ;;
     esac
 done
 ls -l "$OUT"/*.rec
