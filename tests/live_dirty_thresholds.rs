@@ -19,7 +19,6 @@ use ioscope::collect::{collect, SystemRoot};
 use ioscope::model::Model;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
-const VM: &str = "/proc/sys/vm";
 
 /// Both tests read global kernel state and one changes it: never run them concurrently.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -83,43 +82,6 @@ impl Drop for TraceInstance {
     }
 }
 
-/// The four dirty-limit sysctls as they were; written back on drop. Writing a `_bytes` setting
-/// zeroes its `_ratio` twin and vice versa, so the non-zero one of each pair is restored.
-struct DirtySettingsGuard {
-    saved: Vec<(&'static str, String)>,
-}
-
-impl DirtySettingsGuard {
-    fn save() -> DirtySettingsGuard {
-        let read = |name: &'static str| (name, fs::read_to_string(Path::new(VM).join(name)).unwrap());
-        DirtySettingsGuard {
-            saved: vec![
-                read("dirty_ratio"),
-                read("dirty_bytes"),
-                read("dirty_background_ratio"),
-                read("dirty_background_bytes"),
-            ],
-        }
-    }
-
-    fn set(&self, name: &str, value: u64) {
-        fs::write(Path::new(VM).join(name), value.to_string())
-            .unwrap_or_else(|e| panic!("set vm.{name}: {e}"));
-    }
-}
-
-impl Drop for DirtySettingsGuard {
-    fn drop(&mut self) {
-        for pair in self.saved.chunks(2) {
-            let (ratio, bytes) = (&pair[0], &pair[1]);
-            let (name, value) = if bytes.1.trim() != "0" { bytes } else { ratio };
-            if let Err(e) = fs::write(Path::new(VM).join(name), value.trim()) {
-                eprintln!("FAILED to restore vm.{name}={}: {e}", value.trim());
-            }
-        }
-    }
-}
-
 fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() as u32 }
@@ -173,7 +135,7 @@ fn thresholds_match_the_kernel_under_a_throttled_writer_with_byte_limits() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lo = common::LoopDevice::with_fs(256, "ext4");
-    let guard = DirtySettingsGuard::save();
+    let guard = common::DirtySettingsGuard::save();
     // 16 MiB = 4096 pages; the background limit (32 MiB = 8192 pages) is not below it, so the
     // kernel uses 4096 / 2 = 2048. Freerun is (2048 + 4096) / 2 = 3072 pages = 12 MiB dirty.
     guard.set("dirty_bytes", 16 << 20);

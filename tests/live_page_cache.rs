@@ -335,46 +335,6 @@ fn cross_check_agrees_with_the_block_layer_on_a_cold_read() {
     assert!((0.5..=2.0).contains(&ratio), "misses vs pgpgin ratio {ratio}: {check:?}");
 }
 
-/// vm.dirty_* as they were; written back on drop (even when the test fails). Writing a `_bytes`
-/// setting zeroes its `_ratio` twin, so the non-zero one of each pair is restored.
-struct DirtySettingsGuard {
-    saved: Vec<(&'static str, String)>,
-}
-
-impl DirtySettingsGuard {
-    const VM: &'static str = "/proc/sys/vm";
-
-    fn save() -> DirtySettingsGuard {
-        let read =
-            |name: &'static str| (name, std::fs::read_to_string(Path::new(Self::VM).join(name)).unwrap());
-        DirtySettingsGuard {
-            saved: vec![
-                read("dirty_ratio"),
-                read("dirty_bytes"),
-                read("dirty_background_ratio"),
-                read("dirty_background_bytes"),
-            ],
-        }
-    }
-
-    fn set(&self, name: &str, value: u64) {
-        std::fs::write(Path::new(Self::VM).join(name), value.to_string())
-            .unwrap_or_else(|e| panic!("set vm.{name}: {e}"));
-    }
-}
-
-impl Drop for DirtySettingsGuard {
-    fn drop(&mut self) {
-        for pair in self.saved.chunks(2) {
-            let (ratio, bytes) = (&pair[0], &pair[1]);
-            let (name, value) = if bytes.1.trim() != "0" { bytes } else { ratio };
-            if let Err(e) = std::fs::write(Path::new(Self::VM).join(name), value.trim()) {
-                eprintln!("FAILED to restore vm.{name}={}: {e}", value.trim());
-            }
-        }
-    }
-}
-
 /// A writer past a 16 MiB dirty limit is paused in balance_dirty_pages: its row shows the time,
 /// the system line counts it, and the kernel's own limits (global_dirty_state) are the ones set.
 #[test]
@@ -389,7 +349,7 @@ fn a_writer_past_the_dirty_limit_is_shown_throttled() {
     let Some(mut bpf) = start() else { return };
     let lo = LoopDevice::with_fs(256, "ext4");
     let file = lo.mount_point().join("dirty");
-    let guard = DirtySettingsGuard::save();
+    let guard = common::DirtySettingsGuard::save();
     // 16 MiB = 4096 pages; background 32 MiB is not below it, so the kernel uses 2048.
     guard.set("dirty_bytes", 16 << 20);
     guard.set("dirty_background_bytes", 32 << 20);

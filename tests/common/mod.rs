@@ -156,3 +156,43 @@ fn unique_dir_in(parent: &Path) -> PathBuf {
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create test dir {}: {e}", dir.display()));
     dir
 }
+
+/// The four dirty-limit sysctls as they were; written back on drop (also when a test panics).
+/// Writing a `_bytes` setting zeroes its `_ratio` twin and vice versa, so the non-zero one of each
+/// pair is restored.
+pub struct DirtySettingsGuard {
+    saved: Vec<(&'static str, String)>,
+}
+
+impl DirtySettingsGuard {
+    const VM: &'static str = "/proc/sys/vm";
+
+    pub fn save() -> DirtySettingsGuard {
+        let read = |name: &'static str| (name, fs::read_to_string(Path::new(Self::VM).join(name)).unwrap());
+        DirtySettingsGuard {
+            saved: vec![
+                read("dirty_ratio"),
+                read("dirty_bytes"),
+                read("dirty_background_ratio"),
+                read("dirty_background_bytes"),
+            ],
+        }
+    }
+
+    pub fn set(&self, name: &str, value: u64) {
+        fs::write(Path::new(Self::VM).join(name), value.to_string())
+            .unwrap_or_else(|e| panic!("set vm.{name}: {e}"));
+    }
+}
+
+impl Drop for DirtySettingsGuard {
+    fn drop(&mut self) {
+        for pair in self.saved.chunks(2) {
+            let (ratio, bytes) = (&pair[0], &pair[1]);
+            let (name, value) = if bytes.1.trim() != "0" { bytes } else { ratio };
+            if let Err(e) = fs::write(Path::new(Self::VM).join(name), value.trim()) {
+                eprintln!("FAILED to restore vm.{name}={}: {e}", value.trim());
+            }
+        }
+    }
+}
