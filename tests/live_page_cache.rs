@@ -130,15 +130,7 @@ fn sample(bpf: &mut BpfCollector) -> Sample {
 
 /// Writes the file with random-ish content, syncs it, and drops it from the cache.
 fn make_file(path: &Path) {
-    let mut f = File::create(path).unwrap();
-    let mut block = vec![0u8; 1 << 20];
-    for i in 0..FILE_MIB {
-        for (j, b) in block.iter_mut().enumerate() {
-            *b = (j as u64 * 31 + i * 7) as u8;
-        }
-        f.write_all(&block).unwrap();
-    }
-    f.sync_all().unwrap();
+    common::write_patterned_file(path, FILE_MIB);
     drop_cache(path);
 }
 

@@ -196,3 +196,18 @@ impl Drop for DirtySettingsGuard {
         }
     }
 }
+
+/// Writes `mib` MiB of patterned (not all-zero, so no filesystem can skip it) content to `path` and
+/// syncs it to the disk, so a later read after eviction really comes from the device.
+pub fn write_patterned_file(path: &Path, mib: u64) {
+    use std::io::Write;
+    let mut f = fs::File::create(path).unwrap();
+    let mut block = vec![0u8; 1 << 20];
+    for i in 0..mib {
+        for (j, b) in block.iter_mut().enumerate() {
+            *b = (j as u64 * 31 + i * 7) as u8;
+        }
+        f.write_all(&block).unwrap();
+    }
+    f.sync_all().unwrap();
+}
