@@ -69,6 +69,16 @@ fn child_main() -> bool {
         let skip = raw.as_ptr().align_offset(4096);
         let buf = &mut raw[skip..skip + (1 << 20)];
         while f.read(buf).unwrap() > 0 {}
+    } else if mode == "dio-write" {
+        // Plain write(2) calls on an O_DIRECT descriptor: 1 MiB each, aligned, over the whole file.
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(&path).unwrap();
+        let mut raw = vec![0x3cu8; (1 << 20) + 4096];
+        let skip = raw.as_ptr().align_offset(4096);
+        let buf = &mut raw[skip..skip + (1 << 20)];
+        for _ in 0..FILE_MIB {
+            f.write_all(buf).unwrap();
+        }
     } else if let Some(mib) = mode.strip_prefix("write:") {
         let mib: usize = mib.parse().unwrap();
         let mut f = File::create(&path).unwrap();
@@ -367,4 +377,33 @@ fn a_writer_past_the_dirty_limit_is_shown_throttled() {
     let t = m.last_throttle.expect("a throttle record");
     assert!(t.limit <= 16 << 20, "throttle limit {} above the 16 MiB set", t.limit);
     assert!(k.threshold > 0);
+}
+
+#[test]
+fn a_plain_direct_write_counts_as_a_direct_write() {
+    if std::env::var_os(CHILD_MODE).is_some() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_page_cache") {
+        return;
+    }
+    let Some(mut bpf) = start() else { return };
+    let lo = LoopDevice::with_fs(256, "ext4");
+    let file = lo.mount_point().join("data");
+    make_file(&file);
+    let (pid, before) = run_child("dio-write", &file, || sample(&mut bpf));
+    let row = child_row(&before, &sample(&mut bpf), pid);
+    eprintln!("dio write: {row:?}");
+    assert!(row.direct_io, "O_DIRECT writes are marked");
+    let size = (FILE_MIB << 20) as f64;
+    // On 6.18 the iomap_dio_rw_begin record of a write(2) lacks IOCB_WRITE: the direction must
+    // come from iomap_iter, or these bytes show up as direct reads.
+    assert!(
+        (size..=size + (1 << 20) as f64).contains(&row.dio_write_bytes_s),
+        "direct writes {} bytes, file {size}",
+        row.dio_write_bytes_s
+    );
+    assert_eq!(row.dio_read_bytes_s, 0.0, "no direct read was done");
+    assert_eq!(row.dirtied, 0, "O_DIRECT writes dirty no page");
 }

@@ -20,21 +20,35 @@ use ioscope_common::kernel_dev_major_minor;
 use super::tracefs::{self, EventFormat};
 use crate::sample::{
     BlockDeviceCounters, BlockDirCounters, BlockFlagCounters, BlockProbeHealth, BlockProcessCounters,
-    BpfSample, RequestsBytes,
+    BpfDeviceCounters, BpfSample, RequestsBytes,
 };
 
 /// (program in the object, tracepoint event in category `block`), in the order of
-/// [`BlockProbeHealth::events`]. `blk_rq_issue` is this probe's own program on block_rq_issue (the
-/// foundation's `block_rq_issue` counter stays attached beside it).
+/// [`BlockProbeHealth::events`].
 pub const PROGRAMS: [(&str, &str); 6] = [
     ("block_io_start", "block_io_start"),
     ("block_rq_insert", "block_rq_insert"),
-    ("blk_rq_issue", "block_rq_issue"),
+    ("block_rq_issue", "block_rq_issue"),
     ("block_rq_complete", "block_rq_complete"),
     ("block_io_done", "block_io_done"),
     ("block_rq_merge", "block_rq_merge"),
 ];
 pub const CATEGORY: &str = "block";
+
+/// The Sample's per-device issue counts (`BpfSample::rq_issue`, `devices[].bpf` in JSON), from the
+/// block_rq_issue program's per-direction counters: one program on that tracepoint serves both.
+pub fn issued_counts(d: &BlockDeviceCounters) -> BpfDeviceCounters {
+    BpfDeviceCounters {
+        major: d.major,
+        minor: d.minor,
+        read_requests: d.read.issued_requests,
+        read_bytes: d.read.issued_bytes,
+        write_requests: d.write.issued_requests,
+        write_bytes: d.write.issued_bytes,
+        other_requests: d.other.issued_requests,
+        other_bytes: d.other.issued_bytes,
+    }
+}
 
 /// How often request entries are checked for staleness, and how old one must be to be evicted.
 const PURGE_EVERY: Duration = Duration::from_secs(10);
@@ -148,6 +162,7 @@ impl BlockMaps {
             devices.push(d);
         }
         devices.sort_by_key(|d| (d.major, d.minor));
+        out.rq_issue = devices.iter().map(issued_counts).collect();
         out.block_devices = devices;
 
         // Which processes are gone, decided *before* reading: their counters read now are final.

@@ -10,7 +10,6 @@ pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;
 pub mod readahead;
-pub mod rq_issue;
 pub mod tracefs;
 
 use std::path::PathBuf;
@@ -22,11 +21,9 @@ use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
 use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
-use ioscope_common::{RQ_ISSUE_LAYOUT_GLOBAL, RQ_ISSUE_MAP};
 
 use self::block::BlockMaps;
 use self::privileges::Capabilities;
-use self::rq_issue::RqIssueMap;
 use self::tracefs::TracefsState;
 use crate::sample::{BpfProgramStatus, BpfSample, BpfStatus};
 
@@ -39,7 +36,6 @@ pub struct BpfCollector {
     status: BpfStatus,
     /// Kept alive because dropping it detaches the programs.
     _ebpf: Option<Ebpf>,
-    rq_issue: Option<RqIssueMap>,
     /// The block-layer probes' maps (src/bpf/block.rs).
     block: Option<BlockMaps>,
     page_cache: Option<page_cache::PageCacheMaps>,
@@ -65,8 +61,6 @@ impl BpfCollector {
 
         // Per program, what it needs from tracefs; a program whose needs fail is not attached but
         // the others still are.
-        let rq_layout = tracefs::read_event_format(&tracefs, rq_issue::CATEGORY, rq_issue::EVENT)
-            .and_then(|format| rq_issue::layout(&format));
         let (block_layout, block_ready) = block::layout(&tracefs);
 
         // HZ is measured across the (slow) load: a first jiffies reading now.
@@ -76,9 +70,6 @@ impl BpfCollector {
         let (ra_layout, ra_layouts) = readahead::layout(&tracefs);
 
         let mut loader = EbpfLoader::new();
-        if let Ok(layout) = &rq_layout {
-            loader.override_global(RQ_ISSUE_LAYOUT_GLOBAL, layout, true);
-        }
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
@@ -92,33 +83,20 @@ impl BpfCollector {
         };
 
         // Every program with whether its needs were met; each is attached on its own, so one that
-        // fails leaves the others working. rq_issue comes first (its map check below relies on it).
-        let mut specs: Vec<(&str, &str, &str, Result<(), String>)> = vec![(
-            rq_issue::PROGRAM,
-            rq_issue::CATEGORY,
-            rq_issue::EVENT,
-            rq_layout.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")),
-        )];
-        specs.extend(block::PROGRAMS.iter().zip(block_ready).map(|((p, e), r)| (*p, block::CATEGORY, *e, r)));
-        let mut programs: Vec<BpfProgramStatus> = specs
-            .into_iter()
-            .map(|(program, category, event, ready)| match ready {
-                Ok(()) => attach_tracepoint(&mut ebpf, program, category, event),
-                Err(e) => program_status(program, category, event, Err(e)),
+        // fails leaves the others working.
+        let mut programs: Vec<BpfProgramStatus> = block::PROGRAMS
+            .iter()
+            .zip(block_ready)
+            .map(|((program, event), ready)| match ready {
+                Ok(()) => attach_tracepoint(&mut ebpf, program, block::CATEGORY, event),
+                Err(e) => program_status(program, block::CATEGORY, event, Err(e)),
             })
             .collect();
-        let rq_issue = match take_rq_issue_map(&mut ebpf) {
-            Ok(map) => Some(map),
-            Err(e) => {
-                // Without its map the program's counts cannot be read: report it as not working.
-                programs[0].error = Some(format!("{e:#}"));
-                None
-            }
-        };
         let block = match BlockMaps::take(&mut ebpf) {
             Ok(maps) => Some(maps),
             Err(e) => {
-                for p in programs.iter_mut().skip(1) {
+                // Without their maps the programs' counts cannot be read: report them as not working.
+                for p in programs.iter_mut() {
                     p.error = Some(format!("{e:#}"));
                 }
                 None
@@ -142,7 +120,6 @@ impl BpfCollector {
         BpfCollector {
             status,
             _ebpf: Some(ebpf),
-            rq_issue,
             block,
             page_cache,
             files,
@@ -156,7 +133,6 @@ impl BpfCollector {
         BpfCollector {
             status: BpfStatus { enabled: false, reason: Some(reason.to_string()), programs: Vec::new() },
             _ebpf: None,
-            rq_issue: None,
             block: None,
             page_cache: None,
             files: None,
@@ -173,12 +149,6 @@ impl BpfCollector {
     /// The cumulative counters as of now.
     pub fn read(&mut self) -> BpfSample {
         let mut sample = BpfSample { status: self.status.clone(), ..Default::default() };
-        if let Some(map) = &self.rq_issue {
-            match rq_issue::read_map(map) {
-                Ok(devices) => sample.rq_issue = devices,
-                Err(e) => sample.status.reason = Some(format!("{e:#}")),
-            }
-        }
         if let Some(block) = &mut self.block {
             if let Err(e) = block.read(&mut sample) {
                 sample.status.reason = Some(format!("{e:#}"));
@@ -253,13 +223,6 @@ fn program_status(
         attached: result.is_ok(),
         error: result.err(),
     }
-}
-
-fn take_rq_issue_map(ebpf: &mut Ebpf) -> Result<RqIssueMap> {
-    let map = ebpf
-        .take_map(RQ_ISSUE_MAP)
-        .ok_or_else(|| anyhow::anyhow!("map {RQ_ISSUE_MAP} is not in the eBPF object"))?;
-    Ok(RqIssueMap::try_from(map)?)
 }
 
 /// eBPF is enabled when at least one program works; the reason lists the ones that do not.

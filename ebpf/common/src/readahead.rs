@@ -32,6 +32,13 @@ pub const RA_MAPPINGS_MAX: u32 = 8192;
 pub const RA_PENDING_MAP: &str = "RA_PENDING";
 /// Per-CPU array of one [`RaBind`].
 pub const RA_BIND_MAP: &str = "RA_BIND";
+/// Array of one u64, bumped (atomically) whenever some file may have gained readahead pages
+/// pending where it had none: a file's first pending page, or a mapping newly bound to a file.
+/// A cached read that found nothing pending for its file at epoch E can skip the lookups while the
+/// epoch is still E (see [`RaReadMemo`]).
+pub const RA_EPOCH_MAP: &str = "RA_EPOCH";
+/// Per-CPU array of one [`RaReadMemo`].
+pub const RA_READ_MEMO_MAP: &str = "RA_READ_MEMO";
 /// Read-only global holding [`RaLayout`], set by the loader before load.
 pub const RA_LAYOUT_GLOBAL: &str = "RA_LAYOUT";
 /// Buckets of the time-to-first-use histogram: bucket `b` holds [2^b, 2^(b+1)) µs (bucket 0 also
@@ -190,6 +197,25 @@ pub fn binds(b: &RaBind, tid: u32, index: u64, last: u64) -> bool {
     b.tid != 0 && b.tid == tid && b.index >= index && b.index <= last
 }
 
+/// This CPU's last cached read that found no readahead page pending for its file: the file's
+/// mapping and [`RA_EPOCH_MAP`]'s value then. Repeated reads of one file on one CPU (the cached-read
+/// hot path) then cost no hash lookup at all while nothing new was read ahead anywhere.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaReadMemo {
+    pub mapping: u64,
+    pub epoch: u64,
+}
+
+impl RaReadMemo {
+    /// Whether a read of `mapping` at `epoch` is known to have nothing pending. Mapping 0 is never
+    /// a file, so the all-zero start value never matches.
+    #[inline(always)]
+    pub fn idle(&self, mapping: u64, epoch: u64) -> bool {
+        mapping != 0 && self.mapping == mapping && self.epoch == epoch
+    }
+}
+
 /// Per file, cumulative (shared by all CPUs: counters are added atomically).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,11 +326,21 @@ mod user {
     unsafe impl aya::Pod for super::RaFileStats {}
     unsafe impl aya::Pod for super::RaTotals {}
     unsafe impl aya::Pod for super::RaBind {}
+    unsafe impl aya::Pod for super::RaReadMemo {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_memo_holds_only_for_its_mapping_and_epoch() {
+        let m = RaReadMemo { mapping: 0xffff_8880_1234_5000, epoch: 7 };
+        assert!(m.idle(0xffff_8880_1234_5000, 7));
+        assert!(!m.idle(0xffff_8880_1234_5000, 8), "something was read ahead since");
+        assert!(!m.idle(0xffff_8880_9999_0000, 7), "another file");
+        assert!(!RaReadMemo::default().idle(0, 0), "the start value names no file");
+    }
 
     #[test]
     fn first_use_buckets_are_log2_microseconds() {

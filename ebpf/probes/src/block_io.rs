@@ -53,7 +53,7 @@ pub fn block_rq_insert(ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
-pub fn blk_rq_issue(ctx: TracePointContext) -> u32 {
+pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
     count_health(Health::RqIssueEvents);
     on_result(try_rq_issue(&ctx))
 }

@@ -149,25 +149,28 @@ pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) {
 
 /// From `iomap_dio_rw_begin`: `bytes` of direct I/O on the event's file. Its direction comes
 /// from the thread's next `iomap_iter` (see ioscope_common::files::DioPending) when that program
-/// runs; else from `write`, the event's own IOCB_WRITE bit.
+/// runs; else from `write`, the event's own IOCB_WRITE bit. Returns whether the direction was
+/// left to `iomap_iter`, which then also credits the process (crate::page_cache).
 #[inline(always)]
-pub fn on_dio(ctx: &TracePointContext, bytes: u64, write: bool) {
+pub fn on_dio(ctx: &TracePointContext, bytes: u64, write: bool) -> bool {
     let l = layout();
     if l.dio_ok == 0 {
-        return;
+        return false;
     }
     // SAFETY: offsets from the format file.
     let (Ok(dev), Ok(ino)) = (unsafe { ctx.read_at::<u32>(l.dio_dev as usize) }, unsafe {
         ctx.read_at::<u64>(l.dio_ino as usize)
     }) else {
-        return;
+        return false;
     };
     if l.iter_ok != 0 && !write {
         let tid = bpf_get_current_pid_tgid() as u32;
-        let _ = FILE_DIO_PENDING.insert(&tid, &DioPending { dev, _pad: 0, ino, bytes }, 0);
-        return;
+        if FILE_DIO_PENDING.insert(&tid, &DioPending { dev, _pad: 0, ino, bytes }, 0).is_ok() {
+            return true;
+        }
     }
     count_dio(dev, ino, bytes, write);
+    false
 }
 
 #[inline(always)]
@@ -213,7 +216,9 @@ fn try_iomap_iter(ctx: &TracePointContext) -> Result<u32, i64> {
         return Ok(0);
     }
     let _ = FILE_DIO_PENDING.remove(&tid);
-    count_dio(dev, ino, p.bytes, flags & l.iter_write_flag != 0);
+    let write = flags & l.iter_write_flag != 0;
+    count_dio(dev, ino, p.bytes, write);
+    crate::page_cache::count_dio_process(p.bytes, write);
     Ok(0)
 }
 

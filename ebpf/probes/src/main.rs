@@ -7,7 +7,6 @@
 #![feature(core_intrinsics)]
 
 mod block_io;
-mod block_rq_issue;
 mod files;
 mod page_cache;
 mod readahead;

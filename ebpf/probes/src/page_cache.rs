@@ -150,7 +150,7 @@ fn try_get_pages(ctx: &TracePointContext) -> Result<u32, i64> {
             field::<u64>(ctx, l.get_pages_last_index)?,
         )
     };
-    count_read(dev, ino, index, last);
+    count_read(current_ids(), dev, ino, index, last);
     Ok(0)
 }
 
@@ -163,9 +163,10 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
     let mapping: u64 = ctx.arg(0);
     let index: u64 = ctx.arg(1);
     let last: u64 = ctx.arg(2);
-    count_read(0, mapping, index, last);
+    let ids = current_ids();
+    count_read(ids, 0, mapping, index, last);
     // Readahead pages this read uses (one extra program on the hot path would cost a dispatch).
-    crate::readahead::on_read_raw(mapping, index, last);
+    crate::readahead::on_read_raw(ids.1, mapping, index, last);
     0
 }
 
@@ -174,8 +175,7 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
 /// share stays in this CPU's scratch slot while it keeps reading here (no hash lookup on the hot
 /// path) and moves to its CACHE_PROCS entry when another process reads on this CPU.
 #[inline(always)]
-fn count_read(dev: u32, ino: u64, index: u64, last: u64) {
-    let (tgid, tid) = current_ids();
+fn count_read((tgid, tid): (u32, u32), dev: u32, ino: u64, index: u64, last: u64) {
     let Some(s) = scratch() else { return };
     let pages = if continues_read(s, tid, dev, ino, index, last) { 0 } else { range_pages(index, last) };
     s.get_pages_tid = tid;
@@ -390,7 +390,18 @@ fn try_dio(ctx: &TracePointContext) -> Result<u32, i64> {
     // SAFETY: offsets from the format file.
     let (bytes, flags) = unsafe { (field::<u64>(ctx, l.dio_count)?, field::<u32>(ctx, l.dio_ki_flags)?) };
     let write = flags & l.dio_write_flag != 0;
-    crate::files::on_dio(ctx, bytes, write);
+    // A read by the event's own flags may be a plain write(2) (ki_flags lacks IOCB_WRITE there on
+    // some kernels): then the files program learns the direction at the thread's next iomap_iter
+    // and credits the process through count_dio_process.
+    if !crate::files::on_dio(ctx, bytes, write) {
+        count_dio_process(bytes, write);
+    }
+    Ok(0)
+}
+
+/// Direct I/O of `bytes` by the current process (it bypasses the cache: neither hit nor miss).
+#[inline(always)]
+pub fn count_dio_process(bytes: u64, write: bool) {
     count(current_ids().0, |c| {
         if write {
             c.dio_writes = c.dio_writes.wrapping_add(1);
@@ -400,7 +411,6 @@ fn try_dio(ctx: &TracePointContext) -> Result<u32, i64> {
             c.dio_read_bytes = c.dio_read_bytes.wrapping_add(bytes);
         }
     });
-    Ok(0)
 }
 
 #[tracepoint]

@@ -2,8 +2,10 @@
 //! thread inserts inside it is remembered until it is used (read or faulted) or evicted unused.
 //! What each counter means: ioscope_common::readahead.
 //!
-//! Cost on the cached read path (`mm_filemap_get_pages`, `mm_filemap_map_pages`): one lookup of
-//! the file in RA_FILES; the folio walk only runs for a file with readahead pages pending.
+//! Cost on the cached read path (`mm_filemap_get_pages`): nothing but array reads while nothing
+//! is pending anywhere or while this CPU's last read of the same file found nothing pending and
+//! nothing was read ahead since (RA_EPOCH, RA_READ_MEMO); otherwise a lookup of the mapping and of
+//! the file; the folio walk only runs for a file with readahead pages pending.
 
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
@@ -15,8 +17,9 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use ioscope_common::readahead::{
-    binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaPage, RaPageKey, RaTotals,
-    RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
+    binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaPage, RaPageKey, RaReadMemo,
+    RaTotals, RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX,
+    RA_WINDOWS_MAX,
 };
 
 #[unsafe(no_mangle)]
@@ -36,6 +39,12 @@ static RA_MAPPINGS: LruHashMap<u64, RaFileKey> = LruHashMap::with_max_entries(RA
 
 #[map]
 static RA_PENDING: Array<u64> = Array::with_max_entries(1, 0);
+
+#[map]
+static RA_EPOCH: Array<u64> = Array::with_max_entries(1, 0);
+
+#[map]
+static RA_READ_MEMO: PerCpuArray<RaReadMemo> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static RA_BIND: PerCpuArray<RaBind> = PerCpuArray::with_max_entries(1, 0);
@@ -69,6 +78,15 @@ fn pending_add(delta: u64) {
     if let Some(p) = RA_PENDING.get_ptr_mut(0) {
         // SAFETY: a valid, aligned pointer into the array's value.
         add(unsafe { &mut *p }, delta);
+    }
+}
+
+/// Some file may have gained pending pages where it had none: cached reads' memos are stale.
+#[inline(always)]
+fn bump_epoch() {
+    if let Some(p) = RA_EPOCH.get_ptr_mut(0) {
+        // SAFETY: a valid, aligned pointer into the array's value.
+        add(unsafe { &mut *p }, 1);
     }
 }
 
@@ -256,6 +274,9 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     let Some(f) = file(dev, ino) else { return Ok(0) };
     let order = if order > 20 { 0 } else { order };
     let pages = 1u64 << order;
+    if f.pending() == 0 {
+        bump_epoch();
+    }
     add(&mut f.ra_pages, pages);
     let key = RaPageKey { dev, _pad: 0, ino, index };
     // SAFETY: helper without preconditions.
@@ -333,27 +354,42 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
 /// array lookups per read while no readahead page is pending anywhere; otherwise one hash lookup
 /// more, and the walk only while this file has pages pending.
 #[inline(always)]
-pub fn on_read_raw(mapping: u64, index: u64, last: u64) {
+pub fn on_read_raw(tid: u32, mapping: u64, index: u64, last: u64) {
     if layout().get_ok == 0 {
         return;
     }
     if let Some(b) = RA_BIND.get_ptr_mut(0) {
         // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
         let b = unsafe { &mut *b };
-        if binds(b, bpf_get_current_pid_tgid() as u32, index, last) {
+        if binds(b, tid, index, last) {
             let _ = RA_MAPPINGS.insert(&mapping, &RaFileKey { dev: b.dev, _pad: 0, ino: b.ino }, 0);
             b.tid = 0;
+            bump_epoch();
         }
     }
     // Nothing read ahead is waiting anywhere: no lookup (the usual cached read).
-    // SAFETY: a plain copy of the array's u64.
-    if unsafe { RA_PENDING.get(0) }.copied().unwrap_or(0) == 0 {
+    if RA_PENDING.get(0).copied().unwrap_or(0) == 0 {
         return;
     }
+    let epoch = RA_EPOCH.get(0).copied().unwrap_or(0);
+    let Some(memo) = RA_READ_MEMO.get_ptr_mut(0) else { return };
+    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+    let memo = unsafe { &mut *memo };
+    if memo.idle(mapping, epoch) {
+        return;
+    }
+    let idle = RaReadMemo { mapping, epoch };
     // SAFETY: a plain copy of the value.
-    let Some(key) = (unsafe { RA_MAPPINGS.get(&mapping) }).copied() else { return };
-    let Some(f) = file(key.dev, key.ino) else { return };
+    let Some(key) = (unsafe { RA_MAPPINGS.get(&mapping) }).copied() else {
+        *memo = idle;
+        return;
+    };
+    let Some(f) = file(key.dev, key.ino) else {
+        *memo = idle;
+        return;
+    };
     if f.pending() == 0 {
+        *memo = idle;
         return;
     }
     use_range(f, key.dev, key.ino, index, last);
