@@ -4,13 +4,19 @@
 //!
 //! Inode → path, cheapest first, every answer cached and checked again before each use (a rename
 //! makes a cached path stale: it is dropped, never shown wrong):
-//! 1. /proc/*/maps and /proc/*/fd of running processes (one stat per open file, at most
-//!    [`MAX_FDS_PER_SCAN`] per scan, at most one scan per sample and only when a file is newly
-//!    unknown; a file still unknown is looked for again after [`WALK_EVERY`]);
-//!    an unlinked open file shows the kernel's own "PATH (deleted)".
-//! 2. A bounded walk, in a background thread, of the filesystem's mount ([`MAX_WALK_ENTRIES`] directory entries, no
+//! 1. /proc/PID/maps and /proc/PID/fd of the processes seen doing the file's I/O, at once when
+//!    a file is newly unknown (its opener may close it soon; a handful of processes, so cheap);
+//! 2. /proc/*/maps and /proc/*/fd of every running process (one stat per open file, at most
+//!    [`MAX_FDS_PER_SCAN`] per scan, at most one scan per [`SCAN_EVERY`]: on a box creating new
+//!    files all the time a scan per sample would cost whole percents of a CPU); a file still
+//!    unknown is looked for again after [`WALK_EVERY`]. An unlinked open file shows the kernel's
+//!    own "PATH (deleted)".
+//! 3. A bounded walk, in a background thread, of the filesystem's mount ([`MAX_WALK_ENTRIES`] directory entries, no
 //!    crossing into other mounts) for inodes still unknown, at most once per [`WALK_EVERY`].
-//! 3. Otherwise no path: shown as dev:inode.
+//! 4. Otherwise no path: shown as dev:inode.
+//!
+//! What sysfs says of a device (its disk, its name) is cached for [`SYSFS_FRESH`]; the mount
+//! table is re-read each sample but a mount's disk is looked up once in that time too.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
@@ -23,7 +29,10 @@ use crate::bpf::files::RawFile;
 use crate::sample::FileIoSample;
 
 pub const MAX_FDS_PER_SCAN: usize = 200_000;
-pub const SCAN_EVERY: Duration = Duration::from_secs(2);
+pub const SCAN_EVERY: Duration = Duration::from_secs(10);
+/// How long a device's disk and name from sysfs are trusted (devices come and go rarely; a
+/// reused major:minor is seen again within this time).
+pub const SYSFS_FRESH: Duration = Duration::from_secs(30);
 pub const MAX_WALK_ENTRIES: usize = 100_000;
 /// Most files whose cache state is read per sample (one open and one cachestat each).
 pub const MAX_CACHE_STATES: usize = 256;
@@ -190,6 +199,32 @@ pub struct FileResolver {
     walker: Option<Walker>,
     /// When each unknown file was last looked for in /proc.
     tried: HashMap<FileId, Instant>,
+    sysfs: SysfsCache,
+}
+
+/// Answers from sysfs, per major:minor, forgotten every [`SYSFS_FRESH`].
+#[derive(Default)]
+struct SysfsCache {
+    since: Option<Instant>,
+    bdi: HashMap<(u32, u32), Option<(u32, u32)>>,
+    name: HashMap<(u32, u32), String>,
+    label: HashMap<FileId, Option<String>>,
+}
+
+impl SysfsCache {
+    fn expire(&mut self, now: Instant) {
+        if self.since.is_none_or(|t| now.duration_since(t) >= SYSFS_FRESH) {
+            *self = SysfsCache { since: Some(now), ..Default::default() };
+        }
+    }
+
+    fn bdi(&mut self, sys: &Path, dev: (u32, u32)) -> Option<(u32, u32)> {
+        *self.bdi.entry(dev).or_insert_with(|| bdi_of(sys, dev))
+    }
+
+    fn name(&mut self, sys: &Path, dev: (u32, u32)) -> String {
+        self.name.entry(dev).or_insert_with(|| device_name(sys, dev)).clone()
+    }
 }
 
 /// A thread walking mounts for inodes (one job at a time); it ends when the resolver is dropped.
@@ -234,14 +269,15 @@ impl FileResolver {
             page_size: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
             walker: None,
             tried: HashMap::new(),
+            sysfs: SysfsCache::default(),
         }
     }
 
-    fn mounts(&self) -> Vec<Mount> {
+    fn mounts(&mut self) -> Vec<Mount> {
         let text = std::fs::read_to_string(self.proc.join("self/mountinfo")).unwrap_or_default();
         parse_mountinfo(&text)
             .into_iter()
-            .map(|(dev, mount_point)| Mount { dev, mount_point, bdi: bdi_of(&self.sys, dev) })
+            .map(|(dev, mount_point)| Mount { dev, mount_point, bdi: self.sysfs.bdi(&self.sys, dev) })
             .collect()
     }
 
@@ -251,6 +287,7 @@ impl FileResolver {
     }
 
     pub fn resolve_at(&mut self, raw: Vec<RawFile>, now: Instant) -> Vec<FileIoSample> {
+        self.sysfs.expire(now);
         let mounts = self.mounts();
         let merged = merge_bdi(raw, |disk| {
             let mut devs: Vec<(u32, u32)> =
@@ -287,7 +324,7 @@ impl FileResolver {
                 major: id.0,
                 minor: id.1,
                 ino: id.2,
-                device: device_name(&self.sys, (id.0, id.1)),
+                device: self.sysfs.name(&self.sys, (id.0, id.1)),
                 path: None,
                 inserted_pages: c[0].saturating_sub(o[0]),
                 readahead_pages: c[1].saturating_sub(o[1]),
@@ -322,15 +359,27 @@ impl FileResolver {
             }
             unknown.insert(id);
         }
-        // A scan when a file is newly unknown, at once (its opener may close it soon); a file
-        // not found stays unknown without a new scan for WALK_EVERY, and such retries at most
-        // every SCAN_EVERY: a file nobody has open (a deleted temporary) does not make every
-        // sample scan again.
-        let new = unknown.iter().any(|id| !self.tried.contains_key(id));
+        // A file newly unknown: at once, the fds and maps of the processes seen doing its I/O
+        // (its opener may close it soon). Then every process, at most every SCAN_EVERY, when a
+        // file is still newly unknown or due for a retry (a file nobody has open, like a deleted
+        // temporary, is retried only every WALK_EVERY).
+        let new: HashSet<FileId> =
+            unknown.iter().filter(|id| !self.tried.contains_key(id)).copied().collect();
+        if !new.is_empty() {
+            let pids: HashSet<u32> = files
+                .iter()
+                .filter(|f| new.contains(&(f.major, f.minor, f.ino)))
+                .flat_map(|f| f.processes.iter().map(|p| p.pid))
+                .collect();
+            let dirs = pids.iter().map(|pid| self.proc.join(pid.to_string()));
+            scan_process_dirs(dirs, &new, &mut self.paths, MAX_FDS_PER_SCAN);
+            unknown.retain(|id| !self.paths.contains_key(id));
+        }
+        let still_new = new.iter().any(|id| unknown.contains(id));
         let retry =
             unknown.iter().any(|id| self.tried.get(id).is_some_and(|t| now.duration_since(*t) >= WALK_EVERY));
         let scan_ok = self.last_scan.is_none_or(|t| now.duration_since(t) >= SCAN_EVERY);
-        if new || (retry && scan_ok) {
+        if (still_new || retry) && scan_ok {
             self.last_scan = Some(now);
             for id in &unknown {
                 self.tried.insert(*id, now);
@@ -368,7 +417,13 @@ impl FileResolver {
             let id = (f.major, f.minor, f.ino);
             f.path = self.paths.get(&id).cloned();
             if f.path.is_none() {
-                f.label = block_device_cache_label(&self.sys, mounts, id);
+                let sys = &self.sys;
+                f.label = self
+                    .sysfs
+                    .label
+                    .entry(id)
+                    .or_insert_with(|| block_device_cache_label(sys, mounts, id))
+                    .clone();
             }
             // Only for files active in this interval (the others are about to leave the Sample),
             // and opened by path only when it still names this inode (checked above).
@@ -417,16 +472,25 @@ fn names(path: &str, id: FileId) -> bool {
 /// Looks for `wanted` inodes among the files running processes have mapped or open.
 fn scan_processes(proc: &Path, wanted: &HashSet<FileId>, found: &mut HashMap<FileId, String>) {
     let Ok(dir) = std::fs::read_dir(proc) else { return };
-    let mut budget = MAX_FDS_PER_SCAN;
-    for e in dir.flatten() {
+    let pids = dir
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .map(|e| e.path());
+    scan_process_dirs(pids, wanted, found, MAX_FDS_PER_SCAN);
+}
+
+/// Looks for `wanted` inodes among the maps and open files of the given /proc/PID directories,
+/// stat-ing at most `budget` fds.
+fn scan_process_dirs(
+    pid_dirs: impl Iterator<Item = PathBuf>,
+    wanted: &HashSet<FileId>,
+    found: &mut HashMap<FileId, String>,
+    mut budget: usize,
+) {
+    for pid_dir in pid_dirs {
         if budget == 0 || wanted.iter().all(|id| found.contains_key(id)) {
             return;
         }
-        let name = e.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let pid_dir = e.path();
         if let Ok(maps) = std::fs::read_to_string(pid_dir.join("maps")) {
             for (id, path) in maps_files(&maps) {
                 if wanted.contains(&id) {
