@@ -142,42 +142,29 @@ struct FioRun {
     reads_per_cpu_s: f64,
 }
 
-/// One fio run, from its terse output.
+/// One fio run: 4 KiB buffered random reads of the cached file (invalidate=0 keeps it cached).
 fn fio_run(file: &Path, seconds: u64) -> Result<FioRun> {
-    let out = Command::new("fio")
-        .args([
-            "--name=cached",
-            &format!("--filename={}", file.display()),
-            "--rw=randread",
-            "--bs=4k",
-            "--ioengine=psync",
-            "--invalidate=0",
-            "--time_based",
-            &format!("--runtime={seconds}"),
-            "--output-format=terse",
-            "--terse-version=3",
-        ])
-        .output()
-        .context("running fio")?;
-    if !out.status.success() {
-        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    parse_terse(&text).with_context(|| format!("no read figures in fio's output: {text}"))
+    let args = [
+        "--name=cached".to_string(),
+        format!("--filename={}", file.display()),
+        "--rw=randread".into(),
+        "--bs=4k".into(),
+        "--ioengine=psync".into(),
+        "--invalidate=0".into(),
+        "--time_based".into(),
+        format!("--runtime={seconds}"),
+    ];
+    let r = crate::fio::run(&args)?;
+    reads_per_cpu(&r).context("fio reported no CPU time")
 }
 
-/// Terse version 3 (fio's HOWTO, "Terse output"): field 6 read KiB, 8 read IOPS, 9 read runtime
-/// ms, 88 and 89 user and system CPU (percent of the runtime).
-fn parse_terse(text: &str) -> Option<FioRun> {
-    let line = text.lines().find(|l| l.starts_with("3;"))?;
-    let f: Vec<&str> = line.split(';').collect();
-    let num = |i: usize| -> Option<f64> { f.get(i - 1)?.trim_end_matches('%').parse().ok() };
-    let (kib, iops, runtime_ms, usr, sys) = (num(6)?, num(8)?, num(9)?, num(88)?, num(89)?);
-    let cpu_s = (usr + sys) / 100.0 * runtime_ms / 1000.0;
+/// Reads per second of fio's own CPU time: 4 KiB reads over (usr + sys) share of the runtime.
+fn reads_per_cpu(r: &crate::fio::ReadFigures) -> Option<FioRun> {
+    let cpu_s = (r.usr_pct + r.sys_pct) / 100.0 * r.runtime_ms / 1000.0;
     if cpu_s <= 0.0 {
         return None;
     }
-    Some(FioRun { iops, reads_per_cpu_s: kib / 4.0 / cpu_s })
+    Some(FioRun { iops: r.iops, reads_per_cpu_s: r.kib / 4.0 / cpu_s })
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -195,19 +182,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn terse_v3_read_figures() {
+    fn reads_per_cpu_second() {
         // 1,048,576 reads of 4 KiB in 5 s with 50 % CPU (2.5 CPU-s).
-        let mut f: Vec<String> = vec!["0".into(); 93];
-        f[0] = "3".into();
-        f[5] = "4194304".into();
-        f[7] = "209715".into();
-        f[8] = "5000".into();
-        f[87] = "10.000000%".into();
-        f[88] = "40.000000%".into();
-        let run = parse_terse(&f.join(";")).unwrap();
+        let r = crate::fio::ReadFigures {
+            kib: 4194304.0,
+            iops: 209715.0,
+            runtime_ms: 5000.0,
+            usr_pct: 10.0,
+            sys_pct: 40.0,
+        };
+        let run = reads_per_cpu(&r).unwrap();
         assert_eq!(run.iops, 209715.0);
         assert_eq!(run.reads_per_cpu_s, 1_048_576.0 / 2.5);
-        assert_eq!(parse_terse("garbage"), None);
+        assert_eq!(reads_per_cpu(&crate::fio::ReadFigures { usr_pct: 0.0, sys_pct: 0.0, ..r }), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod bench_fio;
 mod cache_overhead;
 mod ebpf;
+mod fio;
 mod overhead;
 mod perf;
 mod setup;

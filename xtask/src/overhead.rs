@@ -33,8 +33,13 @@ struct OverheadArgs {
     seconds: u32,
     /// Block device to read (read-only use). Default: a fresh 1 GiB loop device over a file in
     /// /var/tmp, detached afterwards.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "file")]
     device: Option<PathBuf>,
+    /// A file on a real disk's filesystem to read with direct I/O instead of a device (the case of
+    /// a machine whose disk cannot be opened raw, and the realistic one: one block request per
+    /// I/O, the disk setting the pace). Created with 1 GiB of data if missing, and then removed.
+    #[arg(long)]
+    file: Option<PathBuf>,
     /// The default loop device reads its file through the page cache (pure CPU, the worst case for
     /// the probes: every microsecond is the I/O path's own) instead of with direct I/O on the disk
     /// below (the realistic case: the disk sets the pace).
@@ -56,9 +61,14 @@ pub fn run(args: &[String]) -> Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
     let bin = build_release(root)?;
     let loopdev;
-    let device = match &args.device {
-        Some(d) => d.clone(),
-        None => {
+    let _created;
+    let device = match (&args.device, &args.file) {
+        (Some(d), _) => d.clone(),
+        (None, Some(f)) => {
+            _created = TestFile::ensure(f)?;
+            f.clone()
+        }
+        (None, None) => {
             loopdev = LoopDevice::new(!args.buffered_loop)?;
             loopdev.path.clone()
         }
@@ -70,6 +80,7 @@ pub fn run(args: &[String]) -> Result<()> {
         device.display(),
         match (&args.device, args.buffered_loop) {
             (Some(_), _) => "",
+            (None, _) if args.file.is_some() => " (a file on a real disk's filesystem)",
             (None, true) => " (loop device over a file, buffered: CPU-bound, the worst case)",
             (None, false) => " (loop device over a file, direct I/O to the disk below)",
         },
@@ -217,34 +228,56 @@ fn fdinfo_value(fdinfo: &str, key: &str) -> Option<u64> {
     fdinfo.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')).and_then(|v| v.trim().parse().ok())
 }
 
-/// One fio run; returns the read IOPS from its terse (v3) output, field 8.
-fn fio(device: &Path, seconds: u32) -> Result<f64> {
-    let out = Command::new("fio")
-        .args([
-            "--name=ioscope-overhead",
-            &format!("--filename={}", device.display()),
-            "--rw=randread",
-            "--bs=4k",
-            "--direct=1",
-            "--ioengine=libaio",
-            "--iodepth=32",
-            "--readonly",
-            "--time_based",
-            &format!("--runtime={seconds}"),
-            "--output-format=terse",
-            "--terse-version=3",
-        ])
-        .output()
-        .context("running fio")?;
-    if !out.status.success() {
-        bail!("fio failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    parse_terse_read_iops(&text).with_context(|| format!("unexpected fio output: {text}"))
+/// One fio run; returns the read IOPS.
+fn fio(target: &Path, seconds: u32) -> Result<f64> {
+    let args = [
+        "--name=ioscope-overhead".to_string(),
+        format!("--filename={}", target.display()),
+        "--rw=randread".into(),
+        "--bs=4k".into(),
+        "--direct=1".into(),
+        "--ioengine=libaio".into(),
+        "--iodepth=32".into(),
+        "--readonly".into(),
+        "--time_based".into(),
+        format!("--runtime={seconds}"),
+    ];
+    Ok(crate::fio::run(&args)?.iops)
 }
 
-fn parse_terse_read_iops(text: &str) -> Option<f64> {
-    text.lines().find(|l| l.starts_with("3;"))?.split(';').nth(7)?.parse().ok()
+/// A file for `--file`: an existing one is used as is; a missing one is written (1 GiB of
+/// non-zero data, so no filesystem can skip it as sparse) and removed on drop.
+struct TestFile(Option<PathBuf>);
+
+impl TestFile {
+    const SIZE: usize = 1 << 30;
+
+    fn ensure(path: &Path) -> Result<TestFile> {
+        if path.exists() {
+            if !path.is_file() {
+                bail!("--file {}: not a regular file", path.display());
+            }
+            return Ok(TestFile(None));
+        }
+        use std::io::Write;
+        let mut f =
+            std::fs::File::create_new(path).with_context(|| format!("creating {}", path.display()))?;
+        let guard = TestFile(Some(path.to_path_buf()));
+        let chunk: Vec<u8> = (0..1usize << 20).map(|i| (i % 251) as u8 | 1).collect();
+        for _ in 0..Self::SIZE / chunk.len() {
+            f.write_all(&chunk).with_context(|| format!("writing {}", path.display()))?;
+        }
+        f.sync_all()?;
+        Ok(guard)
+    }
+}
+
+impl Drop for TestFile {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// `ioscope --batch --json` with eBPF on, running until dropped. Started once its first report is
@@ -329,12 +362,5 @@ mod tests {
         assert_eq!(fdinfo_value(info, "run_time_ns"), Some(123456));
         assert_eq!(fdinfo_value(info, "run_cnt"), Some(42));
         assert_eq!(fdinfo_value("pos:\t0\n", "run_cnt"), None);
-    }
-
-    #[test]
-    fn reads_iops_from_terse_v3() {
-        let line = "3;fio-3.36;ioscope-overhead;0;0;1024000;102400;25600.5;10000;rest";
-        assert_eq!(parse_terse_read_iops(&format!("some warning\n{line}\n")), Some(25600.5));
-        assert_eq!(parse_terse_read_iops("garbage"), None);
     }
 }
