@@ -282,7 +282,7 @@ pub struct BpfDeviceCounters {
 }
 
 /// Cumulative counters of the block-layer probes (`block_io_start`, `block_rq_insert`,
-/// `block_rq_issue`, `block_rq_complete`, `block_io_done`), per whole disk (requests are made of the
+/// `block_rq_issue`, `block_rq_complete`), per whole disk (requests are made of the
 /// disk, never of a partition), summed over CPUs. Histograms are log2 buckets
 /// (`ioscope_common::block::log2_bucket`): latencies in µs, sizes in bytes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -374,7 +374,7 @@ pub struct BlockProcessCounters {
     pub other_requests: u64,
     pub readahead_bytes: u64,
     pub sync_bytes: u64,
-    /// Whole-I/O latency (block_io_start → block_io_done): what the submitter waited.
+    /// Whole-I/O latency (block_io_start → block_rq_complete): what the submitter waited.
     pub lat_ns_sum: u64,
     pub lat_count: u64,
     pub lat_hist: Vec<u64>,
@@ -392,10 +392,12 @@ pub struct BlockProbeHealth {
     pub procs_full: u64,
     pub devs_full: u64,
     /// Issues whose request creation was not seen (no queue time), completions whose issue was not
-    /// seen (no device time), I/O done whose start was not seen (not credited to a process). Normal
-    /// for requests in flight at attach; steadily rising means requests are being lost.
+    /// seen (no device time). Normal for requests in flight at attach; steadily rising means
+    /// requests are being lost.
     pub issue_unmatched: u64,
     pub complete_unmatched: u64,
+    /// block_io_done events whose start was not seen: recordings made before that program was
+    /// retired (see crate::bpf::block::RETIRED); always 0 now.
     pub done_unmatched: u64,
     pub read_errors: u64,
     /// Request entries removed by userspace after a minute without completion.

@@ -95,12 +95,13 @@ fn batch_json_catches_short_lived_dd_and_cat() {
     drop(ioscope);
 
     let total = |pid: u32, key: &str| reports.iter().map(|r| bytes(r, pid, &lo.name, key)).sum::<f64>();
-    // Runs of block_io_start / block_io_done the kernel skipped (another BPF program was running
-    // on the CPU, e.g. other eBPF tools on a shared machine): each may cost one request's credit.
+    // Runs of block_io_start / block_rq_complete the kernel skipped (another BPF program was
+    // running on the CPU, e.g. other eBPF tools on a shared machine): each may cost one request's
+    // credit.
     let skipped: u64 = reports
         .iter()
         .flat_map(|r| r["bpf"]["block_health"]["programs"].as_array().unwrap().iter())
-        .filter(|p| p["program"] == "block_io_start" || p["program"] == "block_io_done")
+        .filter(|p| p["program"] == "block_io_start" || p["program"] == "block_rq_complete")
         .map(|p| p["missed"].as_u64().unwrap())
         .sum();
     let slack = skipped as f64 * 128.0 * 1024.0 + 1.0;

@@ -23,8 +23,10 @@ use crate::sample::{
     BpfDeviceCounters, BpfSample, RequestsBytes,
 };
 
-/// (program in the object, tracepoint event in category `block`), in the order of
-/// [`BlockProbeHealth::events`].
+/// (program, tracepoint event in category `block`): the slots of [`BlockProbeHealth`]'s
+/// per-program vectors, in this order in every Sample and so in every recording.
+/// `block_io_done` is [`RETIRED`]: its slot stays (0 in new samples) so that older recordings are
+/// still read right.
 pub const PROGRAMS: [(&str, &str); 6] = [
     ("block_io_start", "block_io_start"),
     ("block_rq_insert", "block_rq_insert"),
@@ -33,6 +35,14 @@ pub const PROGRAMS: [(&str, &str); 6] = [
     ("block_io_done", "block_io_done"),
     ("block_rq_merge", "block_rq_merge"),
 ];
+/// No longer traced: its work (crediting the submitter) moved to block_rq_complete, one program
+/// run fewer per request (ebpf/probes/src/block_io.rs).
+pub const RETIRED: &str = "block_io_done";
+
+/// The programs in the object, loaded and attached: every slot of [`PROGRAMS`] but the retired.
+pub fn live_programs() -> impl Iterator<Item = (&'static str, &'static str)> {
+    PROGRAMS.into_iter().filter(|(p, _)| *p != RETIRED)
+}
 pub const CATEGORY: &str = "block";
 
 /// The Sample's per-device issue counts (`BpfSample::rq_issue`, `devices[].bpf` in JSON), from the
@@ -84,19 +94,18 @@ pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
 }
 
 /// Reads the format files. An event whose format is missing or unusable stays unconfigured
-/// (its program counts nothing) and its error is returned in its slot of `PROGRAMS` order.
+/// (its program counts nothing) and its error is returned in its place of [`live_programs`].
 pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
     let mut layout = BlockLayout::UNSET;
     let mut results = Vec::new();
-    for (_, event) in PROGRAMS {
+    for (_, event) in live_programs() {
         let r = tracefs::read_event_format(tracefs, CATEGORY, event).and_then(|f| event_layout(&f));
         let slot = match event {
             "block_io_start" => &mut layout.io_start,
             "block_rq_insert" => &mut layout.rq_insert,
             "block_rq_issue" => &mut layout.rq_issue,
             "block_rq_complete" => &mut layout.rq_complete,
-            "block_rq_merge" => &mut layout.rq_merge,
-            _ => &mut layout.io_done,
+            _ => &mut layout.rq_merge,
         };
         results.push(match r {
             Ok(l) => {
@@ -121,7 +130,8 @@ pub struct BlockMaps {
     /// Kernel threads seen, by tgid (they rarely exit; saves reading their stat every interval).
     kthreads: StdHashMap<u32, bool>,
     cgroups: super::cgroup::CgroupNames,
-    /// Each program's fd (PROGRAMS order), to read the kernel's count of its skipped runs.
+    /// Each program's fd (PROGRAMS order; None for the retired one, which the object lacks), to
+    /// read the kernel's count of its skipped runs.
     programs: Vec<Option<ProgramFd>>,
 }
 
@@ -237,7 +247,7 @@ impl BlockMaps {
                 get(Health::RqInsertEvents)?,
                 get(Health::RqIssueEvents)?,
                 get(Health::RqCompleteEvents)?,
-                get(Health::IoDoneEvents)?,
+                0, // block_io_done: retired
                 get(Health::RqMergeEvents)?,
             ],
             reqs_full: get(Health::ReqsFull)?,
@@ -245,7 +255,6 @@ impl BlockMaps {
             devs_full: get(Health::DevsFull)?,
             issue_unmatched: get(Health::IssueUnmatched)?,
             complete_unmatched: get(Health::CompleteUnmatched)?,
-            done_unmatched: get(Health::DoneUnmatched)?,
             read_errors: get(Health::ReadErrors)?,
             ..Default::default()
         })
@@ -450,13 +459,13 @@ mod tests {
 
     #[test]
     fn an_event_missing_from_tracefs_leaves_only_its_program_off() {
-        // A tracefs with every event but block_io_done (as on kernels before 6.5).
+        // A tracefs with every event but block_io_start (as on kernels before 6.5).
         let dir = tempfile::tempdir().unwrap();
         let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs");
-        for (_, event) in PROGRAMS.iter().filter(|(_, e)| *e != "block_io_done") {
+        for (_, event) in live_programs().filter(|(_, e)| *e != "block_io_start") {
             let events = dir.path().join("events/block").join(event);
             fs::create_dir_all(&events).unwrap();
-            let source = if *event == "block_rq_complete" {
+            let source = if event == "block_rq_complete" {
                 "block_rq_complete-6.18.format"
             } else {
                 "block_rq_issue-6.18.format"
@@ -464,17 +473,17 @@ mod tests {
             fs::copy(fixtures.join(source), events.join("format")).unwrap();
         }
         let (layout, results) = layout(dir.path());
-        assert_eq!(results.len(), PROGRAMS.len());
-        for ((program, _), r) in PROGRAMS.iter().zip(&results) {
-            if *program == "block_io_done" {
+        assert_eq!(results.len(), live_programs().count());
+        for ((program, _), r) in live_programs().zip(&results) {
+            if program == "block_io_start" {
                 let err = r.as_ref().unwrap_err();
-                assert!(err.contains("events/block/block_io_done/format"), "{err}");
+                assert!(err.contains("events/block/block_io_start/format"), "{err}");
             } else {
                 assert!(r.is_ok(), "{program}: {r:?}");
             }
         }
-        assert_eq!(layout.io_done.configured, 0);
-        assert_eq!((layout.io_start.configured, layout.rq_complete.size_in_sectors), (1, 1));
+        assert_eq!(layout.io_start.configured, 0);
+        assert_eq!((layout.rq_issue.configured, layout.rq_complete.size_in_sectors), (1, 1));
     }
 
     #[test]

@@ -84,8 +84,7 @@ impl BpfCollector {
 
         // Every program with whether its needs were met; each is attached on its own, so one that
         // fails leaves the others working.
-        let mut programs: Vec<BpfProgramStatus> = block::PROGRAMS
-            .iter()
+        let mut programs: Vec<BpfProgramStatus> = block::live_programs()
             .zip(block_ready)
             .map(|((program, event), ready)| match ready {
                 Ok(()) => attach_tracepoint(&mut ebpf, program, block::CATEGORY, event),

@@ -62,6 +62,7 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
     let programs = crate::bpf::block::PROGRAMS
         .iter()
         .enumerate()
+        .filter(|(_, (program, _))| *program != crate::bpf::block::RETIRED)
         .map(|(i, (program, event))| {
             let now = c.events.get(i).copied().unwrap_or(0);
             let before = p.events.get(i).copied().unwrap_or(now);
@@ -119,7 +120,6 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
                 |h| h.complete_unmatched,
                 "no device time (also: empty preflush writes the flush machinery completes)",
             ),
-            lost("done without start", |h| h.done_unmatched, "not credited to a process"),
             lost("field read errors", |h| h.read_errors, "events dropped"),
             lost("stale requests evicted", |h| h.stale_evicted, "completions never seen"),
         ],

@@ -5,7 +5,7 @@
 //! Formulas: rates are Δcounter / Δt of the (pid, disk) pair's cumulative counters; a pair absent
 //! from the previous sample started from zero within the interval (the kernel map creates it at its
 //! first I/O), so its whole counters are this interval's: a `dd` that started and exited between two
-//! samples is shown for that interval. Latency is block_io_start → block_io_done (what the submitter
+//! samples is shown for that interval. Latency is block_io_start → block_rq_complete (what the submitter
 //! waited): average = Δlat_ns_sum / Δlat_count, p99 from the log2 histogram (see
 //! [`super::block::percentile`]). readahead % and sync % are shares of the bytes.
 

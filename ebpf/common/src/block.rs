@@ -1,6 +1,6 @@
-//! The block-layer programs' shared types: `block_io_start`, `block_rq_insert`, `block_rq_issue`,
-//! `block_rq_complete` and `block_io_done` (and `block_rq_merge`, when a request is merged into
-//! another and disappears) pair up one request's events by (dev, sector), as
+//! The block-layer programs' shared types: `block_io_start`, `block_rq_insert`, `block_rq_issue`
+//! and `block_rq_complete` (and `block_rq_merge`, when a request is merged into another and
+//! disappears) pair up one request's events by (dev, sector), as
 //! tracepoint-based tools do (classic tracepoints carry no request pointer), in a bounded hash map.
 //!
 //! Everything is aggregated in the kernel: per-CPU maps of cumulative counters and log2 histograms,
@@ -92,7 +92,6 @@ pub struct BlockLayout {
     pub rq_insert: EventLayout,
     pub rq_issue: EventLayout,
     pub rq_complete: EventLayout,
-    pub io_done: EventLayout,
     pub rq_merge: EventLayout,
 }
 
@@ -102,7 +101,6 @@ impl BlockLayout {
         rq_insert: EventLayout::UNSET,
         rq_issue: EventLayout::UNSET,
         rq_complete: EventLayout::UNSET,
-        io_done: EventLayout::UNSET,
         rq_merge: EventLayout::UNSET,
     };
 }
@@ -199,8 +197,8 @@ pub struct ProcKey {
     pub dev: u32,
 }
 
-/// What one process submitted to one device, counted when each request is done (block_io_done),
-/// cumulative, per CPU.
+/// What one process submitted to one device, counted when each request is done
+/// (block_rq_complete), cumulative, per CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStats {
@@ -215,7 +213,7 @@ pub struct ProcStats {
     /// Bytes of readahead (`A`) and synchronous (`S`) requests.
     pub readahead_bytes: u64,
     pub sync_bytes: u64,
-    /// Whole-I/O latency (block_io_start → block_io_done): what the submitter waited.
+    /// Whole-I/O latency (block_io_start → block_rq_complete): what the submitter waited.
     pub lat_ns_sum: u64,
     pub lat_count: u64,
     /// The same, µs, log2 buckets.
@@ -230,25 +228,22 @@ pub enum Health {
     RqInsertEvents = 1,
     RqIssueEvents = 2,
     RqCompleteEvents = 3,
-    IoDoneEvents = 4,
     /// A request could not be tracked: the request map was full.
-    ReqsFull = 5,
+    ReqsFull = 4,
     /// A process's I/O could not be credited: the process map was full.
-    ProcsFull = 6,
+    ProcsFull = 5,
     /// A device could not be counted: the device map was full.
-    DevsFull = 7,
+    DevsFull = 6,
     /// Issue of a request whose start was not seen (started before attach, or not via io_start).
-    IssueUnmatched = 8,
+    IssueUnmatched = 7,
     /// Completion of a request whose issue was not seen (issued before attach, or evicted).
-    CompleteUnmatched = 9,
-    /// block_io_done of a request whose start was not seen.
-    DoneUnmatched = 10,
+    CompleteUnmatched = 8,
     /// A tracepoint field could not be read.
-    ReadErrors = 11,
-    RqMergeEvents = 12,
+    ReadErrors = 9,
+    RqMergeEvents = 10,
 }
 
-pub const HEALTH_COUNTERS: u32 = 13;
+pub const HEALTH_COUNTERS: u32 = 11;
 
 /// `rwbs` decoded (the kernel's `blk_fill_rwbs()`, block/blk-core.c): an optional `F` (preflush),
 /// then the operation (`R` read, `W` write, `D` discard, `DE` secure erase, `F` flush, `N` other),

@@ -1,8 +1,14 @@
 //! The block layer, request by request: `block:block_io_start` (in the submitter's context: who
 //! asked for the I/O), `block:block_rq_insert` (into the I/O scheduler's queue), `block:block_rq_issue`
-//! (to the driver), `block:block_rq_complete` (by the device) and `block:block_io_done` (the whole
-//! I/O accounted). The events of one request are paired by (dev, sector) in BLOCK_REQS; everything
-//! is summed in per-CPU maps that userspace reads once per interval (see ioscope_common::block).
+//! (to the driver) and `block:block_rq_complete` (by the device: the request is done, and credited
+//! to its submitter). The events of one request are paired by (dev, sector) in BLOCK_REQS;
+//! everything is summed in per-CPU maps that userspace reads once per interval (see
+//! ioscope_common::block).
+//!
+//! Every program here runs for every request of every disk (twice per I/O on a loop device: the
+//! loop device's and its backing disk's), so each helper call counts: `block:block_io_done` is not
+//! traced, its work (crediting the submitter) is done at block_rq_complete, which sees the same
+//! request a moment earlier.
 
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
@@ -68,12 +74,6 @@ pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
 pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
     count_health(Health::RqMergeEvents);
     on_result(try_rq_merge(&ctx))
-}
-
-#[tracepoint]
-pub fn block_io_done(ctx: TracePointContext) -> u32 {
-    count_health(Health::IoDoneEvents);
-    on_result(try_io_done(&ctx))
 }
 
 /// Always 0 (a non-zero return would also write the event to the perf buffer). A failed field read
@@ -352,67 +352,57 @@ fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
     Ok(())
 }
 
-/// Done by the device: device time, completed bytes (what /proc/diskstats counts).
+/// Done by the device: device time, completed bytes (what /proc/diskstats counts), and the whole
+/// request credited to the process that submitted it. A partial completion (an error, or a driver
+/// completing in pieces) credits the whole request at its first piece: the later pieces have moved
+/// the sector and are not matched (counted as completions without issue).
 fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
     let e = read_event(ctx, &layout!(rq_complete))?;
-    let io_done_on = layout!(io_done).configured != 0;
     let k = key(&e);
     let t = now();
     let dir = e.rwbs.direction();
     let mut device_ns = None;
-    match BLOCK_REQS.get_ptr_mut(k) {
+    let mut submitted = None;
+    match BLOCK_REQS.get_ptr(k) {
         Some(p) => {
-            // SAFETY: a valid pointer into the map; one request's events do not race each other.
-            let r = unsafe { &mut *p };
+            // SAFETY: a valid pointer into the map; copied before the entry is removed.
+            let r = unsafe { *p };
+            let _ = BLOCK_REQS.remove(k);
             if r.issue_ns != 0 {
                 device_ns = Some(t.saturating_sub(r.issue_ns));
             }
             if r.flags & REQ_IN_FLIGHT != 0 {
-                r.flags &= !REQ_IN_FLIGHT;
                 inflight_add(e.dev, u64::MAX);
             }
-            // Nobody to credit at block_io_done (or it is off): the entry's work is done.
-            if r.flags & REQ_SUBMITTER == 0 || !io_done_on {
-                let _ = BLOCK_REQS.remove(k);
+            if r.flags & REQ_SUBMITTER != 0 {
+                submitted = Some(r);
             }
         }
         None => count_health(Health::CompleteUnmatched),
     }
-    let Some(s) = dev_stats(e.dev) else { return Ok(()) };
-    // SAFETY: this CPU's copy of the device's value.
-    let s = unsafe { &mut *s };
-    if let Some(d) = s.dirs.get_mut(dir) {
-        d.completed_requests += 1;
-        d.completed_bytes += e.bytes;
-        if let Some(ns) = device_ns {
-            d.device_ns_sum += ns;
-            d.device_count += 1;
-            bump(&mut d.device_hist, log2_bucket(ns / 1000), 1);
+    if let Some(s) = dev_stats(e.dev) {
+        // SAFETY: this CPU's copy of the device's value.
+        let s = unsafe { &mut *s };
+        if let Some(d) = s.dirs.get_mut(dir) {
+            d.completed_requests += 1;
+            d.completed_bytes += e.bytes;
+            if let Some(ns) = device_ns {
+                d.device_ns_sum += ns;
+                d.device_count += 1;
+                bump(&mut d.device_hist, log2_bucket(ns / 1000), 1);
+            }
         }
+    }
+    if let Some(r) = submitted {
+        credit_submitter(&r, e.dev, t);
     }
     Ok(())
 }
 
-/// The whole I/O is done: credit it to the process that submitted it.
-fn try_io_done(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout!(io_done))?;
-    let k = key(&e);
-    let t = now();
-    let Some(p) = BLOCK_REQS.get_ptr(k) else {
-        count_health(Health::DoneUnmatched);
-        return Ok(());
-    };
-    // SAFETY: a valid pointer into the map; copied before the entry is removed.
-    let r = unsafe { *p };
-    let _ = BLOCK_REQS.remove(k);
-    if r.flags & REQ_IN_FLIGHT != 0 {
-        // block_rq_complete missed it (not attached, or a partial completion moved the sector).
-        inflight_add(e.dev, u64::MAX);
-    }
-    if r.flags & REQ_SUBMITTER == 0 {
-        return Ok(());
-    }
-    let Some(s) = proc_stats(&ProcKey { tgid: r.tgid, dev: e.dev }) else { return Ok(()) };
+/// The whole request, done at `t`, credited to the process that submitted it.
+#[inline(always)]
+fn credit_submitter(r: &ReqInfo, dev: u32, t: u64) {
+    let Some(s) = proc_stats(&ProcKey { tgid: r.tgid, dev }) else { return };
     // SAFETY: this CPU's copy of the value.
     let s = unsafe { &mut *s };
     s.comm = r.comm;
@@ -440,7 +430,6 @@ fn try_io_done(ctx: &TracePointContext) -> Result<(), Lost> {
     s.lat_ns_sum += lat;
     s.lat_count += 1;
     bump(&mut s.lat_hist, log2_bucket(lat / 1000), 1);
-    Ok(())
 }
 
 /// A request merged into another before issue (the scheduler's request merging): it will never be
