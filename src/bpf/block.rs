@@ -82,6 +82,12 @@ pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
     // The usual layout (EventHead from `dev`) is read with one helper call instead of three.
     let size_at = if in_sectors == 1 { HEAD_NR_SECTOR } else { HEAD_BYTES };
     let compact = sector.offset == dev.offset + HEAD_SECTOR && size.offset == dev.offset + size_at;
+    // And rwbs right after (bytes/error and a 2-byte ioprio): all of it in one helper call of
+    // size_of::<HeadWithRwbs>() bytes, which must lie within the record.
+    let record_end = format.fields.iter().map(|f| f.offset + f.size).max().unwrap_or(0);
+    let rwbs_in_head = compact
+        && rwbs.offset == dev.offset + HEAD_RWBS
+        && record_end >= dev.offset + std::mem::size_of::<HeadWithRwbs>() as u32;
     Ok(EventLayout {
         configured: 1,
         dev_offset: dev.offset,
@@ -90,6 +96,7 @@ pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
         size_in_sectors: in_sectors,
         rwbs_offset: rwbs.offset,
         compact: u32::from(compact),
+        rwbs_in_head: u32::from(rwbs_in_head),
     })
 }
 
@@ -446,15 +453,17 @@ mod tests {
                 size_offset: 28,
                 size_in_sectors: 0,
                 rwbs_offset: 34,
-                compact: 1
+                compact: 1,
+                rwbs_in_head: 1,
             }
         );
         // block_rq_complete has no `bytes`: nr_sector (× 512) instead.
         let complete = event_layout(&format("block_rq_complete-6.18.format")).unwrap();
         assert_eq!((complete.size_offset, complete.size_in_sectors, complete.rwbs_offset), (24, 1, 34));
-        assert_eq!(complete.compact, 1);
-        // Linux 5.4: an 8-byte rwbs at 32 is still enough.
-        assert_eq!(event_layout(&format("block_rq_issue-5.4.format")).unwrap().rwbs_offset, 32);
+        assert_eq!((complete.compact, complete.rwbs_in_head), (1, 1));
+        // Linux 5.4: an 8-byte rwbs at 32 is still enough, but it is not after an ioprio: read apart.
+        let old = event_layout(&format("block_rq_issue-5.4.format")).unwrap();
+        assert_eq!((old.rwbs_offset, old.compact, old.rwbs_in_head), (32, 1, 0));
     }
 
     #[test]
@@ -493,7 +502,7 @@ mod tests {
                     \tfield:unsigned int bytes;\toffset:32;\tsize:4;\tsigned:0;\n\
                     \tfield:char rwbs[8];\toffset:36;\tsize:8;\tsigned:0;\n";
         let l = event_layout(&parse_format(text).unwrap()).unwrap();
-        assert_eq!((l.sector_offset, l.size_offset, l.compact), (24, 32, 0));
+        assert_eq!((l.sector_offset, l.size_offset, l.compact, l.rwbs_in_head), (24, 32, 0, 0));
     }
 
     #[test]

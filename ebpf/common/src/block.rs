@@ -53,6 +53,10 @@ pub struct EventLayout {
     /// 1 when dev, sector and the size sit as in [`EventHead`] from `dev_offset` (every kernel
     /// since the block events have had `nr_sector`/`bytes`): one read of the head instead of three.
     pub compact: u32,
+    /// 1 when, on top of `compact`, `rwbs` starts [`HEAD_RWBS`] bytes after `dev` (after `ioprio`,
+    /// as since Linux 6.x): the head and rwbs in one read of [`HEAD_WITH_RWBS_LEN`] bytes. Every
+    /// block program runs for every request, and each helper call is a large share of its cost.
+    pub rwbs_in_head: u32,
 }
 
 impl EventLayout {
@@ -64,6 +68,7 @@ impl EventLayout {
         size_in_sectors: 0,
         rwbs_offset: 0,
         compact: 0,
+        rwbs_in_head: 0,
     };
 }
 
@@ -83,6 +88,25 @@ pub struct EventHead {
 pub const HEAD_SECTOR: u32 = 8;
 pub const HEAD_NR_SECTOR: u32 = 16;
 pub const HEAD_BYTES: u32 = 20;
+/// Offset of `rwbs` from `dev` when it follows `bytes`/`error` and a 2-byte `ioprio`.
+pub const HEAD_RWBS: u32 = 26;
+
+/// [`EventHead`] then `ioprio` and the first [`RWBS_LEN`] bytes of `rwbs` (see
+/// [`EventLayout::rwbs_in_head`]), and 6 bytes of whatever follows (`rwbs` is 10 bytes since
+/// Linux 6.x; the loader checks the record is that long).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeadWithRwbs {
+    pub dev: u32,
+    pub _pad: u32,
+    pub sector: u64,
+    pub nr_sector: u32,
+    /// `bytes`, or block_rq_complete's `error`.
+    pub bytes: u32,
+    pub ioprio: u16,
+    pub rwbs: [u8; RWBS_LEN],
+    pub _tail: [u8; 6],
+}
 
 /// The layouts of all the events, in one global.
 #[repr(C)]
@@ -412,6 +436,16 @@ mod tests {
     }
 
     #[test]
+    fn head_with_rwbs_matches_the_record_from_dev() {
+        use core::mem::{offset_of, size_of};
+        assert_eq!(offset_of!(HeadWithRwbs, sector), HEAD_SECTOR as usize);
+        assert_eq!(offset_of!(HeadWithRwbs, nr_sector), HEAD_NR_SECTOR as usize);
+        assert_eq!(offset_of!(HeadWithRwbs, bytes), HEAD_BYTES as usize);
+        assert_eq!(offset_of!(HeadWithRwbs, rwbs), HEAD_RWBS as usize);
+        assert_eq!(size_of::<HeadWithRwbs>(), 40, "no hidden padding");
+    }
+
+    #[test]
     fn rwbs_decodes_operation_and_flags() {
         assert_eq!(flags("R"), RWBS_READ);
         assert_eq!(flags("RA"), RWBS_READ | RWBS_READAHEAD);
@@ -475,7 +509,7 @@ mod tests {
     #[test]
     fn shared_structs_have_no_hidden_padding() {
         use core::mem::size_of;
-        assert_eq!(size_of::<EventLayout>(), 7 * 4);
+        assert_eq!(size_of::<EventLayout>(), 8 * 4);
         assert_eq!(size_of::<EventHead>(), 24);
         assert_eq!(size_of::<ReqKey>(), 16);
         assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16);

@@ -20,12 +20,12 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use ioscope_common::block::{
-    depth_bucket, log2_bucket, BlockLayout, DevStats, EventHead, EventLayout, Health, ProcKey, ProcStats,
-    ReqInfo, ReqKey, RwbsFlags, DEVS_MAX, HEALTH_COUNTERS, PROCS_MAX, REQS_MAX, REQ_IN_FLIGHT, REQ_SUBMITTER,
-    RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
+    depth_bucket, log2_bucket, BlockLayout, DevStats, EventHead, EventLayout, HeadWithRwbs, Health, ProcKey,
+    ProcStats, ReqInfo, ReqKey, RwbsFlags, DEVS_MAX, HEALTH_COUNTERS, PROCS_MAX, REQS_MAX, REQ_IN_FLIGHT,
+    REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
 };
 
-/// Field offsets of the five events, written by the loader from tracefs before load.
+/// Field offsets of the events, written by the loader from tracefs before load.
 #[unsafe(no_mangle)]
 static BLOCK_LAYOUT: BlockLayout = BlockLayout::UNSET;
 
@@ -91,6 +91,7 @@ enum Lost {
     Read,
 }
 
+#[derive(Default)]
 struct Event {
     dev: u32,
     sector: u64,
@@ -107,28 +108,38 @@ macro_rules! layout {
     };
 }
 
-fn read_event(ctx: &TracePointContext, l: &EventLayout) -> Result<Event, Lost> {
+/// Fills `e` from the record. An out-parameter, not a returned Event: a BPF subprogram may not
+/// return a pointer into its caller's stack, which is how a returned struct is compiled.
+fn read_event(ctx: &TracePointContext, l: &EventLayout, e: &mut Event) -> Result<(), Lost> {
     if l.configured == 0 {
         return Err(Lost::Off);
     }
     // SAFETY: read_at goes through bpf_probe_read, which copes with any offset; the offsets come
     // from this kernel's own format file, checked for size by the loader. Each read is a helper
-    // call, so the usual layout is read in one go.
+    // call (a large share of a program's cost), so the usual layout is read in one go.
     unsafe {
-        let (dev, sector, size) = if l.compact != 0 {
-            let head: EventHead = ctx.read_at(l.dev_offset as usize).map_err(|_| Lost::Read)?;
-            let size = if l.size_in_sectors != 0 { head.nr_sector } else { head.bytes };
-            (head.dev, head.sector, size)
+        let (dev, sector, size, rwbs) = if l.rwbs_in_head != 0 {
+            let h: HeadWithRwbs = ctx.read_at(l.dev_offset as usize).map_err(|_| Lost::Read)?;
+            (h.dev, h.sector, if l.size_in_sectors != 0 { h.nr_sector } else { h.bytes }, h.rwbs)
         } else {
-            let dev: u32 = ctx.read_at(l.dev_offset as usize).map_err(|_| Lost::Read)?;
-            let sector: u64 = ctx.read_at(l.sector_offset as usize).map_err(|_| Lost::Read)?;
-            let size: u32 = ctx.read_at(l.size_offset as usize).map_err(|_| Lost::Read)?;
-            (dev, sector, size)
+            let (dev, sector, size) = if l.compact != 0 {
+                let head: EventHead = ctx.read_at(l.dev_offset as usize).map_err(|_| Lost::Read)?;
+                (head.dev, head.sector, if l.size_in_sectors != 0 { head.nr_sector } else { head.bytes })
+            } else {
+                let dev: u32 = ctx.read_at(l.dev_offset as usize).map_err(|_| Lost::Read)?;
+                let sector: u64 = ctx.read_at(l.sector_offset as usize).map_err(|_| Lost::Read)?;
+                let size: u32 = ctx.read_at(l.size_offset as usize).map_err(|_| Lost::Read)?;
+                (dev, sector, size)
+            };
+            let rwbs: [u8; RWBS_LEN] = ctx.read_at(l.rwbs_offset as usize).map_err(|_| Lost::Read)?;
+            (dev, sector, size, rwbs)
         };
-        let rwbs: [u8; RWBS_LEN] = ctx.read_at(l.rwbs_offset as usize).map_err(|_| Lost::Read)?;
-        let bytes = if l.size_in_sectors != 0 { u64::from(size) << 9 } else { u64::from(size) };
-        Ok(Event { dev, sector, bytes, rwbs: RwbsFlags::parse(&rwbs) })
+        e.dev = dev;
+        e.sector = sector;
+        e.bytes = if l.size_in_sectors != 0 { u64::from(size) << 9 } else { u64::from(size) };
+        e.rwbs = RwbsFlags::parse(&rwbs);
     }
+    Ok(())
 }
 
 fn now() -> u64 {
@@ -198,7 +209,8 @@ fn proc_stats(k: &ProcKey) -> Option<*mut ProcStats> {
 
 /// Submitter context: remember who asked for this request, and when.
 fn try_io_start(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout!(io_start))?;
+    let mut e = Event::default();
+    read_event(ctx, &layout!(io_start), &mut e)?;
     let k = key(&e);
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     let info = ReqInfo {
@@ -235,7 +247,8 @@ fn try_io_start(ctx: &TracePointContext) -> Result<(), Lost> {
 
 /// Into the scheduler's queue.
 fn try_rq_insert(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout!(rq_insert))?;
+    let mut e = Event::default();
+    read_event(ctx, &layout!(rq_insert), &mut e)?;
     let k = key(&e);
     let t = now();
     match BLOCK_REQS.get_ptr_mut(k) {
@@ -268,7 +281,8 @@ fn zero_info() -> ReqInfo {
 
 /// To the driver: size, flags, queue time, queue depth.
 fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout!(rq_issue))?;
+    let mut e = Event::default();
+    read_event(ctx, &layout!(rq_issue), &mut e)?;
     let k = key(&e);
     let t = now();
     let dir = e.rwbs.direction();
@@ -357,7 +371,8 @@ fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
 /// completing in pieces) credits the whole request at its first piece: the later pieces have moved
 /// the sector and are not matched (counted as completions without issue).
 fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout!(rq_complete))?;
+    let mut e = Event::default();
+    read_event(ctx, &layout!(rq_complete), &mut e)?;
     let k = key(&e);
     let t = now();
     let dir = e.rwbs.direction();
@@ -435,7 +450,8 @@ fn credit_submitter(r: &ReqInfo, dev: u32, t: u64) {
 /// A request merged into another before issue (the scheduler's request merging): it will never be
 /// issued or completed itself, so its entry goes (its bytes are carried by the other request).
 fn try_rq_merge(ctx: &TracePointContext) -> Result<(), Lost> {
-    let e = read_event(ctx, &layout!(rq_merge))?;
+    let mut e = Event::default();
+    read_event(ctx, &layout!(rq_merge), &mut e)?;
     let _ = BLOCK_REQS.remove(key(&e));
     Ok(())
 }
