@@ -281,7 +281,7 @@ fn buffered_write_dirties_its_pages() {
 }
 
 #[test]
-fn direct_io_is_marked_and_counts_neither_hits_nor_misses() {
+fn direct_io_is_marked_counts_neither_hits_nor_misses_and_has_its_direction() {
     if std::env::var_os(CHILD_MODE).is_some() {
         return;
     }
@@ -306,6 +306,20 @@ fn direct_io_is_marked_and_counts_neither_hits_nor_misses() {
     );
     assert!(row.misses <= FILE_PAGES / 100, "direct reads counted as {} misses", row.misses);
     assert_eq!(cached_pages(&file), 0, "O_DIRECT left the file out of the cache");
+
+    // Plain write(2) on an O_DIRECT descriptor: on 6.18 its iomap_dio_rw_begin record lacks
+    // IOCB_WRITE, so the direction must come from iomap_iter or these bytes show as reads.
+    let (pid, before) = run_child("dio-write", &file, || sample(&mut bpf));
+    let row = child_row(&before, &sample(&mut bpf), pid);
+    eprintln!("dio write: {row:?}");
+    assert!(row.direct_io, "O_DIRECT writes are marked");
+    assert!(
+        (size..=size + (1 << 20) as f64).contains(&row.dio_write_bytes_s),
+        "direct writes {} bytes, file {size}",
+        row.dio_write_bytes_s
+    );
+    assert_eq!(row.dio_read_bytes_s, 0.0, "no direct read was done");
+    assert_eq!(row.dirtied, 0, "O_DIRECT writes dirty no page");
 }
 
 /// The running tool's plausibility check: on a cold 64 MiB read, misses × page size and what the
@@ -377,33 +391,4 @@ fn a_writer_past_the_dirty_limit_is_shown_throttled() {
     let t = m.last_throttle.expect("a throttle record");
     assert!(t.limit <= 16 << 20, "throttle limit {} above the 16 MiB set", t.limit);
     assert!(k.threshold > 0);
-}
-
-#[test]
-fn a_plain_direct_write_counts_as_a_direct_write() {
-    if std::env::var_os(CHILD_MODE).is_some() {
-        return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_page_cache") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
-    let lo = LoopDevice::with_fs(256, "ext4");
-    let file = lo.mount_point().join("data");
-    make_file(&file);
-    let (pid, before) = run_child("dio-write", &file, || sample(&mut bpf));
-    let row = child_row(&before, &sample(&mut bpf), pid);
-    eprintln!("dio write: {row:?}");
-    assert!(row.direct_io, "O_DIRECT writes are marked");
-    let size = (FILE_MIB << 20) as f64;
-    // On 6.18 the iomap_dio_rw_begin record of a write(2) lacks IOCB_WRITE: the direction must
-    // come from iomap_iter, or these bytes show up as direct reads.
-    assert!(
-        (size..=size + (1 << 20) as f64).contains(&row.dio_write_bytes_s),
-        "direct writes {} bytes, file {size}",
-        row.dio_write_bytes_s
-    );
-    assert_eq!(row.dio_read_bytes_s, 0.0, "no direct read was done");
-    assert_eq!(row.dirtied, 0, "O_DIRECT writes dirty no page");
 }

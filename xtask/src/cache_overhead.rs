@@ -144,16 +144,7 @@ struct FioRun {
 
 /// One fio run: 4 KiB buffered random reads of the cached file (invalidate=0 keeps it cached).
 fn fio_run(file: &Path, seconds: u64) -> Result<FioRun> {
-    let args = [
-        "--name=cached".to_string(),
-        format!("--filename={}", file.display()),
-        "--rw=randread".into(),
-        "--bs=4k".into(),
-        "--ioengine=psync".into(),
-        "--invalidate=0".into(),
-        "--time_based".into(),
-        format!("--runtime={seconds}"),
-    ];
+    let args = crate::fio::randread_4k("cached", file, seconds, &["--ioengine=psync", "--invalidate=0"]);
     let r = crate::fio::run(&args)?;
     reads_per_cpu(&r).context("fio reported no CPU time")
 }

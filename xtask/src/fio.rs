@@ -15,6 +15,20 @@ pub struct ReadFigures {
     pub sys_pct: f64,
 }
 
+/// A time-based job of 4 KiB random reads of `target` for `seconds`, plus `extra` options.
+pub fn randread_4k(name: &str, target: &std::path::Path, seconds: u64, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        format!("--name={name}"),
+        format!("--filename={}", target.display()),
+        "--rw=randread".into(),
+        "--bs=4k".into(),
+        "--time_based".into(),
+        format!("--runtime={seconds}"),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
 /// Runs fio with `args` (a job on the command line) and returns its read figures.
 pub fn run(args: &[String]) -> Result<ReadFigures> {
     let out = Command::new("fio")

@@ -230,18 +230,12 @@ fn fdinfo_value(fdinfo: &str, key: &str) -> Option<u64> {
 
 /// One fio run; returns the read IOPS.
 fn fio(target: &Path, seconds: u32) -> Result<f64> {
-    let args = [
-        "--name=ioscope-overhead".to_string(),
-        format!("--filename={}", target.display()),
-        "--rw=randread".into(),
-        "--bs=4k".into(),
-        "--direct=1".into(),
-        "--ioengine=libaio".into(),
-        "--iodepth=32".into(),
-        "--readonly".into(),
-        "--time_based".into(),
-        format!("--runtime={seconds}"),
-    ];
+    let args = crate::fio::randread_4k(
+        "ioscope-overhead",
+        target,
+        u64::from(seconds),
+        &["--direct=1", "--ioengine=libaio", "--iodepth=32", "--readonly"],
+    );
     Ok(crate::fio::run(&args)?.iops)
 }
 
