@@ -23,9 +23,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 7;
 /// Rounds added to a job that missed the tolerance after [`ROUNDS`].
-const EXTRA_ROUNDS: usize = 8;
+const EXTRA_ROUNDS: usize = 6;
 const THROUGHPUT_TOLERANCE: f64 = 0.15;
 const LATENCY_TOLERANCE: f64 = 0.20;
 const SIZE: &str = "512m";

@@ -96,11 +96,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &BenchView, theme: &Theme) {
         Line::from(vec![
             Span::styled(" ioscope bench ", theme.banner()),
             Span::raw(format!("  {state}  {done}/{} jobs  ≤{}s each", view.total_jobs, view.runtime_s)),
-            Span::raw(if view.engine.is_empty() {
-                String::new()
-            } else {
-                format!("  {}", view.engine)
-            }),
+            Span::raw(if view.engine.is_empty() { String::new() } else { format!("  {}", view.engine) }),
             Span::styled("   q stop/quit  ↑↓ scroll", theme.dim()),
         ]),
         Line::from(Span::raw(format!(" {}", view.target_line))),

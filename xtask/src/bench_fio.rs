@@ -140,24 +140,35 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut all_ok = true;
     for job in &jobs {
         let (mut f, mut i) = (Vec::new(), Vec::new());
-        for round in 0..a.rounds {
-            let pair = |f: &mut Vec<Figures>, i: &mut Vec<Figures>, fio_first: bool| -> Result<()> {
-                if fio_first {
+        let more = |f: &mut Vec<Figures>, i: &mut Vec<Figures>, n: usize| -> Result<()> {
+            for _ in 0..n {
+                // Alternate which tool goes first.
+                if f.len().is_multiple_of(2) {
                     f.push(fio(&file, job)?);
                     i.push(ioscope(&bin, &file, job)?);
                 } else {
                     i.push(ioscope(&bin, &file, job)?);
                     f.push(fio(&file, job)?);
                 }
-                Ok(())
-            };
-            pair(&mut f, &mut i, round % 2 == 0)?;
+            }
+            Ok(())
+        };
+        more(&mut f, &mut i, a.rounds)?;
+        let judge = |f: &[Figures], i: &[Figures]| {
+            let ratio = |g: fn(&Figures) -> f64| median(f.iter().zip(i).map(|(a, b)| g(b) / g(a)).collect());
+            let r = [ratio(|x| x.mb_s), ratio(|x| x.iops), ratio(|x| x.p50), ratio(|x| x.p99)];
+            let ok = (r[0] - 1.0).abs() <= THROUGHPUT_TOLERANCE
+                && (r[1] - 1.0).abs() <= THROUGHPUT_TOLERANCE
+                && (!job.check_p50 || (r[2] - 1.0).abs() <= LATENCY_TOLERANCE);
+            (r, ok)
+        };
+        let (mut r, mut ok) = judge(&f, &i);
+        if !ok {
+            // As in the CI test: a miss gets as many rounds again, judged together with the first.
+            more(&mut f, &mut i, a.rounds)?;
+            (r, ok) = judge(&f, &i);
         }
-        let ratio = |g: fn(&Figures) -> f64| median(f.iter().zip(&i).map(|(a, b)| g(b) / g(a)).collect());
-        let (rm, ri, r50, r99) = (ratio(|x| x.mb_s), ratio(|x| x.iops), ratio(|x| x.p50), ratio(|x| x.p99));
-        let ok = (rm - 1.0).abs() <= THROUGHPUT_TOLERANCE
-            && (ri - 1.0).abs() <= THROUGHPUT_TOLERANCE
-            && (!job.check_p50 || (r50 - 1.0).abs() <= LATENCY_TOLERANCE);
+        let [rm, ri, r50, r99] = r;
         all_ok &= ok;
         let med = |v: &[Figures], g: fn(&Figures) -> f64| median(v.iter().map(g).collect());
         println!(
@@ -179,7 +190,7 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     println!(
-        "\nmedians of {} rounds; ratios are the median over rounds of ioscope/fio. PASS: MB/s and IOPS within \
+        "\nmedians of {} rounds (twice that for a job that missed at first); ratios are the median over rounds of ioscope/fio. PASS: MB/s and IOPS within \
          {:.0}%, p50 of the reads within {:.0}% (p99, and the write's p50, shown, not judged)",
         a.rounds,
         THROUGHPUT_TOLERANCE * 100.0,
