@@ -70,6 +70,7 @@ fn bench_view(running: bool) -> BenchView {
         target_line: "/data/.ioscope-bench-4242.tmp (test file, removed after, 1G, ext4 on nvme0n1p2)".into(),
         total_jobs: 8,
         runtime_s: 3.0,
+        engine: "io_uring".into(),
         results: results(),
         notes: vec!["cold cache: 0 of 262144 pages cached after DONTNEED (checked with cachestat)".into()],
         running: running.then_some(Running {

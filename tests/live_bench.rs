@@ -37,6 +37,7 @@ fn bad_input_is_a_usage_error_with_a_message() {
         (&["/tmp", "--modes", "odirect"], "not a mode"),
         (&["--device", "/dev/null"], "not a block device"),
         (&["/tmp", "--destructive"], "--destructive only applies to --device"),
+        (&["/tmp", "--engine", "libaio"], "not an engine"),
     ] {
         let o = bench(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -164,8 +165,30 @@ fn a_run_reports_what_the_device_did_and_cleans_up() {
             .cloned()
             .unwrap()
     };
+    // The engine: io_uring where this kernel allows it, else the thread pool (and a note saying why).
+    let engine = v["settings"]["engine"].as_str().unwrap().to_string();
+    assert!(engine == "io_uring" || v["notes"].to_string().contains("io_uring unavailable"), "{v}");
+    for key in ["machine", "settings"] {
+        assert!(v[key].is_object(), "{key}");
+    }
     for j in v["jobs"].as_array().unwrap() {
         assert!(j["skipped"].is_null(), "{j}");
+        assert_eq!(j["engine"], engine.as_str(), "{j}");
+        for key in [
+            "rw",
+            "bs",
+            "mode",
+            "qd",
+            "mb_s",
+            "iops",
+            "lat_p50_us",
+            "lat_p99_us",
+            "lat_max_us",
+            "disk_bytes",
+            "fsync_s",
+        ] {
+            assert!(!j[key].is_null(), "jobs[].{key} missing: {j}");
+        }
         assert_eq!(j["bytes"], 64u64 << 20, "one pass over the file: {j}");
         for key in ["mb_s", "iops", "lat_p50_us", "lat_p99_us", "lat_max_us"] {
             assert!(j[key].as_f64().unwrap() > 0.0, "{key}: {j}");

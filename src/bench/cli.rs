@@ -11,7 +11,7 @@ use clap::Args;
 use super::engine::Progress;
 use super::report;
 use super::runner::{self, Event, Plan, STOP};
-use super::spec::{self, Cache, Fsync, Mode};
+use super::spec::{self, Cache, Engine, EngineChoice, Fsync, Mode};
 use super::target::{self, TargetRequest};
 
 /// Default job matrix: about a minute on a typical disk.
@@ -56,9 +56,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub time_based: bool,
 
-    /// Queue depths, comma-separated: threads with one request in flight each (1 to 256).
+    /// Queue depths, comma-separated: requests in flight (1 to 256).
     #[arg(long, value_name = "LIST", default_value = "1")]
     pub qd: String,
+
+    /// How requests are issued: auto (io_uring where the kernel allows it, else threads),
+    /// io_uring (one thread, QD requests in flight), threads (QD threads doing pread/pwrite).
+    #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = spec::parse_engine)]
+    pub engine: EngineChoice,
 
     /// Modes, comma-separated: direct (O_DIRECT), buffered, mmap.
     #[arg(long, value_name = "LIST", default_value = DEFAULT_MODES)]
@@ -160,6 +165,17 @@ impl BenchArgs {
         if modes.contains(&Mode::Mmap) && target.kind == target::TargetKind::Device {
             return Err(usage("--modes mmap needs a file, not a device".into()));
         }
+        let engine = match (self.engine, super::uring::available()) {
+            (EngineChoice::Only(e), Ok(())) | (EngineChoice::Only(e @ Engine::Threads), _) => e,
+            (EngineChoice::Auto, Ok(())) => Engine::IoUring,
+            (EngineChoice::Auto, Err(why)) => {
+                notes.push(format!("io_uring unavailable ({why}): the thread-pool engine is used"));
+                Engine::Threads
+            }
+            (EngineChoice::Only(Engine::IoUring), Err(why)) => {
+                return Err(usage(format!("--engine io_uring: io_uring is unavailable here ({why})")));
+            }
+        };
         if rws.iter().all(|r| !r.is_write()) && self.fsync != Fsync::End {
             notes.push("--fsync only applies to write jobs".into());
         }
@@ -168,6 +184,7 @@ impl BenchArgs {
             jobs,
             runtime: self.runtime,
             time_based: self.time_based,
+            engine,
             fsync: self.fsync,
             cache: self.cache,
             drop_caches: self.drop_caches,

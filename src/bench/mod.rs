@@ -2,7 +2,8 @@
 //!
 //! - [`spec`]: the job matrix from the flags (pure).
 //! - [`target`]: the file, directory or device, and the safety rules.
-//! - [`engine`]: the thread-pool pread/pwrite engine and its latency [`histogram`].
+//! - [`engine`]: the I/O engines — [`uring`] (io_uring) and a pread/pwrite thread pool — and their
+//!   latency [`histogram`].
 //! - [`runner`]: layout, cache preparation, a Sample before and after each job, cleanup.
 //! - [`result`]: the per-job figures and the "what bound it" line (pure, from two Samples).
 //! - [`report`]: the text table, JSON and `--compare`; [`view`]: the TUI bench view.
@@ -16,4 +17,5 @@ pub mod runner;
 pub mod spec;
 pub mod target;
 pub mod tui;
+pub mod uring;
 pub mod view;

@@ -120,6 +120,9 @@ pub fn settings_line(s: &Settings) -> String {
     let dev = s.device.as_deref().unwrap_or("no block device");
     let mut line = format!("{} ({}, {}, {} on {dev})", s.path, s.target, size_label(s.size), s.filesystem);
     let _ = write!(line, "  cache {}  fsync {}  runtime {}s", s.cache, s.fsync, s.runtime_s);
+    if !s.engine.is_empty() {
+        let _ = write!(line, "  engine {}", s.engine);
+    }
     if let Some(ra) = s.read_ahead_kb {
         let _ = write!(line, "  read_ahead_kb {ra}");
     }

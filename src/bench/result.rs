@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::spec::{size_label, JobSpec, Mode, Rw};
+use super::spec::{size_label, Engine, JobSpec, Mode, Rw};
 use crate::model::counter::delta;
 use crate::model::Model;
 use crate::sample::Sample;
@@ -46,6 +46,8 @@ pub struct JobResult {
     pub bs: u64,
     pub mode: Option<Mode>,
     pub qd: u32,
+    /// The engine the job ran on: io_uring, or threads (the fallback, and always for mmap).
+    pub engine: Option<Engine>,
     /// Application bytes / elapsed / 10⁶.
     pub mb_s: f64,
     /// Requests / elapsed.

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::{self, EngineJob, Progress};
 use super::result::{JobResult, RunFigures};
-use super::spec::{size_label, Cache, Fsync, JobSpec, Mode};
+use super::spec::{size_label, Cache, Engine, Fsync, JobSpec, Mode};
 use super::target::{self, Target, TargetKind};
 use crate::bpf::BpfCollector;
 use crate::collect::{self, Sampler, SystemRoot};
@@ -27,6 +27,8 @@ pub struct Plan {
     pub jobs: Vec<JobSpec>,
     pub runtime: Duration,
     pub time_based: bool,
+    /// The engine of direct and buffered jobs (mmap jobs always use threads).
+    pub engine: Engine,
     pub fsync: Fsync,
     pub cache: Cache,
     pub drop_caches: bool,
@@ -67,6 +69,8 @@ pub struct Settings {
     pub size: u64,
     pub runtime_s: f64,
     pub time_based: bool,
+    /// "io_uring" or "threads": the engine of the direct and buffered jobs.
+    pub engine: String,
     pub cache: String,
     pub fsync: String,
     pub drop_caches: bool,
@@ -314,6 +318,7 @@ fn run_job(
     };
     let job = EngineJob {
         spec: *spec,
+        engine: plan.engine,
         size: target.size,
         runtime: plan.runtime,
         time_based: plan.time_based,
@@ -344,6 +349,7 @@ fn run_job(
         interrupted: r.interrupted,
     };
     let mut result = JobResult::from_run(spec, &figures, &before, &after, target.device.as_deref());
+    result.engine = Some(engine::engine_for(plan.engine, spec.mode));
     result.cache_note = cache_note;
     Ok(result)
 }
@@ -462,6 +468,7 @@ fn settings(plan: &Plan, s: &Sample) -> Settings {
         size: t.size,
         runtime_s: plan.runtime.as_secs_f64(),
         time_based: plan.time_based,
+        engine: plan.engine.name().into(),
         cache: match plan.cache {
             Cache::Cold => "cold",
             Cache::Warm => "warm",

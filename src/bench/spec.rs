@@ -55,6 +55,44 @@ impl Mode {
     }
 }
 
+/// How requests are issued: the engine a job ran with is in its result (`jobs[].engine`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Engine {
+    /// One thread keeps QD requests in flight on an io_uring, submitting each as a slot frees
+    /// (fio's `ioengine=io_uring iodepth=QD`, with its default batching of one).
+    #[serde(rename = "io_uring")]
+    IoUring,
+    /// QD threads with one synchronous pread/pwrite each (fio's `ioengine=psync numjobs=QD`);
+    /// for mmap jobs, QD threads copying to and from the mapping.
+    #[serde(rename = "threads")]
+    Threads,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::IoUring => "io_uring",
+            Engine::Threads => "threads",
+        }
+    }
+}
+
+/// `--engine`: io_uring where the kernel allows it (`auto`), or one of them by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineChoice {
+    Auto,
+    Only(Engine),
+}
+
+pub fn parse_engine(s: &str) -> Result<EngineChoice, String> {
+    match s.trim() {
+        "auto" => Ok(EngineChoice::Auto),
+        "io_uring" | "io-uring" | "uring" => Ok(EngineChoice::Only(Engine::IoUring)),
+        "threads" | "psync" => Ok(EngineChoice::Only(Engine::Threads)),
+        _ => Err(format!("'{s}' is not an engine: use auto, io_uring, threads")),
+    }
+}
+
 /// When write jobs call fsync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "kind", content = "n")]
@@ -94,7 +132,7 @@ pub struct JobSpec {
     /// Block size, bytes.
     pub bs: u64,
     pub mode: Mode,
-    /// Queue depth: the number of threads with one request each in flight.
+    /// Queue depth: requests in flight (io_uring entries, or threads with one request each).
     pub qd: u32,
 }
 
@@ -297,6 +335,10 @@ mod tests {
         assert_eq!(parse_runtime("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_runtime("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_runtime("0").is_err() && parse_runtime("abc").is_err());
+        assert_eq!(parse_engine("auto"), Ok(EngineChoice::Auto));
+        assert_eq!(parse_engine("io_uring"), Ok(EngineChoice::Only(Engine::IoUring)));
+        assert_eq!(parse_engine("psync"), Ok(EngineChoice::Only(Engine::Threads)));
+        assert!(parse_engine("libaio").unwrap_err().contains("not an engine"));
     }
 
     #[test]

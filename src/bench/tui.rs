@@ -43,6 +43,7 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
         target_line: view::target_line(&plan.target),
         total_jobs: plan.jobs.len(),
         runtime_s: plan.runtime.as_secs_f64(),
+        engine: plan.engine.name().into(),
         scroll: usize::MAX,
         ..Default::default()
     };

@@ -32,6 +32,8 @@ pub struct BenchView {
     pub target_line: String,
     pub total_jobs: usize,
     pub runtime_s: f64,
+    /// The engine of the direct and buffered jobs: "io_uring" or "threads".
+    pub engine: String,
     pub results: Vec<JobResult>,
     pub notes: Vec<String>,
     pub running: Option<Running>,
@@ -94,6 +96,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &BenchView, theme: &Theme) {
         Line::from(vec![
             Span::styled(" ioscope bench ", theme.banner()),
             Span::raw(format!("  {state}  {done}/{} jobs  ≤{}s each", view.total_jobs, view.runtime_s)),
+            Span::raw(if view.engine.is_empty() { String::new() } else { format!("  {}", view.engine) }),
             Span::styled("   q stop/quit  ↑↓ scroll", theme.dim()),
         ]),
         Line::from(Span::raw(format!(" {}", view.target_line))),
