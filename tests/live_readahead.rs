@@ -162,8 +162,13 @@ fn file_row(before: &Sample, after: &Sample, path: &Path) -> (ReadaheadModel, Op
 /// the file while it runs (it prints its map on SIGINT).
 struct Bpftrace {
     child: std::process::Child,
-    out: std::io::BufReader<std::process::ChildStdout>,
+    /// bpftrace's stdout, line by line, from a reader thread (so a bpftrace that never prints
+    /// fails the test after a timeout instead of hanging it).
+    lines: std::sync::mpsc::Receiver<String>,
 }
+
+/// How long bpftrace may take to attach, and to print its count once interrupted.
+const BPFTRACE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Bpftrace {
     fn start(path: &Path) -> Bpftrace {
@@ -178,13 +183,26 @@ impl Bpftrace {
             .stderr(Stdio::null())
             .spawn()
             .expect("bpftrace is installed (the test's independent check)");
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("ready") {
-            line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "bpftrace ended before it was ready");
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut bt = Bpftrace { child, lines };
+        loop {
+            match bt.lines.recv_timeout(BPFTRACE_TIMEOUT) {
+                Ok(line) if line.contains("ready") => return bt,
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = bt.child.kill();
+                    panic!("bpftrace did not attach within {BPFTRACE_TIMEOUT:?}: {e}");
+                }
+            }
         }
-        Bpftrace { child, out }
     }
 
     /// Stops it (SIGINT) and returns the pages added.
@@ -192,7 +210,11 @@ impl Bpftrace {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let mut text = String::new();
-        self.out.read_to_string(&mut text).unwrap();
+        while let Ok(line) = self.lines.recv_timeout(BPFTRACE_TIMEOUT) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let _ = self.child.kill();
         let _ = self.child.wait();
         text.lines()
             .find_map(|l| l.strip_prefix("@added:"))
