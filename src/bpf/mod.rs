@@ -4,6 +4,7 @@
 //! committed as assets/ioscope.bpf.o, which is embedded here: building ioscope needs neither.
 
 pub mod block;
+pub mod block_files;
 pub mod cgroup;
 pub mod files;
 pub mod page_cache;
@@ -19,6 +20,7 @@ use anyhow::Result;
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
 use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
+use ioscope_common::block_files::BLOCK_RQ_CONFIG_GLOBAL;
 use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
@@ -47,6 +49,9 @@ pub struct BpfCollector {
     files: Option<files::FileMaps>,
     file_resolver: crate::collect::files::FileResolver,
     readahead: Option<readahead::ReadaheadMaps>,
+    /// Completed requests from `block_rq_complete`, and their mapping to files.
+    request_ring: Option<block_files::RequestRing>,
+    block_file_mapper: crate::collect::block_files::BlockFileMapper,
 }
 
 impl BpfCollector {
@@ -83,6 +88,8 @@ impl BpfCollector {
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
         loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
+        let rq_config = block_files::config();
+        loader.override_global(BLOCK_RQ_CONFIG_GLOBAL, &rq_config, true);
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -112,6 +119,15 @@ impl BpfCollector {
             Err(e) => {
                 // Without its map the program's counts cannot be read: report it as not working.
                 programs[0].error = Some(format!("{e:#}"));
+                None
+            }
+        };
+        let request_ring = match block_files::RequestRing::take(&mut ebpf) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                if let Some(p) = programs.iter_mut().find(|p| p.program == "block_rq_complete") {
+                    p.error.get_or_insert_with(|| format!("no block-to-file mapping: {e:#}"));
+                }
                 None
             }
         };
@@ -148,6 +164,8 @@ impl BpfCollector {
             files,
             file_resolver: Default::default(),
             readahead,
+            request_ring,
+            block_file_mapper: Default::default(),
         }
     }
 
@@ -162,6 +180,8 @@ impl BpfCollector {
             files: None,
             file_resolver: Default::default(),
             readahead: None,
+            request_ring: None,
+            block_file_mapper: Default::default(),
         }
     }
 
@@ -202,7 +222,23 @@ impl BpfCollector {
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }
+        // After the files: their paths name the files whose extents the requests are mapped to.
+        if let Some(ring) = &mut self.request_ring {
+            let now = std::time::Instant::now();
+            let events = ring.drain();
+            self.block_file_mapper.refresh(&sample.files, now);
+            self.block_file_mapper.map(&events, now);
+            match ring.counts() {
+                Ok(counts) => sample.block_files = Some(self.block_file_mapper.sample(counts)),
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
         sample
+    }
+
+    /// The block requests mapped most recently (oldest first), for tests and debugging.
+    pub fn recent_block_requests(&self) -> Vec<crate::collect::block_files::MappedRequest> {
+        self.block_file_mapper.recent().cloned().collect()
     }
 }
 

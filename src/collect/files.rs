@@ -147,6 +147,7 @@ fn add(into: &mut RawFile, f: &RawFile) {
     into.writeback_pages += f.writeback_pages;
     into.dio_read_bytes += f.dio_read_bytes;
     into.dio_write_bytes += f.dio_write_bytes;
+    into.fs_writeback_bytes += f.fs_writeback_bytes;
     for p in &f.processes {
         if !into.processes.iter().any(|q| q.pid == p.pid) {
             into.processes.push(p.clone());
@@ -158,15 +159,15 @@ fn add(into: &mut RawFile, f: &RawFile) {
 #[derive(Clone, Debug, Default)]
 struct Tracked {
     /// The counters as last read (to see whether the file was active).
-    last: [u64; 6],
+    last: [u64; 7],
     last_active: Option<Instant>,
     /// Counters at the moment the file left the Sample: subtracted while it is back, so a Model
     /// comparing with a Sample that lacked it sees only what happened since.
-    offset: [u64; 6],
+    offset: [u64; 7],
     in_sample: bool,
 }
 
-fn counters(f: &RawFile) -> [u64; 6] {
+fn counters(f: &RawFile) -> [u64; 7] {
     [
         f.inserted_pages,
         f.readahead_pages,
@@ -174,6 +175,7 @@ fn counters(f: &RawFile) -> [u64; 6] {
         f.writeback_pages,
         f.dio_read_bytes,
         f.dio_write_bytes,
+        f.fs_writeback_bytes,
     ]
 }
 
@@ -268,7 +270,7 @@ impl FileResolver {
             }
             // The kernel's entry was evicted and began again: it has no history to subtract.
             if c.iter().zip(&t.last).any(|(c, l)| c < l) {
-                t.offset = [0; 6];
+                t.offset = [0; 7];
             }
             t.last = c;
             let active = t.last_active.is_some_and(|a| now.duration_since(a) < KEEP_IDLE);
@@ -295,6 +297,7 @@ impl FileResolver {
                 writeback_pages: c[3].saturating_sub(o[3]),
                 dio_read_bytes: c[4].saturating_sub(o[4]),
                 dio_write_bytes: c[5].saturating_sub(o[5]),
+                fs_writeback_bytes: c[6].saturating_sub(o[6]),
                 processes,
                 cache: None,
                 label: None,

@@ -8,6 +8,7 @@ use crate::bpf::BpfCollector;
 use crate::sample::Sample;
 pub use processes::ProcessReader;
 
+pub mod block_files;
 pub mod disks;
 pub mod file_cache;
 pub mod files;

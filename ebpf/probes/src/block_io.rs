@@ -371,12 +371,16 @@ fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
                 r.flags &= !REQ_IN_FLIGHT;
                 inflight_add(e.dev, u64::MAX);
             }
+            crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, Some(r));
             // Nobody to credit at block_io_done (or it is off): the entry's work is done.
             if r.flags & REQ_SUBMITTER == 0 || !io_done_on {
                 let _ = BLOCK_REQS.remove(k);
             }
         }
-        None => count_health(Health::CompleteUnmatched),
+        None => {
+            count_health(Health::CompleteUnmatched);
+            crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, None);
+        }
     }
     let Some(s) = dev_stats(e.dev) else { return Ok(()) };
     // SAFETY: this CPU's copy of the device's value.
