@@ -253,6 +253,11 @@ fn block_deltas(prev: &Sample, cur: &Sample) -> BTreeMap<Target, (u64, u64, Opti
         .collect()
 }
 
+/// How many rows are files (not the journal/metadata/unknown rows of block requests).
+pub fn file_rows(files: &[FileModel]) -> usize {
+    files.iter().filter(|f| f.label.is_none() || f.ino != 0).count()
+}
+
 /// Whether the model's samples carried per-file data: eBPF on, by an ioscope that collects it
 /// (its status lists the per-file writeback program, attached or not). False for recordings made
 /// before per-file attribution existed, so they do not claim "no file had I/O".
@@ -312,6 +317,27 @@ mod tests {
         assert_eq!(f.cached_pct, None);
         // No interval yet on the first sample.
         assert!(compute(None, &cur, 0.0).is_empty());
+    }
+
+    #[test]
+    fn writeback_is_the_larger_count_so_fsync_counts_and_nothing_twice() {
+        let wb = |pages: u64, fs: u64| FileIoSample {
+            writeback_pages: pages,
+            fs_writeback_bytes: fs,
+            ..file(12, 0, 0, 0, 0)
+        };
+        let m = |a: FileIoSample, b: FileIoSample| {
+            compute(Some(&sample(0, vec![a])), &sample(1, vec![b]), 1.0)
+                .first()
+                .map_or(0, |f| f.writeback_bytes)
+        };
+        // fsync: only the filesystem saw it (2 MiB).
+        assert_eq!(m(wb(0, 0), wb(0, 2 << 20)), 2 << 20);
+        // The flusher: both saw the same 1 MiB, in different intervals: counted once.
+        assert_eq!(m(wb(0, 2 << 20), wb(0, 3 << 20)), 1 << 20);
+        assert_eq!(m(wb(0, 3 << 20), wb(256, 3 << 20)), 0);
+        // A filesystem without its own count: writeback_single_inode's.
+        assert_eq!(m(wb(10, 0), wb(266, 0)), 1 << 20);
     }
 
     #[test]
