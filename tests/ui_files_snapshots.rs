@@ -230,3 +230,25 @@ fn device_detail_lists_the_files_its_requests_were_for_160x48() {
     assert_eq!(top[0].name(), "/var/lib/mysql/ibdata1");
     insta::assert_snapshot!(screen(&m, &s, 160, 48));
 }
+
+#[test]
+fn probe_health_counts_the_requests_not_sent_for_mapping_160x48() {
+    let (mut prev, mut cur) = block_box::samples();
+    let ring = |sent: u64, rate: u64, full: u64| ioscope::sample::BlockFilesSample {
+        emitted: sent,
+        rate_dropped: rate,
+        ring_dropped: full,
+        rate_limit_s: 4000,
+        ..Default::default()
+    };
+    prev.bpf.block_files = Some(ring(10_000, 2_000, 0));
+    cur.bpf.block_files = Some(ring(14_000, 52_000, 12));
+    let mut m = block_box::busy_with_block();
+    m.bpf.block_health = ioscope::model::block_health::compute(Some(&prev), &cur, 1.0);
+    let lost = &m.bpf.block_health.as_ref().unwrap().lost;
+    let rate = lost.iter().find(|l| l.what == "requests not mapped: over the rate limit").unwrap();
+    assert_eq!((rate.interval, rate.total), (50_000, 52_000));
+    let mut s = state();
+    s.probe_health = true;
+    insta::assert_snapshot!(screen(&m, &s, 160, 48));
+}
