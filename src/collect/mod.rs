@@ -10,6 +10,7 @@ pub use processes::ProcessReader;
 
 pub mod block_files;
 pub mod disks;
+pub mod extents;
 pub mod file_cache;
 pub mod files;
 pub mod host;
