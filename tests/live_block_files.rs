@@ -100,6 +100,8 @@ fn ext4_requests_mapped_to_files_agree_with_debugfs() {
     // A small ext4 has 1 KiB blocks: the filesystem says which.
     let block_size: u64 =
         common::run("stat", &["-f", "-c", "%S", m.to_str().unwrap()]).trim().parse().unwrap();
+    // mkfs's requests spent the kernel's burst of sampled requests: let it refill.
+    std::thread::sleep(std::time::Duration::from_millis(600));
     let _s0 = sample(&mut bpf);
 
     // Three files written and fsynced, kept open (their paths come from /proc/self/fd).
@@ -110,15 +112,6 @@ fn ext4_requests_mapped_to_files_agree_with_debugfs() {
         open.push((p.clone(), File::open(&p).unwrap()));
     }
     let _s1 = sample(&mut bpf);
-    // Read back cold.
-    for (_, f) in &open {
-        drop_cache(f);
-    }
-    for (p, _) in &open {
-        let mut f = File::open(p).unwrap();
-        let mut buf = vec![0u8; 1 << 20];
-        while f.read(&mut buf).unwrap() > 0 {}
-    }
     // Metadata: the device's cached buffers dropped, then new inodes need their bitmaps and table.
     common::run("blockdev", &["--flushbufs", lo.path.to_str().unwrap()]);
     let dir = m.join("many");
@@ -129,16 +122,31 @@ fn ext4_requests_mapped_to_files_agree_with_debugfs() {
     // SAFETY: no preconditions.
     unsafe { libc::sync() };
     let _s2 = sample(&mut bpf);
+    // Read back cold, again while too few requests were sent (the machine's other I/O can use up
+    // the kernel's rate limit): the mapped requests of every round are kept.
+    let whole_file = |r: &MappedRequest| match r.parts.as_slice() {
+        [(Target::File((a, b, ino)), _)] if (*a, *b) == (lo.major, lo.minor) => Some(*ino),
+        _ => None,
+    };
+    for _ in 0..5 {
+        for (_, f) in &open {
+            drop_cache(f);
+        }
+        for (p, _) in &open {
+            let mut f = File::open(p).unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            while f.read(&mut buf).unwrap() > 0 {}
+        }
+        let _s = sample(&mut bpf);
+        if mine(&bpf, &lo).iter().filter(|r| whole_file(r).is_some()).count() >= 8 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(600));
+    }
     let reqs = mine(&bpf, &lo);
 
     // Requests wholly in one file: the file debugfs finds at their first and last block.
-    let whole: Vec<(&MappedRequest, u64)> = reqs
-        .iter()
-        .filter_map(|r| match r.parts.as_slice() {
-            [(Target::File((a, b, ino)), _)] if (*a, *b) == (lo.major, lo.minor) => Some((r, *ino)),
-            _ => None,
-        })
-        .collect();
+    let whole: Vec<(&MappedRequest, u64)> = reqs.iter().filter_map(|r| Some((r, whole_file(r)?))).collect();
     assert!(whole.len() >= 4, "too few requests mapped to files: {reqs:#?}");
     let ends = |r: &MappedRequest| {
         let first = r.sector * 512 / block_size;
