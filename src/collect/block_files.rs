@@ -12,9 +12,6 @@
 //! 4. the rest → `unknown` (files not known, delalloc not yet placed, other filesystems' data,
 //!    metadata written back without the `M` flag).
 //!
-//! A request that is wholly `unknown` is retried once at the next sample before it is counted so
-//! (its file may have a path and a map by then).
-//!
 //! Extent maps are cached per file and read again when the file's size or mtime changed, or
 //! when its last map had extents without a place yet (delayed allocation), at most
 //! [`MAX_FIEMAP_PER_READ`] FIEMAP calls per sample for at most [`MAX_MAPPED_FILES`] files.
@@ -47,8 +44,6 @@ pub const UNSETTLED_REFRESH: Duration = Duration::from_millis(500);
 pub const KEEP_IDLE: Duration = Duration::from_secs(10);
 /// A file's map is dropped when the file was not active for this long.
 pub const FORGET_MAP: Duration = Duration::from_secs(30);
-/// Requests of no known file held back for one more sample (see [`BlockFileMapper::map`]).
-pub const HOLD_MAX: usize = 8192;
 /// Mapped requests kept for inspection (tests, debugging).
 pub const RECENT_REQUESTS: usize = 4096;
 
@@ -120,8 +115,6 @@ pub struct BlockFileMapper {
     counts: BTreeMap<((u32, u32), Target), Counts>,
     pub fiemap_errors: u64,
     recent: VecDeque<MappedRequest>,
-    /// Requests of no known file, retried at the next call.
-    held: Vec<RqEvent>,
 }
 
 impl Default for BlockFileMapper {
@@ -142,7 +135,6 @@ impl BlockFileMapper {
             counts: BTreeMap::new(),
             fiemap_errors: 0,
             recent: VecDeque::new(),
-            held: Vec::new(),
         }
     }
 
@@ -283,26 +275,15 @@ impl BlockFileMapper {
         out
     }
 
-    /// Maps `events` and adds them to the counts. A request that belongs wholly to no known file
-    /// is held back until the next call (at most [`HOLD_MAX`]): the file may get a path and a map
-    /// by then (a short-lived writer's file, found by the resolver's walk); what is still unknown
-    /// then is counted as such.
+    /// Maps `events` and adds them to the counts.
     pub fn map(&mut self, events: &[RqEvent], now: Instant) {
         self.rebuild_index();
         let mut journals: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
-        let held = std::mem::take(&mut self.held);
-        let data = |e: &&RqEvent| e.rwbs & (RWBS_READ | RWBS_WRITE) != 0;
-        let all = held.iter().map(|e| (e, true)).chain(events.iter().filter(data).map(|e| (e, false)));
-        for (e, last_chance) in all {
+        for e in events.iter().filter(|e| e.rwbs & (RWBS_READ | RWBS_WRITE) != 0) {
             let disk = kernel_dev(e.dev);
             let journal = journals.entry(disk).or_insert_with(|| self.journal_on(disk)).clone();
             let comm = comm_text(&e.comm);
             let parts = classify(e, &comm, &journal, self.index.get(&disk).map_or(&[][..], |v| v));
-            let unknown = matches!(parts.as_slice(), [(Target::Label(LABEL_UNKNOWN), _)]);
-            if unknown && !last_chance && self.held.len() < HOLD_MAX {
-                self.held.push(*e);
-                continue;
-            }
             for (t, bytes) in &parts {
                 let c = self.counts.entry((disk, t.clone())).or_default();
                 if e.rwbs & RWBS_READ != 0 {
@@ -468,40 +449,6 @@ mod tests {
             classify(&ev(5000, 8, RWBS_READ), "", &[], &files),
             vec![(Target::Label(LABEL_UNKNOWN), 4096)]
         );
-    }
-
-    #[test]
-    fn unknown_requests_wait_one_sample_for_their_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut m = BlockFileMapper::new(&dir.path().join("sys"), &dir.path().join("proc"));
-        let t0 = Instant::now();
-        let e = ev(120, 8, RWBS_WRITE);
-        m.map(&[e], t0);
-        assert!(m.targets().is_empty(), "held back, not counted yet");
-        // The file's map arrives before the next sample: the request is its.
-        m.files.insert(
-            (7, 0, 12),
-            Mapped {
-                path: "/mnt/x".into(),
-                size: 4096,
-                mtime_ns: 0,
-                disk: (7, 0),
-                ranges: vec![(100, 200)],
-                unsettled: false,
-                refreshed: t0,
-                wanted: t0,
-            },
-        );
-        m.index_dirty = true;
-        m.map(&[ev(5000, 8, RWBS_WRITE)], t0 + Duration::from_secs(1));
-        let t = m.targets();
-        assert_eq!(t.len(), 1);
-        assert_eq!((t[0].ino, t[0].path.as_deref(), t[0].write_bytes), (12, Some("/mnt/x"), 4096));
-        // The new unknown one is held; at the next call it is counted as unknown.
-        m.map(&[], t0 + Duration::from_secs(2));
-        let t = m.targets();
-        let u = t.iter().find(|t| t.label.as_deref() == Some(LABEL_UNKNOWN)).unwrap();
-        assert_eq!((u.write_requests, u.write_bytes), (1, 4096));
     }
 
     #[test]
