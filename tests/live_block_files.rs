@@ -241,7 +241,9 @@ fn fsync_writeback(fstype: &str) {
     // The journal (ext4) or log (xfs) writes the fsync forced are labelled, on the same disk.
     let journal = format!("[{} journal]", lo.name);
     let j = files.iter().find(|f| f.label.as_deref() == Some(journal.as_str()));
-    assert!(j.is_some_and(|j| j.block_write_bytes > 0), "no journal row: {files:#?}");
+    if sampling.not_sent == 0 {
+        assert!(j.is_some_and(|j| j.block_write_bytes > 0), "no journal row: {files:#?}");
+    }
     drop(keep);
 }
 
