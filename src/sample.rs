@@ -244,6 +244,9 @@ pub struct BpfSample {
     pub files: Vec<FileIoSample>,
     /// The readahead probes' counters; None when they are not attached.
     pub readahead: Option<crate::sample_readahead::ReadaheadSample>,
+    /// Block requests mapped to files through extent maps (src/collect/block_files.rs); None
+    /// when the request ring buffer is not available.
+    pub block_files: Option<BlockFilesSample>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -519,6 +522,9 @@ pub struct FileIoSample {
     pub writeback_pages: u64,
     pub dio_read_bytes: u64,
     pub dio_write_bytes: u64,
+    /// Bytes the filesystem wrote back (ext4_writepages_result, iomap_writeback_folio): fsync's
+    /// writeback too. 0 on filesystems without those events.
+    pub fs_writeback_bytes: u64,
     /// Processes last seen reading, dirtying or doing direct I/O on it (one per CPU at most).
     pub processes: Vec<FileProcess>,
     /// Its page-cache residency (for a file with a path it could be opened by).
@@ -547,4 +553,44 @@ pub struct FileCacheState {
     pub writeback_pages: Option<u64>,
     pub evicted_pages: Option<u64>,
     pub recently_evicted_pages: Option<u64>,
+}
+
+/// Completed block requests mapped to files through the files' extent maps, cumulative since
+/// the collector started (README "Block requests to files").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BlockFilesSample {
+    /// Per disk and target (a file, or a label): what the sampled requests carried.
+    pub targets: Vec<BlockTargetCounters>,
+    /// Requests with data completed and sent by the kernel / not sent (over the rate, or the
+    /// ring buffer full).
+    pub emitted: u64,
+    pub rate_dropped: u64,
+    pub ring_dropped: u64,
+    /// The kernel's limit, events per second over all CPUs.
+    pub rate_limit_s: u64,
+    /// Files with an extent map, their extents, and FIEMAP calls that failed (cumulative).
+    pub mapped_files: u64,
+    pub extents: u64,
+    pub fiemap_errors: u64,
+}
+
+/// Where sampled requests of one disk went: a file (`ino` non-zero, on filesystem
+/// `fs_major:fs_minor`) or a `label` ("metadata", "journal", "unknown").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BlockTargetCounters {
+    /// The disk the requests were made of, and its name.
+    pub major: u32,
+    pub minor: u32,
+    pub disk: String,
+    pub fs_major: u32,
+    pub fs_minor: u32,
+    pub ino: u64,
+    pub path: Option<String>,
+    pub label: Option<String>,
+    pub read_requests: u64,
+    pub read_bytes: u64,
+    pub write_requests: u64,
+    pub write_bytes: u64,
 }

@@ -20,7 +20,7 @@ pub const PROGRAM: &str = "writeback_single_inode";
 /// Reads the four format files the per-file counting needs. Each part whose fields are missing
 /// stays off (its `*_ok` is 0); the error says which. Returns the layout and whether
 /// `writeback_single_inode` can be attached.
-pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 3], Vec<String>) {
+pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 5], Vec<String>) {
     let mut l = FileLayout::UNSET;
     let mut notes = Vec::new();
     let read = |category: &str, event: &str| tracefs::read_event_format(tracefs_dir, category, event);
@@ -82,8 +82,27 @@ pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 3], Vec<S
         l.wsi_ok = 1;
         Ok(())
     });
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    l.page_shift = page.trailing_zeros();
+    let ewr = read("ext4", "ext4_writepages_result").and_then(|f| {
+        l.ewr_dev = f.field_sized("dev", 4)?.offset;
+        l.ewr_ino = f.field_sized("ino", 8)?.offset;
+        l.ewr_pages = f.field_sized("pages_written", 4)?.offset;
+        l.ewr_ok = 1;
+        Ok(())
+    });
+    let iwf = read("iomap", "iomap_writeback_folio").and_then(|f| {
+        l.iwf_dev = f.field_sized("dev", 4)?.offset;
+        l.iwf_ino = f.field_sized("ino", 8)?.offset;
+        l.iwf_size = f.field_sized("size", 8)?.offset;
+        l.iwf_offset = f.field_sized("offset", 8)?.offset;
+        l.iwf_length = f.field_sized("length", 8)?.offset;
+        l.iwf_ok = 1;
+        Ok(())
+    });
     let text = |r: Result<()>| r.map_err(|e| format!("{e:#}"));
-    (l, [text(wsi), text(sync_ra), text(iter)], notes)
+    (l, [text(wsi), text(sync_ra), text(iter), text(ewr), text(iwf)], notes)
 }
 
 /// The bit of flag `name` in a `__print_flags(..., { (1 << N), "NAME" }, ...)` of a print fmt.
@@ -97,14 +116,17 @@ pub fn flag_bit(format_text: &str, name: &str) -> Option<u32> {
     (bit < 32).then(|| 1u32 << bit)
 }
 
-/// Attaches `writeback_single_inode`, `file_sync_ra` and `file_iomap_iter` (when their layouts are known) and takes
+/// Attaches `writeback_single_inode`, `file_sync_ra`, `file_iomap_iter` and the filesystems'
+/// writeback programs (`file_ext4_writepages`, `file_iomap_writeback`) when their layouts are known, and takes
 /// the FILE_IO map. The map is read even without them: the page-cache programs fill it too
 /// (without `file_sync_ra` every page read counts as readahead).
-pub fn attach(ebpf: &mut Ebpf, ready: [Result<(), String>; 3]) -> (Vec<BpfProgramStatus>, Option<FileMaps>) {
+pub fn attach(ebpf: &mut Ebpf, ready: [Result<(), String>; 5]) -> (Vec<BpfProgramStatus>, Option<FileMaps>) {
     let programs = [
         (PROGRAM, CATEGORY, EVENT),
         ("file_sync_ra", "readahead", "page_cache_sync_ra"),
         ("file_iomap_iter", "iomap", "iomap_iter"),
+        ("file_ext4_writepages", "ext4", "ext4_writepages_result"),
+        ("file_iomap_writeback", "iomap", "iomap_writeback_folio"),
     ];
     let mut statuses = Vec::new();
     for ((program, category, event), r) in programs.into_iter().zip(ready) {
@@ -138,6 +160,7 @@ pub struct RawFile {
     pub writeback_pages: u64,
     pub dio_read_bytes: u64,
     pub dio_write_bytes: u64,
+    pub fs_writeback_bytes: u64,
     pub processes: Vec<FileProcess>,
 }
 
@@ -170,6 +193,7 @@ pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
         add(&mut f.writeback_pages, c.writeback_pages);
         add(&mut f.dio_read_bytes, c.dio_read_bytes);
         add(&mut f.dio_write_bytes, c.dio_write_bytes);
+        add(&mut f.fs_writeback_bytes, c.fs_writeback_bytes);
         if c.tgid != 0 && !f.processes.iter().any(|p| p.pid == c.tgid) {
             let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
             let comm = String::from_utf8_lossy(&c.comm[..end]).into_owned();

@@ -4,6 +4,7 @@
 //! committed as assets/ioscope.bpf.o, which is embedded here: building ioscope needs neither.
 
 pub mod block;
+pub mod block_files;
 pub mod cgroup;
 pub mod files;
 pub mod page_cache;
@@ -18,6 +19,7 @@ use anyhow::Result;
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
 use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
+use ioscope_common::block_files::BLOCK_RQ_CONFIG_GLOBAL;
 use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
@@ -43,6 +45,9 @@ pub struct BpfCollector {
     files: Option<files::FileMaps>,
     file_resolver: crate::collect::files::FileResolver,
     readahead: Option<readahead::ReadaheadMaps>,
+    /// Completed requests from `block_rq_complete`, and their mapping to files.
+    request_ring: Option<block_files::RequestRing>,
+    block_file_mapper: crate::collect::block_files::BlockFileMapper,
 }
 
 impl BpfCollector {
@@ -74,6 +79,8 @@ impl BpfCollector {
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
         loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
+        let rq_config = block_files::config();
+        loader.override_global(BLOCK_RQ_CONFIG_GLOBAL, &rq_config, true);
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -91,6 +98,15 @@ impl BpfCollector {
                 Err(e) => program_status(program, block::CATEGORY, event, Err(e)),
             })
             .collect();
+        let request_ring = match block_files::RequestRing::take(&mut ebpf) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                if let Some(p) = programs.iter_mut().find(|p| p.program == "block_rq_complete") {
+                    p.error.get_or_insert_with(|| format!("no block-to-file mapping: {e:#}"));
+                }
+                None
+            }
+        };
         let block = match BlockMaps::take(&mut ebpf) {
             Ok(maps) => Some(maps),
             Err(e) => {
@@ -124,6 +140,8 @@ impl BpfCollector {
             files,
             file_resolver: Default::default(),
             readahead,
+            request_ring,
+            block_file_mapper: Default::default(),
         }
     }
 
@@ -137,6 +155,8 @@ impl BpfCollector {
             files: None,
             file_resolver: Default::default(),
             readahead: None,
+            request_ring: None,
+            block_file_mapper: Default::default(),
         }
     }
 
@@ -171,7 +191,23 @@ impl BpfCollector {
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }
+        // After the files: their paths name the files whose extents the requests are mapped to.
+        if let Some(ring) = &mut self.request_ring {
+            let now = std::time::Instant::now();
+            let events = ring.drain();
+            self.block_file_mapper.refresh(&sample.files, now);
+            self.block_file_mapper.map(&events, now);
+            match ring.counts() {
+                Ok(counts) => sample.block_files = Some(self.block_file_mapper.sample(counts)),
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
         sample
+    }
+
+    /// The block requests mapped most recently (oldest first), for tests and debugging.
+    pub fn recent_block_requests(&self) -> Vec<crate::collect::block_files::MappedRequest> {
+        self.block_file_mapper.recent().cloned().collect()
     }
 }
 

@@ -6,14 +6,15 @@
 //! makes a cached path stale: it is dropped, never shown wrong):
 //! 1. /proc/PID/maps and /proc/PID/fd of the processes seen doing the file's I/O, at once when
 //!    a file is newly unknown (its opener may close it soon; a handful of processes, so cheap);
-//! 2. /proc/*/maps and /proc/*/fd of every running process (one stat per open file, at most
-//!    [`MAX_FDS_PER_SCAN`] per scan, at most one scan per [`SCAN_EVERY`]: on a box creating new
-//!    files all the time a scan per sample would cost whole percents of a CPU); a file still
-//!    unknown is looked for again after [`WALK_EVERY`]. An unlinked open file shows the kernel's
-//!    own "PATH (deleted)".
-//! 3. A bounded walk, in a background thread, of the filesystem's mount ([`MAX_WALK_ENTRIES`] directory entries, no
+//! 2. still unknown and new: /proc/*/fd of every running process, at once (one stat per open
+//!    file, at most [`MAX_FDS_PER_SCAN`]). Not their maps: a file's mappers fault its pages
+//!    themselves, so step 1 saw them, and reading every process's maps is the costly part;
+//! 3. a file still unknown is looked for again after [`WALK_EVERY`], in /proc/*/maps and
+//!    /proc/*/fd, at most one such scan per [`SCAN_EVERY`]. An unlinked open file shows the
+//!    kernel's own "PATH (deleted)".
+//! 4. A bounded walk, in a background thread, of the filesystem's mount ([`MAX_WALK_ENTRIES`] directory entries, no
 //!    crossing into other mounts) for inodes still unknown, at most once per [`WALK_EVERY`].
-//! 4. Otherwise no path: shown as dev:inode.
+//! 5. Otherwise no path: shown as dev:inode.
 //!
 //! What sysfs says of a device (its disk, its name) is cached for [`SYSFS_FRESH`]; the mount
 //! table is re-read each sample but a mount's disk is looked up once in that time too.
@@ -156,6 +157,7 @@ fn add(into: &mut RawFile, f: &RawFile) {
     into.writeback_pages += f.writeback_pages;
     into.dio_read_bytes += f.dio_read_bytes;
     into.dio_write_bytes += f.dio_write_bytes;
+    into.fs_writeback_bytes += f.fs_writeback_bytes;
     for p in &f.processes {
         if !into.processes.iter().any(|q| q.pid == p.pid) {
             into.processes.push(p.clone());
@@ -167,15 +169,15 @@ fn add(into: &mut RawFile, f: &RawFile) {
 #[derive(Clone, Debug, Default)]
 struct Tracked {
     /// The counters as last read (to see whether the file was active).
-    last: [u64; 6],
+    last: [u64; 7],
     last_active: Option<Instant>,
     /// Counters at the moment the file left the Sample: subtracted while it is back, so a Model
     /// comparing with a Sample that lacked it sees only what happened since.
-    offset: [u64; 6],
+    offset: [u64; 7],
     in_sample: bool,
 }
 
-fn counters(f: &RawFile) -> [u64; 6] {
+fn counters(f: &RawFile) -> [u64; 7] {
     [
         f.inserted_pages,
         f.readahead_pages,
@@ -183,6 +185,7 @@ fn counters(f: &RawFile) -> [u64; 6] {
         f.writeback_pages,
         f.dio_read_bytes,
         f.dio_write_bytes,
+        f.fs_writeback_bytes,
     ]
 }
 
@@ -305,7 +308,7 @@ impl FileResolver {
             }
             // The kernel's entry was evicted and began again: it has no history to subtract.
             if c.iter().zip(&t.last).any(|(c, l)| c < l) {
-                t.offset = [0; 6];
+                t.offset = [0; 7];
             }
             t.last = c;
             let active = t.last_active.is_some_and(|a| now.duration_since(a) < KEEP_IDLE);
@@ -332,6 +335,7 @@ impl FileResolver {
                 writeback_pages: c[3].saturating_sub(o[3]),
                 dio_read_bytes: c[4].saturating_sub(o[4]),
                 dio_write_bytes: c[5].saturating_sub(o[5]),
+                fs_writeback_bytes: c[6].saturating_sub(o[6]),
                 processes,
                 cache: None,
                 label: None,
@@ -360,9 +364,9 @@ impl FileResolver {
             unknown.insert(id);
         }
         // A file newly unknown: at once, the fds and maps of the processes seen doing its I/O
-        // (its opener may close it soon). Then every process, at most every SCAN_EVERY, when a
-        // file is still newly unknown or due for a retry (a file nobody has open, like a deleted
-        // temporary, is retried only every WALK_EVERY).
+        // (its opener may close it soon), then every process's fds. A file due for a retry (a
+        // file nobody has open, like a deleted temporary, is retried only every WALK_EVERY):
+        // every process's maps and fds, at most every SCAN_EVERY.
         let new: HashSet<FileId> =
             unknown.iter().filter(|id| !self.tried.contains_key(id)).copied().collect();
         if !new.is_empty() {
@@ -372,23 +376,29 @@ impl FileResolver {
                 .flat_map(|f| f.processes.iter().map(|p| p.pid))
                 .collect();
             let dirs = pids.iter().map(|pid| self.proc.join(pid.to_string()));
-            scan_process_dirs(dirs, &new, &mut self.paths, MAX_FDS_PER_SCAN);
+            scan_process_dirs(dirs, &new, &mut self.paths, MAX_FDS_PER_SCAN, true);
             unknown.retain(|id| !self.paths.contains_key(id));
+            if new.iter().any(|id| unknown.contains(id)) {
+                scan_processes(&self.proc, &unknown, &mut self.paths, false);
+                unknown.retain(|id| !self.paths.contains_key(id));
+            }
+            for id in &new {
+                self.tried.insert(*id, now);
+            }
         }
-        let still_new = new.iter().any(|id| unknown.contains(id));
         let retry =
             unknown.iter().any(|id| self.tried.get(id).is_some_and(|t| now.duration_since(*t) >= WALK_EVERY));
         let scan_ok = self.last_scan.is_none_or(|t| now.duration_since(t) >= SCAN_EVERY);
-        if (still_new || retry) && scan_ok {
+        if retry && scan_ok {
             self.last_scan = Some(now);
             for id in &unknown {
                 self.tried.insert(*id, now);
             }
-            if self.tried.len() > 4 * ioscope_common::files::FILE_MAX_ENTRIES as usize {
-                self.tried.retain(|_, t| now.duration_since(*t) < WALK_EVERY);
-            }
-            scan_processes(&self.proc, &unknown, &mut self.paths);
+            scan_processes(&self.proc, &unknown, &mut self.paths, true);
             unknown.retain(|id| !self.paths.contains_key(id));
+        }
+        if self.tried.len() > 4 * ioscope_common::files::FILE_MAX_ENTRIES as usize {
+            self.tried.retain(|_, t| now.duration_since(*t) < WALK_EVERY);
         }
         // What the background walks found since (checked again: the tree may have changed).
         if let Some(w) = &self.walker {
@@ -470,28 +480,30 @@ fn names(path: &str, id: FileId) -> bool {
 }
 
 /// Looks for `wanted` inodes among the files running processes have mapped or open.
-fn scan_processes(proc: &Path, wanted: &HashSet<FileId>, found: &mut HashMap<FileId, String>) {
+/// With `maps`, their mappings too.
+fn scan_processes(proc: &Path, wanted: &HashSet<FileId>, found: &mut HashMap<FileId, String>, maps: bool) {
     let Ok(dir) = std::fs::read_dir(proc) else { return };
     let pids = dir
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
         .map(|e| e.path());
-    scan_process_dirs(pids, wanted, found, MAX_FDS_PER_SCAN);
+    scan_process_dirs(pids, wanted, found, MAX_FDS_PER_SCAN, maps);
 }
 
-/// Looks for `wanted` inodes among the maps and open files of the given /proc/PID directories,
-/// stat-ing at most `budget` fds.
+/// Looks for `wanted` inodes among the open files (and with `maps`, the mappings) of the given
+/// /proc/PID directories, stat-ing at most `budget` fds.
 fn scan_process_dirs(
     pid_dirs: impl Iterator<Item = PathBuf>,
     wanted: &HashSet<FileId>,
     found: &mut HashMap<FileId, String>,
     mut budget: usize,
+    maps: bool,
 ) {
     for pid_dir in pid_dirs {
         if budget == 0 || wanted.iter().all(|id| found.contains_key(id)) {
             return;
         }
-        if let Ok(maps) = std::fs::read_to_string(pid_dir.join("maps")) {
+        if let Some(maps) = maps.then(|| std::fs::read_to_string(pid_dir.join("maps")).ok()).flatten() {
             for (id, path) in maps_files(&maps) {
                 if wanted.contains(&id) {
                     found.entry(id).or_insert(path);

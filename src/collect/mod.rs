@@ -8,7 +8,9 @@ use crate::bpf::BpfCollector;
 use crate::sample::Sample;
 pub use processes::ProcessReader;
 
+pub mod block_files;
 pub mod disks;
+pub mod extents;
 pub mod file_cache;
 pub mod files;
 pub mod host;

@@ -122,13 +122,36 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
             ),
             lost("field read errors", |h| h.read_errors, "events dropped"),
             lost("stale requests evicted", |h| h.stale_evicted, "completions never seen"),
-        ],
+        ]
+        .into_iter()
+        .chain(block_files_lost(prev, cur))
+        .collect(),
         maps: vec![
             fill("BLOCK_REQS", c.reqs_entries, c.reqs_capacity),
             fill("BLOCK_PROC", c.procs_entries, c.procs_capacity),
             fill("BLOCK_DEV", c.devs_entries, c.devs_capacity),
         ],
     })
+}
+
+/// Completed requests `block_rq_complete` did not send for mapping to files.
+fn block_files_lost(prev: Option<&Sample>, cur: &Sample) -> Vec<LostCounter> {
+    let Some(c) = cur.bpf.block_files.as_ref() else { return Vec::new() };
+    let p = prev.and_then(|p| p.bpf.block_files.as_ref()).unwrap_or(c);
+    vec![
+        LostCounter {
+            what: "requests not mapped: over the rate limit",
+            interval: delta(p.rate_dropped, c.rate_dropped),
+            total: c.rate_dropped,
+            effect: "files' blk figures are a sample",
+        },
+        LostCounter {
+            what: "requests not mapped: ring buffer full",
+            interval: delta(p.ring_dropped, c.ring_dropped),
+            total: c.ring_dropped,
+            effect: "files' blk figures are a sample",
+        },
+    ]
 }
 
 #[cfg(test)]
@@ -168,6 +191,23 @@ mod tests {
         assert_eq!((h.maps[0].map, h.maps[0].fill_pct), ("BLOCK_REQS", 25.0));
         // No block probes: no health; first read: no interval.
         assert!(compute(None, &Sample::default(), 1.0).is_none());
+        // With the request ring: the requests not sent for mapping to files.
+        let ring = |rate: u64, ring: u64| {
+            let mut s = sample(1000, 2, 0);
+            s.bpf.block_files = Some(crate::sample::BlockFilesSample {
+                rate_dropped: rate,
+                ring_dropped: ring,
+                ..Default::default()
+            });
+            s
+        };
+        let h = compute(Some(&ring(100, 0)), &ring(160, 3), 1.0).unwrap();
+        let n = h.lost.len();
+        assert_eq!(
+            (h.lost[n - 2].what, h.lost[n - 2].interval, h.lost[n - 2].total),
+            ("requests not mapped: over the rate limit", 60, 160)
+        );
+        assert_eq!((h.lost[n - 1].interval, h.lost[n - 1].total), (3, 3));
         assert_eq!(compute(None, &sample(10, 1, 0), 1.0).unwrap().lost[1].interval, 0);
     }
 }

@@ -6,20 +6,24 @@
 //! readahead_bytes    = Δreadahead_pages × page size  (of those, outside the range the read asked for)
 //! demand_read_bytes  = disk_read_bytes − readahead_bytes
 //! dirtied_bytes      = Δdirtied_pages × page size
-//! writeback_bytes    = Δwriteback_pages × page size  (writeback_single_inode's `wrote`)
+//! writeback_bytes    = Δmax(writeback_pages × page size, fs_writeback_bytes)
+//!                      (writeback_single_inode's `wrote`; the filesystem's own count, which also
+//!                      sees fsync's writeback, where it has one: ext4, iomap filesystems)
 //! direct_read_bytes  = Δdio_read_bytes, direct_write_bytes = Δdio_write_bytes
 //! disk_bytes         = disk_read_bytes + writeback_bytes + direct_read_bytes + direct_write_bytes
+//! block_read_bytes   = Δread_bytes, block_write_bytes = Δwrite_bytes of the file's (or label's)
+//!                      row in bpf.block_files: the sampled block requests mapped to it by extent
 //! cached_pct         = 100 × cached pages × page size / size, at most 100 (null for an empty
 //!                      file or when the file could not be opened)
 //! ```
 //! Each `_s` is the value over the interval's seconds. Δ of a counter that went down (the kernel
 //! evicted and began the file's entry again) is its new value.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::sample::{FileIoSample, FileProcess, Sample};
+use crate::sample::{BlockTargetCounters, FileIoSample, FileProcess, Sample};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct FileModel {
@@ -45,6 +49,13 @@ pub struct FileModel {
     pub direct_write_bytes_s: f64,
     pub disk_bytes: u64,
     pub disk_bytes_s: f64,
+    /// Bytes of the sampled block requests mapped to this file (or label) through extent maps.
+    pub block_read_bytes: u64,
+    pub block_read_bytes_s: f64,
+    pub block_write_bytes: u64,
+    pub block_write_bytes_s: f64,
+    /// The disk those requests were made of (its name), when any.
+    pub block_disk: Option<String>,
     pub cached_pct: Option<f64>,
     pub cached_bytes: Option<u64>,
     /// From cachestat only (null with the mincore fallback).
@@ -52,11 +63,54 @@ pub struct FileModel {
     pub size_bytes: Option<u64>,
     pub processes: Vec<FileProcess>,
     /// For an inode without a path, what it is when known: `[vda metadata/journal]` for a block
-    /// device's own cache.
+    /// device's own cache; for a row of block requests that belong to no known file,
+    /// `[vda journal]`, `[vda metadata]` or `[vda unknown]` (ino 0).
     pub label: Option<String>,
 }
 
+/// Share of the requests with data the kernel sent for mapping in the interval (the rest were
+/// over the rate limit or found the ring buffer full).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BlockFilesModel {
+    pub sent: u64,
+    pub not_sent: u64,
+    /// 100 × sent / (sent + not sent); null without requests.
+    pub sampled_pct: Option<f64>,
+    pub rate_limit_s: u64,
+    pub mapped_files: u64,
+    pub extents: u64,
+}
+
+/// The mapping's sampling over the interval; null without the request ring.
+pub fn block_files(prev: Option<&Sample>, cur: &Sample) -> Option<BlockFilesModel> {
+    let c = cur.bpf.block_files.as_ref()?;
+    let p = prev.and_then(|p| p.bpf.block_files.as_ref()).unwrap_or(c);
+    let sent = delta(p.emitted, c.emitted);
+    let not_sent = delta(p.rate_dropped + p.ring_dropped, c.rate_dropped + c.ring_dropped);
+    let all = sent + not_sent;
+    Some(BlockFilesModel {
+        sent,
+        not_sent,
+        sampled_pct: (all > 0).then(|| 100.0 * sent as f64 / all as f64),
+        rate_limit_s: c.rate_limit_s,
+        mapped_files: c.mapped_files,
+        extents: c.extents,
+    })
+}
+
+/// A file's writeback so far: the larger of the two counts (the filesystem's own count also
+/// sees fsync; writeback_single_inode is there for filesystems without one).
+fn writeback_so_far(f: &FileIoSample, page: u64) -> u64 {
+    (f.writeback_pages * page).max(f.fs_writeback_bytes)
+}
+
 impl FileModel {
+    /// What the row keeps the disk busy with: the probes' disk bytes, or the bytes of the block
+    /// requests mapped to it when those are more (a label row has only those).
+    pub fn busy_bytes(&self) -> u64 {
+        self.disk_bytes.max(self.block_read_bytes + self.block_write_bytes)
+    }
+
     /// The name to show: the path, else the label, else `dev:inode`.
     pub fn name(&self) -> String {
         self.path
@@ -82,6 +136,7 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<FileModel>
         prev.bpf.files.iter().map(|f| ((f.major, f.minor, f.ino), f)).collect();
     let page = cur.page_size.max(1);
     let rate = |v: u64| if secs > 0.0 { v as f64 / secs } else { 0.0 };
+    let mut block = block_deltas(prev, cur);
     let mut out: Vec<FileModel> = cur
         .bpf
         .files
@@ -93,11 +148,13 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<FileModel>
             let read = d(|f| f.inserted_pages) * page;
             let readahead = (d(|f| f.readahead_pages) * page).min(read);
             let dirtied = d(|f| f.dirtied_pages) * page;
-            let writeback = d(|f| f.writeback_pages) * page;
+            let writeback = delta(writeback_so_far(p, page), writeback_so_far(c, page));
             let dio_r = d(|f| f.dio_read_bytes);
             let dio_w = d(|f| f.dio_write_bytes);
             let disk = read + writeback + dio_r + dio_w;
-            if disk == 0 && dirtied == 0 {
+            let id = (c.major, c.minor, c.ino);
+            let (blk_r, blk_w, blk_disk) = block.remove(&Target::File(id)).unwrap_or_default();
+            if disk == 0 && dirtied == 0 && blk_r + blk_w == 0 {
                 return None;
             }
             let cache = c.cache.as_ref();
@@ -122,6 +179,11 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<FileModel>
                 direct_write_bytes_s: rate(dio_w),
                 disk_bytes: disk,
                 disk_bytes_s: rate(disk),
+                block_read_bytes: blk_r,
+                block_read_bytes_s: rate(blk_r),
+                block_write_bytes: blk_w,
+                block_write_bytes_s: rate(blk_w),
+                block_disk: blk_disk,
                 cached_pct: cache.and_then(|s| cached_pct(s.cached_pages, s.size_bytes, page)),
                 cached_bytes: cache.map(|s| s.cached_pages * page),
                 dirty_bytes: cache.and_then(|s| s.dirty_pages).map(|p| p * page),
@@ -131,8 +193,69 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<FileModel>
             })
         })
         .collect();
-    out.sort_by(|a, b| b.disk_bytes.cmp(&a.disk_bytes).then_with(|| a.name().cmp(&b.name())));
+    // Mapped files the per-file counters did not list, and the labels.
+    for (target, (r, w, disk)) in block {
+        if r + w == 0 {
+            continue;
+        }
+        let t = &target_rows(cur)[&target];
+        let label = t.label.as_ref().map(|l| format!("[{} {l}]", t.disk));
+        let (dev, ino) = match &target {
+            Target::File((a, b, ino)) => (format!("{a}:{b}"), *ino),
+            Target::Label(..) => (format!("{}:{}", t.major, t.minor), 0),
+        };
+        out.push(FileModel {
+            path: t.path.clone(),
+            dev,
+            device: t.disk.clone(),
+            ino,
+            block_read_bytes: r,
+            block_read_bytes_s: rate(r),
+            block_write_bytes: w,
+            block_write_bytes_s: rate(w),
+            block_disk: disk,
+            label,
+            ..Default::default()
+        });
+    }
+    out.sort_by(|a, b| b.busy_bytes().cmp(&a.busy_bytes()).then_with(|| a.name().cmp(&b.name())));
     out
+}
+
+/// A block-request row's key: a file by (fs major, fs minor, inode), a label by (disk, label).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Target {
+    File((u32, u32, u64)),
+    Label((u32, u32), String),
+}
+
+fn target_of(t: &BlockTargetCounters) -> Target {
+    match &t.label {
+        Some(l) => Target::Label((t.major, t.minor), l.clone()),
+        None => Target::File((t.fs_major, t.fs_minor, t.ino)),
+    }
+}
+
+fn target_rows(s: &Sample) -> HashMap<Target, &BlockTargetCounters> {
+    s.bpf.block_files.iter().flat_map(|b| b.targets.iter()).map(|t| (target_of(t), t)).collect()
+}
+
+/// Per target: (read bytes, write bytes, disk name) mapped in the interval.
+fn block_deltas(prev: &Sample, cur: &Sample) -> BTreeMap<Target, (u64, u64, Option<String>)> {
+    let before = target_rows(prev);
+    target_rows(cur)
+        .into_iter()
+        .map(|(k, c)| {
+            let (pr, pw) = before.get(&k).map_or((0, 0), |p| (p.read_bytes, p.write_bytes));
+            let v = (delta(pr, c.read_bytes), delta(pw, c.write_bytes), Some(c.disk.clone()));
+            (k, v)
+        })
+        .collect()
+}
+
+/// How many rows are files (not the journal/metadata/unknown rows of block requests).
+pub fn file_rows(files: &[FileModel]) -> usize {
+    files.iter().filter(|f| f.label.is_none() || f.ino != 0).count()
 }
 
 /// Whether the model's samples carried per-file data: eBPF on, by an ioscope that collects it
@@ -194,6 +317,27 @@ mod tests {
         assert_eq!(f.cached_pct, None);
         // No interval yet on the first sample.
         assert!(compute(None, &cur, 0.0).is_empty());
+    }
+
+    #[test]
+    fn writeback_is_the_larger_count_so_fsync_counts_and_nothing_twice() {
+        let wb = |pages: u64, fs: u64| FileIoSample {
+            writeback_pages: pages,
+            fs_writeback_bytes: fs,
+            ..file(12, 0, 0, 0, 0)
+        };
+        let m = |a: FileIoSample, b: FileIoSample| {
+            compute(Some(&sample(0, vec![a])), &sample(1, vec![b]), 1.0)
+                .first()
+                .map_or(0, |f| f.writeback_bytes)
+        };
+        // fsync: only the filesystem saw it (2 MiB).
+        assert_eq!(m(wb(0, 0), wb(0, 2 << 20)), 2 << 20);
+        // The flusher: both saw the same 1 MiB, in different intervals: counted once.
+        assert_eq!(m(wb(0, 2 << 20), wb(0, 3 << 20)), 1 << 20);
+        assert_eq!(m(wb(0, 3 << 20), wb(256, 3 << 20)), 0);
+        // A filesystem without its own count: writeback_single_inode's.
+        assert_eq!(m(wb(10, 0), wb(266, 0)), 1 << 20);
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct Model {
     pub cache_processes: Vec<cache::CacheProcessModel>,
     /// Per-file disk I/O in the interval (README "Files"), the most disk bytes first.
     pub files: Vec<files::FileModel>,
+    /// How much of the block requests the files' `block_*` figures sample; null without the
+    /// request ring.
+    pub block_files: Option<files::BlockFilesModel>,
     /// Readahead per device and file (None without the readahead probes).
     pub readahead: Option<readahead::ReadaheadModel>,
 }
@@ -94,6 +97,7 @@ impl Model {
             cache: cache::compute(prev, cur, secs),
             cache_processes: cache::processes(prev, cur, secs),
             files: files::compute(prev, cur, secs),
+            block_files: files::block_files(prev, cur),
             readahead: readahead::compute(prev, cur, secs),
         }
     }

@@ -1,4 +1,5 @@
-//! The `--batch` text frame's files part: the files with the most disk I/O in the interval.
+//! The `--batch` text frame's files part: the files with the most disk I/O in the interval, and
+//! the block requests mapped to them (BLK_R, BLK_W; label rows for journal, metadata, unknown).
 
 use std::fmt::Write as _;
 
@@ -13,28 +14,38 @@ pub fn append(s: &mut String, m: &Model) {
     if m.interval_s == 0.0 || !crate::model::files::available(m) {
         return;
     }
-    let _ = writeln!(s, "Files by disk I/O ({} with I/O; bytes/s):", m.files.len());
+    let sampled = match m.block_files.as_ref().and_then(|b| b.sampled_pct) {
+        Some(p) if p < 99.95 => format!("; BLK from {p:.0}% of block requests"),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "Files by disk I/O ({} with I/O; bytes/s{sampled}):",
+        crate::model::files::file_rows(&m.files)
+    );
     if m.files.is_empty() {
         let _ = writeln!(s, "  none in this interval");
         return;
     }
     let _ = writeln!(
         s,
-        "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:<8} FILE [PROCESSES]",
-        "READ", "RA", "DIRTIED", "WB", "DIO_R", "DIO_W", "CACHED", "DEV"
+        "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:<8} FILE [PROCESSES]",
+        "READ", "RA", "DIRTIED", "WB", "DIO_R", "DIO_W", "BLK_R", "BLK_W", "CACHED", "DEV"
     );
     let r = |v: f64| if v == 0.0 { "-".to_string() } else { human_bytes(v) };
     for f in m.files.iter().take(TOP_FILES) {
         let procs: Vec<String> = f.processes.iter().map(|p| format!("{}({})", p.comm, p.pid)).collect();
         let _ = writeln!(
             s,
-            "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}",
+            "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}",
             r(f.disk_read_bytes_s),
             r(f.readahead_bytes_s),
             r(f.dirtied_bytes_s),
             r(f.writeback_bytes_s),
             r(f.direct_read_bytes_s),
             r(f.direct_write_bytes_s),
+            r(f.block_read_bytes_s),
+            r(f.block_write_bytes_s),
             f.cached_pct.map_or("-".into(), |p| format!("{p:.0}%")),
             f.device,
             f.name(),

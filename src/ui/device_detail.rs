@@ -12,6 +12,7 @@ use ratatui::Frame;
 use ioscope_common::block::log2_bucket_range;
 
 use crate::model::block::{BlockDeviceModel, BlockDirModel, Percentiles};
+use crate::model::files::FileModel;
 use crate::model::{DeviceModel, Model};
 use crate::ui::columns::{self, Column};
 use crate::ui::format::{self, Units};
@@ -57,6 +58,14 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     frame.render_widget(table, lat);
     frame.render_widget(Paragraph::new(flag_lines(b, state)).wrap(Wrap { trim: true }), flags);
     render_histograms(frame, hists, b, state);
+    // Which files the requests were for (block requests mapped by extent), then who sent them.
+    let top = top_files(model, &d.name);
+    // Title, header, rows, and a blank line before the submitters.
+    let files_h = if top.is_empty() || subs.height < 10 { 0 } else { top.len() as u16 + 3 };
+    let [files_area, subs] = Layout::vertical([Constraint::Length(files_h), Constraint::Fill(1)]).areas(subs);
+    if files_h > 0 {
+        render_top_files(frame, files_area, model, &top, state);
+    }
     // Who sends the I/O to this device (the per-submitter view, filtered to it).
     if subs.height >= 3 {
         let rows: Vec<_> =
@@ -74,6 +83,65 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
             frame.render_widget(table, table_area);
         }
     }
+}
+
+/// Most files listed in the detail view.
+const TOP_FILES: usize = 5;
+
+/// The files (and labels) the sampled block requests of `disk` were mapped to, most bytes first.
+pub fn top_files<'a>(model: &'a Model, disk: &str) -> Vec<&'a FileModel> {
+    let mut v: Vec<&FileModel> = model
+        .files
+        .iter()
+        .filter(|f| f.block_disk.as_deref() == Some(disk) && f.block_read_bytes + f.block_write_bytes > 0)
+        .collect();
+    v.sort_by(|a, b| {
+        (b.block_read_bytes + b.block_write_bytes)
+            .cmp(&(a.block_read_bytes + a.block_write_bytes))
+            .then_with(|| a.name().cmp(&b.name()))
+    });
+    v.truncate(TOP_FILES);
+    v
+}
+
+fn render_top_files(frame: &mut Frame, area: Rect, model: &Model, top: &[&FileModel], state: &UiState) {
+    let theme = Theme { color: state.color };
+    let [title, table_area, _] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(top.len() as u16 + 1),
+        Constraint::Fill(1),
+    ])
+    .areas(area);
+    let sampled = match model.block_files.as_ref().and_then(|b| b.sampled_pct) {
+        Some(p) if p < 99.95 => format!(", {p:.0}% of requests sampled"),
+        _ => String::new(),
+    };
+    let text = format!("files by disk bytes (block requests mapped by extent{sampled}; f: all)");
+    frame.render_widget(Paragraph::new(Span::styled(text, theme.table_header())), title);
+    let u = state.units;
+    let rate = |v: f64| if v == 0.0 { "-".to_string() } else { format::bytes(v, u) };
+    let mut file = Column::new("file", 0).left().min_width(20);
+    file.cells = top.iter().map(|f| (f.name(), Style::new())).collect();
+    let mut read = Column::new("read/s", 0);
+    read.cells = top.iter().map(|f| (rate(f.block_read_bytes_s), Style::new())).collect();
+    let mut write = Column::new("write/s", 0);
+    write.cells = top.iter().map(|f| (rate(f.block_write_bytes_s), Style::new())).collect();
+    let mut share = Column::new("share", 1);
+    let total: u64 = model
+        .files
+        .iter()
+        .filter(|f| f.block_disk == top[0].block_disk)
+        .map(|f| f.block_read_bytes + f.block_write_bytes)
+        .sum();
+    share.cells = top
+        .iter()
+        .map(|f| {
+            let pct = 100.0 * (f.block_read_bytes + f.block_write_bytes) as f64 / total.max(1) as f64;
+            (format!("{pct:.0}%"), Style::new())
+        })
+        .collect();
+    let table = columns::table(vec![file, read, write, share], table_area.width, theme.table_header());
+    frame.render_widget(table, table_area);
 }
 
 /// From this width on, the queue-time histogram is shown beside the other two.

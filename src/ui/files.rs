@@ -30,6 +30,8 @@ pub enum FileSort {
     Dirtied,
     Writeback,
     Direct,
+    /// Bytes of the sampled block requests mapped to the file through its extents.
+    Block,
     Cached,
     Path,
 }
@@ -43,7 +45,8 @@ impl FileSort {
             Readahead => Dirtied,
             Dirtied => Writeback,
             Writeback => Direct,
-            Direct => Cached,
+            Direct => Block,
+            Block => Cached,
             Cached => Path,
             Path => Disk,
         }
@@ -57,6 +60,7 @@ impl FileSort {
             FileSort::Dirtied => "dirtied",
             FileSort::Writeback => "writeback",
             FileSort::Direct => "direct",
+            FileSort::Block => "blocks",
             FileSort::Cached => "cached%",
             FileSort::Path => "path",
         }
@@ -64,12 +68,15 @@ impl FileSort {
 
     fn key(self, f: &FileModel) -> f64 {
         match self {
-            FileSort::Disk | FileSort::Path => f.disk_bytes_s,
+            FileSort::Disk | FileSort::Path => {
+                f.disk_bytes_s.max(f.block_read_bytes_s + f.block_write_bytes_s)
+            }
             FileSort::Read => f.disk_read_bytes_s,
             FileSort::Readahead => f.readahead_bytes_s,
             FileSort::Dirtied => f.dirtied_bytes_s,
             FileSort::Writeback => f.writeback_bytes_s,
             FileSort::Direct => f.direct_read_bytes_s + f.direct_write_bytes_s,
+            FileSort::Block => f.block_read_bytes_s + f.block_write_bytes_s,
             FileSort::Cached => f.cached_pct.unwrap_or(-1.0),
         }
     }
@@ -125,7 +132,7 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a FileModel> {
         .iter()
         .filter(|f| match &scope {
             ScopeFilter::All => true,
-            ScopeFilter::Device(d) => &f.device == d,
+            ScopeFilter::Device(d) => &f.device == d || f.block_disk.as_ref() == Some(d),
             ScopeFilter::Pid(pid) => f.processes.iter().any(|p| p.pid == *pid),
         })
         .filter(|f| {
@@ -205,9 +212,14 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         let mut ts = TableState::new().with_selected(Some(state.selected_file.min(rows.len() - 1)));
         frame.render_stateful_widget(table, table_area, &mut ts);
     }
+    let sampled = match model.block_files.as_ref().and_then(|b| b.sampled_pct) {
+        Some(p) if p < 99.95 => format!(" ({p:.0}% of requests sampled)"),
+        _ => String::new(),
+    };
     let foot_text = format!(
-        "{} files with I/O; read = pages read into the cache (ra = readahead), wb = written back, dio = direct I/O",
-        model.files.len()
+        "{} files with I/O; read = pages read into the cache (ra = readahead), wb = written back, dio = direct I/O, \
+         blk = block requests mapped by extent{sampled}",
+        crate::model::files::file_rows(&model.files)
     );
     frame.render_widget(msg(format::shorten(&foot_text, inner.width as usize)), foot);
 }
@@ -247,6 +259,9 @@ fn file_columns(rows: &[&FileModel], state: &UiState, width: u16) -> Vec<Column>
         col("dio r/s", 2, &|r| rate(r.direct_read_bytes_s)),
         col("dio w/s", 2, &|r| rate(r.direct_write_bytes_s)),
         col("dio/s", 0, &|r| rate(r.direct_read_bytes_s + r.direct_write_bytes_s)),
+        col("blk r/s", 2, &|r| rate(r.block_read_bytes_s)),
+        col("blk w/s", 2, &|r| rate(r.block_write_bytes_s)),
+        col("blk/s", 0, &|r| rate(r.block_read_bytes_s + r.block_write_bytes_s)),
         col("cached", 0, &|r| r.cached_pct.map_or("-".into(), |p| format!("{p:.0}%"))),
         col("dirty", 2, &|r| r.dirty_bytes.map_or("-".into(), |b| format::bytes(b as f64, Units::Human))),
         procs,

@@ -4,7 +4,8 @@
 //! tracepoint-based tools do (classic tracepoints carry no request pointer), in a bounded hash map.
 //!
 //! Everything is aggregated in the kernel: per-CPU maps of cumulative counters and log2 histograms,
-//! which userspace reads once per interval. No per-request event reaches userspace.
+//! which userspace reads once per interval. The one per-request path to userspace is the
+//! rate-limited ring of completed requests for block-to-file mapping (crate::block_files).
 
 /// The per-request map: [`ReqKey`] → [`ReqInfo`]; one entry per request in flight.
 pub const BLOCK_REQS_MAP: &str = "BLOCK_REQS";

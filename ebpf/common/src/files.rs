@@ -17,7 +17,8 @@
 //!   asked for (`readahead:page_cache_sync_ra`'s `index`, `req_count`): the readahead window, and
 //!   mmap fault readahead (which has no such event).
 //! - `dirtied_pages`, `writeback_pages` (`writeback_single_inode`'s `wrote`, in the flusher's or
-//!   the syncing task's context), `dio_read_bytes`, `dio_write_bytes`.
+//!   the syncing task's context), `dio_read_bytes`, `dio_write_bytes`, `fs_writeback_bytes`
+//!   (writeback as the filesystem does it, fsync's included; keyed by `s_dev`).
 
 /// Per-CPU LRU hash map: [`FileKey`] → [`FileCounters`].
 pub const FILE_IO_MAP: &str = "FILE_IO";
@@ -52,6 +53,10 @@ pub struct FileCounters {
     pub writeback_pages: u64,
     pub dio_read_bytes: u64,
     pub dio_write_bytes: u64,
+    /// Bytes the filesystem itself sent to writeback (`ext4:ext4_writepages_result`'s
+    /// `pages_written`, `iomap:iomap_writeback_folio`'s folio up to EOF): every writeback, also
+    /// fsync's, which `writeback_single_inode` does not see.
+    pub fs_writeback_bytes: u64,
     /// The last process (not a flusher's writeback) that read, dirtied or did direct I/O on the
     /// file on this CPU, and its comm.
     pub tgid: u32,
@@ -138,6 +143,20 @@ pub struct FileLayout {
     pub iter_flags: u32,
     pub iter_write_flag: u32,
     pub iter_direct_flag: u32,
+    /// log2 of the page size (ext4 counts pages).
+    pub page_shift: u32,
+    /// `dev`, `ino`, `pages_written` of `ext4:ext4_writepages_result`.
+    pub ewr_ok: u32,
+    pub ewr_dev: u32,
+    pub ewr_ino: u32,
+    pub ewr_pages: u32,
+    /// `dev`, `ino`, `size`, `offset`, `length` of `iomap:iomap_writeback_folio`.
+    pub iwf_ok: u32,
+    pub iwf_dev: u32,
+    pub iwf_ino: u32,
+    pub iwf_size: u32,
+    pub iwf_offset: u32,
+    pub iwf_length: u32,
 }
 
 impl FileLayout {
@@ -164,6 +183,17 @@ impl FileLayout {
         iter_flags: 0,
         iter_write_flag: 0,
         iter_direct_flag: 0,
+        page_shift: 0,
+        ewr_ok: 0,
+        ewr_dev: 0,
+        ewr_ino: 0,
+        ewr_pages: 0,
+        iwf_ok: 0,
+        iwf_dev: 0,
+        iwf_ino: 0,
+        iwf_size: 0,
+        iwf_offset: 0,
+        iwf_length: 0,
     };
 }
 
@@ -198,6 +228,21 @@ pub fn bdi_dev(name: &[u8; 32]) -> Option<u32> {
         return None;
     }
     Some(major << 20 | cur)
+}
+
+/// The bytes of a folio of `length` at `offset` that lie before EOF (`size`): what writing it back
+/// writes of the file.
+#[inline(always)]
+pub fn folio_bytes_before_eof(size: i64, offset: i64, length: u64) -> u64 {
+    if size <= offset {
+        return 0;
+    }
+    let left = (size - offset) as u64;
+    if left < length {
+        left
+    } else {
+        length
+    }
 }
 
 #[cfg(feature = "user")]
@@ -240,11 +285,18 @@ mod tests {
     #[test]
     fn sizes_have_no_hidden_padding() {
         assert_eq!(core::mem::size_of::<FileKey>(), 16);
-        assert_eq!(core::mem::size_of::<FileCounters>(), 6 * 8 + 8 + 16);
+        assert_eq!(core::mem::size_of::<FileCounters>(), 7 * 8 + 8 + 16);
         assert_eq!(core::mem::size_of::<FileInsertRecord>(), 8 + 3 * 8);
-        assert_eq!(core::mem::size_of::<FileLayout>(), 22 * 4);
+        assert_eq!(core::mem::size_of::<FileLayout>(), 33 * 4);
         assert_eq!(core::mem::size_of::<DioPending>(), 24);
         assert_eq!(core::mem::size_of::<DemandRecord>(), 32);
+    }
+
+    #[test]
+    fn a_folio_counts_up_to_eof() {
+        assert_eq!(folio_bytes_before_eof(10_000, 8192, 4096), 1808);
+        assert_eq!(folio_bytes_before_eof(1 << 20, 0, 16384), 16384);
+        assert_eq!(folio_bytes_before_eof(4096, 4096, 4096), 0);
     }
 
     #[test]

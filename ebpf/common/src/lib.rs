@@ -6,6 +6,7 @@
 #![no_std]
 
 pub mod block;
+pub mod block_files;
 pub mod files;
 pub mod page_cache;
 pub mod readahead;

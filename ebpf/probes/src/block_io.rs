@@ -389,11 +389,15 @@ fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
             if r.flags & REQ_IN_FLIGHT != 0 {
                 inflight_add(e.dev, u64::MAX);
             }
+            crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, Some(&r));
             if r.flags & REQ_SUBMITTER != 0 {
                 submitted = Some(r);
             }
         }
-        None => count_health(Health::CompleteUnmatched),
+        None => {
+            count_health(Health::CompleteUnmatched);
+            crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, None);
+        }
     }
     if let Some(s) = dev_stats(e.dev) {
         // SAFETY: this CPU's copy of the device's value.

@@ -9,8 +9,8 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use ioscope_common::files::{
-    bdi_dev, is_demand, DemandRecord, DioPending, FileCounters, FileInsertRecord, FileKey, FileLayout,
-    FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, KEY_BDI_DEV, KEY_SB_DEV,
+    bdi_dev, folio_bytes_before_eof, is_demand, DemandRecord, DioPending, FileCounters, FileInsertRecord,
+    FileKey, FileLayout, FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, KEY_BDI_DEV, KEY_SB_DEV,
 };
 
 #[unsafe(no_mangle)]
@@ -249,5 +249,67 @@ fn try_writeback_single_inode(ctx: &TracePointContext) -> Result<u32, i64> {
     if let Some(c) = file(&FileKey { dev, kind: KEY_BDI_DEV, ino }) {
         c.writeback_pages = c.writeback_pages.wrapping_add(wrote);
     }
+    Ok(0)
+}
+
+/// Adds `bytes` of filesystem writeback to (s_dev `dev`, `ino`).
+#[inline(always)]
+fn count_fs_writeback(dev: u32, ino: u64, bytes: u64) {
+    if bytes == 0 {
+        return;
+    }
+    if let Some(c) = file(&FileKey { dev, kind: KEY_SB_DEV, ino }) {
+        c.fs_writeback_bytes = c.fs_writeback_bytes.wrapping_add(bytes);
+    }
+}
+
+/// `ext4:ext4_writepages_result`: ext4 wrote back `pages_written` pages of the inode, whoever
+/// asked (flusher, sync, fsync).
+#[tracepoint]
+pub fn file_ext4_writepages(ctx: TracePointContext) -> u32 {
+    try_ext4_writepages(&ctx).unwrap_or(0)
+}
+
+fn try_ext4_writepages(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.ewr_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (dev, ino, pages) = unsafe {
+        (
+            ctx.read_at::<u32>(l.ewr_dev as usize).map_err(i64::from)?,
+            ctx.read_at::<u64>(l.ewr_ino as usize).map_err(i64::from)?,
+            ctx.read_at::<i32>(l.ewr_pages as usize).map_err(i64::from)?,
+        )
+    };
+    if pages > 0 {
+        count_fs_writeback(dev, ino, (pages as u64) << (l.page_shift & 31));
+    }
+    Ok(0)
+}
+
+/// `iomap:iomap_writeback_folio`: an iomap filesystem (xfs, ...) writes a dirty folio back.
+#[tracepoint]
+pub fn file_iomap_writeback(ctx: TracePointContext) -> u32 {
+    try_iomap_writeback(&ctx).unwrap_or(0)
+}
+
+fn try_iomap_writeback(ctx: &TracePointContext) -> Result<u32, i64> {
+    let l = layout();
+    if l.iwf_ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let (dev, ino, size, offset, length) = unsafe {
+        (
+            ctx.read_at::<u32>(l.iwf_dev as usize).map_err(i64::from)?,
+            ctx.read_at::<u64>(l.iwf_ino as usize).map_err(i64::from)?,
+            ctx.read_at::<i64>(l.iwf_size as usize).map_err(i64::from)?,
+            ctx.read_at::<i64>(l.iwf_offset as usize).map_err(i64::from)?,
+            ctx.read_at::<u64>(l.iwf_length as usize).map_err(i64::from)?,
+        )
+    };
+    count_fs_writeback(dev, ino, folio_bytes_before_eof(size, offset, length));
     Ok(0)
 }

@@ -6,6 +6,7 @@
 #![allow(internal_features)]
 #![feature(core_intrinsics)]
 
+mod block_files;
 mod block_io;
 mod files;
 mod page_cache;

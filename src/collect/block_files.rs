@@ -1,0 +1,481 @@
+//! Block requests → files (README "Block requests to files"). The kernel sends a rate-limited
+//! sample of completed requests (disk, sector, size, rwbs flags, submitter; src/bpf/block_files.rs);
+//! each is matched against the extent maps of the files the files pane knows (FIEMAP on the path
+//! the resolver found, plus the partition's start sector from sysfs: src/collect/extents.rs), in
+//! this order:
+//!
+//! 1. inside the filesystem's journal (ext4's journal inode as its superblock records it, xfs's
+//!    internal log) → `journal`; on a disk where no journal could be placed, a request
+//!    submitted by a `jbd2/` thread → `journal`;
+//! 2. rwbs `M` (the filesystem marked it metadata) → `metadata`;
+//! 3. the sectors each known file's extents cover → that file;
+//! 4. the rest → `unknown` (files not known, delalloc not yet placed, other filesystems' data,
+//!    metadata written back without the `M` flag).
+//!
+//! Extent maps are cached per file and read again when the file's size or mtime changed, or
+//! when its last map had extents without a place yet (delayed allocation), at most
+//! [`MAX_FIEMAP_PER_READ`] FIEMAP calls per sample for at most [`MAX_MAPPED_FILES`] files.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ioscope_common::block::{RWBS_META, RWBS_READ, RWBS_WRITE};
+use ioscope_common::block_files::RqEvent;
+
+use super::extents::{disk_ranges, fiemap, journal_ranges, mount_sources, placement, Placement};
+use super::files::{kernel_dev, FileId};
+use crate::sample::{BlockFilesSample, BlockTargetCounters, FileIoSample};
+
+/// Files with an extent map at once (the least recently active go first).
+pub const MAX_MAPPED_FILES: usize = 1024;
+/// FIEMAP calls per sample.
+pub const MAX_FIEMAP_PER_READ: usize = 128;
+/// Extents read per file; a more fragmented file is mapped in part.
+pub const MAX_EXTENTS_PER_FILE: usize = 16384;
+/// A map with unplaced (delayed) extents is read again at most this often while the file is
+/// otherwise unchanged.
+pub const UNSETTLED_REFRESH: Duration = Duration::from_millis(500);
+/// A target without mapped bytes for this long leaves the Sample (and counts from 0 if it
+/// comes back, so an interval's delta stays right).
+pub const KEEP_IDLE: Duration = Duration::from_secs(10);
+/// A file's map is dropped when the file was not active for this long.
+pub const FORGET_MAP: Duration = Duration::from_secs(30);
+/// Mapped requests kept for inspection (tests, debugging).
+pub const RECENT_REQUESTS: usize = 4096;
+
+pub const LABEL_METADATA: &str = "metadata";
+pub const LABEL_JOURNAL: &str = "journal";
+pub const LABEL_UNKNOWN: &str = "unknown";
+
+/// What some sectors of a request belong to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    File(FileId),
+    Label(&'static str),
+}
+
+/// One request as mapped (kept in [`BlockFileMapper::recent`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappedRequest {
+    /// The disk (major, minor) and the request's first sector on it.
+    pub disk: (u32, u32),
+    pub sector: u64,
+    pub nr_sectors: u32,
+    pub rwbs: u32,
+    pub comm: String,
+    /// Where its bytes went; the bytes add up to the request's.
+    pub parts: Vec<(Target, u64)>,
+}
+
+/// (mount id, device) of a mounted filesystem.
+type MountKey = (u64, (u32, u32));
+/// Sectors [start, end).
+pub type SectorRange = (u64, u64);
+/// Sectors [start, end) of a file's extent on the disk.
+pub type ExtentOf = (u64, u64, FileId);
+
+/// A file's extent map.
+#[derive(Clone, Debug)]
+struct Mapped {
+    path: String,
+    size: u64,
+    mtime_ns: i128,
+    disk: (u32, u32),
+    ranges: Vec<(u64, u64)>,
+    unsettled: bool,
+    refreshed: Instant,
+    wanted: Instant,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Counts {
+    read_requests: u64,
+    read_bytes: u64,
+    write_requests: u64,
+    write_bytes: u64,
+    path: Option<String>,
+    changed: Option<Instant>,
+}
+
+/// Extent maps, journal places and the cumulative counts per (disk, target). See the module docs.
+pub struct BlockFileMapper {
+    sys: PathBuf,
+    proc: PathBuf,
+    files: HashMap<FileId, Mapped>,
+    /// Per disk: (start, end, file) sorted by start; rebuilt when a map changed.
+    index: HashMap<(u32, u32), Vec<ExtentOf>>,
+    index_dirty: bool,
+    /// Per mount (id, device): where its device sits and its journal's ranges on the device
+    /// (empty when unknown). By mount id: a loop device reused for another filesystem is new.
+    journals: HashMap<MountKey, (Placement, Vec<SectorRange>)>,
+    counts: BTreeMap<((u32, u32), Target), Counts>,
+    pub fiemap_errors: u64,
+    recent: VecDeque<MappedRequest>,
+}
+
+impl Default for BlockFileMapper {
+    fn default() -> Self {
+        BlockFileMapper::new(Path::new("/sys"), Path::new("/proc"))
+    }
+}
+
+impl BlockFileMapper {
+    pub fn new(sys: &Path, proc: &Path) -> BlockFileMapper {
+        BlockFileMapper {
+            sys: sys.to_path_buf(),
+            proc: proc.to_path_buf(),
+            files: HashMap::new(),
+            index: HashMap::new(),
+            index_dirty: false,
+            journals: HashMap::new(),
+            counts: BTreeMap::new(),
+            fiemap_errors: 0,
+            recent: VecDeque::new(),
+        }
+    }
+
+    /// The most recent mapped requests, oldest first.
+    pub fn recent(&self) -> impl Iterator<Item = &MappedRequest> {
+        self.recent.iter()
+    }
+
+    /// Files with a map, and their extents.
+    pub fn mapped(&self) -> (u64, u64) {
+        (self.files.len() as u64, self.files.values().map(|m| m.ranges.len() as u64).sum())
+    }
+
+    /// Brings the extent maps of `files` (the files pane's, with paths) up to date.
+    pub fn refresh(&mut self, files: &[FileIoSample], now: Instant) {
+        let mut budget = MAX_FIEMAP_PER_READ;
+        for f in files {
+            let Some(path) = f.path.as_deref().filter(|p| !p.ends_with(" (deleted)")) else { continue };
+            let id = (f.major, f.minor, f.ino);
+            let Ok(meta) = std::fs::metadata(path) else { continue };
+            if (libc::major(meta.dev()), libc::minor(meta.dev()), meta.ino()) != id || !meta.is_file() {
+                // The path names another inode now: its old map is not this file's.
+                if self.files.remove(&id).is_some() {
+                    self.index_dirty = true;
+                }
+                continue;
+            }
+            let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+            if let Some(m) = self.files.get_mut(&id) {
+                m.wanted = now;
+                let same = m.size == meta.len() && m.mtime_ns == mtime_ns && m.path == path;
+                let settle_due = m.unsettled && now.duration_since(m.refreshed) >= UNSETTLED_REFRESH;
+                if same && !settle_due {
+                    continue;
+                }
+            }
+            if budget == 0 {
+                continue;
+            }
+            budget -= 1;
+            self.map_file(id, path, meta.len(), mtime_ns, now);
+        }
+        // Maps of files no longer active go (their blocks may be freed and reused meanwhile).
+        let before = self.files.len();
+        self.files.retain(|_, m| now.duration_since(m.wanted) < FORGET_MAP);
+        self.index_dirty |= self.files.len() != before;
+        if self.files.len() > MAX_MAPPED_FILES {
+            let mut by_age: Vec<(Instant, FileId)> =
+                self.files.iter().map(|(id, m)| (m.wanted, *id)).collect();
+            by_age.sort();
+            for (_, id) in by_age.iter().take(self.files.len() - MAX_MAPPED_FILES) {
+                self.files.remove(id);
+            }
+            self.index_dirty = true;
+        }
+    }
+
+    fn map_file(&mut self, id: FileId, path: &str, size: u64, mtime_ns: i128, now: Instant) {
+        let Some(place) = placement(&self.sys, (id.0, id.1)) else { return };
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOATIME | libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(path)
+            .or_else(|_| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path));
+        let extents = opened.and_then(|f| {
+            // Checked again on the open file: the path may have changed since the stat.
+            let m = f.metadata()?;
+            if (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) != id {
+                return Err(std::io::Error::other("path names another inode"));
+            }
+            fiemap(&f, MAX_EXTENTS_PER_FILE)
+        });
+        match extents {
+            Ok(extents) => {
+                let (ranges, unsettled) = disk_ranges(&extents, place);
+                self.files.insert(
+                    id,
+                    Mapped {
+                        path: path.to_string(),
+                        size,
+                        mtime_ns,
+                        disk: place.disk,
+                        ranges,
+                        unsettled,
+                        refreshed: now,
+                        wanted: now,
+                    },
+                );
+            }
+            Err(_) => {
+                self.fiemap_errors += 1;
+                self.files.remove(&id);
+            }
+        }
+        self.index_dirty = true;
+    }
+
+    fn rebuild_index(&mut self) {
+        if !self.index_dirty {
+            return;
+        }
+        self.index.clear();
+        for (id, m) in &self.files {
+            let v = self.index.entry(m.disk).or_default();
+            v.extend(m.ranges.iter().map(|&(s, e)| (s, e, *id)));
+        }
+        for v in self.index.values_mut() {
+            v.sort_unstable();
+        }
+        self.index_dirty = false;
+    }
+
+    /// The journal ranges on `disk` of every filesystem mounted from it (read once per
+    /// filesystem).
+    fn journal_on(&mut self, disk: (u32, u32)) -> Vec<(u64, u64)> {
+        let text = std::fs::read_to_string(self.proc.join("self/mountinfo")).unwrap_or_default();
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (mount_id, dev, fstype, source) in mount_sources(&text) {
+            if !matches!(fstype.as_str(), "ext4" | "ext3" | "xfs") || !seen.insert(dev) {
+                continue;
+            }
+            let key = (mount_id, dev);
+            if !self.journals.contains_key(&key) {
+                let Some(place) = placement(&self.sys, dev) else { continue };
+                let mut head = vec![0u8; 2048];
+                let ranges = File::open(&source)
+                    .and_then(|mut f| f.read_exact(&mut head))
+                    .map(|_| journal_ranges(&head))
+                    .unwrap_or_default();
+                self.journals.insert(key, (place, ranges));
+            }
+            let (place, ranges) = &self.journals[&key];
+            if place.disk == disk {
+                out.extend(ranges.iter().map(|&(s, e)| (s + place.start_sector, e + place.start_sector)));
+            }
+        }
+        out
+    }
+
+    /// Maps `events` and adds them to the counts.
+    pub fn map(&mut self, events: &[RqEvent], now: Instant) {
+        self.rebuild_index();
+        let mut journals: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
+        for e in events.iter().filter(|e| e.rwbs & (RWBS_READ | RWBS_WRITE) != 0) {
+            let disk = kernel_dev(e.dev);
+            let journal = journals.entry(disk).or_insert_with(|| self.journal_on(disk)).clone();
+            let comm = comm_text(&e.comm);
+            let parts = classify(e, &comm, &journal, self.index.get(&disk).map_or(&[][..], |v| v));
+            for (t, bytes) in &parts {
+                let c = self.counts.entry((disk, t.clone())).or_default();
+                if e.rwbs & RWBS_READ != 0 {
+                    c.read_requests += 1;
+                    c.read_bytes += bytes;
+                } else if e.rwbs & RWBS_WRITE != 0 {
+                    c.write_requests += 1;
+                    c.write_bytes += bytes;
+                }
+                c.changed = Some(now);
+                if let Target::File(id) = t {
+                    c.path = self.files.get(id).map(|m| m.path.clone());
+                }
+            }
+            if self.recent.len() == RECENT_REQUESTS {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(MappedRequest {
+                disk,
+                sector: e.sector,
+                nr_sectors: e.nr_sectors,
+                rwbs: e.rwbs,
+                comm,
+                parts,
+            });
+        }
+        self.counts.retain(|_, c| c.changed.is_some_and(|t| now.duration_since(t) < KEEP_IDLE));
+    }
+
+    /// The cumulative counts as Sample rows.
+    pub fn targets(&self) -> Vec<BlockTargetCounters> {
+        self.counts
+            .iter()
+            .map(|((disk, t), c)| {
+                let (fs, ino, label) = match t {
+                    Target::File(id) => ((id.0, id.1), id.2, None),
+                    Target::Label(l) => ((0, 0), 0, Some(l.to_string())),
+                };
+                BlockTargetCounters {
+                    major: disk.0,
+                    minor: disk.1,
+                    disk: disk_name(&self.sys, *disk),
+                    fs_major: fs.0,
+                    fs_minor: fs.1,
+                    ino,
+                    path: c.path.clone(),
+                    label,
+                    read_requests: c.read_requests,
+                    read_bytes: c.read_bytes,
+                    write_requests: c.write_requests,
+                    write_bytes: c.write_bytes,
+                }
+            })
+            .collect()
+    }
+
+    /// Everything for the Sample, the kernel's counts included.
+    pub fn sample(&self, counts: crate::bpf::block_files::RingCounts) -> BlockFilesSample {
+        let (mapped_files, extents) = self.mapped();
+        BlockFilesSample {
+            targets: self.targets(),
+            emitted: counts.emitted,
+            rate_dropped: counts.rate_dropped,
+            ring_dropped: counts.ring_dropped,
+            rate_limit_s: crate::bpf::block_files::RATE_LIMIT_S,
+            mapped_files,
+            extents,
+            fiemap_errors: self.fiemap_errors,
+        }
+    }
+}
+
+fn comm_text(c: &[u8; 16]) -> String {
+    let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+    String::from_utf8_lossy(&c[..end]).into_owned()
+}
+
+fn disk_name(sys: &Path, dev: (u32, u32)) -> String {
+    std::fs::read_link(sys.join(format!("dev/block/{}:{}", dev.0, dev.1)))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| format!("{}:{}", dev.0, dev.1))
+}
+
+/// Where the bytes of one request go (see the module docs for the order). `files` is the disk's
+/// extents sorted by start; `journal` its journal ranges.
+pub fn classify(e: &RqEvent, comm: &str, journal: &[(u64, u64)], files: &[ExtentOf]) -> Vec<(Target, u64)> {
+    let (start, end) = (e.sector, e.sector + u64::from(e.nr_sectors));
+    let n = u64::from(e.nr_sectors);
+    let overlap = |s: u64, en: u64| en.min(end).saturating_sub(s.max(start));
+    // Where the journal is known, only its sectors are journal (jbd2 also writes the superblock).
+    let in_journal = if journal.is_empty() {
+        if comm.starts_with("jbd2/") {
+            n
+        } else {
+            0
+        }
+    } else {
+        journal.iter().map(|&(s, en)| overlap(s, en)).sum::<u64>().min(n)
+    };
+    let mut parts: Vec<(Target, u64)> = Vec::new();
+    if in_journal > 0 {
+        parts.push((Target::Label(LABEL_JOURNAL), in_journal * 512));
+    }
+    let rest = n - in_journal;
+    if rest == 0 {
+        return parts;
+    }
+    if e.rwbs & RWBS_META != 0 {
+        parts.push((Target::Label(LABEL_METADATA), rest * 512));
+        return parts;
+    }
+    let mut covered = 0u64;
+    // Extents are sorted by start; those starting before `end` may overlap (a preceding long
+    // extent too, so the scan starts at the first one that could reach `start`).
+    let from = files.partition_point(|&(s, _, _)| s < start).saturating_sub(64);
+    for &(s, en, id) in &files[from..] {
+        if s >= end {
+            break;
+        }
+        let o = overlap(s, en);
+        if o == 0 {
+            continue;
+        }
+        covered += o;
+        let b = o * 512;
+        match parts.iter_mut().find(|(t, _)| *t == Target::File(id)) {
+            Some((_, v)) => *v += b,
+            None => parts.push((Target::File(id), b)),
+        }
+    }
+    let covered = covered.min(rest);
+    if covered < rest {
+        parts.push((Target::Label(LABEL_UNKNOWN), (rest - covered) * 512));
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioscope_common::block::RWBS_SYNC;
+
+    fn ev(sector: u64, nr: u32, rwbs: u32) -> RqEvent {
+        RqEvent { dev: 7 << 20, sector, nr_sectors: nr, rwbs, ..Default::default() }
+    }
+
+    #[test]
+    fn requests_split_over_files_and_the_rest_is_unknown() {
+        let a = (7, 0, 12);
+        let b = (7, 0, 13);
+        let files = vec![(100, 200, a), (200, 208, b), (1000, 2000, a)];
+        // Wholly inside a.
+        assert_eq!(classify(&ev(120, 8, RWBS_READ), "", &[], &files), vec![(Target::File(a), 4096)]);
+        // Across a, b and a hole.
+        assert_eq!(
+            classify(&ev(196, 16, RWBS_WRITE), "kworker/u8:1", &[], &files),
+            vec![(Target::File(a), 2048), (Target::File(b), 4096), (Target::Label(LABEL_UNKNOWN), 2048)]
+        );
+        // A long extent that starts well before the request.
+        assert_eq!(classify(&ev(1900, 8, RWBS_READ), "", &[], &files), vec![(Target::File(a), 4096)]);
+        assert_eq!(
+            classify(&ev(5000, 8, RWBS_READ), "", &[], &files),
+            vec![(Target::Label(LABEL_UNKNOWN), 4096)]
+        );
+    }
+
+    #[test]
+    fn journal_and_metadata_get_labels_before_files() {
+        let files = vec![(0, 10_000, (7, 0, 12))];
+        let w = RWBS_WRITE | RWBS_SYNC;
+        assert_eq!(
+            classify(&ev(50, 8, w), "jbd2/loop0-8", &[], &files),
+            vec![(Target::Label(LABEL_JOURNAL), 4096)]
+        );
+        assert_eq!(
+            classify(&ev(50, 8, w | RWBS_META), "xfsaild/loop0", &[(40, 60)], &files),
+            vec![(Target::Label(LABEL_JOURNAL), 4096)]
+        );
+        // Where the journal is known, jbd2's other writes (the superblock) are not journal.
+        assert_eq!(
+            classify(&ev(2, 2, w), "jbd2/loop0-8", &[(40, 60)], &[]),
+            vec![(Target::Label(LABEL_UNKNOWN), 1024)]
+        );
+        // Straddling the journal's start: only its part is journal.
+        assert_eq!(
+            classify(&ev(36, 8, w | RWBS_META), "mkfs", &[(40, 60)], &files),
+            vec![(Target::Label(LABEL_JOURNAL), 2048), (Target::Label(LABEL_METADATA), 2048)]
+        );
+        assert_eq!(
+            classify(&ev(50, 8, RWBS_READ | RWBS_META), "ls", &[(4000, 5000)], &files),
+            vec![(Target::Label(LABEL_METADATA), 4096)]
+        );
+    }
+}
