@@ -355,7 +355,9 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
 /// more, and the walk only while this file has pages pending.
 #[inline(always)]
 pub fn on_read_raw(tid: u32, mapping: u64, index: u64, last: u64) {
-    if layout().get_ok == 0 {
+    // One field, not layout(): a volatile copy of the whole layout is dozens of loads per read.
+    // SAFETY: see layout().
+    if unsafe { core::ptr::read_volatile(&raw const RA_LAYOUT.get_ok) } == 0 {
         return;
     }
     if let Some(b) = RA_BIND.get_ptr_mut(0) {
