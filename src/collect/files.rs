@@ -377,6 +377,13 @@ impl FileResolver {
                 .collect();
             let dirs = pids.iter().map(|pid| self.proc.join(pid.to_string()));
             scan_process_dirs(dirs, &new, &mut self.paths, MAX_FDS_PER_SCAN, true);
+            // Loop devices' backing files: read and written by the loop driver's kernel threads,
+            // held by no process, but named in sysfs.
+            for (id, path) in loop_backing_files(&self.sys) {
+                if new.contains(&id) {
+                    self.paths.entry(id).or_insert(path);
+                }
+            }
             unknown.retain(|id| !self.paths.contains_key(id));
             if new.iter().any(|id| unknown.contains(id)) {
                 scan_processes(&self.proc, &unknown, &mut self.paths, false);
@@ -488,6 +495,20 @@ fn scan_processes(proc: &Path, wanted: &HashSet<FileId>, found: &mut HashMap<Fil
         .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
         .map(|e| e.path());
     scan_process_dirs(pids, wanted, found, MAX_FDS_PER_SCAN, maps);
+}
+
+/// The backing files of the loop devices (`/sys/block/loopN/loop/backing_file`) that still name
+/// the file the device uses; a deleted one is left out (its old path names nothing).
+fn loop_backing_files(sys: &Path) -> Vec<(FileId, String)> {
+    let Ok(dir) = std::fs::read_dir(sys.join("block")) else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok())
+        .filter_map(|text| {
+            let path = text.trim_end_matches('\n').to_string();
+            let m = std::fs::metadata(&path).ok()?;
+            Some(((libc::major(m.dev()), libc::minor(m.dev()), m.ino()), path))
+        })
+        .collect()
 }
 
 /// Looks for `wanted` inodes among the open files (and with `maps`, the mappings) of the given
@@ -634,6 +655,24 @@ mod tests {
         // Keyed by the disk (writeback): only the disk's own dev_t is its cache.
         assert_eq!(label((7, 0, 7 << 20)).as_deref(), Some("[7:0 metadata/journal]"));
         assert_eq!(label((7, 0, 12)), None);
+    }
+
+    #[test]
+    fn loop_backing_files_come_from_sysfs_and_must_still_exist() {
+        let sys = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let image = data.path().join("disk.img");
+        std::fs::write(&image, b"x").unwrap();
+        let m = std::fs::metadata(&image).unwrap();
+        for (dev, backing) in [("loop0", image.to_str().unwrap()), ("loop1", "/nonexistent/gone.img")] {
+            let d = sys.path().join("block").join(dev).join("loop");
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("backing_file"), format!("{backing}\n")).unwrap();
+        }
+        std::fs::create_dir_all(sys.path().join("block/vda")).unwrap();
+        let found = loop_backing_files(sys.path());
+        let id = (libc::major(m.dev()), libc::minor(m.dev()), m.ino());
+        assert_eq!(found, vec![(id, image.to_str().unwrap().to_string())]);
     }
 
     #[test]
