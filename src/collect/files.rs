@@ -13,7 +13,8 @@
 //!    /proc/*/fd, at most one such scan per [`SCAN_EVERY`]. An unlinked open file shows the
 //!    kernel's own "PATH (deleted)".
 //! 4. A bounded walk, in a background thread, of the filesystem's mount ([`MAX_WALK_ENTRIES`] directory entries, no
-//!    crossing into other mounts) for inodes still unknown, at most once per [`WALK_EVERY`].
+//!    crossing into other mounts) for inodes still unknown, at most once per [`WALK_EVERY`],
+//!    paced (see `WALK_PACE`), one walk at a time.
 //! 5. Otherwise no path: shown as dev:inode.
 //!
 //! What sysfs says of a device (its disk, its name) is cached for [`SYSFS_FRESH`]; the mount
@@ -35,6 +36,11 @@ pub const SCAN_EVERY: Duration = Duration::from_secs(10);
 /// reused major:minor is seen again within this time).
 pub const SYSFS_FRESH: Duration = Duration::from_secs(30);
 pub const MAX_WALK_ENTRIES: usize = 100_000;
+/// The walk's pace: a pause after this many directory entries (about 1,000 entries a second, a
+/// few tenths of a percent of one CPU). A full walk then takes a minute or two instead of a
+/// burst of a whole CPU-second, which showed as several percent of a core in any few seconds
+/// measured; a file found this way was opened by a process long gone, so nothing is urgent.
+const WALK_PACE: (usize, Duration) = (250, Duration::from_millis(250));
 /// Most files whose cache state is read per sample (one open and one cachestat each).
 pub const MAX_CACHE_STATES: usize = 256;
 pub const WALK_EVERY: Duration = Duration::from_secs(30);
@@ -234,22 +240,27 @@ impl SysfsCache {
 struct Walker {
     jobs: std::sync::mpsc::Sender<((u32, u32), PathBuf, HashSet<u64>)>,
     found: std::sync::mpsc::Receiver<(FileId, String)>,
+    /// A walk is under way: no new job is queued meanwhile (a paced walk can outlast WALK_EVERY).
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Walker {
     fn start() -> Walker {
         let (jobs, job_rx) = std::sync::mpsc::channel::<((u32, u32), PathBuf, HashSet<u64>)>();
         let (found_tx, found) = std::sync::mpsc::channel();
+        let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let walking = busy.clone();
         let _ = std::thread::Builder::new().name("ioscope-file-walk".into()).spawn(move || {
             for (dev, root, wanted) in job_rx {
-                for (ino, path) in walk_mount(&root, &wanted, MAX_WALK_ENTRIES) {
+                for (ino, path) in walk_mount(&root, &wanted, MAX_WALK_ENTRIES, WALK_PACE) {
                     if found_tx.send(((dev.0, dev.1, ino), path)).is_err() {
                         return;
                     }
                 }
+                walking.store(false, std::sync::atomic::Ordering::Release);
             }
         });
-        Walker { jobs, found }
+        Walker { jobs, found, busy }
     }
 }
 
@@ -416,17 +427,20 @@ impl FileResolver {
                 }
             }
         }
-        // A background walk of each mount that still has unknown inodes.
+        // A background walk of a mount that still has unknown inodes, one walk at a time.
         let devs: HashSet<(u32, u32)> = unknown.iter().map(|id| (id.0, id.1)).collect();
         for dev in devs {
             if self.last_walk.get(&dev).is_some_and(|t| now.duration_since(*t) < WALK_EVERY) {
                 continue;
             }
             let Some(m) = mounts.iter().find(|m| m.dev == dev) else { continue };
+            let walker = self.walker.get_or_insert_with(Walker::start);
+            if walker.busy.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                break;
+            }
             self.last_walk.insert(dev, now);
             let wanted: HashSet<u64> =
                 unknown.iter().filter(|id| (id.0, id.1) == dev).map(|id| id.2).collect();
-            let walker = self.walker.get_or_insert_with(Walker::start);
             let _ = walker.jobs.send((dev, m.mount_point.clone(), wanted));
         }
         let mut cache_budget = MAX_CACHE_STATES;
@@ -571,11 +585,17 @@ pub fn maps_files(text: &str) -> Vec<(FileId, String)> {
 }
 
 /// Walks the tree under `root` (not crossing into other filesystems) looking for `wanted` inode
-/// numbers, reading at most `budget` directory entries.
-fn walk_mount(root: &Path, wanted: &HashSet<u64>, mut budget: usize) -> Vec<(u64, String)> {
+/// numbers, reading at most `budget` directory entries, pausing `pause` after every `pace_entries`.
+fn walk_mount(
+    root: &Path,
+    wanted: &HashSet<u64>,
+    mut budget: usize,
+    (pace_entries, pause): (usize, Duration),
+) -> Vec<(u64, String)> {
     let Ok(root_meta) = std::fs::metadata(root) else { return Vec::new() };
     let mut found = Vec::new();
     let mut stack = vec![root.to_path_buf()];
+    let mut seen = 0usize;
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.flatten() {
@@ -583,6 +603,10 @@ fn walk_mount(root: &Path, wanted: &HashSet<u64>, mut budget: usize) -> Vec<(u64
                 return found;
             }
             budget -= 1;
+            seen += 1;
+            if seen.is_multiple_of(pace_entries) {
+                std::thread::sleep(pause);
+            }
             if wanted.contains(&e.ino()) {
                 found.push((e.ino(), e.path().to_string_lossy().into_owned()));
             }
