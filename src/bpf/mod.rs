@@ -186,7 +186,13 @@ impl BpfCollector {
             }
         }
         if let Some(maps) = &mut self.readahead {
-            match maps.read() {
+            // The files view's paths, keyed as the readahead map keys files (kernel dev_t, inode).
+            let known: std::collections::HashMap<(u32, u64), String> = sample
+                .files
+                .iter()
+                .filter_map(|f| Some((((f.major << 20) | f.minor, f.ino), f.path.clone()?)))
+                .collect();
+            match maps.read(&known) {
                 Ok(ra) => sample.readahead = Some(ra),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }

@@ -196,8 +196,9 @@ impl ReadaheadMaps {
     }
 
     /// The counters as of now; files idle for a minute with nothing pending are removed after
-    /// being reported once more.
-    pub fn read(&mut self) -> Result<ReadaheadSample> {
+    /// being reported once more. `known` is what the files view already resolved, (kernel dev_t,
+    /// inode) → path: used before looking through the triggering processes.
+    pub fn read(&mut self, known: &StdHashMap<(u32, u64), String>) -> Result<ReadaheadSample> {
         let now = crate::collect::monotonic_ns();
         let entries: Vec<(RaFileKey, RaFileStats)> =
             self.files.iter().collect::<Result<_, _>>().context("reading RA_FILES")?;
@@ -215,7 +216,7 @@ impl ReadaheadMaps {
                 .filter(|&&pid| pid != 0)
                 .map(|&pid| RaTrigger { pid, comm: comms.entry(pid).or_insert_with(|| comm_of(pid)).clone() })
                 .collect();
-            let path = self.paths.resolve(key.dev, key.ino, &triggers, &mut scans);
+            let path = self.paths.resolve(key.dev, key.ino, &triggers, &mut scans, known);
             files.push(to_sample(&key, &s, path, triggers));
         }
         files.sort_by_key(|f| (f.dev, f.ino));
@@ -268,11 +269,16 @@ pub fn kernel_dev(st_dev: u64) -> u32 {
 }
 
 /// Paths of (dev, ino) found in the open files and mappings of the processes that triggered
-/// readahead. Bounded: cleared when full (paths are then looked up again).
+/// readahead. Bounded: cleared when full (paths are then looked up again). A file not found is
+/// not looked for again for [`RETRY_AFTER`]: its triggers' fds and maps were read every sample
+/// otherwise (hundreds of readlinks a second for one long-lived shell).
 #[derive(Default)]
 struct PathCache {
     known: StdHashMap<(u32, u64), String>,
+    tried: StdHashMap<(u32, u64), std::time::Instant>,
 }
+
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl PathCache {
     fn resolve(
@@ -281,20 +287,28 @@ impl PathCache {
         ino: u64,
         triggers: &[RaTrigger],
         scans: &mut ProcessScans,
+        hints: &StdHashMap<(u32, u64), String>,
     ) -> Option<String> {
         if let Some(p) = self.known.get(&(dev, ino)) {
             return Some(p.clone());
         }
-        for t in triggers {
-            if let Some(p) = scans.files_of(t.pid).get(&(dev, ino)) {
-                if self.known.len() >= PATH_CACHE_MAX {
-                    self.known.clear();
-                }
-                self.known.insert((dev, ino), p.clone());
-                return Some(p.clone());
+        let now = std::time::Instant::now();
+        let found = hints.get(&(dev, ino)).cloned().or_else(|| {
+            if self.tried.get(&(dev, ino)).is_some_and(|t| now.duration_since(*t) < RETRY_AFTER) {
+                return None;
             }
+            if self.tried.len() >= PATH_CACHE_MAX {
+                self.tried.clear();
+            }
+            self.tried.insert((dev, ino), now);
+            triggers.iter().find_map(|t| scans.files_of(t.pid).get(&(dev, ino)).cloned())
+        })?;
+        if self.known.len() >= PATH_CACHE_MAX {
+            self.known.clear();
         }
-        None
+        self.tried.remove(&(dev, ino));
+        self.known.insert((dev, ino), found.clone());
+        Some(found)
     }
 }
 
