@@ -11,7 +11,8 @@
 //!    themselves, so step 1 saw them, and reading every process's maps is the costly part;
 //! 3. a file still unknown is looked for again after [`WALK_EVERY`], in /proc/*/maps and
 //!    /proc/*/fd, at most one such scan per [`SCAN_EVERY`]. An unlinked open file shows the
-//!    kernel's own "PATH (deleted)".
+//!    kernel's own "PATH (deleted)". Scans of every process get [`SCAN_CPU_SHARE`] of the time
+//!    (cheap on a box with 100,000 open files).
 //! 4. A bounded walk, in a background thread, of the filesystem's mount ([`MAX_WALK_ENTRIES`] directory entries, no
 //!    crossing into other mounts) for inodes still unknown, at most once per [`WALK_EVERY`],
 //!    paced (see `WALK_PACE`), one walk at a time.
@@ -32,6 +33,13 @@ use crate::sample::FileIoSample;
 
 pub const MAX_FDS_PER_SCAN: usize = 200_000;
 pub const SCAN_EVERY: Duration = Duration::from_secs(10);
+/// A scan of every process's fds costs in proportion to the open files on the box (one stat each):
+/// a few milliseconds on a desktop, a tenth of a second with 100,000 open files. Such scans get
+/// this share of the time that passes (a budget, so a quiet spell lets a burst of new files be
+/// looked up at once): on a small box every sample may scan, with 100,000 open files one scan in
+/// about 5 s.
+pub const SCAN_CPU_SHARE: f64 = 0.02;
+pub const SCAN_BUDGET_MAX: Duration = Duration::from_millis(500);
 /// How long a device's disk and name from sysfs are trusted (devices come and go rarely; a
 /// reused major:minor is seen again within this time).
 pub const SYSFS_FRESH: Duration = Duration::from_secs(30);
@@ -202,6 +210,10 @@ pub struct FileResolver {
     paths: HashMap<FileId, String>,
     tracked: HashMap<FileId, Tracked>,
     last_scan: Option<Instant>,
+    /// The time scans of every process may still take: [`SCAN_CPU_SHARE`] of the time passed,
+    /// at most [`SCAN_BUDGET_MAX`], less what scans took (see `full_scan`).
+    scan_budget: Duration,
+    budget_at: Option<Instant>,
     last_walk: HashMap<(u32, u32), Instant>,
     page_size: u64,
     /// The background mount walker, started on first need.
@@ -278,6 +290,8 @@ impl FileResolver {
             paths: HashMap::new(),
             tracked: HashMap::new(),
             last_scan: None,
+            scan_budget: SCAN_BUDGET_MAX,
+            budget_at: None,
             last_walk: HashMap::new(),
             // SAFETY: sysconf has no preconditions.
             page_size: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
@@ -396,24 +410,26 @@ impl FileResolver {
                 }
             }
             unknown.retain(|id| !self.paths.contains_key(id));
-            if new.iter().any(|id| unknown.contains(id)) {
-                scan_processes(&self.proc, &unknown, &mut self.paths, false);
-                unknown.retain(|id| !self.paths.contains_key(id));
+            let full_ok = self.scan_allowed(now);
+            if full_ok && new.iter().any(|id| unknown.contains(id)) {
+                self.full_scan(&mut unknown, false);
             }
-            for id in &new {
+            // Marked tried once every process was looked through (or the file was found); until
+            // then it stays new, for the next sample's scan.
+            for id in new.iter().filter(|id| full_ok || !unknown.contains(id)) {
                 self.tried.insert(*id, now);
             }
         }
         let retry =
             unknown.iter().any(|id| self.tried.get(id).is_some_and(|t| now.duration_since(*t) >= WALK_EVERY));
-        let scan_ok = self.last_scan.is_none_or(|t| now.duration_since(t) >= SCAN_EVERY);
+        let scan_ok =
+            self.last_scan.is_none_or(|t| now.duration_since(t) >= SCAN_EVERY) && self.scan_allowed(now);
         if retry && scan_ok {
             self.last_scan = Some(now);
             for id in &unknown {
                 self.tried.insert(*id, now);
             }
-            scan_processes(&self.proc, &unknown, &mut self.paths, true);
-            unknown.retain(|id| !self.paths.contains_key(id));
+            self.full_scan(&mut unknown, true);
         }
         if self.tried.len() > 4 * ioscope_common::files::FILE_MAX_ENTRIES as usize {
             self.tried.retain(|_, t| now.duration_since(*t) < WALK_EVERY);
@@ -469,6 +485,25 @@ impl FileResolver {
                 .and_then(|p| super::file_cache::file_cache_state(Path::new(p), self.page_size));
             cache_budget -= usize::from(f.cache.is_some());
         }
+    }
+}
+
+impl FileResolver {
+    /// Whether a scan of every process fits the budget, after adding the share of the time passed.
+    fn scan_allowed(&mut self, now: Instant) -> bool {
+        let passed = self.budget_at.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.budget_at = Some(now);
+        self.scan_budget = (self.scan_budget + passed.mul_f64(SCAN_CPU_SHARE)).min(SCAN_BUDGET_MAX);
+        !self.scan_budget.is_zero()
+    }
+
+    /// Looks through every process's fds (and with `maps`, mappings) for the `unknown` inodes,
+    /// paying its time out of the budget.
+    fn full_scan(&mut self, unknown: &mut HashSet<FileId>, maps: bool) {
+        let started = Instant::now();
+        scan_processes(&self.proc, unknown, &mut self.paths, maps);
+        unknown.retain(|id| !self.paths.contains_key(id));
+        self.scan_budget = self.scan_budget.saturating_sub(started.elapsed());
     }
 }
 
@@ -697,6 +732,23 @@ mod tests {
         let found = loop_backing_files(sys.path());
         let id = (libc::major(m.dev()), libc::minor(m.dev()), m.ino());
         assert_eq!(found, vec![(id, image.to_str().unwrap().to_string())]);
+    }
+
+    #[test]
+    fn scans_of_every_process_get_two_percent_of_the_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = FileResolver::new(dir.path(), dir.path());
+        let t0 = Instant::now();
+        assert!(r.scan_allowed(t0), "a fresh resolver may scan at once");
+        // A scan that took 100 ms (100,000 open files) overdraws the budget...
+        r.scan_budget = Duration::ZERO;
+        assert!(!r.scan_allowed(t0));
+        // ...which refills by 2 % of the time passed: 20 ms per second.
+        assert!(r.scan_allowed(t0 + Duration::from_secs(1)));
+        assert_eq!(r.scan_budget, Duration::from_millis(20));
+        // Capped: a long quiet spell allows a burst of at most 0.5 s.
+        assert!(r.scan_allowed(t0 + Duration::from_secs(3600)));
+        assert_eq!(r.scan_budget, SCAN_BUDGET_MAX);
     }
 
     #[test]
