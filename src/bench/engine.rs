@@ -516,10 +516,10 @@ mod tests {
             "{engine:?}: a block was not written"
         );
         // A file shorter than the job's size: a clear error, after every request in flight ended.
-        let job = EngineJob {
-            spec: JobSpec { rw: super::super::spec::Rw::Read, bs: 4096, mode: Mode::Buffered, qd: 4 },
+        let read = |qd: u32, size: u64| EngineJob {
+            spec: JobSpec { rw: super::super::spec::Rw::Read, bs: 4096, mode: Mode::Buffered, qd },
             engine,
-            size: 128 * 1024,
+            size,
             runtime: Duration::from_secs(30),
             time_based: false,
             fsync: Fsync::None,
@@ -529,41 +529,16 @@ mod tests {
             seed: 1,
             before_final_fsync: &noop,
         };
-        let e = run(&file, &job).unwrap_err();
+        let e = run(&file, &read(4, 128 * 1024)).unwrap_err();
         assert!(format!("{e:#}").contains("end of file"), "{engine:?}: {e:#}");
         // Time-based: more than one pass, ended by the runtime.
         progress.reset();
-        let job = EngineJob {
-            spec: JobSpec { rw: super::super::spec::Rw::Read, bs: 4096, mode: Mode::Buffered, qd: 2 },
-            engine,
-            size: 65536,
-            runtime: Duration::from_millis(200),
-            time_based: true,
-            fsync: Fsync::None,
-            mem_align: 512,
-            stop: &stop,
-            progress: &progress,
-            seed: 1,
-            before_final_fsync: &noop,
-        };
+        let job = EngineJob { runtime: Duration::from_millis(200), time_based: true, ..read(2, 65536) };
         let r = run(&file, &job).unwrap();
         assert!(r.ops > 16, "time-based ran {} requests: not past the first pass", r.ops);
         // A stop request ends the job before any I/O.
         stop.store(true, Ordering::Relaxed);
-        let job = EngineJob {
-            spec: JobSpec { rw: super::super::spec::Rw::Read, bs: 4096, mode: Mode::Buffered, qd: 1 },
-            engine,
-            size: 65536,
-            runtime: Duration::from_secs(30),
-            time_based: false,
-            fsync: Fsync::None,
-            mem_align: 512,
-            stop: &stop,
-            progress: &progress,
-            seed: 1,
-            before_final_fsync: &noop,
-        };
-        let r = run(&file, &job).unwrap();
+        let r = run(&file, &read(1, 65536)).unwrap();
         assert!(r.interrupted && r.ops == 0);
     }
 }
