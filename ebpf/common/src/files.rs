@@ -97,16 +97,21 @@ pub fn is_demand(r: &DemandRecord, dev: u32, ino: u64, index: u64) -> bool {
     r.dev == dev && r.ino == ino && index >= r.index && index - r.index < r.req_count
 }
 
-/// LRU hash map: thread id → [`DioPending`]. `iomap_dio_rw_begin` has the size of a direct I/O
+/// Per-CPU array of one [`DioPending`]. `iomap_dio_rw_begin` has the size of a direct I/O
 /// but, for read(2)/write(2), not its direction (the kernel does not set IOCB_WRITE there); the
 /// first `iomap_iter` of the same thread on the same file with the DIRECT flag has it (IOMAP_WRITE).
+/// The two events follow each other in one system call, so on one CPU: a per-CPU slot instead of
+/// a hash map keyed by thread (every direct I/O of every file runs these programs; a hash insert,
+/// lookup and delete were most of their cost). A thread moved to another CPU in between, or
+/// another thread's direct I/O on this CPU in between, loses that one I/O's bytes.
 pub const FILE_DIO_PENDING_MAP: &str = "FILE_DIO_PENDING";
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DioPending {
     pub dev: u32,
-    pub _pad: u32,
+    /// The thread whose direct I/O this is; 0 once used.
+    pub tid: u32,
     pub ino: u64,
     pub bytes: u64,
 }

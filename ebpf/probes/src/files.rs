@@ -5,7 +5,7 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::{map, tracepoint},
-    maps::{LruHashMap, LruPerCpuHashMap},
+    maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
     programs::TracePointContext,
 };
 use ioscope_common::files::{
@@ -28,7 +28,7 @@ static FILE_LAST_INSERT: LruHashMap<u32, FileInsertRecord> =
 static FILE_DEMAND: LruHashMap<u32, DemandRecord> = LruHashMap::with_max_entries(FILE_LAST_INSERT_MAX, 0);
 
 #[map]
-static FILE_DIO_PENDING: LruHashMap<u32, DioPending> = LruHashMap::with_max_entries(FILE_LAST_INSERT_MAX, 0);
+static FILE_DIO_PENDING: PerCpuArray<DioPending> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
 fn layout() -> FileLayout {
@@ -164,8 +164,10 @@ pub fn on_dio(ctx: &TracePointContext, bytes: u64, write: bool) -> bool {
         return false;
     };
     if l.iter_ok != 0 && !write {
-        let tid = bpf_get_current_pid_tgid() as u32;
-        if FILE_DIO_PENDING.insert(&tid, &DioPending { dev, _pad: 0, ino, bytes }, 0).is_ok() {
+        if let Some(slot) = FILE_DIO_PENDING.get_ptr_mut(0) {
+            let tid = bpf_get_current_pid_tgid() as u32;
+            // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+            unsafe { *slot = DioPending { dev, tid, ino, bytes } };
             return true;
         }
     }
@@ -202,9 +204,14 @@ fn try_iomap_iter(ctx: &TracePointContext) -> Result<u32, i64> {
     if flags & l.iter_direct_flag == 0 {
         return Ok(0);
     }
-    let tid = bpf_get_current_pid_tgid() as u32;
-    // SAFETY: a plain copy of this thread's record.
-    let Some(p) = (unsafe { FILE_DIO_PENDING.get(&tid) }).copied() else { return Ok(0) };
+    let Some(slot) = FILE_DIO_PENDING.get_ptr_mut(0) else { return Ok(0) };
+    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+    let slot = unsafe { &mut *slot };
+    // Nothing waiting (the usual case: the I/O's later iterations): no helper call.
+    if slot.tid == 0 || slot.tid != bpf_get_current_pid_tgid() as u32 {
+        return Ok(0);
+    }
+    let p = *slot;
     // SAFETY: offsets from the format file.
     let (dev, ino) = unsafe {
         (
@@ -215,7 +222,7 @@ fn try_iomap_iter(ctx: &TracePointContext) -> Result<u32, i64> {
     if dev != p.dev || ino != p.ino {
         return Ok(0);
     }
-    let _ = FILE_DIO_PENDING.remove(&tid);
+    slot.tid = 0;
     let write = flags & l.iter_write_flag != 0;
     count_dio(dev, ino, p.bytes, write);
     crate::page_cache::count_dio_process(p.bytes, write);
