@@ -410,6 +410,11 @@ mod tests {
         JobSpec { rw, bs, mode, qd }
     }
 
+    /// The job's result with the test file on loop0 (the device `sample` describes).
+    fn on_loop0(spec: JobSpec, f: &RunFigures, before: &Sample, after: &Sample) -> JobResult {
+        JobResult::from_run(&spec, f, before, after, Some("loop0"))
+    }
+
     /// 1 KiB direct random reads for 2 s: 5,220 requests, the device 100 % busy (2000 of 2000 ms),
     /// aqu-sz 1.0: the cloud disk's story, computed by hand.
     #[test]
@@ -424,13 +429,7 @@ mod tests {
         };
         let before = sample(100, 800, 0, 0, 1000, 1000, 0);
         let after = sample(100 + 5220, 800 + 5220 * 2, 0, 0, 3000, 3000, 0);
-        let r = JobResult::from_run(
-            &spec(Rw::RandRead, 1024, Mode::Direct, 1),
-            &f,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::RandRead, 1024, Mode::Direct, 1), &f, &before, &after);
         assert_eq!(r.iops, 2610.0);
         assert!((r.mb_s - 2.67264).abs() < 1e-9, "{}", r.mb_s); // 5220 × 1024 / 2 / 10⁶
         assert_eq!((r.disk_reads, r.disk_read_bytes, r.disk_bytes), (5220, 5220 * 1024, 5220 * 1024));
@@ -451,13 +450,12 @@ mod tests {
     fn cached_reads_and_readahead_amplification() {
         let f = RunFigures { ops: 1000, bytes: 4_096_000, elapsed_s: 0.5, ..Default::default() };
         let s = sample(10, 10, 0, 0, 0, 0, 0);
-        let r = JobResult::from_run(&spec(Rw::RandRead, 4096, Mode::Buffered, 1), &f, &s, &s, Some("loop0"));
+        let r = on_loop0(spec(Rw::RandRead, 4096, Mode::Buffered, 1), &f, &s, &s);
         assert_eq!(r.cache_hit_pct, Some(100.0));
         assert_eq!(r.verdict, "served from page cache: 0 disk reads for 4.1 MB read");
         // 4 KiB random reads where readahead fetched 128 KiB each: 32× the bytes.
         let after = sample(10 + 1000, 10 + 1000 * 256, 0, 0, 400, 400, 0);
-        let r =
-            JobResult::from_run(&spec(Rw::RandRead, 4096, Mode::Buffered, 1), &f, &s, &after, Some("loop0"));
+        let r = on_loop0(spec(Rw::RandRead, 4096, Mode::Buffered, 1), &f, &s, &after);
         assert_eq!(r.cache_hit_pct, Some(0.0));
         assert_eq!(r.amplification, Some(32.0));
         assert_eq!(
@@ -478,24 +476,12 @@ mod tests {
         };
         let before = sample(0, 0, 0, 0, 0, 0, 1000);
         let after = sample(0, 0, 3800, 1900 * 2048, 5000, 40000, 1000 + 1900 * 256);
-        let r = JobResult::from_run(
-            &spec(Rw::Write, 1 << 20, Mode::Buffered, 1),
-            &f,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &f, &before, &after);
         assert_eq!(r.pages_dirtied, 1900 * 256);
         assert_eq!(r.dev_req_kb, 512.0);
         assert_eq!(r.verdict, "fsync at end took 4.2 s: 1.9 GB dirty (70% of the job)");
         let clean = RunFigures { dirty_before_fsync_bytes: Some(0), ..f.clone() };
-        let r2 = JobResult::from_run(
-            &spec(Rw::Write, 1 << 20, Mode::Direct, 1),
-            &clean,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r2 = on_loop0(spec(Rw::Write, 1 << 20, Mode::Direct, 1), &clean, &before, &after);
         assert_eq!(
             r2.verdict,
             "fsync at end took 4.2 s with nothing dirty in the page cache: the device's cache flush and the journal (70% of the job)"
@@ -503,44 +489,25 @@ mod tests {
         // The same writes with a quick fsync: the flusher's 512 KiB requests for 1 MiB writes are
         // not ≥ 4× larger, so the device decides (5000 ms busy of 6000: not saturated, QD1).
         let fast = RunFigures { fsync_s: 0.5, lat_mean_us: 800.0, ..f.clone() };
-        let r = JobResult::from_run(
-            &spec(Rw::Write, 1 << 20, Mode::Buffered, 1),
-            &fast,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &fast, &before, &after);
         assert!(r.verdict.starts_with("latency-bound at QD1"), "{}", r.verdict);
-        let r = JobResult::from_run(
-            &spec(Rw::Write, 4096, Mode::Buffered, 1),
-            &fast,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::Write, 4096, Mode::Buffered, 1), &fast, &before, &after);
         assert_eq!(
             r.verdict,
             "write-back: 4K writes copied into the page cache (800 µs mean); the disk got 512 KiB requests"
         );
-        let r = JobResult::from_run(
-            &spec(Rw::Read, 4096, Mode::Buffered, 1),
+        let r = on_loop0(
+            spec(Rw::Read, 4096, Mode::Buffered, 1),
             &fast,
             &before,
             &sample(2000, 2000 * 1024, 0, 0, 3000, 3000, 0),
-            Some("loop0"),
         );
         assert_eq!(
             r.verdict,
             "readahead-fed: 4K reads served from pages read ahead in 512 KiB requests (1.0 GB from disk)"
         );
         let quick = RunFigures { fsync_s: 0.0, dirty_before_fsync_bytes: None, elapsed_s: 1.0, ..f.clone() };
-        let r = JobResult::from_run(
-            &spec(Rw::Write, 1 << 20, Mode::Buffered, 1),
-            &quick,
-            &before,
-            &before,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &quick, &before, &before);
         assert_eq!(
             r.verdict,
             "absorbed by the page cache: 2.0 GB written, 0 B reached the disk (the rest is dirty)"
@@ -559,41 +526,17 @@ mod tests {
         };
         let before = sample(0, 0, 0, 0, 0, 0, 0);
         let after = sample(400, 400 * 2048, 0, 0, 990, 990, 0);
-        let r = JobResult::from_run(
-            &spec(Rw::Read, 1 << 20, Mode::Direct, 1),
-            &f,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &after);
         assert_eq!(r.verdict, "throughput-bound: 419 MB/s at the device in 1 MiB requests, 99% busy");
         // The same at 50 % busy and QD1: latency-bound.
         let after = sample(400, 400 * 2048, 0, 0, 500, 500, 0);
-        let r = JobResult::from_run(
-            &spec(Rw::Read, 1 << 20, Mode::Direct, 1),
-            &f,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &after);
         assert_eq!(r.verdict, "latency-bound at QD1: one 1M request at a time × 2500 µs mean = 400 IOPS");
         // QD8, half busy, 95 % CPU: CPU-bound only when ≥ 80 % per thread or all CPUs are busy.
         let cpu = RunFigures { cpu_s: 0.95, ..f.clone() };
-        let r = JobResult::from_run(
-            &spec(Rw::Read, 1 << 20, Mode::Direct, 1),
-            &cpu,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 1), &cpu, &before, &after);
         assert!(r.verdict.starts_with("CPU-bound: 95% of a core"), "{}", r.verdict);
-        let r = JobResult::from_run(
-            &spec(Rw::Read, 1 << 20, Mode::Direct, 8),
-            &f,
-            &before,
-            &after,
-            Some("loop0"),
-        );
+        let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 8), &f, &before, &after);
         assert_eq!(r.verdict, "not saturated: device 50% busy, queue depth 0.5 of 8 (mean latency 2500 µs)");
     }
 
