@@ -177,6 +177,23 @@ fn preread_half(path: &Path) {
     }
 }
 
+/// What every test here needs: the other tests kept out, root, the page-cache probes and a fresh
+/// ext4 loop device. None (after printing why) when the test must skip.
+struct Live {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    bpf: BpfCollector,
+    lo: LoopDevice,
+}
+
+fn setup() -> Option<Live> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_page_cache") {
+        return None;
+    }
+    let bpf = start()?;
+    Some(Live { _serial: serial, bpf, lo: LoopDevice::with_fs(256, "ext4") })
+}
+
 fn start() -> Option<BpfCollector> {
     let bpf = BpfCollector::start();
     let st = bpf.status().clone();
@@ -195,12 +212,7 @@ fn pct(r: &CacheProcessModel) -> f64 {
 
 /// The three reads of the issue through one access method; returns the rows for the report.
 fn cold_warm_half(mode: &str) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_page_cache") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
-    let lo = LoopDevice::with_fs(256, "ext4");
+    let Some(Live { _serial, mut bpf, lo }) = setup() else { return };
     let file = lo.mount_point().join("data");
     make_file(&file);
 
@@ -261,12 +273,7 @@ fn buffered_write_dirties_its_pages() {
     if std::env::var_os(CHILD_MODE).is_some() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_page_cache") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
-    let lo = LoopDevice::with_fs(256, "ext4");
+    let Some(Live { _serial, mut bpf, lo }) = setup() else { return };
     let file = lo.mount_point().join("written");
     let mib = 32u64;
     let (pid, before) = run_child(&format!("write:{mib}"), &file, || sample(&mut bpf));
@@ -285,12 +292,7 @@ fn direct_io_is_marked_counts_neither_hits_nor_misses_and_has_its_direction() {
     if std::env::var_os(CHILD_MODE).is_some() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_page_cache") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
-    let lo = LoopDevice::with_fs(256, "ext4");
+    let Some(Live { _serial, mut bpf, lo }) = setup() else { return };
     let file = lo.mount_point().join("data");
     make_file(&file);
     let (pid, before) = run_child("dio-read", &file, || sample(&mut bpf));
@@ -329,12 +331,7 @@ fn cross_check_agrees_with_the_block_layer_on_a_cold_read() {
     if std::env::var_os(CHILD_MODE).is_some() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_page_cache") {
-        return;
-    }
-    let Some(bpf) = start() else { return };
-    let lo = LoopDevice::with_fs(256, "ext4");
+    let Some(Live { _serial, bpf, lo }) = setup() else { return };
     let file = lo.mount_point().join("data");
     make_file(&file);
     let mut sampler = Sampler::new(SystemRoot::live(), bpf);
@@ -358,12 +355,7 @@ fn a_writer_past_the_dirty_limit_is_shown_throttled() {
     if std::env::var_os(CHILD_MODE).is_some() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_page_cache") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
-    let lo = LoopDevice::with_fs(256, "ext4");
+    let Some(Live { _serial, mut bpf, lo }) = setup() else { return };
     let file = lo.mount_point().join("dirty");
     let guard = common::DirtySettingsGuard::save();
     // 16 MiB = 4096 pages; background 32 MiB is not below it, so the kernel uses 2048.
