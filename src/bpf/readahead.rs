@@ -2,17 +2,18 @@
 //! into a [`ReadaheadSample`] with each file's path resolved from /proc (a bounded cache).
 
 use std::collections::HashMap as StdHashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{HashMap, MapData, PerCpuArray};
 use aya::Ebpf;
+use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::readahead::{
     RaFileKey, RaFileStats, RaLayout, RaTotals, RA_FILES_MAP, RA_PAGES_MAX, RA_TOTALS_MAP,
 };
 
 use super::tracefs;
+use crate::collect::files::{scan_process_dirs, MAX_FDS_PER_SCAN};
 use crate::sample::BpfProgramStatus;
 use crate::sample_readahead::{RaFileSample, RaTrigger, ReadaheadSample};
 
@@ -205,7 +206,6 @@ impl ReadaheadMaps {
         let mut files = Vec::with_capacity(entries.len());
         // Each process is asked once per sample, whatever the number of its files.
         let mut comms: StdHashMap<u32, String> = StdHashMap::new();
-        let mut scans = ProcessScans::default();
         for (key, s) in entries {
             if s.pending() == 0 && now.saturating_sub(s.last_ns) > IDLE_NS {
                 let _ = self.files.remove(&key);
@@ -216,7 +216,7 @@ impl ReadaheadMaps {
                 .filter(|&&pid| pid != 0)
                 .map(|&pid| RaTrigger { pid, comm: comms.entry(pid).or_insert_with(|| comm_of(pid)).clone() })
                 .collect();
-            let path = self.paths.resolve(key.dev, key.ino, &triggers, &mut scans, known);
+            let path = self.paths.resolve(key.dev, key.ino, &triggers, known);
             files.push(to_sample(&key, &s, path, triggers));
         }
         files.sort_by_key(|f| (f.dev, f.ino));
@@ -261,13 +261,6 @@ fn comm_of(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
 }
 
-/// The kernel's dev_t (major << 20 | minor) of a userspace `st_dev`.
-pub fn kernel_dev(st_dev: u64) -> u32 {
-    let major = libc::major(st_dev);
-    let minor = libc::minor(st_dev);
-    (major << 20) | (minor & 0xfffff)
-}
-
 /// Paths of (dev, ino) found in the open files and mappings of the processes that triggered
 /// readahead. Bounded: cleared when full (paths are then looked up again). A file not found is
 /// not looked for again for [`RETRY_AFTER`]: its triggers' fds and maps were read every sample
@@ -286,7 +279,6 @@ impl PathCache {
         dev: u32,
         ino: u64,
         triggers: &[RaTrigger],
-        scans: &mut ProcessScans,
         hints: &StdHashMap<(u32, u64), String>,
     ) -> Option<String> {
         if let Some(p) = self.known.get(&(dev, ino)) {
@@ -301,7 +293,13 @@ impl PathCache {
                 self.tried.clear();
             }
             self.tried.insert((dev, ino), now);
-            triggers.iter().find_map(|t| scans.files_of(t.pid).get(&(dev, ino)).cloned())
+            // The files resolver's /proc lookup, in the triggering processes' fds and maps.
+            let (major, minor) = kernel_dev_major_minor(dev);
+            let id = (major, minor, ino);
+            let mut found = StdHashMap::new();
+            let dirs = triggers.iter().map(|t| std::path::PathBuf::from(format!("/proc/{}", t.pid)));
+            scan_process_dirs(dirs, &[id].into(), &mut found, MAX_FDS_PER_SCAN, true);
+            found.remove(&id)
         })?;
         if self.known.len() >= PATH_CACHE_MAX {
             self.known.clear();
@@ -310,58 +308,6 @@ impl PathCache {
         self.known.insert((dev, ino), found.clone());
         Some(found)
     }
-}
-
-/// Per sample: the files each process has open or mapped, (dev, ino) → path, read once.
-#[derive(Default)]
-struct ProcessScans {
-    by_pid: StdHashMap<u32, StdHashMap<(u32, u64), String>>,
-}
-
-impl ProcessScans {
-    fn files_of(&mut self, pid: u32) -> &StdHashMap<(u32, u64), String> {
-        self.by_pid.entry(pid).or_insert_with(|| scan_process(pid))
-    }
-}
-
-/// The files `pid` has open (/proc/PID/fd), then mapped (/proc/PID/maps).
-fn scan_process(pid: u32) -> StdHashMap<(u32, u64), String> {
-    let mut found = StdHashMap::new();
-    if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-        for (key, path) in maps_files(&maps) {
-            found.insert(key, path);
-        }
-    }
-    if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
-        for e in dir.flatten() {
-            let Ok(m) = std::fs::metadata(e.path()) else { continue };
-            if !m.is_file() {
-                continue;
-            }
-            if let Ok(p) = std::fs::read_link(e.path()) {
-                found.insert((kernel_dev(m.dev()), m.ino()), p.to_string_lossy().into_owned());
-            }
-        }
-    }
-    found
-}
-
-/// Every file mapping of a /proc/PID/maps text: ((dev, ino), path), device as hex "major:minor".
-pub fn maps_files(maps: &str) -> impl Iterator<Item = ((u32, u64), String)> + '_ {
-    maps.lines().filter_map(|line| {
-        let mut cols = line.split_whitespace();
-        let (_, _, _, d, i) = (cols.next()?, cols.next()?, cols.next()?, cols.next()?, cols.next()?);
-        let (maj, min) = d.split_once(':')?;
-        let kdev = (u32::from_str_radix(maj, 16).ok()? << 20) | u32::from_str_radix(min, 16).ok()?;
-        let ino = i.parse::<u64>().ok().filter(|&i| i != 0)?;
-        let path: Vec<&str> = cols.collect();
-        (!path.is_empty()).then(|| ((kdev, ino), path.join(" ")))
-    })
-}
-
-/// The path of the mapping of (dev, ino) in a /proc/PID/maps text.
-pub fn path_in_maps(maps: &str, dev: u32, ino: u64) -> Option<String> {
-    maps_files(maps).find(|(key, _)| *key == (dev, ino)).map(|(_, path)| path)
 }
 
 #[cfg(test)]
@@ -407,20 +353,5 @@ mod tests {
                 fill_layout(&mut l, i, &text).unwrap();
             }
         }
-    }
-
-    #[test]
-    fn mappings_give_the_path_of_device_and_inode() {
-        let maps = "7f00-7f10 r--s 00000000 07:00 12 /mnt/db/col file.bin\n\
-                    7f10-7f20 r-xp 00000000 fd:01 99 /usr/bin/x\n";
-        assert_eq!(path_in_maps(maps, 7 << 20, 12).as_deref(), Some("/mnt/db/col file.bin"));
-        assert_eq!(path_in_maps(maps, (0xfd << 20) | 1, 99).as_deref(), Some("/usr/bin/x"));
-        assert_eq!(path_in_maps(maps, 7 << 20, 13), None);
-    }
-
-    #[test]
-    fn kernel_dev_encodes_major_and_minor() {
-        assert_eq!(kernel_dev(libc::makedev(7, 3)), (7 << 20) | 3);
-        assert_eq!(kernel_dev(libc::makedev(259, 65536)), (259 << 20) | 65536);
     }
 }

@@ -27,8 +27,9 @@ use ioscope_common::block::{RWBS_META, RWBS_READ, RWBS_WRITE};
 use ioscope_common::block_files::RqEvent;
 
 use super::extents::{disk_ranges, fiemap, journal_ranges, mount_sources, placement, Placement};
-use super::files::{kernel_dev, FileId};
+use super::files::FileId;
 use crate::sample::{BlockFilesSample, BlockTargetCounters, FileIoSample};
+use ioscope_common::kernel_dev_major_minor;
 
 /// Files with an extent map at once (the least recently active go first).
 pub const MAX_MAPPED_FILES: usize = 1024;
@@ -280,7 +281,7 @@ impl BlockFileMapper {
         self.rebuild_index();
         let mut journals: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
         for e in events.iter().filter(|e| e.rwbs & (RWBS_READ | RWBS_WRITE) != 0) {
-            let disk = kernel_dev(e.dev);
+            let disk = kernel_dev_major_minor(e.dev);
             let journal = journals.entry(disk).or_insert_with(|| self.journal_on(disk)).clone();
             let comm = comm_text(&e.comm);
             let parts = classify(e, &comm, &journal, self.index.get(&disk).map_or(&[][..], |v| v));

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ioscope_common::files::{KEY_BDI_DEV, KEY_SB_DEV};
+use ioscope_common::kernel_dev_major_minor;
 
 use crate::bpf::files::RawFile;
 use crate::sample::FileIoSample;
@@ -57,11 +58,6 @@ pub const KEEP_IDLE: Duration = Duration::from_secs(10);
 
 /// (major, minor, inode): a file as userspace names devices.
 pub type FileId = (u32, u32, u64);
-
-/// A kernel `dev_t` (major << 20 | minor) as (major, minor).
-pub fn kernel_dev(dev: u32) -> (u32, u32) {
-    (dev >> 20, dev & 0xf_ffff)
-}
 
 /// A mounted filesystem: its `s_dev`, where it is mounted, and the disk whose backing device
 /// (bdi) its writeback is reported under.
@@ -139,14 +135,14 @@ pub fn merge_bdi(
     let mut bdi_keyed = Vec::new();
     for f in raw {
         if f.key.kind == KEY_SB_DEV {
-            let (a, b) = kernel_dev(f.key.dev);
+            let (a, b) = kernel_dev_major_minor(f.key.dev);
             add(out.entry((a, b, f.key.ino)).or_default(), &f);
         } else if f.key.kind == KEY_BDI_DEV {
             bdi_keyed.push(f);
         }
     }
     for f in bdi_keyed {
-        let disk = kernel_dev(f.key.dev);
+        let disk = kernel_dev_major_minor(f.key.dev);
         let candidates = sb_of_bdi(disk);
         let target = match candidates.as_slice() {
             [one] => *one,
@@ -516,7 +512,7 @@ impl FileResolver {
 fn block_device_cache_label(sys: &Path, mounts: &[Mount], id: FileId) -> Option<String> {
     let (major, minor, ino) = id;
     let dev = u32::try_from(ino).ok()?;
-    let (a, b) = kernel_dev(dev);
+    let (a, b) = kernel_dev_major_minor(dev);
     let on_bdev_fs = !mounts.iter().any(|m| m.dev == (major, minor))
         && !sys.join(format!("dev/block/{major}:{minor}")).exists();
     let own = (a, b) == (major, minor) || bdi_of(sys, (major, minor)) == Some((a, b));
@@ -562,7 +558,7 @@ fn loop_backing_files(sys: &Path) -> Vec<(FileId, String)> {
 
 /// Looks for `wanted` inodes among the open files (and with `maps`, the mappings) of the given
 /// /proc/PID directories, stat-ing at most `budget` fds.
-fn scan_process_dirs(
+pub fn scan_process_dirs(
     pid_dirs: impl Iterator<Item = PathBuf>,
     wanted: &HashSet<FileId>,
     found: &mut HashMap<FileId, String>,
@@ -757,12 +753,14 @@ mod tests {
         assert_eq!(parse_mountinfo(mi), vec![((7, 0), PathBuf::from("/mnt/a b"))]);
         let maps = "7f00-7f01 r--p 00000000 fd:01 1234    /usr/lib/libc.so.6\n\
                     7f01-7f02 rw-p 00000000 00:00 0 \n\
-                    7f02-7f03 r--p 00000000 07:00 12   /mnt/x/data (deleted)\n";
+                    7f02-7f03 r--p 00000000 07:00 12   /mnt/x/data (deleted)\n\
+                    7f03-7f04 r--s 00000000 07:00 13 /mnt/db/col file.bin\n";
         assert_eq!(
             maps_files(maps),
             vec![
                 ((0xfd, 1, 1234), "/usr/lib/libc.so.6".into()),
-                ((7, 0, 12), "/mnt/x/data (deleted)".into())
+                ((7, 0, 12), "/mnt/x/data (deleted)".into()),
+                ((7, 0, 13), "/mnt/db/col file.bin".into())
             ]
         );
     }
