@@ -12,7 +12,6 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 
 use common::LoopDevice;
@@ -38,10 +37,7 @@ fn child_main() -> bool {
     let path = std::env::var(CHILD_FILE).unwrap();
     // Started (program and libraries mapped, maybe read from disk if something evicted them):
     // tell the parent, which takes its "before" sample now, and wait for its go.
-    println!("{READY}");
-    std::io::stdout().flush().unwrap();
-    let mut go = [0u8; 1];
-    std::io::stdin().read_exact(&mut go).unwrap();
+    common::child_signal_and_wait(READY);
     if mode == "read" {
         // cat's buffer size: 128 KiB read() calls.
         let mut f = File::open(&path).unwrap();
@@ -97,28 +93,12 @@ const READY: &str = "IOSCOPE_LIVE_CACHE_CHILD_READY";
 /// child's own start-up is outside the measured interval), lets it work and waits for its exit.
 /// Returns its pid and what `before` returned.
 fn run_child<T>(mode: &str, file: &Path, before: impl FnOnce() -> T) -> (u32, T) {
-    use std::io::BufRead;
-    use std::process::Stdio;
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry_point", "--nocapture", "--test-threads=1"])
-        .env(CHILD_MODE, mode)
-        .env(CHILD_FILE, file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains(READY) {
-        line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "child {mode} ended before it was ready");
-    }
+    let mut child = common::TestChild::spawn(CHILD_MODE, mode, CHILD_FILE, file);
+    let pid = child.pid();
+    child.wait_for(READY);
     let b = before();
-    child.stdin.take().unwrap().write_all(b"g").unwrap();
-    // Drain its output so it never blocks on a full pipe.
-    std::io::copy(&mut out, &mut std::io::sink()).unwrap();
-    assert!(child.wait().unwrap().success(), "child {mode} failed");
+    child.send(b'g');
+    child.finish();
     (pid, b)
 }
 

@@ -7,7 +7,7 @@
 mod common;
 
 use std::fs::File;
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Read};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -34,10 +34,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn child_main() -> bool {
     let Ok(mode) = std::env::var(CHILD_MODE) else { return false };
     let path = std::env::var(CHILD_FILE).unwrap();
-    println!("{READY}");
-    std::io::stdout().flush().unwrap();
-    let mut go = [0u8; 1];
-    std::io::stdin().read_exact(&mut go).unwrap();
+    common::child_signal_and_wait(READY);
     let mut f = File::open(&path).unwrap();
     if mode == "seq" {
         let mut buf = vec![0u8; 128 << 10];
@@ -67,9 +64,7 @@ fn child_main() -> bool {
         std::hint::black_box(sum);
     }
     // Keep the file open (and mapped) until the parent has sampled.
-    println!("{DONE}");
-    std::io::stdout().flush().unwrap();
-    std::io::stdin().read_exact(&mut go).unwrap();
+    common::child_signal_and_wait(DONE);
     true
 }
 
@@ -82,32 +77,14 @@ fn child_entry_point() {
 /// Runs the child in `mode` on `file`: `before` once it is ready, `after` once its work is done
 /// (while it still has the file open). Returns what `after` returned.
 fn run_child<T>(mode: &str, file: &Path, before: impl FnOnce(), after: impl FnOnce() -> T) -> T {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry_point", "--nocapture", "--test-threads=1"])
-        .env(CHILD_MODE, mode)
-        .env(CHILD_FILE, file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut stdin = child.stdin.take().unwrap();
-    let mut wait_for = |marker: &str| {
-        let mut line = String::new();
-        while !line.contains(marker) {
-            line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "child {mode} ended before {marker}");
-        }
-    };
-    wait_for(READY);
+    let mut child = common::TestChild::spawn(CHILD_MODE, mode, CHILD_FILE, file);
+    child.wait_for(READY);
     before();
-    stdin.write_all(b"g").unwrap();
-    wait_for(DONE);
+    child.send(b'g');
+    child.wait_for(DONE);
     let r = after();
-    stdin.write_all(b"x").unwrap();
-    drop(stdin);
-    std::io::copy(&mut out, &mut std::io::sink()).unwrap();
-    assert!(child.wait().unwrap().success(), "child {mode} failed");
+    child.send(b'x');
+    child.finish();
     r
 }
 

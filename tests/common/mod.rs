@@ -236,3 +236,68 @@ pub fn write_patterned_file(path: &Path, mib: u64) {
     }
     f.sync_all().unwrap();
 }
+
+/// A copy of the running test binary re-run as a worker process (its `child_entry_point` test,
+/// with `mode_var` = mode and `file_var` = file in its environment), talking over its stdio: it
+/// prints markers, the parent answers with a byte on its stdin. The live tests use it so that the
+/// I/O measured is a process of its own, started and set up before the "before" sample.
+pub struct TestChild {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    stdin: Option<std::process::ChildStdin>,
+    mode: String,
+}
+
+impl TestChild {
+    pub fn spawn(mode_var: &str, mode: &str, file_var: &str, file: &Path) -> TestChild {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_entry_point", "--nocapture", "--test-threads=1"])
+            .env(mode_var, mode)
+            .env(file_var, file)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let stdin = child.stdin.take();
+        TestChild { child, out, stdin, mode: mode.to_string() }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads the child's output up to a line holding `marker`.
+    pub fn wait_for(&mut self, marker: &str) {
+        use std::io::BufRead;
+        let mut line = String::new();
+        while !line.contains(marker) {
+            line.clear();
+            let n = self.out.read_line(&mut line).unwrap();
+            assert!(n > 0, "child {} ended before {marker}", self.mode);
+        }
+    }
+
+    /// One byte to the child's stdin (its go, see `child_signal_and_wait`).
+    pub fn send(&mut self, byte: u8) {
+        use std::io::Write;
+        self.stdin.as_mut().expect("stdin still open").write_all(&[byte]).unwrap();
+    }
+
+    /// Closes its stdin, drains its output (so it never blocks on a full pipe) and checks it
+    /// succeeded.
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        std::io::copy(&mut self.out, &mut std::io::sink()).unwrap();
+        assert!(self.child.wait().unwrap().success(), "child {} failed", self.mode);
+    }
+}
+
+/// The child's side: prints `marker` and waits for the parent's byte.
+pub fn child_signal_and_wait(marker: &str) {
+    use std::io::{Read, Write};
+    println!("{marker}");
+    std::io::stdout().flush().unwrap();
+    let mut go = [0u8; 1];
+    std::io::stdin().read_exact(&mut go).unwrap();
+}
