@@ -2,16 +2,19 @@
 //! direct I/O of known size and direction is counted per device and per submitting process
 //! (the `dd`, not a kworker), matches /proc/diskstats, lands in the right size bucket; a short-lived
 //! `dd` is caught after it exited and then dropped; buffered writes made durable by `sync` show up
-//! as writeback by kernel threads on the right device.
+//! as writeback by kernel threads on the right device. Both with the BTF tracepoint programs and
+//! with the classic ones.
 
 mod common;
 
 use std::process::Command;
 
 use common::LoopDevice;
-use ioscope::bpf::BpfCollector;
+use ioscope::bpf::{BpfCollector, BpfOptions};
 use ioscope::sample::{BlockDeviceCounters, BlockProcessCounters, BpfSample};
 use ioscope_common::block::log2_bucket;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn device(s: &BpfSample, lo: &LoopDevice) -> BlockDeviceCounters {
     s.block_devices.iter().find(|d| (d.major, d.minor) == (lo.major, lo.minor)).cloned().unwrap_or_else(
@@ -75,20 +78,39 @@ fn settled(bpf: &mut BpfCollector, lo: &LoopDevice) -> (BpfSample, Vec<u64>) {
     panic!("the loop device never went quiet");
 }
 
+/// The block programs as BTF tracepoints (the default where the kernel has BTF, as here).
 #[test]
 fn direct_io_is_counted_per_device_and_credited_to_dd_and_writeback_to_kernel_threads() {
+    counts_and_credits(true);
+}
+
+/// The same with the classic tracepoints (kernels without BTF).
+#[test]
+fn the_classic_tracepoint_programs_count_and_credit_the_same() {
+    counts_and_credits(false);
+}
+
+fn counts_and_credits(btf: bool) {
     if !common::require_root("live_block") {
         return;
     }
-    let mut bpf = BpfCollector::start();
+    // Both variants use loop devices and read whole-device counts: one at a time.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut bpf = BpfCollector::start_with(&BpfOptions { block_btf: btf });
     let status = bpf.status().clone();
     if !status.enabled {
         common::skip("live_block", &format!("eBPF unavailable: {}", status.reason.unwrap_or_default()));
         return;
     }
     for (program, event) in ioscope::bpf::block::live_programs() {
-        let p = status.programs.iter().find(|p| p.program == program).expect(program);
-        assert!(p.attached && p.error.is_none(), "{program} on {event}: {:?}", p.error);
+        // The BTF twins where asked for: on a kernel with BTF (CI's) they must attach.
+        let name = if btf { ioscope::bpf::block::btf_twin(program) } else { program.to_string() };
+        let p = status
+            .programs
+            .iter()
+            .find(|p| p.program == name)
+            .unwrap_or_else(|| panic!("{name}: {status:#?}"));
+        assert!(p.attached && p.error.is_none(), "{name} on {event}: {:?}", p.error);
         assert_eq!(p.tracepoint, format!("block:{event}"));
     }
     assert!(!status.programs.iter().any(|p| p.program == ioscope::bpf::block::RETIRED));
@@ -201,12 +223,23 @@ fn direct_io_is_counted_per_device_and_credited_to_dd_and_writeback_to_kernel_th
     common::run("sync", &[]);
     let (wb, _) = settled(&mut bpf, &lo);
     let kernel_bytes: u64 = rows(&wb, &lo).iter().filter(|p| p.kernel_thread).map(|p| p.write_bytes).sum();
-    assert!(kernel_bytes >= 8 << 20, "writeback bytes {kernel_bytes}: {:#?}", rows(&wb, &lo));
+    // Each completion the kernel skipped (another BPF program running on that CPU: with classic
+    // tracepoints, any other tool's) may cost one writeback request's credit (≤ 512 KiB).
+    let skipped_wb = wb.block_health.missed[3] - after.block_health.missed[3];
+    assert!(
+        kernel_bytes + skipped_wb * (512 << 10) >= 8 << 20,
+        "writeback bytes {kernel_bytes} ({skipped_wb} completions skipped): {:#?}",
+        rows(&wb, &lo)
+    );
     let dd_bytes: u64 = rows(&wb, &lo).iter().filter(|p| p.pid == buffered).map(|p| p.write_bytes).sum();
     assert!(dd_bytes < 1 << 20, "buffered dd itself wrote {dd_bytes} to the device");
 
     let h = &wb.block_health;
-    assert_eq!((h.reqs_full, h.procs_full, h.devs_full, h.read_errors), (0, 0, 0, 0));
+    assert_eq!((h.procs_full, h.devs_full, h.read_errors), (0, 0, 0));
+    // A request slot is taken over only from a request whose completion was skipped (then it
+    // is reused by the next request there), never from one in flight on this quiet machine.
+    let skipped: u64 = h.missed.iter().sum();
+    assert!(h.reqs_full <= skipped, "{} slots taken over, {skipped} runs skipped", h.reqs_full);
     assert_eq!(h.events.len(), 6);
     // io_start, rq_issue and rq_complete saw every request (insert and merge depend on the
     // scheduler); the retired block_io_done slot stays empty.

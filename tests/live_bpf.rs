@@ -47,7 +47,8 @@ fn block_rq_issue_counts_what_dd_did_and_agrees_with_diskstats() {
         return;
     }
     assert_eq!(status.reason, None);
-    let rq_issue = status.programs.iter().find(|p| p.program == "block_rq_issue").expect("block_rq_issue");
+    let rq_issue =
+        status.programs.iter().find(|p| p.program == "block_rq_issue_btf").expect("block_rq_issue_btf");
     assert_eq!(rq_issue.tracepoint, "block:block_rq_issue");
     assert!(rq_issue.attached);
     assert!(status.programs.iter().all(|p| p.attached), "every program attaches here: {:?}", status.programs);

@@ -11,16 +11,17 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap};
-use aya::programs::ProgramFd;
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap};
+use aya::programs::{BtfTracePoint, ProgramFd};
 use aya::Ebpf;
 use ioscope_common::block::*;
 use ioscope_common::kernel_dev_major_minor;
 
+use super::kernel_btf::KernelBtf;
 use super::tracefs::{self, EventFormat};
 use crate::sample::{
     BlockDeviceCounters, BlockDirCounters, BlockFlagCounters, BlockProbeHealth, BlockProcessCounters,
-    BpfDeviceCounters, BpfSample, RequestsBytes,
+    BpfDeviceCounters, BpfProgramStatus, BpfSample, RequestsBytes,
 };
 
 /// (program, tracepoint event in category `block`): the slots of [`BlockProbeHealth`]'s
@@ -61,7 +62,7 @@ pub fn issued_counts(d: &BlockDeviceCounters) -> BpfDeviceCounters {
 }
 
 /// How often request entries are checked for staleness, and how old one must be to be evicted.
-const PURGE_EVERY: Duration = Duration::from_secs(10);
+const PURGE_EVERY: Duration = Duration::from_secs(60);
 const STALE_NS: u64 = 60_000_000_000;
 /// `PF_KTHREAD` in /proc/PID/stat's flags field (include/linux/sched.h).
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -100,8 +101,116 @@ pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
     })
 }
 
+/// Where the BTF programs find the request's fields, and the values of its flags, in the kernel's
+/// BTF (see [`RequestLayout`]), each checked for the size the programs load.
+pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
+    let field = |strukt: &str, member: &str, size: u32| -> Result<u32> {
+        let f = btf.field(strukt, member)?;
+        if f.size != size {
+            bail!("struct {strukt} member `{member}` is {} bytes, expected {size}", f.size);
+        }
+        Ok(f.offset)
+    };
+    let op = |name: &str| btf.enum_value("req_op", name);
+    // The flag bits follow the operation's bits (`__REQ_FAILFAST_DEV = REQ_OP_BITS`).
+    let op_bits = btf.enum_value("req_flag_bits", "__REQ_FAILFAST_DEV")?;
+    let flag = |name: &str| -> Result<u32> {
+        let bit = btf.enum_value("req_flag_bits", name)?;
+        if bit >= 32 {
+            bail!("request flag {name} is bit {bit}: cmd_flags has 32");
+        }
+        Ok(1 << bit)
+    };
+    if op_bits == 0 || op_bits >= 32 {
+        bail!("unexpected REQ_OP_BITS {op_bits}");
+    }
+    Ok(RequestLayout {
+        configured: 1,
+        rq_q: field("request", "q", 8)?,
+        rq_sector: field("request", "__sector", 8)?,
+        rq_data_len: field("request", "__data_len", 4)?,
+        rq_cmd_flags: field("request", "cmd_flags", 4)?,
+        q_disk: field("request_queue", "disk", 8)?,
+        disk_major: field("gendisk", "major", 4)?,
+        disk_first_minor: field("gendisk", "first_minor", 4)?,
+        op_mask: (1 << op_bits) - 1,
+        op_read: op("REQ_OP_READ")?,
+        op_write: op("REQ_OP_WRITE")?,
+        op_flush: op("REQ_OP_FLUSH")?,
+        op_discard: op("REQ_OP_DISCARD")?,
+        op_secure_erase: op("REQ_OP_SECURE_ERASE")?,
+        flag_preflush: flag("__REQ_PREFLUSH")?,
+        flag_fua: flag("__REQ_FUA")?,
+        flag_rahead: flag("__REQ_RAHEAD")?,
+        flag_sync: flag("__REQ_SYNC")?,
+        flag_meta: flag("__REQ_META")?,
+    })
+}
+
+/// The name of the BTF tracepoint twin of block program `program` (ebpf/probes/src/block_io.rs).
+pub fn btf_twin(program: &str) -> String {
+    format!("{program}_btf")
+}
+
+/// Attaches every live program, in [`live_programs`] order: its BTF twin when `request` (the
+/// kernel's BTF and the request layout from it) is there and the twin loads and attaches, else the
+/// classic tracepoint program when its format was read (`ready`). Returns each one's status and
+/// the name of the program attached in each slot of [`PROGRAMS`] (to read its run counts), and a
+/// note when a BTF twin was refused.
+pub fn attach(
+    ebpf: &mut Ebpf,
+    ready: &[Result<(), String>],
+    request: Option<&aya::Btf>,
+) -> (Vec<BpfProgramStatus>, Vec<Option<String>>, Option<String>) {
+    let mut fallbacks = String::new();
+    let mut statuses = Vec::new();
+    let mut attached = vec![None; PROGRAMS.len()];
+    for (((program, event), ready), slot) in live_programs()
+        .zip(ready)
+        .zip(PROGRAMS.iter().enumerate().filter(|(_, (p, _))| *p != RETIRED).map(|(i, _)| i))
+    {
+        if let Some(btf) = request {
+            let twin = btf_twin(program);
+            match attach_btf(ebpf, &twin, event, btf) {
+                Ok(()) => {
+                    statuses.push(super::program_status(&twin, CATEGORY, event, Ok(())));
+                    attached[slot] = Some(twin);
+                    continue;
+                }
+                Err(e) => {
+                    if fallbacks.is_empty() {
+                        fallbacks = format!("{twin}: {e:#}");
+                    }
+                }
+            }
+        }
+        let status = match ready {
+            Ok(()) => super::attach_tracepoint(ebpf, program, CATEGORY, event),
+            Err(e) => super::program_status(program, CATEGORY, event, Err(e.clone())),
+        };
+        if status.attached {
+            attached[slot] = Some(program.to_string());
+        }
+        statuses.push(status);
+    }
+    let note = (!fallbacks.is_empty()).then(|| {
+        format!("block probes fell back to classic tracepoints (BTF tracepoint refused: {fallbacks})")
+    });
+    (statuses, attached, note)
+}
+
+fn attach_btf(ebpf: &mut Ebpf, program: &str, event: &str, btf: &aya::Btf) -> Result<()> {
+    let prog =
+        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
+    let tp: &mut BtfTracePoint = prog.try_into()?;
+    tp.load(event, btf)?;
+    tp.attach()?;
+    Ok(())
+}
+
 /// Reads the format files. An event whose format is missing or unusable stays unconfigured
 /// (its program counts nothing) and its error is returned in its place of [`live_programs`].
+/// The request layout for the BTF programs is filled in by the caller.
 pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
     let mut layout = BlockLayout::UNSET;
     let mut results = Vec::new();
@@ -127,7 +236,7 @@ pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
 
 /// The probe's maps, taken from the loaded object.
 pub struct BlockMaps {
-    reqs: HashMap<MapData, ReqKey, ReqInfo>,
+    reqs: Array<MapData, ReqSlot>,
     devs: PerCpuHashMap<MapData, u32, DevStats>,
     procs: PerCpuHashMap<MapData, ProcKey, ProcStats>,
     inflight: HashMap<MapData, u32, u64>,
@@ -137,8 +246,8 @@ pub struct BlockMaps {
     /// Kernel threads seen, by tgid (they rarely exit; saves reading their stat every interval).
     kthreads: StdHashMap<u32, bool>,
     cgroups: super::cgroup::CgroupNames,
-    /// Each program's fd (PROGRAMS order; None for the retired one, which the object lacks), to
-    /// read the kernel's count of its skipped runs.
+    /// The attached program's fd in each slot of PROGRAMS (None for the retired one, and for one
+    /// not attached), to read the kernel's count of its runs and skipped runs.
     programs: Vec<Option<ProgramFd>>,
 }
 
@@ -148,7 +257,8 @@ fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf
 }
 
 impl BlockMaps {
-    pub fn take(ebpf: &mut Ebpf) -> Result<BlockMaps> {
+    /// `attached`: the program attached in each slot of [`PROGRAMS`] (from [`attach`]).
+    pub fn take(ebpf: &mut Ebpf, attached: &[Option<String>]) -> Result<BlockMaps> {
         Ok(BlockMaps {
             reqs: take(ebpf, BLOCK_REQS_MAP)?,
             devs: take(ebpf, BLOCK_DEV_MAP)?,
@@ -159,9 +269,10 @@ impl BlockMaps {
             stale_evicted: 0,
             kthreads: StdHashMap::new(),
             cgroups: super::cgroup::CgroupNames::new(),
-            programs: PROGRAMS
+            programs: attached
                 .iter()
-                .map(|(name, _)| {
+                .map(|name| {
+                    let name = name.as_deref()?;
                     ebpf.program(name).and_then(|p| p.fd().ok()).and_then(|fd| fd.try_clone().ok())
                 })
                 .collect(),
@@ -233,8 +344,12 @@ impl BlockMaps {
         h.run_time_ns = stats.iter().map(|s| s.run_time_ns).collect();
         h.run_cnt = stats.iter().map(|s| s.run_cnt).collect();
         h.stale_evicted = self.stale_evicted;
-        h.reqs_entries = self.reqs.keys().filter(|k| k.is_ok()).count() as u64;
-        h.reqs_capacity = u64::from(REQS_MAX);
+        // Slots taken minus emptied, over all CPUs, less those this process emptied itself.
+        let slots_used =
+            self.health.get(&(Health::SlotsUsed as u32), 0).context("reading the BLOCK_HEALTH map")?;
+        h.reqs_entries =
+            slots_used.iter().fold(0u64, |a, b| a.wrapping_add(*b)).saturating_sub(self.stale_evicted);
+        h.reqs_capacity = u64::from(REQ_SLOTS);
         h.procs_entries = self.procs.keys().filter(|k| k.is_ok()).count() as u64;
         h.procs_capacity = u64::from(PROCS_MAX);
         h.devs_entries = out.block_devices.len() as u64;
@@ -267,25 +382,26 @@ impl BlockMaps {
         })
     }
 
-    /// Removes request entries older than a minute: their completion was lost (a partial
-    /// completion moved the sector, or a request was issued before attach and its events never
-    /// matched). One that still counted as in flight is taken off its device's in-flight figure
-    /// (not atomically with the kernel's adds: a concurrent issue on that device may be lost, so
-    /// this is only done for entries that are clearly dead).
+    /// Empties request slots taken more than a minute ago: their completion was lost (a partial
+    /// completion moved the sector, a request was issued before attach and its events never
+    /// matched, or the kernel skipped a run) and no other request has reused the slot since. One
+    /// that still counted as in flight is taken off its device's in-flight figure. Neither is
+    /// atomic with the programs (a slot reused or an issue counted at that very moment may be
+    /// lost), so only clearly dead slots are touched.
     fn purge_stale(&mut self, now_ns: u64) -> u64 {
-        let stale: Vec<(ReqKey, ReqInfo)> = self
-            .reqs
-            .iter()
-            .filter_map(|e| e.ok())
-            .filter(|(_, r)| now_ns.saturating_sub(r.start_ns.max(r.issue_ns)) > STALE_NS)
+        let stale: Vec<(u32, ReqSlot)> = (0..REQ_SLOTS)
+            .filter_map(|i| Some((i, self.reqs.get(&i, 0).ok()?)))
+            .filter(|(_, s)| {
+                s.tag != 0 && now_ns.saturating_sub(s.info.start_ns.max(s.info.issue_ns)) > STALE_NS
+            })
             .collect();
         let mut n = 0;
-        for (k, r) in stale {
-            if self.reqs.remove(&k).is_ok() {
+        for (i, s) in stale {
+            if self.reqs.set(i, ReqSlot::default(), 0).is_ok() {
                 n += 1;
-                if r.flags & REQ_IN_FLIGHT != 0 {
-                    if let Ok(v) = self.inflight.get(&k.dev, 0) {
-                        let _ = self.inflight.insert(k.dev, v.saturating_sub(1), 0);
+                if s.info.flags & REQ_IN_FLIGHT != 0 {
+                    if let Ok(v) = self.inflight.get(&s.info.dev, 0) {
+                        let _ = self.inflight.insert(s.info.dev, v.saturating_sub(1), 0);
                     }
                 }
             }

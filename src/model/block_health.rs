@@ -111,7 +111,7 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
                 total: skipped(c),
                 effect: "events unseen (another BPF program ran on the CPU)",
             },
-            lost("request map full", |h| h.reqs_full, "requests without latency or submitter"),
+            lost("request slot taken over", |h| h.reqs_full, "requests without latency or submitter"),
             lost("process map full", |h| h.procs_full, "I/O not credited to a process"),
             lost("device map full", |h| h.devs_full, "devices not counted"),
             lost("issue without start", |h| h.issue_unmatched, "no queue time (started before attach)"),
@@ -187,7 +187,7 @@ mod tests {
             ("runs skipped by the kernel", 2, 3)
         );
         let full = &h.lost[1];
-        assert_eq!((full.what, full.interval, full.total), ("request map full", 5, 7));
+        assert_eq!((full.what, full.interval, full.total), ("request slot taken over", 5, 7));
         assert_eq!((h.maps[0].map, h.maps[0].fill_pct), ("BLOCK_REQS", 25.0));
         // No block probes: no health; first read: no interval.
         assert!(compute(None, &Sample::default(), 1.0).is_none());

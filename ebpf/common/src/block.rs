@@ -1,13 +1,18 @@
 //! The block-layer programs' shared types: `block_io_start`, `block_rq_insert`, `block_rq_issue`
 //! and `block_rq_complete` (and `block_rq_merge`, when a request is merged into another and
-//! disappears) pair up one request's events by (dev, sector), as
-//! tracepoint-based tools do (classic tracepoints carry no request pointer), in a bounded hash map.
+//! disappears) pair up one request's events in a table of request slots ([`ReqSlot`]), found by a
+//! tag: the request's address where the kernel's BTF lets the programs run as BTF tracepoints
+//! (they then read the `struct request` itself, see [`RequestLayout`]), else (dev, sector), as
+//! classic-tracepoint tools do (their records carry no request pointer).
 //!
 //! Everything is aggregated in the kernel: per-CPU maps of cumulative counters and log2 histograms,
 //! which userspace reads once per interval. The one per-request path to userspace is the
 //! rate-limited ring of completed requests for block-to-file mapping (crate::block_files).
 
-/// The per-request map: [`ReqKey`] → [`ReqInfo`]; one entry per request in flight.
+/// The per-request table: an array of [`REQ_SLOTS`] [`ReqSlot`]s, a request's slot chosen by its
+/// tag ([`req_slot`]). An array, not a hash map: its lookup is inlined by the kernel (a hash
+/// insert, lookup and delete per request cost more than everything else the programs do), and it
+/// cannot fill up with requests whose completion was lost (their slots are simply reused).
 pub const BLOCK_REQS_MAP: &str = "BLOCK_REQS";
 /// Per-CPU hash: kernel dev_t (u32) → [`DevStats`].
 pub const BLOCK_DEV_MAP: &str = "BLOCK_DEV";
@@ -20,9 +25,13 @@ pub const BLOCK_HEALTH_MAP: &str = "BLOCK_HEALTH";
 /// The read-only global holding [`BlockLayout`], set by the loader before load.
 pub const BLOCK_LAYOUT_GLOBAL: &str = "BLOCK_LAYOUT";
 
-/// Most requests tracked at once. Far above any real queue depth (nr_requests × devices); when it
-/// is full a request is not tracked and [`Health::ReqsFull`] counts it.
-pub const REQS_MAX: u32 = 16384;
+/// log2 of [`REQ_SLOTS`].
+pub const REQ_SLOT_BITS: u32 = 15;
+/// Request slots, in pairs: a request may take either slot of the pair [`req_slot`] picks (the
+/// empty one, or the one taken longer ago). Far above any real queue depth (nr_requests ×
+/// devices), so that three requests in flight rarely need one pair; when they do the oldest loses
+/// its latency and submitter, and [`Health::ReqsFull`] counts it.
+pub const REQ_SLOTS: u32 = 1 << REQ_SLOT_BITS;
 /// Most (process, device) pairs kept. Userspace deletes a pair once it has read it after the process
 /// exited; when full, [`Health::ProcsFull`] counts the I/O that could not be credited.
 pub const PROCS_MAX: u32 = 8192;
@@ -118,6 +127,8 @@ pub struct BlockLayout {
     pub rq_issue: EventLayout,
     pub rq_complete: EventLayout,
     pub rq_merge: EventLayout,
+    /// For the BTF tracepoint programs, which read the request itself.
+    pub request: RequestLayout,
 }
 
 impl BlockLayout {
@@ -127,16 +138,101 @@ impl BlockLayout {
         rq_issue: EventLayout::UNSET,
         rq_complete: EventLayout::UNSET,
         rq_merge: EventLayout::UNSET,
+        request: RequestLayout::UNSET,
     };
 }
 
-/// A request in flight, identified as the tracepoints allow: device and start sector.
+/// Where the BTF tracepoint programs find what a block event's record would hold, in this
+/// kernel's own structs, with the values of its request flags: all from the kernel's BTF
+/// (/sys/kernel/btf/vmlinux) at run time, so no kernel's layout is compiled in. The offsets are
+/// constants to the verifier (the global is read-only and frozen before load), which lets the
+/// programs load the fields directly instead of through a helper call each.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ReqKey {
-    pub dev: u32,
-    pub _pad: u32,
-    pub sector: u64,
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestLayout {
+    /// 0: the BTF programs do nothing (the classic ones are used).
+    pub configured: u32,
+    /// `struct request`: `q` (pointer), `__sector` (u64), `__data_len` (u32), `cmd_flags` (u32).
+    pub rq_q: u32,
+    pub rq_sector: u32,
+    pub rq_data_len: u32,
+    pub rq_cmd_flags: u32,
+    /// `struct request_queue`: `disk` (pointer).
+    pub q_disk: u32,
+    /// `struct gendisk`: `major` and `first_minor` (int): the event's `dev` is their MKDEV.
+    pub disk_major: u32,
+    pub disk_first_minor: u32,
+    /// `cmd_flags` decoded as `blk_fill_rwbs()` does: the operation is `cmd_flags & op_mask`
+    /// (`enum req_op`), the flags are bits (`enum req_flag_bits`).
+    pub op_mask: u32,
+    pub op_read: u32,
+    pub op_write: u32,
+    pub op_flush: u32,
+    pub op_discard: u32,
+    pub op_secure_erase: u32,
+    pub flag_preflush: u32,
+    pub flag_fua: u32,
+    pub flag_rahead: u32,
+    pub flag_sync: u32,
+    pub flag_meta: u32,
+}
+
+impl RequestLayout {
+    pub const UNSET: RequestLayout = RequestLayout {
+        configured: 0,
+        rq_q: 0,
+        rq_sector: 0,
+        rq_data_len: 0,
+        rq_cmd_flags: 0,
+        q_disk: 0,
+        disk_major: 0,
+        disk_first_minor: 0,
+        op_mask: 0,
+        op_read: 0,
+        op_write: 0,
+        op_flush: 0,
+        op_discard: 0,
+        op_secure_erase: 0,
+        flag_preflush: 0,
+        flag_fua: 0,
+        flag_rahead: 0,
+        flag_sync: 0,
+        flag_meta: 0,
+    };
+}
+
+/// The kernel's `MKDEV(major, minor)` (include/linux/kdev_t.h: `MINORBITS` 20): the `dev` of the
+/// block events' records.
+#[inline(always)]
+pub fn kernel_mkdev(major: u32, minor: u32) -> u32 {
+    (major << 20) | (minor & 0xf_ffff)
+}
+
+/// A request's tag from a classic tracepoint's record: its device and start sector (what
+/// identifies a request in flight there). Never 0 (an empty slot's tag).
+#[inline(always)]
+pub fn classic_tag(dev: u32, sector: u64) -> u64 {
+    let tag = sector ^ (u64::from(dev) << 40) ^ (u64::from(dev) >> 24);
+    if tag == 0 {
+        1
+    } else {
+        tag
+    }
+}
+
+/// The slot of the request with `tag` (Fibonacci hashing: the top bits of tag × 2^64/φ, which
+/// spreads both request addresses, a fixed size apart, and consecutive sectors).
+#[inline(always)]
+pub fn req_slot(tag: u64) -> u32 {
+    (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - REQ_SLOT_BITS)) as u32
+}
+
+/// One slot of the request table: `tag` 0 is empty.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReqSlot {
+    pub tag: u64,
+    pub info: ReqInfo,
 }
 
 /// [`ReqInfo::flags`]: the submitter (tgid, comm, cgroup) is known (block_io_start saw it).
@@ -162,6 +258,10 @@ pub struct ReqInfo {
     /// [`RwbsFlags`] bits of the request.
     pub rwbs: u32,
     pub comm: [u8; 16],
+    /// Kernel dev_t of the request's disk (to take it off that disk's in-flight count when its
+    /// slot is reused before its completion was seen).
+    pub dev: u32,
+    pub _pad: u32,
 }
 
 /// The data direction of a request (index into [`DevStats::dirs`]).
@@ -253,7 +353,8 @@ pub enum Health {
     RqInsertEvents = 1,
     RqIssueEvents = 2,
     RqCompleteEvents = 3,
-    /// A request could not be tracked: the request map was full.
+    /// A request lost its slot before it completed (another request took it): its latency and
+    /// submitter are not counted.
     ReqsFull = 4,
     /// A process's I/O could not be credited: the process map was full.
     ProcsFull = 5,
@@ -266,9 +367,12 @@ pub enum Health {
     /// A tracepoint field could not be read.
     ReadErrors = 9,
     RqMergeEvents = 10,
+    /// Request slots in use: +1 when a request takes an empty slot, −1 when it leaves it. Per
+    /// CPU it may go below zero (wrapping); the sum over CPUs is the table's fill.
+    SlotsUsed = 11,
 }
 
-pub const HEALTH_COUNTERS: u32 = 11;
+pub const HEALTH_COUNTERS: u32 = 12;
 
 /// `rwbs` decoded (the kernel's `blk_fill_rwbs()`, block/blk-core.c): an optional `F` (preflush),
 /// then the operation (`R` read, `W` write, `D` discard, `DE` secure erase, `F` flush, `N` other),
@@ -319,6 +423,39 @@ impl RwbsFlags {
                 _ => {}
             }
             i += 1;
+        }
+        RwbsFlags(flags)
+    }
+
+    /// The flags `blk_fill_rwbs()` would print for a request's `cmd_flags` (see
+    /// [`RwbsFlags::parse`]), from the values in `l`.
+    #[inline(always)]
+    pub fn from_cmd_flags(opf: u32, l: &RequestLayout) -> RwbsFlags {
+        let mut flags = 0u32;
+        if opf & l.flag_preflush != 0 {
+            flags |= RWBS_FLUSH;
+        }
+        let op = opf & l.op_mask;
+        if op == l.op_read {
+            flags |= RWBS_READ;
+        } else if op == l.op_write {
+            flags |= RWBS_WRITE;
+        } else if op == l.op_discard || op == l.op_secure_erase {
+            flags |= RWBS_DISCARD;
+        } else if op == l.op_flush {
+            flags |= RWBS_FLUSH;
+        }
+        if opf & l.flag_fua != 0 {
+            flags |= RWBS_FUA;
+        }
+        if opf & l.flag_rahead != 0 {
+            flags |= RWBS_READAHEAD;
+        }
+        if opf & l.flag_sync != 0 {
+            flags |= RWBS_SYNC;
+        }
+        if opf & l.flag_meta != 0 {
+            flags |= RWBS_META;
         }
         RwbsFlags(flags)
     }
@@ -419,7 +556,7 @@ mod user {
     // SAFETY (all): #[repr(C)], only u32/u64/u8-array fields laid out without implicit padding
     // (checked by the size tests below), every bit pattern valid.
     unsafe impl aya::Pod for super::BlockLayout {}
-    unsafe impl aya::Pod for super::ReqKey {}
+    unsafe impl aya::Pod for super::ReqSlot {}
     unsafe impl aya::Pod for super::ReqInfo {}
     unsafe impl aya::Pod for super::DevStats {}
     unsafe impl aya::Pod for super::ProcKey {}
@@ -463,6 +600,77 @@ mod tests {
         assert_eq!(flags("DE"), RWBS_DISCARD);
         assert_eq!(flags("N"), 0);
         assert_eq!(flags(""), 0);
+    }
+
+    /// Linux 6.18's values (`enum req_op`, `enum req_flag_bits`).
+    fn layout_6_18() -> RequestLayout {
+        RequestLayout {
+            configured: 1,
+            op_mask: 0xff,
+            op_read: 0,
+            op_write: 1,
+            op_flush: 2,
+            op_discard: 3,
+            op_secure_erase: 5,
+            flag_sync: 1 << 11,
+            flag_meta: 1 << 12,
+            flag_fua: 1 << 17,
+            flag_preflush: 1 << 18,
+            flag_rahead: 1 << 19,
+            ..RequestLayout::UNSET
+        }
+    }
+
+    #[test]
+    fn cmd_flags_decode_as_the_kernel_prints_rwbs() {
+        let l = layout_6_18();
+        let opf = |op: u32, bits: &[u32]| bits.iter().fold(op, |a, b| a | (1 << b));
+        // What blk_fill_rwbs() prints for the same cmd_flags, decoded by parse().
+        let cases: [(u32, &str); 10] = [
+            (opf(0, &[]), "R"),
+            (opf(0, &[19]), "RA"),
+            (opf(0, &[11, 12]), "RSM"),
+            (opf(1, &[11]), "WS"),
+            (opf(1, &[17, 11]), "WFS"),
+            (opf(1, &[18, 17, 11]), "FWFS"),
+            (opf(2, &[]), "F"),
+            (opf(2, &[18]), "FF"),
+            (opf(3, &[]), "D"),
+            (opf(9, &[]), "N"),
+        ];
+        for (cmd_flags, rwbs) in cases {
+            assert_eq!(RwbsFlags::from_cmd_flags(cmd_flags, &l).0, flags(rwbs), "{rwbs}");
+        }
+        assert_eq!(RwbsFlags::from_cmd_flags(5, &l).0, flags("DE"));
+        // Bits the decoding ignores (e.g. REQ_NOMERGE, REQ_BACKGROUND) change nothing.
+        assert_eq!(RwbsFlags::from_cmd_flags(opf(1, &[14, 20]), &l).0, flags("W"));
+    }
+
+    #[test]
+    fn kernel_mkdev_matches_the_records_dev() {
+        // loop0 (7:0), vda (254:0), nvme0n1p3 (259:3): dev as tracefs records hold it.
+        assert_eq!(kernel_mkdev(7, 0), 7 << 20);
+        assert_eq!(kernel_mkdev(254, 0), 0x0fe0_0000);
+        assert_eq!(kernel_mkdev(259, 3), (259 << 20) | 3);
+    }
+
+    #[test]
+    fn request_tags_spread_over_the_slots() {
+        assert_ne!(classic_tag(0, 0), 0, "0 marks an empty slot");
+        assert_ne!(classic_tag(7 << 20, 8), classic_tag(254 << 20, 8), "same sector, other disk");
+        // 64 requests in flight 4 KiB apart, and 64 request addresses 448 bytes apart (a tag
+        // set's requests): no two share a slot.
+        let distinct = |slot: &dyn Fn(u64) -> u32| {
+            let mut slots = [0u32; 64];
+            for (i, s) in slots.iter_mut().enumerate() {
+                *s = slot(i as u64);
+            }
+            slots.sort_unstable();
+            slots.windows(2).all(|w| w[0] != w[1])
+        };
+        assert!(distinct(&|i| req_slot(classic_tag(7 << 20, 1000 + 8 * i))));
+        assert!(distinct(&|i| req_slot(0xffff_8880_1234_0000 + 448 * i)));
+        assert!((0..1000u64).all(|i| req_slot(i * 4096) < REQ_SLOTS));
     }
 
     #[test]
@@ -512,8 +720,9 @@ mod tests {
         use core::mem::size_of;
         assert_eq!(size_of::<EventLayout>(), 8 * 4);
         assert_eq!(size_of::<EventHead>(), 24);
-        assert_eq!(size_of::<ReqKey>(), 16);
-        assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16);
+        assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16 + 2 * 4);
+        assert_eq!(size_of::<ReqSlot>(), 8 + size_of::<ReqInfo>());
+        assert_eq!(size_of::<RequestLayout>(), 19 * 4);
         assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);
         assert_eq!(
             size_of::<DevStats>(),

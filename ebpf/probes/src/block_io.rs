@@ -1,36 +1,52 @@
 //! The block layer, request by request: `block:block_io_start` (in the submitter's context: who
 //! asked for the I/O), `block:block_rq_insert` (into the I/O scheduler's queue), `block:block_rq_issue`
 //! (to the driver) and `block:block_rq_complete` (by the device: the request is done, and credited
-//! to its submitter). The events of one request are paired by (dev, sector) in BLOCK_REQS;
-//! everything is summed in per-CPU maps that userspace reads once per interval (see
-//! ioscope_common::block).
+//! to its submitter). The events of one request meet in its slot of the request table BLOCK_REQS
+//! (see ioscope_common::block::ReqSlot); everything is summed in per-CPU maps that userspace reads
+//! once per interval.
+//!
+//! Each event has two programs: a BTF tracepoint (`*_btf`), which gets the `struct request` itself
+//! (its address is the request's tag; its fields are read with plain loads at offsets from the
+//! kernel's BTF), and a classic tracepoint reading the event's record (tag: dev and sector), used
+//! where BTF is missing. Userspace attaches one of the two.
 //!
 //! Every program here runs for every request of every disk (twice per I/O on a loop device: the
-//! loop device's and its backing disk's), so each helper call counts: `block:block_io_done` is not
-//! traced, its work (crediting the submitter) is done at block_rq_complete, which sees the same
-//! request a moment earlier.
+//! loop device's and its backing disk's), so each helper call and map operation counts: the request
+//! table is an array (inlined lookups), the submitter's comm and cgroup are remembered per CPU, and
+//! `block:block_io_done` is not traced (its work, crediting the submitter, is done at
+//! block_rq_complete, which sees the same request a moment earlier).
 
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{map, tracepoint},
+    macros::{btf_tracepoint, map, tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
-    programs::TracePointContext,
+    programs::{BtfTracePointContext, TracePointContext},
 };
 use ioscope_common::block::{
-    depth_bucket, log2_bucket, BlockLayout, DevStats, EventHead, EventLayout, HeadWithRwbs, Health, ProcKey,
-    ProcStats, ReqInfo, ReqKey, RwbsFlags, DEVS_MAX, HEALTH_COUNTERS, PROCS_MAX, REQS_MAX, REQ_IN_FLIGHT,
-    REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
+    classic_tag, depth_bucket, kernel_mkdev, log2_bucket, req_slot, BlockLayout, DevStats, EventHead,
+    EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats, ReqInfo, ReqSlot, RequestLayout, RwbsFlags,
+    DEVS_MAX, HEALTH_COUNTERS, PROCS_MAX, REQ_IN_FLIGHT, REQ_SLOTS, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN,
+    RWBS_READAHEAD, RWBS_SYNC,
 };
 
-/// Field offsets of the events, written by the loader from tracefs before load.
+/// Field offsets of the events and of the kernel's request, written by the loader before load.
 #[unsafe(no_mangle)]
 static BLOCK_LAYOUT: BlockLayout = BlockLayout::UNSET;
 
+/// One event's layout. A plain read of a static the loader may have rewritten before load;
+/// volatile so the compiled-in UNSET is not folded. Only the event's own part is copied.
+macro_rules! layout {
+    ($event:ident) => {
+        // SAFETY: see above.
+        unsafe { core::ptr::read_volatile(&raw const BLOCK_LAYOUT.$event) }
+    };
+}
+
 #[map]
-static BLOCK_REQS: HashMap<ReqKey, ReqInfo> = HashMap::with_max_entries(REQS_MAX, 0);
+static BLOCK_REQS: Array<ReqSlot> = Array::with_max_entries(REQ_SLOTS, 0);
 #[map]
 static BLOCK_DEV: PerCpuHashMap<u32, DevStats> = PerCpuHashMap::with_max_entries(DEVS_MAX, 0);
 #[map]
@@ -39,6 +55,10 @@ static BLOCK_PROC: PerCpuHashMap<ProcKey, ProcStats> = PerCpuHashMap::with_max_e
 static BLOCK_INFLIGHT: HashMap<u32, u64> = HashMap::with_max_entries(DEVS_MAX, 0);
 #[map]
 static BLOCK_HEALTH: PerCpuArray<u64> = PerCpuArray::with_max_entries(HEALTH_COUNTERS, 0);
+/// The last submitter seen on this CPU, with its comm and cgroup (two helper calls saved while
+/// the same thread keeps submitting).
+#[map]
+static BLOCK_SUBMITTER: PerCpuArray<SubmitterMemo> = PerCpuArray::with_max_entries(1, 0);
 /// All-zero values to insert new entries from: DevStats and ProcStats are too big for the 512-byte
 /// eBPF stack. Never written.
 #[map]
@@ -46,34 +66,91 @@ static BLOCK_ZERO_DEV: Array<DevStats> = Array::with_max_entries(1, 0);
 #[map]
 static BLOCK_ZERO_PROC: Array<ProcStats> = Array::with_max_entries(1, 0);
 
+/// How long a remembered comm and cgroup are used: a thread that renames itself or moves to
+/// another cgroup shows under its old name for at most this long.
+const SUBMITTER_MEMO_NS: u64 = 100_000_000;
+
+/// A request whose slot is taken by another within this time of its start may still have been in
+/// flight (counted as a loss: Health::ReqsFull); an older one had lost its completion.
+const LIVE_REQUEST_NS: u64 = 5_000_000_000;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct SubmitterMemo {
+    pid: u32,
+    _pad: u32,
+    at_ns: u64,
+    cgroup_id: u64,
+    comm: [u8; 16],
+}
+
 #[tracepoint]
 pub fn block_io_start(ctx: TracePointContext) -> u32 {
     count_health(Health::IoStartEvents);
-    on_result(try_io_start(&ctx))
+    on_result(classic_event(&ctx, &layout!(io_start)).map(|e| io_start(&e)))
 }
 
 #[tracepoint]
 pub fn block_rq_insert(ctx: TracePointContext) -> u32 {
     count_health(Health::RqInsertEvents);
-    on_result(try_rq_insert(&ctx))
+    on_result(classic_event(&ctx, &layout!(rq_insert)).map(|e| rq_insert(&e)))
 }
 
 #[tracepoint]
 pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
     count_health(Health::RqIssueEvents);
-    on_result(try_rq_issue(&ctx))
+    on_result(classic_event(&ctx, &layout!(rq_issue)).map(|e| rq_issue(&e)))
 }
 
 #[tracepoint]
 pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
     count_health(Health::RqCompleteEvents);
-    on_result(try_rq_complete(&ctx))
+    on_result(classic_event(&ctx, &layout!(rq_complete)).map(|e| rq_complete(&e)))
 }
 
 #[tracepoint]
 pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
     count_health(Health::RqMergeEvents);
-    on_result(try_rq_merge(&ctx))
+    on_result(classic_event(&ctx, &layout!(rq_merge)).map(|e| rq_merge(&e)))
+}
+
+/// `TP_PROTO(struct request *rq)`.
+#[btf_tracepoint(function = "block_io_start")]
+pub fn block_io_start_btf(ctx: BtfTracePointContext) -> i32 {
+    count_health(Health::IoStartEvents);
+    on_result(btf_event(&ctx, None).map(|e| io_start(&e)));
+    0
+}
+
+#[btf_tracepoint(function = "block_rq_insert")]
+pub fn block_rq_insert_btf(ctx: BtfTracePointContext) -> i32 {
+    count_health(Health::RqInsertEvents);
+    on_result(btf_event(&ctx, None).map(|e| rq_insert(&e)));
+    0
+}
+
+#[btf_tracepoint(function = "block_rq_issue")]
+pub fn block_rq_issue_btf(ctx: BtfTracePointContext) -> i32 {
+    count_health(Health::RqIssueEvents);
+    on_result(btf_event(&ctx, None).map(|e| rq_issue(&e)));
+    0
+}
+
+/// `TP_PROTO(struct request *rq, blk_status_t error, unsigned int nr_bytes)`: the bytes completed
+/// are `nr_bytes`, as in the classic event's `nr_sector`.
+#[btf_tracepoint(function = "block_rq_complete")]
+pub fn block_rq_complete_btf(ctx: BtfTracePointContext) -> i32 {
+    count_health(Health::RqCompleteEvents);
+    let nr_bytes: u32 = ctx.arg(2);
+    on_result(btf_event(&ctx, Some(nr_bytes)).map(|e| rq_complete(&e)));
+    0
+}
+
+#[btf_tracepoint(function = "block_rq_merge")]
+pub fn block_rq_merge_btf(ctx: BtfTracePointContext) -> i32 {
+    count_health(Health::RqMergeEvents);
+    on_result(btf_event(&ctx, None).map(|e| rq_merge(&e)));
+    0
 }
 
 /// Always 0 (a non-zero return would also write the event to the perf buffer). A failed field read
@@ -91,21 +168,62 @@ enum Lost {
     Read,
 }
 
+/// One event of one request.
 #[derive(Default)]
 struct Event {
+    /// The request's tag in the request table: its address (BTF), or from (dev, sector).
+    tag: u64,
     dev: u32,
     sector: u64,
     bytes: u64,
     rwbs: RwbsFlags,
 }
 
-/// One event's layout. A plain read of a static the loader may have rewritten before load;
-/// volatile so the compiled-in UNSET is not folded. Only the event's own part is copied.
-macro_rules! layout {
-    ($event:ident) => {
-        // SAFETY: see above.
-        unsafe { core::ptr::read_volatile(&raw const BLOCK_LAYOUT.$event) }
+/// A field of a kernel struct at `offset` from `base`, with a plain load. For the BTF programs'
+/// pointers only: the verifier knows their type, checks the access against the kernel's BTF (the
+/// offset is a constant to it: see RequestLayout) and makes a faulting load read 0.
+#[inline(always)]
+fn kernel_field<T: Copy>(base: *const u8, offset: u32) -> T {
+    // SAFETY: see above; the loader checked each field's size against the kernel's BTF.
+    unsafe { core::ptr::read(base.wrapping_add(offset as usize).cast::<T>()) }
+}
+
+/// A number for the request at `rq`, unique while it exists: its distance from a fixed address
+/// (a global's). The verifier lets no arithmetic but subtraction turn a kernel pointer into a
+/// number, and only for privileged programs; a 0 (an empty slot's tag) is impossible.
+#[inline(always)]
+fn address_tag(rq: *const u8) -> u64 {
+    (rq as u64).wrapping_sub(&raw const BLOCK_LAYOUT as u64)
+}
+
+/// The event as the classic record would hold it, from the request (BTF programs). `nr_bytes`:
+/// block_rq_complete's argument (the bytes completed); other events take the request's size.
+#[inline(always)]
+fn btf_event(ctx: &BtfTracePointContext, nr_bytes: Option<u32>) -> Result<Event, Lost> {
+    let l: RequestLayout = layout!(request);
+    if l.configured == 0 {
+        return Err(Lost::Off);
+    }
+    let rq: *const u8 = ctx.arg(0);
+    let q: *const u8 = kernel_field(rq, l.rq_q);
+    let disk: *const u8 = kernel_field(q, l.q_disk);
+    // The events' `dev`: `rq->q->disk ? disk_devt(rq->q->disk) : 0`.
+    let dev = if disk.is_null() {
+        0
+    } else {
+        kernel_mkdev(kernel_field::<u32>(disk, l.disk_major), kernel_field::<u32>(disk, l.disk_first_minor))
     };
+    let bytes = match nr_bytes {
+        Some(n) => n,
+        None => kernel_field::<u32>(rq, l.rq_data_len),
+    };
+    Ok(Event {
+        tag: address_tag(rq),
+        dev,
+        sector: kernel_field::<u64>(rq, l.rq_sector),
+        bytes: u64::from(bytes),
+        rwbs: RwbsFlags::from_cmd_flags(kernel_field::<u32>(rq, l.rq_cmd_flags), &l),
+    })
 }
 
 /// Fills `e` from the record. An out-parameter, not a returned Event: a BPF subprogram may not
@@ -142,19 +260,30 @@ fn read_event(ctx: &TracePointContext, l: &EventLayout, e: &mut Event) -> Result
     Ok(())
 }
 
+/// The event from a classic tracepoint's record. Inlined: a subprogram may not return a struct
+/// (it would be a pointer into its caller's stack).
+#[inline(always)]
+fn classic_event(ctx: &TracePointContext, l: &EventLayout) -> Result<Event, Lost> {
+    let mut e = Event::default();
+    read_event(ctx, l, &mut e)?;
+    e.tag = classic_tag(e.dev, e.sector);
+    Ok(e)
+}
+
 fn now() -> u64 {
     // SAFETY: no arguments, no preconditions.
     unsafe { bpf_ktime_get_ns() }
 }
 
-fn key(e: &Event) -> ReqKey {
-    ReqKey { dev: e.dev, _pad: 0, sector: e.sector }
+fn count_health(h: Health) {
+    add_health(h, 1);
 }
 
-fn count_health(h: Health) {
+/// Adds `by` (wrapping: u64::MAX is −1) to this CPU's counter `h`.
+fn add_health(h: Health, by: u64) {
     if let Some(p) = BLOCK_HEALTH.get_ptr_mut(h as u32) {
         // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
-        unsafe { *p += 1 };
+        unsafe { *p = (*p).wrapping_add(by) };
     }
 }
 
@@ -164,6 +293,65 @@ fn bump<const N: usize>(hist: &mut [u64; N], i: usize, by: u64) {
     if let Some(slot) = hist.get_mut(i) {
         *slot += by;
     }
+}
+
+/// One of the request table's slots (a valid index: masked).
+#[inline(always)]
+fn slot_at(i: u32) -> Option<&'static mut ReqSlot> {
+    let p = BLOCK_REQS.get_ptr_mut(i & (REQ_SLOTS - 1))?;
+    // SAFETY: a valid pointer into the array. One request's events do not race each other; two
+    // requests claiming one slot at once is the rare collision the table accepts.
+    Some(unsafe { &mut *p })
+}
+
+/// The slot holding the request `tag`: either slot of its pair (see ioscope_common::block::REQ_SLOTS).
+#[inline(always)]
+fn find(tag: u64) -> Option<&'static mut ReqSlot> {
+    let first = req_slot(tag) & !1;
+    let a = slot_at(first)?;
+    if a.tag == tag {
+        return Some(a);
+    }
+    let b = slot_at(first | 1)?;
+    (b.tag == tag).then_some(b)
+}
+
+/// A slot for the request `tag` (its info is then rewritten by the caller), from its pair: the
+/// one it already holds (its completion was lost and the address or sector came round again),
+/// else an empty one, else the one taken longer ago. A request still in the slot taken leaves:
+/// its share of the in-flight count goes with it (or the count would drift up forever), and when
+/// it was recent (so perhaps still in flight: it loses its latency and submitter) it is counted.
+#[inline(always)]
+fn claim(tag: u64, now_ns: u64) -> Option<&'static mut ReqSlot> {
+    let first = req_slot(tag) & !1;
+    let a = slot_at(first)?;
+    let b = slot_at(first | 1)?;
+    let s = if a.tag == tag || (a.tag == 0 && b.tag != tag) {
+        a
+    } else if b.tag == tag || b.tag == 0 || b.info.start_ns < a.info.start_ns {
+        b
+    } else {
+        a
+    };
+    if s.tag == 0 {
+        add_health(Health::SlotsUsed, 1);
+    } else {
+        if s.tag != tag && now_ns.saturating_sub(s.info.start_ns) < LIVE_REQUEST_NS {
+            count_health(Health::ReqsFull);
+        }
+        if s.info.flags & REQ_IN_FLIGHT != 0 {
+            inflight_add(s.info.dev, u64::MAX);
+        }
+    }
+    s.tag = tag;
+    Some(s)
+}
+
+/// Empties `s`.
+#[inline(always)]
+fn release(s: &mut ReqSlot) {
+    s.tag = 0;
+    add_health(Health::SlotsUsed, u64::MAX);
 }
 
 /// Adds `delta` (wrapping: u64::MAX is −1) to the device's in-flight count, creating it at 0. Shared
@@ -207,65 +395,59 @@ fn proc_stats(k: &ProcKey) -> Option<*mut ProcStats> {
     BLOCK_PROC.get_ptr_mut(k)
 }
 
+/// The submitting thread's cgroup id and comm: this CPU's memo while the same thread keeps
+/// submitting (see SUBMITTER_MEMO_NS), else from the helpers.
+#[inline(always)]
+fn submitter(pid: u32, now_ns: u64) -> (u64, [u8; 16]) {
+    let Some(m) = BLOCK_SUBMITTER.get_ptr_mut(0) else {
+        // SAFETY: no arguments, no preconditions.
+        return (unsafe { bpf_get_current_cgroup_id() }, bpf_get_current_comm().unwrap_or([0; 16]));
+    };
+    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+    let m = unsafe { &mut *m };
+    if m.pid != pid || m.at_ns == 0 || now_ns.wrapping_sub(m.at_ns) > SUBMITTER_MEMO_NS {
+        m.pid = pid;
+        m.at_ns = now_ns;
+        // SAFETY: no arguments, no preconditions.
+        m.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+        m.comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    }
+    (m.cgroup_id, m.comm)
+}
+
 /// Submitter context: remember who asked for this request, and when.
-fn try_io_start(ctx: &TracePointContext) -> Result<(), Lost> {
-    let mut e = Event::default();
-    read_event(ctx, &layout!(io_start), &mut e)?;
-    let k = key(&e);
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    let info = ReqInfo {
-        start_ns: now(),
+fn io_start(e: &Event) {
+    let t = now();
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(s) = claim(e.tag, t) else { return };
+    let (cgroup_id, comm) = submitter(pid_tgid as u32, t);
+    s.info = ReqInfo {
+        start_ns: t,
         insert_ns: 0,
         issue_ns: 0,
-        // SAFETY: no arguments, no preconditions.
-        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
-        tgid,
+        cgroup_id,
+        tgid: (pid_tgid >> 32) as u32,
         bytes: e.bytes as u32,
         flags: REQ_SUBMITTER,
         rwbs: e.rwbs.0,
-        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+        comm,
+        dev: e.dev,
+        _pad: 0,
     };
-    // Usually new: one insert. Otherwise a request still tracked at the same place is superseded
-    // (its completion was lost): its share of the in-flight count goes with it, or the count would
-    // drift up forever.
-    if BLOCK_REQS.insert(k, info, u64::from(BPF_NOEXIST)).is_err() {
-        match BLOCK_REQS.get_ptr_mut(k) {
-            Some(old) => {
-                // SAFETY: a valid pointer into the map; one request's events do not race each other.
-                unsafe {
-                    if (*old).flags & REQ_IN_FLIGHT != 0 {
-                        inflight_add(e.dev, u64::MAX);
-                    }
-                    *old = info;
-                }
-            }
-            None => count_health(Health::ReqsFull),
-        }
-    }
-    Ok(())
 }
 
 /// Into the scheduler's queue.
-fn try_rq_insert(ctx: &TracePointContext) -> Result<(), Lost> {
-    let mut e = Event::default();
-    read_event(ctx, &layout!(rq_insert), &mut e)?;
-    let k = key(&e);
+fn rq_insert(e: &Event) {
     let t = now();
-    match BLOCK_REQS.get_ptr_mut(k) {
-        // SAFETY: a valid pointer into the map; one request's events do not race each other.
-        Some(p) => unsafe { (*p).insert_ns = t },
-        None => {
-            let info =
-                ReqInfo { start_ns: t, insert_ns: t, rwbs: e.rwbs.0, bytes: e.bytes as u32, ..zero_info() };
-            if BLOCK_REQS.insert(k, info, u64::from(BPF_NOEXIST)).is_err() {
-                count_health(Health::ReqsFull);
-            }
-        }
+    if let Some(s) = find(e.tag) {
+        s.info.insert_ns = t;
+    } else if let Some(s) = claim(e.tag, t) {
+        s.info =
+            ReqInfo { start_ns: t, insert_ns: t, rwbs: e.rwbs.0, bytes: e.bytes as u32, ..zero_info(e.dev) };
     }
-    Ok(())
 }
 
-fn zero_info() -> ReqInfo {
+fn zero_info(dev: u32) -> ReqInfo {
     ReqInfo {
         start_ns: 0,
         insert_ns: 0,
@@ -276,14 +458,13 @@ fn zero_info() -> ReqInfo {
         flags: 0,
         rwbs: 0,
         comm: [0; 16],
+        dev,
+        _pad: 0,
     }
 }
 
 /// To the driver: size, flags, queue time, queue depth.
-fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
-    let mut e = Event::default();
-    read_event(ctx, &layout!(rq_issue), &mut e)?;
-    let k = key(&e);
+fn rq_issue(e: &Event) {
     let t = now();
     let dir = e.rwbs.direction();
 
@@ -291,39 +472,33 @@ fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
     let mut queue_ns = None;
     let mut sched_ns = None;
     let mut counted_in_flight = false;
-    match BLOCK_REQS.get_ptr_mut(k) {
-        Some(p) => {
-            // SAFETY: a valid pointer into the map; one request's events do not race each other.
-            let r = unsafe { &mut *p };
-            if r.start_ns != 0 && r.issue_ns == 0 {
-                queue_ns = Some(t.saturating_sub(r.start_ns));
-            }
-            if r.insert_ns != 0 && r.issue_ns == 0 {
-                sched_ns = Some(t.saturating_sub(r.insert_ns));
-            }
-            r.issue_ns = t;
-            // Bios merged into the request since it was created: its size now is what it carries.
-            r.bytes = e.bytes as u32;
-            if r.flags & REQ_IN_FLIGHT == 0 {
-                r.flags |= REQ_IN_FLIGHT;
-                counted_in_flight = true;
-            }
+    if let Some(s) = find(e.tag) {
+        let r = &mut s.info;
+        if r.start_ns != 0 && r.issue_ns == 0 {
+            queue_ns = Some(t.saturating_sub(r.start_ns));
         }
-        None => {
-            count_health(Health::IssueUnmatched);
-            let info = ReqInfo {
+        if r.insert_ns != 0 && r.issue_ns == 0 {
+            sched_ns = Some(t.saturating_sub(r.insert_ns));
+        }
+        r.issue_ns = t;
+        // Bios merged into the request since it was created: its size now is what it carries.
+        r.bytes = e.bytes as u32;
+        if r.flags & REQ_IN_FLIGHT == 0 {
+            r.flags |= REQ_IN_FLIGHT;
+            counted_in_flight = true;
+        }
+    } else {
+        count_health(Health::IssueUnmatched);
+        if let Some(s) = claim(e.tag, t) {
+            s.info = ReqInfo {
                 start_ns: t,
                 issue_ns: t,
                 flags: REQ_IN_FLIGHT,
                 rwbs: e.rwbs.0,
                 bytes: e.bytes as u32,
-                ..zero_info()
+                ..zero_info(e.dev)
             };
-            if BLOCK_REQS.insert(k, info, u64::from(BPF_NOEXIST)).is_ok() {
-                counted_in_flight = true;
-            } else {
-                count_health(Health::ReqsFull);
-            }
+            counted_in_flight = true;
         }
     }
     let depth = if counted_in_flight {
@@ -333,7 +508,7 @@ fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
         None
     };
 
-    let Some(s) = dev_stats(e.dev) else { return Ok(()) };
+    let Some(s) = dev_stats(e.dev) else { return };
     // SAFETY: this CPU's copy of the device's value.
     let s = unsafe { &mut *s };
     if let Some(d) = s.dirs.get_mut(dir) {
@@ -363,42 +538,37 @@ fn try_rq_issue(ctx: &TracePointContext) -> Result<(), Lost> {
         s.depth_sum += depth;
         s.depth_samples += 1;
     }
-    Ok(())
 }
 
 /// Done by the device: device time, completed bytes (what /proc/diskstats counts), and the whole
 /// request credited to the process that submitted it. A partial completion (an error, or a driver
-/// completing in pieces) credits the whole request at its first piece: the later pieces have moved
-/// the sector and are not matched (counted as completions without issue).
-fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
-    let mut e = Event::default();
-    read_event(ctx, &layout!(rq_complete), &mut e)?;
-    let k = key(&e);
+/// completing in pieces) credits the whole request at its first piece: with the classic tag the
+/// later pieces have moved the sector and are not matched (counted as completions without issue);
+/// with the BTF tag they find the slot empty, the same.
+fn rq_complete(e: &Event) {
     let t = now();
     let dir = e.rwbs.direction();
     let mut device_ns = None;
     let mut submitted = None;
-    match BLOCK_REQS.get_ptr(k) {
-        Some(p) => {
-            // SAFETY: a valid pointer into the map; copied before the entry is removed.
-            let r = unsafe { *p };
-            let _ = BLOCK_REQS.remove(k);
-            if r.issue_ns != 0 {
-                device_ns = Some(t.saturating_sub(r.issue_ns));
-            }
-            if r.flags & REQ_IN_FLIGHT != 0 {
-                inflight_add(e.dev, u64::MAX);
-            }
-            crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, Some(&r));
-            if r.flags & REQ_SUBMITTER != 0 {
-                submitted = Some(r);
-            }
+    let mut tracked = None;
+    if let Some(s) = find(e.tag) {
+        let r = s.info;
+        release(s);
+        if r.issue_ns != 0 {
+            device_ns = Some(t.saturating_sub(r.issue_ns));
         }
-        None => {
-            count_health(Health::CompleteUnmatched);
-            crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, None);
+        if r.flags & REQ_IN_FLIGHT != 0 {
+            inflight_add(e.dev, u64::MAX);
         }
+        if r.flags & REQ_SUBMITTER != 0 {
+            submitted = Some(r);
+        }
+        tracked = Some(r);
     }
+    if tracked.is_none() {
+        count_health(Health::CompleteUnmatched);
+    }
+    crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, tracked.as_ref());
     if let Some(s) = dev_stats(e.dev) {
         // SAFETY: this CPU's copy of the device's value.
         let s = unsafe { &mut *s };
@@ -415,7 +585,6 @@ fn try_rq_complete(ctx: &TracePointContext) -> Result<(), Lost> {
     if let Some(r) = submitted {
         credit_submitter(&r, e.dev, t);
     }
-    Ok(())
 }
 
 /// The whole request, done at `t`, credited to the process that submitted it.
@@ -452,10 +621,9 @@ fn credit_submitter(r: &ReqInfo, dev: u32, t: u64) {
 }
 
 /// A request merged into another before issue (the scheduler's request merging): it will never be
-/// issued or completed itself, so its entry goes (its bytes are carried by the other request).
-fn try_rq_merge(ctx: &TracePointContext) -> Result<(), Lost> {
-    let mut e = Event::default();
-    read_event(ctx, &layout!(rq_merge), &mut e)?;
-    let _ = BLOCK_REQS.remove(key(&e));
-    Ok(())
+/// issued or completed itself, so its slot is emptied (its bytes are carried by the other request).
+fn rq_merge(e: &Event) {
+    if let Some(s) = find(e.tag) {
+        release(s);
+    }
 }
