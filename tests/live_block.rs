@@ -96,7 +96,7 @@ fn counts_and_credits(btf: bool) {
     }
     // Both variants use loop devices and read whole-device counts: one at a time.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut bpf = BpfCollector::start_with(&BpfOptions { block_btf: btf });
+    let mut bpf = BpfCollector::start_with(&BpfOptions { btf_tracepoints: btf });
     let status = bpf.status().clone();
     if !status.enabled {
         common::skip("live_block", &format!("eBPF unavailable: {}", status.reason.unwrap_or_default()));
@@ -104,7 +104,11 @@ fn counts_and_credits(btf: bool) {
     }
     for (program, event) in ioscope::bpf::block::live_programs() {
         // The BTF twins where asked for: on a kernel with BTF (CI's) they must attach.
-        let name = if btf { ioscope::bpf::block::btf_twin(program) } else { program.to_string() };
+        let name = if btf && common::kernel_has_btf() {
+            ioscope::bpf::block::btf_twin(program)
+        } else {
+            program.to_string()
+        };
         let p = status
             .programs
             .iter()

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use common::LoopDevice;
-use ioscope::bpf::BpfCollector;
+use ioscope::bpf::{BpfCollector, BpfOptions};
 use ioscope::collect::{Sampler, SystemRoot};
 use ioscope::model::cache::{processes, CacheProcessModel};
 use ioscope::model::Model;
@@ -166,16 +166,20 @@ struct Live {
 }
 
 fn setup() -> Option<Live> {
+    setup_with(&BpfOptions::default())
+}
+
+fn setup_with(options: &BpfOptions) -> Option<Live> {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !common::require_root("live_page_cache") {
         return None;
     }
-    let bpf = start()?;
+    let bpf = start(options)?;
     Some(Live { _serial: serial, bpf, lo: LoopDevice::with_fs(256, "ext4") })
 }
 
-fn start() -> Option<BpfCollector> {
-    let bpf = BpfCollector::start();
+fn start(options: &BpfOptions) -> Option<BpfCollector> {
+    let bpf = BpfCollector::start_with(options);
     let st = bpf.status().clone();
     let wanted = ["filemap:mm_filemap_get_pages", "filemap:mm_filemap_add_to_page_cache"];
     let ok = wanted.iter().all(|t| st.programs.iter().any(|p| p.tracepoint == *t && p.attached));
@@ -269,10 +273,27 @@ fn buffered_write_dirties_its_pages() {
 
 #[test]
 fn direct_io_is_marked_counts_neither_hits_nor_misses_and_has_its_direction() {
+    direct_io_checks(true);
+}
+
+/// The same with the classic tracepoint programs for the iomap events (kernels without BTF).
+#[test]
+fn direct_io_with_classic_tracepoints_has_its_direction_too() {
+    direct_io_checks(false);
+}
+
+fn direct_io_checks(btf: bool) {
     if std::env::var_os(CHILD_MODE).is_some() {
         return;
     }
-    let Some(Live { _serial, mut bpf, lo }) = setup() else { return };
+    let Some(Live { _serial, mut bpf, lo }) = setup_with(&BpfOptions { btf_tracepoints: btf }) else {
+        return;
+    };
+    let twins = ["iomap_dio_rw_begin_btf", "file_iomap_iter_btf"];
+    let attached = |name: &str| bpf.status().programs.iter().any(|p| p.program == name && p.attached);
+    // Where the kernel has BTF (every kernel CI runs on) the twins must attach when asked for.
+    let expected = btf && common::kernel_has_btf();
+    assert_eq!(twins.map(attached), [expected; 2], "BTF twins attached as asked: {:?}", bpf.status());
     let file = lo.mount_point().join("data");
     make_file(&file);
     let (pid, before) = run_child("dio-read", &file, || sample(&mut bpf));

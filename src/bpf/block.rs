@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap};
-use aya::programs::{BtfTracePoint, ProgramFd};
+use aya::programs::ProgramFd;
 use aya::Ebpf;
 use ioscope_common::block::*;
 use ioscope_common::kernel_dev_major_minor;
@@ -171,7 +171,7 @@ pub fn attach(
     {
         if let Some(btf) = request {
             let twin = btf_twin(program);
-            match attach_btf(ebpf, &twin, event, btf) {
+            match super::attach_btf_tracepoint(ebpf, &twin, event, btf) {
                 Ok(()) => {
                     statuses.push(super::program_status(&twin, CATEGORY, event, Ok(())));
                     attached[slot] = Some(twin);
@@ -197,15 +197,6 @@ pub fn attach(
         format!("block probes fell back to classic tracepoints (BTF tracepoint refused: {fallbacks})")
     });
     (statuses, attached, note)
-}
-
-fn attach_btf(ebpf: &mut Ebpf, program: &str, event: &str, btf: &aya::Btf) -> Result<()> {
-    let prog =
-        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
-    let tp: &mut BtfTracePoint = prog.try_into()?;
-    tp.load(event, btf)?;
-    tp.attach()?;
-    Ok(())
 }
 
 /// Reads the format files. An event whose format is missing or unusable stays unconfigured

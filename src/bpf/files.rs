@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{MapData, PerCpuHashMap};
 use aya::Ebpf;
-use ioscope_common::files::{FileCounters, FileKey, FileLayout, FILE_IO_MAP};
+use ioscope_common::files::{FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_IO_MAP};
 
+use super::kernel_btf::KernelBtf;
 use super::tracefs;
 use crate::sample::{BpfProgramStatus, FileProcess};
 
@@ -120,7 +121,39 @@ pub fn flag_bit(format_text: &str, name: &str) -> Option<u32> {
 /// writeback programs (`file_ext4_writepages`, `file_iomap_writeback`) when their layouts are known, and takes
 /// the FILE_IO map. The map is read even without them: the page-cache programs fill it too
 /// (without `file_sync_ra` every page read counts as readahead).
-pub fn attach(ebpf: &mut Ebpf, ready: [Result<(), String>; 5]) -> (Vec<BpfProgramStatus>, Option<FileMaps>) {
+/// `file_iomap_iter` runs as its BTF tracepoint twin when `iomap_btf` is given and the twin loads.
+/// The program with a BTF tracepoint twin, and the twin.
+const ITER_PROGRAM: (&str, &str) = ("file_iomap_iter", "file_iomap_iter_btf");
+
+/// Where the iomap programs' BTF twins find the iomap events' fields in the kernel's structs (see
+/// [`IomapBtfLayout`]), each checked for the size the programs load.
+pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
+    let field = |strukt: &str, member: &str, size: u32| -> Result<u32> {
+        let f = btf.field(strukt, member)?;
+        if f.size != size {
+            bail!("struct {strukt} member `{member}` is {} bytes, expected {size}", f.size);
+        }
+        Ok(f.offset)
+    };
+    Ok(IomapBtfLayout {
+        configured: 1,
+        iter_inode: field("iomap_iter", "inode", 8)?,
+        iter_flags: field("iomap_iter", "flags", 4)?,
+        inode_sb: field("inode", "i_sb", 8)?,
+        inode_ino: field("inode", "i_ino", 8)?,
+        sb_dev: field("super_block", "s_dev", 4)?,
+        kiocb_filp: field("kiocb", "ki_filp", 8)?,
+        kiocb_flags: field("kiocb", "ki_flags", 4)?,
+        file_inode: field("file", "f_inode", 8)?,
+        iov_count: field("iov_iter", "count", 8)?,
+    })
+}
+
+pub fn attach(
+    ebpf: &mut Ebpf,
+    ready: [Result<(), String>; 5],
+    iomap_btf: Option<&aya::Btf>,
+) -> (Vec<BpfProgramStatus>, Option<FileMaps>) {
     let programs = [
         (PROGRAM, CATEGORY, EVENT),
         ("file_sync_ra", "readahead", "page_cache_sync_ra"),
@@ -130,6 +163,12 @@ pub fn attach(ebpf: &mut Ebpf, ready: [Result<(), String>; 5]) -> (Vec<BpfProgra
     ];
     let mut statuses = Vec::new();
     for ((program, category, event), r) in programs.into_iter().zip(ready) {
+        if let (Some(btf), true, Ok(())) = (iomap_btf, program == ITER_PROGRAM.0, &r) {
+            if super::attach_btf_tracepoint(ebpf, ITER_PROGRAM.1, event, btf).is_ok() {
+                statuses.push(super::program_status(ITER_PROGRAM.1, category, event, Ok(())));
+                continue;
+            }
+        }
         statuses.push(match r {
             Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
             Err(e) => super::program_status(program, category, event, Err(e)),

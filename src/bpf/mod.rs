@@ -37,13 +37,14 @@ static OBJECT: &[u8] =
 /// How the programs are attached.
 #[derive(Clone, Debug)]
 pub struct BpfOptions {
-    /// The block programs as BTF tracepoints when the kernel allows (else classic tracepoints).
-    pub block_btf: bool,
+    /// The block and iomap programs as BTF tracepoints when the kernel allows (else classic
+    /// tracepoints).
+    pub btf_tracepoints: bool,
 }
 
 impl Default for BpfOptions {
     fn default() -> Self {
-        BpfOptions { block_btf: true }
+        BpfOptions { btf_tracepoints: true }
     }
 }
 
@@ -86,23 +87,38 @@ impl BpfCollector {
         // Per program, what it needs from tracefs; a program whose needs fail is not attached but
         // the others still are.
         let (mut block_layout, block_ready) = block::layout(&tracefs);
-        // The block programs run as BTF tracepoints when the kernel's BTF describes its requests
-        // (far cheaper per request); else as classic ones.
-        let (block_btf, block_btf_note) = match block_btf(options.block_btf) {
-            Ok((request, btf)) => {
-                block_layout.request = request;
-                (Some(btf), None)
-            }
-            Err(e) => {
-                (None, Some(format!("block probes use classic tracepoints (no BTF tracepoints: {e:#})")))
-            }
-        };
-
         // HZ is measured across the (slow) load: a first jiffies reading now.
         let jiffies_before = page_cache::jiffies_now();
         let (cache_layout, cache_layouts) = page_cache::layout(&tracefs);
-        let (file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
+        let (mut file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
         let (ra_layout, ra_layouts) = readahead::layout(&tracefs);
+
+        // The programs on the busiest events (every block request, every direct I/O) run as BTF
+        // tracepoints where the kernel's BTF describes the structs they read (far cheaper per
+        // event: no record is built, the fields are plain loads); else as classic ones.
+        let mut btf_notes = Vec::new();
+        let btf = match options.btf_tracepoints {
+            true => KernelBtfs::load().map_err(|e| btf_notes.push(format!("no BTF tracepoints: {e:#}"))).ok(),
+            false => None,
+        };
+        let mut block_btf = None;
+        let mut iomap_btf = None;
+        if let Some(k) = &btf {
+            match block::request_layout(&k.ours) {
+                Ok(request) => {
+                    block_layout.request = request;
+                    block_btf = Some(&k.aya);
+                }
+                Err(e) => btf_notes.push(format!("block probes on classic tracepoints: {e:#}")),
+            }
+            match files::iomap_btf_layout(&k.ours) {
+                Ok(l) => {
+                    file_layout.btf = l;
+                    iomap_btf = Some(&k.aya);
+                }
+                Err(e) => btf_notes.push(format!("iomap probes on classic tracepoints: {e:#}")),
+            }
+        }
 
         let mut loader = EbpfLoader::new();
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
@@ -122,7 +138,7 @@ impl BpfCollector {
         // Every program with whether its needs were met; each is attached on its own, so one that
         // fails leaves the others working.
         let (mut programs, block_attached, block_fallback_note) =
-            block::attach(&mut ebpf, &block_ready, block_btf.as_ref());
+            block::attach(&mut ebpf, &block_ready, block_btf);
         let request_ring = match block_files::RequestRing::take(&mut ebpf) {
             Ok(r) => Some(r),
             Err(e) => {
@@ -143,15 +159,15 @@ impl BpfCollector {
             }
         };
         let (cache_statuses, page_cache, hz_note) =
-            page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before);
+            page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before, iomap_btf);
         programs.extend(cache_statuses);
-        let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready);
+        let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready, iomap_btf);
         programs.extend(file_statuses);
         let raw_read = programs.iter().any(|p| p.program == "filemap_get_pages_raw" && p.attached);
         let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
         programs.extend(ra_statuses);
         let mut status = overall_status(programs);
-        for note in block_btf_note.into_iter().chain(block_fallback_note).chain(hz_note).chain(file_notes) {
+        for note in btf_notes.into_iter().chain(block_fallback_note).chain(hz_note).chain(file_notes) {
             status.reason = Some(match status.reason {
                 Some(r) => format!("{r}; {note}"),
                 None => note,
@@ -263,18 +279,31 @@ fn locate_tracefs(
     }
 }
 
-/// Loads and attaches one tracepoint program of the object.
-/// The kernel's BTF for loading BTF tracepoints (aya's) and the block request layout from it
-/// (ours).
-fn block_btf(wanted: bool) -> Result<(ioscope_common::block::RequestLayout, aya::Btf)> {
-    if !wanted {
-        anyhow::bail!("not wanted");
-    }
-    let request = block::request_layout(&kernel_btf::KernelBtf::load()?)?;
-    let btf = aya::Btf::from_sys_fs()?;
-    Ok((request, btf))
+/// The kernel's BTF, parsed twice: by aya (to load BTF tracepoints) and by us (to read struct
+/// layouts, which aya does not offer).
+struct KernelBtfs {
+    ours: kernel_btf::KernelBtf,
+    aya: aya::Btf,
 }
 
+impl KernelBtfs {
+    fn load() -> Result<KernelBtfs> {
+        Ok(KernelBtfs { ours: kernel_btf::KernelBtf::load()?, aya: aya::Btf::from_sys_fs()? })
+    }
+}
+
+/// Loads `program` (a BTF tracepoint) for `event` and attaches it.
+fn attach_btf_tracepoint(ebpf: &mut Ebpf, program: &str, event: &str, btf: &aya::Btf) -> Result<()> {
+    let prog = ebpf
+        .program_mut(program)
+        .ok_or_else(|| anyhow::anyhow!("program `{program}` is not in the eBPF object"))?;
+    let tp: &mut aya::programs::BtfTracePoint = prog.try_into()?;
+    tp.load(event, btf)?;
+    tp.attach()?;
+    Ok(())
+}
+
+/// Loads and attaches one tracepoint program of the object.
 fn attach_tracepoint(ebpf: &mut Ebpf, program: &str, category: &str, event: &str) -> BpfProgramStatus {
     let result = (|| -> Result<()> {
         let prog = ebpf

@@ -160,10 +160,13 @@ pub fn write_flag(format_text: &str) -> Option<u32> {
 /// Attaches every page-cache program whose layout is known (`layouts` from [`layout`], in
 /// [`PROBES`] order) and takes the maps. Returns each program's status and the maps when at
 /// least one program is attached.
+/// `iomap_dio_rw_begin` runs as its BTF tracepoint twin when `iomap_btf` is given and the twin
+/// loads.
 pub fn attach(
     ebpf: &mut Ebpf,
     layouts: &[Result<(), String>],
     jiffies_before: Option<((u64, u64), Instant)>,
+    iomap_btf: Option<&aya::Btf>,
 ) -> (Vec<BpfProgramStatus>, Option<PageCacheMaps>, Option<String>) {
     let mut statuses: Vec<BpfProgramStatus> = PROBES
         .iter()
@@ -173,6 +176,12 @@ pub fn attach(
             if p.program == GET_PAGES_RAW.0 {
                 if let Ok(status) = attach_raw(ebpf, GET_PAGES_RAW.1, p) {
                     return status;
+                }
+            }
+            // Direct I/O as a BTF tracepoint (its flag value still comes from the format).
+            if let (Some(btf), true, Ok(())) = (iomap_btf, p.program == DIO_BTF.0, l) {
+                if super::attach_btf_tracepoint(ebpf, DIO_BTF.1, p.event, btf).is_ok() {
+                    return super::program_status(DIO_BTF.1, p.category, p.event, Ok(()));
                 }
             }
             match l {
@@ -209,6 +218,9 @@ pub fn symbol_value(format_text: &str, name: &str) -> Option<u32> {
     let open = fmt[..at].rfind('{')?;
     fmt[open + 1..at].trim().trim_end_matches(',').trim().parse().ok()
 }
+
+/// The probe that has a BTF-tracepoint twin, and the twin's program name.
+const DIO_BTF: (&str, &str) = ("iomap_dio_rw_begin", "iomap_dio_rw_begin_btf");
 
 /// The probe that has a raw-tracepoint twin, and the twin's program name.
 const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw");

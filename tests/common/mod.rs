@@ -304,3 +304,9 @@ pub fn child_signal_and_wait(marker: &str) {
     let mut go = [0u8; 1];
     std::io::stdin().read_exact(&mut go).unwrap();
 }
+
+/// Whether the running kernel describes itself in BTF (then ioscope's BTF tracepoint programs
+/// must attach).
+pub fn kernel_has_btf() -> bool {
+    Path::new(ioscope::bpf::kernel_btf::VMLINUX_BTF).exists()
+}

@@ -162,6 +162,49 @@ pub struct FileLayout {
     pub iwf_size: u32,
     pub iwf_offset: u32,
     pub iwf_length: u32,
+    /// For the BTF tracepoint twins of the iomap programs.
+    pub btf: IomapBtfLayout,
+}
+
+/// Where the BTF tracepoint twins of `iomap_iter` and `iomap_dio_rw_begin` find what those
+/// events' records would hold, in the kernel's own structs (offsets from its BTF at run time;
+/// see ioscope_common::block::RequestLayout for why that makes them cheap). The flag values
+/// (IOMAP_DIRECT, IOMAP_WRITE, IOCB_WRITE) still come from the events' formats.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IomapBtfLayout {
+    /// 0: the twins do nothing (the classic programs are used).
+    pub configured: u32,
+    /// `struct iomap_iter`: `inode` (pointer), `flags` (u32).
+    pub iter_inode: u32,
+    pub iter_flags: u32,
+    /// `struct inode`: `i_sb` (pointer), `i_ino` (u64).
+    pub inode_sb: u32,
+    pub inode_ino: u32,
+    /// `struct super_block`: `s_dev` (u32): the events' `dev`.
+    pub sb_dev: u32,
+    /// `struct kiocb`: `ki_filp` (pointer), `ki_flags` (u32).
+    pub kiocb_filp: u32,
+    pub kiocb_flags: u32,
+    /// `struct file`: `f_inode` (pointer).
+    pub file_inode: u32,
+    /// `struct iov_iter`: `count` (u64): the event's `count`.
+    pub iov_count: u32,
+}
+
+impl IomapBtfLayout {
+    pub const UNSET: IomapBtfLayout = IomapBtfLayout {
+        configured: 0,
+        iter_inode: 0,
+        iter_flags: 0,
+        inode_sb: 0,
+        inode_ino: 0,
+        sb_dev: 0,
+        kiocb_filp: 0,
+        kiocb_flags: 0,
+        file_inode: 0,
+        iov_count: 0,
+    };
 }
 
 impl FileLayout {
@@ -199,6 +242,7 @@ impl FileLayout {
         iwf_size: 0,
         iwf_offset: 0,
         iwf_length: 0,
+        btf: IomapBtfLayout::UNSET,
     };
 }
 
@@ -292,7 +336,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<FileKey>(), 16);
         assert_eq!(core::mem::size_of::<FileCounters>(), 7 * 8 + 8 + 16);
         assert_eq!(core::mem::size_of::<FileInsertRecord>(), 8 + 3 * 8);
-        assert_eq!(core::mem::size_of::<FileLayout>(), 33 * 4);
+        assert_eq!(core::mem::size_of::<FileLayout>(), (33 + 10) * 4);
         assert_eq!(core::mem::size_of::<DioPending>(), 24);
         assert_eq!(core::mem::size_of::<DemandRecord>(), 32);
     }

@@ -18,6 +18,7 @@
 
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
+use crate::kernel::kernel_field;
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
@@ -177,15 +178,6 @@ struct Event {
     sector: u64,
     bytes: u64,
     rwbs: RwbsFlags,
-}
-
-/// A field of a kernel struct at `offset` from `base`, with a plain load. For the BTF programs'
-/// pointers only: the verifier knows their type, checks the access against the kernel's BTF (the
-/// offset is a constant to it: see RequestLayout) and makes a faulting load read 0.
-#[inline(always)]
-fn kernel_field<T: Copy>(base: *const u8, offset: u32) -> T {
-    // SAFETY: see above; the loader checked each field's size against the kernel's BTF.
-    unsafe { core::ptr::read(base.wrapping_add(offset as usize).cast::<T>()) }
 }
 
 /// A number for the request at `rq`, unique while it exists: its distance from a fixed address

@@ -4,14 +4,16 @@
 
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
-    macros::{map, tracepoint},
+    macros::{btf_tracepoint, map, tracepoint},
     maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
-    programs::TracePointContext,
+    programs::{BtfTracePointContext, TracePointContext},
 };
 use ioscope_common::files::{
     bdi_dev, folio_bytes_before_eof, is_demand, DemandRecord, DioPending, FileCounters, FileInsertRecord,
     FileKey, FileLayout, FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, KEY_BDI_DEV, KEY_SB_DEV,
 };
+
+use crate::kernel::kernel_field;
 
 #[unsafe(no_mangle)]
 static FILE_LAYOUT: FileLayout = FileLayout::UNSET;
@@ -34,6 +36,14 @@ static FILE_DIO_PENDING: PerCpuArray<DioPending> = PerCpuArray::with_max_entries
 fn layout() -> FileLayout {
     // SAFETY: see page_cache::layout().
     unsafe { core::ptr::read_volatile(&raw const FILE_LAYOUT) }
+}
+
+/// One field of the layout (`layout()` copies all of it: too much for the busiest programs).
+macro_rules! layout_field {
+    ($($f:ident).+) => {
+        // SAFETY: see page_cache::layout().
+        unsafe { core::ptr::read_volatile(&raw const FILE_LAYOUT.$($f).+) }
+    };
 }
 
 /// This CPU's counters of `key`, created on first use.
@@ -147,23 +157,56 @@ pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) {
     }
 }
 
-/// From `iomap_dio_rw_begin`: `bytes` of direct I/O on the event's file. Its direction comes
-/// from the thread's next `iomap_iter` (see ioscope_common::files::DioPending) when that program
-/// runs; else from `write`, the event's own IOCB_WRITE bit. Returns whether the direction was
-/// left to `iomap_iter`, which then also credits the process (crate::page_cache).
+/// The file of an `iomap_dio_rw_begin` record: (dev, ino).
 #[inline(always)]
-pub fn on_dio(ctx: &TracePointContext, bytes: u64, write: bool) -> bool {
+pub fn dio_file(ctx: &TracePointContext) -> Option<(u32, u64)> {
     let l = layout();
     if l.dio_ok == 0 {
-        return false;
+        return None;
     }
     // SAFETY: offsets from the format file.
-    let (Ok(dev), Ok(ino)) = (unsafe { ctx.read_at::<u32>(l.dio_dev as usize) }, unsafe {
-        ctx.read_at::<u64>(l.dio_ino as usize)
-    }) else {
-        return false;
-    };
-    if l.iter_ok != 0 && !write {
+    unsafe {
+        Some((ctx.read_at::<u32>(l.dio_dev as usize).ok()?, ctx.read_at::<u64>(l.dio_ino as usize).ok()?))
+    }
+}
+
+/// The file of the kiocb of an `iomap_dio_rw_begin` BTF tracepoint: (dev, ino), as the record has
+/// them (`file_inode(iocb->ki_filp)->i_sb->s_dev`, `->i_ino`).
+#[inline(always)]
+pub fn dio_file_btf(iocb: *const u8) -> Option<(u32, u64)> {
+    if layout_field!(btf.configured) == 0 {
+        return None;
+    }
+    let filp: *const u8 = kernel_field(iocb, layout_field!(btf.kiocb_filp));
+    Some(inode_file(kernel_field(filp, layout_field!(btf.file_inode))))
+}
+
+/// The offsets of `iov_iter.count` and `kiocb.ki_flags` for the `iomap_dio_rw_begin` BTF
+/// tracepoint (the iomap part of the BTF layout lives here), or None when not configured.
+#[inline(always)]
+pub fn dio_args_btf() -> Option<(u32, u32)> {
+    if layout_field!(btf.configured) == 0 {
+        return None;
+    }
+    Some((layout_field!(btf.iov_count), layout_field!(btf.kiocb_flags)))
+}
+
+/// An inode's (dev, ino) as the iomap events' records have them.
+#[inline(always)]
+fn inode_file(inode: *const u8) -> (u32, u64) {
+    let sb: *const u8 = kernel_field(inode, layout_field!(btf.inode_sb));
+    (kernel_field(sb, layout_field!(btf.sb_dev)), kernel_field(inode, layout_field!(btf.inode_ino)))
+}
+
+/// From `iomap_dio_rw_begin`: `bytes` of direct I/O on `file` (None: its identity could not be
+/// read). Its direction comes from the thread's next `iomap_iter` (see
+/// ioscope_common::files::DioPending) when that program runs; else from `write`, the event's own
+/// IOCB_WRITE bit. Returns whether the direction was left to `iomap_iter`, which then also credits
+/// the process (crate::page_cache).
+#[inline(always)]
+pub fn on_dio(file: Option<(u32, u64)>, bytes: u64, write: bool) -> bool {
+    let Some((dev, ino)) = file else { return false };
+    if layout_field!(iter_ok) != 0 && !write {
         if let Some(slot) = FILE_DIO_PENDING.get_ptr_mut(0) {
             let tid = bpf_get_current_pid_tgid() as u32;
             // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
@@ -191,42 +234,63 @@ fn count_dio(dev: u32, ino: u64, bytes: u64, write: bool) {
 /// tells the direction of the direct I/O waiting in FILE_DIO_PENDING.
 #[tracepoint]
 pub fn file_iomap_iter(ctx: TracePointContext) -> u32 {
-    try_iomap_iter(&ctx).unwrap_or(0)
-}
-
-fn try_iomap_iter(ctx: &TracePointContext) -> Result<u32, i64> {
     let l = layout();
     if l.iter_ok == 0 {
-        return Ok(0);
+        return 0;
     }
     // SAFETY: offset from the format file.
-    let flags = unsafe { ctx.read_at::<u32>(l.iter_flags as usize) }.map_err(i64::from)?;
-    if flags & l.iter_direct_flag == 0 {
-        return Ok(0);
+    let Ok(flags) = (unsafe { ctx.read_at::<u32>(l.iter_flags as usize) }) else { return 0 };
+    on_iter(flags, l.iter_direct_flag, l.iter_write_flag, || {
+        // SAFETY: offsets from the format file.
+        unsafe {
+            Some((
+                ctx.read_at::<u32>(l.iter_dev as usize).ok()?,
+                ctx.read_at::<u64>(l.iter_ino as usize).ok()?,
+            ))
+        }
+    });
+    0
+}
+
+/// The same as a BTF tracepoint: `TP_PROTO(struct iomap_iter *iter, const void *ops, unsigned long
+/// caller)`, read with plain loads.
+#[btf_tracepoint(function = "iomap_iter")]
+pub fn file_iomap_iter_btf(ctx: BtfTracePointContext) -> i32 {
+    if layout_field!(iter_ok) == 0 || layout_field!(btf.configured) == 0 {
+        return 0;
     }
-    let Some(slot) = FILE_DIO_PENDING.get_ptr_mut(0) else { return Ok(0) };
+    let iter: *const u8 = ctx.arg(0);
+    let flags: u32 = kernel_field(iter, layout_field!(btf.iter_flags));
+    on_iter(flags, layout_field!(iter_direct_flag), layout_field!(iter_write_flag), || {
+        Some(inode_file(kernel_field(iter, layout_field!(btf.iter_inode))))
+    });
+    0
+}
+
+/// An iteration with `flags` (IOMAP_DIRECT and IOMAP_WRITE: `direct_flag`, `write_flag`) over
+/// `file` (read only when needed: most iterations are not the first direct one after a
+/// dio_rw_begin).
+#[inline(always)]
+fn on_iter(flags: u32, direct_flag: u32, write_flag: u32, file: impl FnOnce() -> Option<(u32, u64)>) {
+    if flags & direct_flag == 0 {
+        return;
+    }
+    let Some(slot) = FILE_DIO_PENDING.get_ptr_mut(0) else { return };
     // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
     let slot = unsafe { &mut *slot };
     // Nothing waiting (the usual case: the I/O's later iterations): no helper call.
     if slot.tid == 0 || slot.tid != bpf_get_current_pid_tgid() as u32 {
-        return Ok(0);
+        return;
     }
     let p = *slot;
-    // SAFETY: offsets from the format file.
-    let (dev, ino) = unsafe {
-        (
-            ctx.read_at::<u32>(l.iter_dev as usize).map_err(i64::from)?,
-            ctx.read_at::<u64>(l.iter_ino as usize).map_err(i64::from)?,
-        )
-    };
+    let Some((dev, ino)) = file() else { return };
     if dev != p.dev || ino != p.ino {
-        return Ok(0);
+        return;
     }
     slot.tid = 0;
-    let write = flags & l.iter_write_flag != 0;
+    let write = flags & write_flag != 0;
     count_dio(dev, ino, p.bytes, write);
     crate::page_cache::count_dio_process(p.bytes, write);
-    Ok(0)
 }
 
 /// `writeback:writeback_single_inode`: `wrote` pages of the inode were written back by this call

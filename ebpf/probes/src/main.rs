@@ -9,6 +9,7 @@
 mod block_files;
 mod block_io;
 mod files;
+mod kernel;
 mod page_cache;
 mod readahead;
 

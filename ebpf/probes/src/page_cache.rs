@@ -6,10 +6,12 @@
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{map, raw_tracepoint, tracepoint},
+    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
     maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
-    programs::{RawTracePointContext, TracePointContext},
+    programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
 };
+
+use crate::kernel::kernel_field;
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch,
     DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, RSS_LAST_MAX,
@@ -389,14 +391,44 @@ fn try_dio(ctx: &TracePointContext) -> Result<u32, i64> {
     }
     // SAFETY: offsets from the format file.
     let (bytes, flags) = unsafe { (field::<u64>(ctx, l.dio_count)?, field::<u32>(ctx, l.dio_ki_flags)?) };
-    let write = flags & l.dio_write_flag != 0;
+    on_dio(l.dio_write_flag, bytes, flags, crate::files::dio_file(ctx));
+    Ok(0)
+}
+
+/// The same as a BTF tracepoint: `TP_PROTO(struct kiocb *iocb, struct iov_iter *iter, unsigned
+/// int dio_flags, size_t done_before)`, read with plain loads (the record's `count` is
+/// `iov_iter_count(iter)`, its `flags` `iocb->ki_flags`).
+#[btf_tracepoint(function = "iomap_dio_rw_begin")]
+pub fn iomap_dio_rw_begin_btf(ctx: BtfTracePointContext) -> i32 {
+    // SAFETY (both): see layout(); one field each, not the whole layout.
+    let (dio_ok, write_flag) = unsafe {
+        (
+            core::ptr::read_volatile(&raw const CACHE_LAYOUT.dio_ok),
+            core::ptr::read_volatile(&raw const CACHE_LAYOUT.dio_write_flag),
+        )
+    };
+    let Some((count, ki_flags)) = crate::files::dio_args_btf() else { return 0 };
+    if dio_ok == 0 {
+        return 0;
+    }
+    let iocb: *const u8 = ctx.arg(0);
+    let iter: *const u8 = ctx.arg(1);
+    let bytes: u64 = kernel_field(iter, count);
+    let flags: u32 = kernel_field(iocb, ki_flags);
+    on_dio(write_flag, bytes, flags, crate::files::dio_file_btf(iocb));
+    0
+}
+
+/// A direct I/O of `bytes` with kiocb `flags` (IOCB_WRITE: `write_flag`) on `file`.
+#[inline(always)]
+fn on_dio(write_flag: u32, bytes: u64, flags: u32, file: Option<(u32, u64)>) {
+    let write = flags & write_flag != 0;
     // A read by the event's own flags may be a plain write(2) (ki_flags lacks IOCB_WRITE there on
     // some kernels): then the files program learns the direction at the thread's next iomap_iter
     // and credits the process through count_dio_process.
-    if !crate::files::on_dio(ctx, bytes, write) {
+    if !crate::files::on_dio(file, bytes, write) {
         count_dio_process(bytes, write);
     }
-    Ok(0)
 }
 
 /// Direct I/O of `bytes` by the current process (it bypasses the cache: neither hit nor miss).

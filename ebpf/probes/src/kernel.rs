@@ -1,0 +1,13 @@
+//! Reading the kernel's own structs from BTF tracepoint programs.
+
+/// A field of a kernel struct at `offset` from `base`, with a plain load. For pointers a BTF
+/// tracepoint got from the kernel (its arguments and the pointers read from them) only: the
+/// verifier knows their type and checks the access against the kernel's BTF, which needs the
+/// offset to be a constant to it (the layouts are read-only globals, frozen before load), and
+/// makes a faulting load read 0. The offsets come from the kernel's BTF at run time
+/// (src/bpf/kernel_btf.rs), with each field's size checked by the loader.
+#[inline(always)]
+pub fn kernel_field<T: Copy>(base: *const u8, offset: u32) -> T {
+    // SAFETY: see above.
+    unsafe { core::ptr::read(base.wrapping_add(offset as usize).cast::<T>()) }
+}
