@@ -241,9 +241,18 @@ fn counts_and_credits(btf: bool) {
     let h = &wb.block_health;
     assert_eq!((h.procs_full, h.devs_full, h.read_errors), (0, 0, 0));
     // A request slot is taken over only from a request whose completion was skipped (then it
-    // is reused by the next request there), never from one in flight on this quiet machine.
+    // is reused by the next request there), never from one in flight on a quiet machine. With
+    // classic tracepoints under heavy I/O elsewhere (e.g. 80k IOPS on another disk) the kernel
+    // skips hundreds of completions a second (one classic program at a time per CPU), and
+    // their stale entries are taken over later: a small share of all requests.
     let skipped: u64 = h.missed.iter().sum();
-    assert!(h.reqs_full <= skipped, "{} slots taken over, {skipped} runs skipped", h.reqs_full);
+    let requests = h.events[2];
+    let allowed = if btf { skipped } else { skipped + requests / 50 };
+    assert!(
+        h.reqs_full <= allowed,
+        "{} slots taken over, {skipped} runs skipped, {requests} requests",
+        h.reqs_full
+    );
     assert_eq!(h.events.len(), 6);
     // io_start, rq_issue and rq_complete saw every request (insert and merge depend on the
     // scheduler); the retired block_io_done slot stays empty.
