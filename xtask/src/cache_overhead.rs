@@ -1,7 +1,8 @@
 //! `cargo xtask cache-overhead`: what the page-cache probes cost a cached-read workload.
 //!
-//! fio does 4 KiB buffered random reads (psync, one job) of a file that is fully in the page cache,
-//! for a few seconds at a time, alternately without and with `ioscope --batch` running (its eBPF
+//! fio does 4 KiB buffered random reads (psync, one job) of a file that is fully in the page cache
+//! (or, with `--cat`, what `cat` of a cached file does: sequential 128 KiB reads), for a few
+//! seconds at a time, alternately without and with `ioscope --batch` running (its eBPF
 //! programs attached, so every read() runs the `mm_filemap_get_pages` program). Rounds alternate so
 //! that drift in the machine's load hits both sides alike; the medians are compared. The target
 //! (README "Page cache"): with ioscope, at least 95 % of the throughput without.
@@ -35,6 +36,34 @@ struct Args {
     /// Directory for the file (on a disk-backed filesystem, not tmpfs).
     #[arg(long, default_value = "/var/tmp")]
     dir: PathBuf,
+    /// Read as `cat` does (sequential reads of 128 KiB, its buffer size) instead of 4 KiB random
+    /// reads (the harshest case: the probes' cost per read() is fixed, the read is at its smallest).
+    #[arg(long)]
+    cat: bool,
+}
+
+/// The read pattern of one run: fio's `--rw` and the read size in KiB.
+#[derive(Clone, Copy, Debug)]
+struct Pattern {
+    rw: &'static str,
+    kib: u64,
+}
+
+impl Pattern {
+    fn of(args: &Args) -> Pattern {
+        if args.cat {
+            Pattern { rw: "read", kib: 128 }
+        } else {
+            Pattern { rw: "randread", kib: 4 }
+        }
+    }
+
+    fn describe(self) -> String {
+        match self.rw {
+            "read" => format!("sequential {} KiB reads (as cat does)", self.kib),
+            _ => format!("{} KiB random reads", self.kib),
+        }
+    }
 }
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -48,9 +77,13 @@ pub fn run(args: &[String]) -> Result<()> {
     let file = args.dir.join(format!("ioscope-cache-overhead-{}", std::process::id()));
     let _cleanup = RemoveOnDrop(file.clone());
     make_cached_file(&file, args.file_mib)?;
+    let pattern = Pattern::of(&args);
     println!(
-        "cache-overhead: fio 4 KiB buffered random reads of a cached {} MiB file, {} s × {} rounds per side",
-        args.file_mib, args.seconds, args.rounds
+        "cache-overhead: fio buffered {} of a cached {} MiB file, {} s × {} rounds per side",
+        pattern.describe(),
+        args.file_mib,
+        args.seconds,
+        args.rounds
     );
 
     let mut without = Vec::new();
@@ -58,7 +91,7 @@ pub fn run(args: &[String]) -> Result<()> {
     for round in 1..=args.rounds {
         // Other work on the machine may have evicted it (e.g. a drop_caches): cache it again.
         read_all(&file)?;
-        let a = fio_run(&file, args.seconds)?;
+        let a = fio_run(&file, args.seconds, pattern)?;
         let mut ioscope = Command::new(&bin)
             .args(["--batch", "--interval", "1"])
             .stdout(Stdio::null())
@@ -67,7 +100,7 @@ pub fn run(args: &[String]) -> Result<()> {
             .context("starting ioscope --batch")?;
         // eBPF load and attach before measuring.
         std::thread::sleep(Duration::from_secs(2));
-        let b = read_all(&file).and_then(|()| fio_run(&file, args.seconds));
+        let b = read_all(&file).and_then(|()| fio_run(&file, args.seconds, pattern));
         let _ = ioscope.kill();
         let _ = ioscope.wait();
         let b = b?;
@@ -142,20 +175,28 @@ struct FioRun {
     reads_per_cpu_s: f64,
 }
 
-/// One fio run: 4 KiB buffered random reads of the cached file (invalidate=0 keeps it cached).
-fn fio_run(file: &Path, seconds: u64) -> Result<FioRun> {
-    let args = crate::fio::randread_4k("cached", file, seconds, &["--ioengine=psync", "--invalidate=0"]);
+/// One fio run: buffered reads of the cached file (invalidate=0 keeps it cached).
+fn fio_run(file: &Path, seconds: u64, p: Pattern) -> Result<FioRun> {
+    let mut args = crate::fio::randread_4k("cached", file, seconds, &["--ioengine=psync", "--invalidate=0"]);
+    for a in args.iter_mut() {
+        if a.starts_with("--rw=") {
+            *a = format!("--rw={}", p.rw);
+        } else if a.starts_with("--bs=") {
+            *a = format!("--bs={}k", p.kib);
+        }
+    }
     let r = crate::fio::run(&args)?;
-    reads_per_cpu(&r).context("fio reported no CPU time")
+    reads_per_cpu(&r, p.kib).context("fio reported no CPU time")
 }
 
-/// Reads per second of fio's own CPU time: 4 KiB reads over (usr + sys) share of the runtime.
-fn reads_per_cpu(r: &crate::fio::ReadFigures) -> Option<FioRun> {
+/// Reads per second of fio's own CPU time: reads of `read_kib` over (usr + sys) share of the
+/// runtime.
+fn reads_per_cpu(r: &crate::fio::ReadFigures, read_kib: u64) -> Option<FioRun> {
     let cpu_s = (r.usr_pct + r.sys_pct) / 100.0 * r.runtime_ms / 1000.0;
     if cpu_s <= 0.0 {
         return None;
     }
-    Some(FioRun { iops: r.iops, reads_per_cpu_s: r.kib / 4.0 / cpu_s })
+    Some(FioRun { iops: r.iops, reads_per_cpu_s: r.kib / read_kib as f64 / cpu_s })
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -182,10 +223,11 @@ mod tests {
             usr_pct: 10.0,
             sys_pct: 40.0,
         };
-        let run = reads_per_cpu(&r).unwrap();
+        let run = reads_per_cpu(&r, 4).unwrap();
         assert_eq!(run.iops, 209715.0);
         assert_eq!(run.reads_per_cpu_s, 1_048_576.0 / 2.5);
-        assert_eq!(reads_per_cpu(&crate::fio::ReadFigures { usr_pct: 0.0, sys_pct: 0.0, ..r }), None);
+        assert_eq!(reads_per_cpu(&r, 128).unwrap().reads_per_cpu_s, 32_768.0 / 2.5, "128 KiB reads");
+        assert_eq!(reads_per_cpu(&crate::fio::ReadFigures { usr_pct: 0.0, sys_pct: 0.0, ..r }, 4), None);
     }
 
     #[test]
