@@ -1,9 +1,11 @@
 //! The block-layer probes' userspace half (kernel side: ebpf/probes/src/block_io.rs): the field
-//! offsets each event needs from tracefs, and reading the maps into the Sample once per interval.
+//! offsets each event needs from tracefs (classic programs) and from the kernel's BTF (their BTF
+//! tracepoint twins), attaching one of each pair, and reading the maps into the Sample once per
+//! interval.
 //!
 //! Also the two chores only userspace can do: dropping a process's entries from the kernel map
 //! once they have been read after the process exited (so short-lived `dd`s are caught, and the map
-//! does not fill with the dead), and evicting request entries whose completion never came.
+//! does not fill with the dead), and emptying request slots whose completion never came.
 
 use std::collections::{HashMap as StdHashMap, HashSet};
 use std::fs;
@@ -61,7 +63,8 @@ pub fn issued_counts(d: &BlockDeviceCounters) -> BpfDeviceCounters {
     }
 }
 
-/// How often request entries are checked for staleness, and how old one must be to be evicted.
+/// How often request slots are checked for staleness (a pass reads all 32,768: one syscall each,
+/// ~30 ms, so not every interval), and how old one must be to be emptied.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
 const STALE_NS: u64 = 60_000_000_000;
 /// `PF_KTHREAD` in /proc/PID/stat's flags field (include/linux/sched.h).
