@@ -72,12 +72,20 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Every run starts from the same state: what the previous run left dirty on the test filesystem
 /// is flushed (syncfs, not a machine-wide sync that would wait for other work's write-back), and
-/// the file's cached pages are dropped. Both tools drop them too (fio's `invalidate=1`, ioscope's
-/// `--cache cold`), but fio does it after its clock started: after a buffered write left 512 MiB
-/// cached, that alone added 20–100 ms to fio's write job.
-fn settle(file: &Path) {
+/// before a read the file's cached pages are dropped. Both tools drop them too (fio's
+/// `invalidate=1`, ioscope's `--cache cold`), but fio does it after its clock started: after a
+/// buffered write left 512 MiB cached, that alone added 20–100 ms to fio's write job.
+///
+/// The write job overwrites the file's cached (clean) pages instead (fio `--invalidate=0`, ioscope
+/// `--cache warm`): on a VM whose freed memory goes back to the host (virtio-balloon free page
+/// reporting), writing into freshly allocated pages the host must fault in again ran 2–4× slower,
+/// in some runs and not others, whichever tool it was (see cargo xtask bench-fio's `settle`).
+fn settle(file: &Path, job: &Job) {
     use std::os::fd::AsRawFd;
     common::run("sync", &["-f", file.to_str().unwrap()]);
+    if job.dir == "write" {
+        return;
+    }
     let f = std::fs::File::open(file).unwrap();
     // SAFETY: a plain syscall on an open descriptor.
     let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
@@ -85,7 +93,7 @@ fn settle(file: &Path) {
 }
 
 fn fio(file: &Path, job: &Job, engine: Engine, mem: &str) -> Figures {
-    settle(file);
+    settle(file, job);
     let engine_args = match engine {
         Engine::IoUring => vec!["--ioengine=io_uring".to_string(), format!("--iodepth={}", job.qd)],
         Engine::Threads => {
@@ -113,7 +121,7 @@ fn fio(file: &Path, job: &Job, engine: Engine, mem: &str) -> Figures {
 }
 
 fn ioscope(file: &Path, job: &Job, engine: Engine) -> Figures {
-    settle(file);
+    settle(file, job);
     let engine_name = match engine {
         Engine::IoUring => "io_uring",
         Engine::Threads => "threads",
@@ -203,8 +211,10 @@ fn jobs() -> Vec<Job> {
         },
         Job {
             name: "1 MiB buffered sequential writes, fsync at end",
-            ioscope: words("--write --rw write --bs 1m --modes buffered --qd 1 --fsync end --runtime 60"),
-            fio: words("--rw=write --bs=1m --direct=0 --end_fsync=1"),
+            ioscope: words(
+                "--write --rw write --bs 1m --modes buffered --qd 1 --fsync end --cache warm --runtime 60",
+            ),
+            fio: words("--rw=write --bs=1m --direct=0 --end_fsync=1 --invalidate=0"),
             qd: 1,
             dir: "write",
             // Each write is a copy into the page cache; the p50 is printed, the fsync is the job.
