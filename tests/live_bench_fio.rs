@@ -269,6 +269,7 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
             "mmap"
         }
     };
+    eprintln!("fio buffers: --mem={mem}");
     let mut failures = Vec::new();
     for job in &jobs() {
         // One unmeasured run of each first: the first run of a job after another job is slower.
