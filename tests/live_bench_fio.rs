@@ -5,8 +5,8 @@
 //!
 //! Both tools run the same way: io_uring with QD requests in flight (fio `ioengine=io_uring
 //! iodepth=QD`), or where io_uring is unavailable QD threads doing pread/pwrite (fio `psync
-//! numjobs=QD`); I/O buffers from anonymous mappings (fio `--mem=mmap`); latency from submission to
-//! completion (fio's `lat`, so `--lat_percentiles=1`); the write job's time includes its final
+//! numjobs=QD`); I/O buffers in huge pages (fio `--mem=mmaphuge`, ioscope's transparent huge
+//! pages: src/bench/buffers.rs); latency from submission to completion (fio's `lat`, so `--lat_percentiles=1`); the write job's time includes its final
 //! fsync (fio `end_fsync=1`: fio counts it in the job's runtime too).
 //!
 //! Noise: a round runs the two tools within a second of each other, so load from other work
@@ -72,20 +72,28 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Every run starts from the same state: what the previous run left dirty on the test filesystem
 /// is flushed (syncfs, not a machine-wide sync that would wait for other work's write-back), and
-/// the file's cached pages are dropped. Both tools drop them too (fio's `invalidate=1`, ioscope's
-/// `--cache cold`), but fio does it after its clock started: after a buffered write left 512 MiB
-/// cached, that alone added 20–100 ms to fio's write job.
-fn settle(file: &Path) {
+/// before a read the file's cached pages are dropped. Both tools drop them too (fio's
+/// `invalidate=1`, ioscope's `--cache cold`), but fio does it after its clock started: after a
+/// buffered write left 512 MiB cached, that alone added 20–100 ms to fio's write job.
+///
+/// The write job overwrites the file's cached (clean) pages instead (fio `--invalidate=0`, ioscope
+/// `--cache warm`): on a VM whose freed memory goes back to the host (virtio-balloon free page
+/// reporting), writing into freshly allocated pages the host must fault in again ran 2–4× slower,
+/// in some runs and not others, whichever tool it was (see cargo xtask bench-fio's `settle`).
+fn settle(file: &Path, job: &Job) {
     use std::os::fd::AsRawFd;
     common::run("sync", &["-f", file.to_str().unwrap()]);
+    if job.dir == "write" {
+        return;
+    }
     let f = std::fs::File::open(file).unwrap();
     // SAFETY: a plain syscall on an open descriptor.
     let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     assert_eq!(rc, 0, "posix_fadvise(DONTNEED) on the test file");
 }
 
-fn fio(file: &Path, job: &Job, engine: Engine) -> Figures {
-    settle(file);
+fn fio(file: &Path, job: &Job, engine: Engine, mem: &str) -> Figures {
+    settle(file, job);
     let engine_args = match engine {
         Engine::IoUring => vec!["--ioengine=io_uring".to_string(), format!("--iodepth={}", job.qd)],
         Engine::Threads => {
@@ -94,7 +102,8 @@ fn fio(file: &Path, job: &Job, engine: Engine) -> Figures {
     };
     let out = Command::new("fio")
         .args(["--name=agree", &format!("--filename={}", file.display()), "--output-format=json"])
-        .args([&format!("--size={SIZE}"), "--thread", "--disk_util=0", "--lat_percentiles=1", "--mem=mmap"])
+        .args([&format!("--size={SIZE}"), "--thread", "--disk_util=0", "--lat_percentiles=1"])
+        .arg(format!("--mem={mem}"))
         .args(&engine_args)
         .args(&job.fio)
         .output()
@@ -112,7 +121,7 @@ fn fio(file: &Path, job: &Job, engine: Engine) -> Figures {
 }
 
 fn ioscope(file: &Path, job: &Job, engine: Engine) -> Figures {
-    settle(file);
+    settle(file, job);
     let engine_name = match engine {
         Engine::IoUring => "io_uring",
         Engine::Threads => "threads",
@@ -137,14 +146,21 @@ fn ioscope(file: &Path, job: &Job, engine: Engine) -> Figures {
 }
 
 /// Runs `rounds` more rounds of `job`, alternating which tool goes first.
-fn rounds(file: &Path, job: &Job, engine: Engine, rounds: usize, f: &mut Vec<Figures>, i: &mut Vec<Figures>) {
+fn rounds(
+    file: &Path,
+    job: &Job,
+    (engine, mem): (Engine, &str),
+    rounds: usize,
+    f: &mut Vec<Figures>,
+    i: &mut Vec<Figures>,
+) {
     for _ in 0..rounds {
         if f.len().is_multiple_of(2) {
-            f.push(fio(file, job, engine));
+            f.push(fio(file, job, engine, mem));
             i.push(ioscope(file, job, engine));
         } else {
             i.push(ioscope(file, job, engine));
-            f.push(fio(file, job, engine));
+            f.push(fio(file, job, engine, mem));
         }
     }
 }
@@ -195,8 +211,10 @@ fn jobs() -> Vec<Job> {
         },
         Job {
             name: "1 MiB buffered sequential writes, fsync at end",
-            ioscope: words("--write --rw write --bs 1m --modes buffered --qd 1 --fsync end --runtime 60"),
-            fio: words("--rw=write --bs=1m --direct=0 --end_fsync=1"),
+            ioscope: words(
+                "--write --rw write --bs 1m --modes buffered --qd 1 --fsync end --cache warm --runtime 60",
+            ),
+            fio: words("--rw=write --bs=1m --direct=0 --end_fsync=1 --invalidate=0"),
             qd: 1,
             dir: "write",
             // Each write is a copy into the page cache; the p50 is printed, the fsync is the job.
@@ -240,17 +258,29 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
             "threads / fio psync (no io_uring here)"
         }
     );
+    // Both tools' buffers in huge pages: in small pages a 1 MiB direct read may need more segments
+    // than the device takes per request and reach it split (src/bench/buffers.rs); ioscope uses
+    // transparent huge pages, fio a hugetlbfs pool set aside here.
+    let huge = common::HugePagesGuard::reserve(4);
+    let mem = match &huge {
+        Ok(_) => "mmaphuge",
+        Err(e) => {
+            eprintln!("WARNING: no huge pages for fio ({e}): its buffers are in small pages");
+            "mmap"
+        }
+    };
+    eprintln!("fio buffers: --mem={mem}");
     let mut failures = Vec::new();
     for job in &jobs() {
         // One unmeasured run of each first: the first run of a job after another job is slower.
         let (mut f, mut i) = (Vec::new(), Vec::new());
-        rounds(&file, job, engine, 1, &mut f, &mut i);
+        rounds(&file, job, (engine, mem), 1, &mut f, &mut i);
         let (mut f, mut i) = (Vec::new(), Vec::new());
-        rounds(&file, job, engine, ROUNDS, &mut f, &mut i);
+        rounds(&file, job, (engine, mem), ROUNDS, &mut f, &mut i);
         let mut r = ratios(&f, &i);
         if !misses(job, &r).is_empty() {
             eprintln!("{}: {:.3?} after {ROUNDS} rounds; {EXTRA_ROUNDS} more", job.name, r);
-            rounds(&file, job, engine, EXTRA_ROUNDS, &mut f, &mut i);
+            rounds(&file, job, (engine, mem), EXTRA_ROUNDS, &mut f, &mut i);
             r = ratios(&f, &i);
         }
         for (a, b) in f.iter().zip(&i) {

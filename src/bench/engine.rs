@@ -18,6 +18,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::buffers::IoBuffers;
 use super::histogram::Histogram;
 use super::spec::{Engine, Fsync, JobSpec, Mode};
 
@@ -72,77 +73,10 @@ pub struct EngineResult {
     pub periodic_fsyncs: u64,
     /// CPU time (user + system) of the I/O threads: syscalls, copies, page-cache work.
     pub cpu: Duration,
+    /// Bytes of the I/O buffers, and how many of them were in huge pages (None: not known).
+    pub buffer_bytes: u64,
+    pub buffer_huge_bytes: Option<u64>,
     pub interrupted: bool,
-}
-
-/// An I/O buffer of its own anonymous mapping (page-aligned, and aligned to `align` beyond that),
-/// unmapped on drop. Not from the heap: where malloc places a 1 MiB buffer (a fresh mapping or
-/// inside an arena, depending on what was freed before) changed 1 MiB buffered writes by ~25 % on
-/// the test VM (fio's `--mem=malloc` vs `--mem=mmap`: write p50 ~155 vs ~120 µs), so every buffer
-/// is placed the same way, as fio's `--mem=mmap` does.
-pub(super) struct AlignedBuf {
-    pub(super) ptr: *mut u8,
-    map: *mut libc::c_void,
-    map_len: usize,
-}
-
-// SAFETY: the buffer is plain memory owned by one thread at a time.
-unsafe impl Send for AlignedBuf {}
-
-impl AlignedBuf {
-    pub(super) fn new(len: usize, align: usize) -> anyhow::Result<AlignedBuf> {
-        let page = page_size();
-        let align = align.max(1).next_power_of_two();
-        // Over-map by the alignment when it is larger than a page (mmap gives page alignment).
-        let extra = if align > page { align } else { 0 };
-        let map_len = len.max(1).div_ceil(page) * page + extra;
-        // SAFETY: a fresh private anonymous mapping; checked for MAP_FAILED.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(anyhow::Error::new(std::io::Error::last_os_error())
-                .context(format!("cannot map a {len}-byte I/O buffer")));
-        }
-        let offset = (map as usize).next_multiple_of(align) - map as usize;
-        // SAFETY: offset < extra (or 0), so ptr..ptr+len lies inside the mapping.
-        let ptr = unsafe { (map as *mut u8).add(offset) };
-        // Non-zero, non-repeating content, so no layer can shortcut zero pages; this also faults
-        // every page in before the clock starts.
-        let slice = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        for chunk in slice.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-        }
-        Ok(AlignedBuf { ptr, map, map_len })
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: unmapping what `new` mapped.
-        unsafe { libc::munmap(self.map, self.map_len) };
-    }
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
 }
 
 /// The order blocks are visited in a random job: a shuffled permutation (each block once), as fio
@@ -246,15 +180,16 @@ fn run_threads(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> anyh
     let next = AtomicU64::new(0);
     let writes = AtomicU64::new(0);
     let threads = job.spec.qd as usize;
-    // The clock starts when every thread has its buffer ready (allocating and filling a 1 MiB
-    // buffer per thread is not I/O): all of them and this one meet at the barrier first.
+    // One buffer per thread, mapped and filled before the clock starts (that is not I/O).
+    let bufs = IoBuffers::new(threads, bs as usize, job.mem_align as usize)?;
+    // The clock starts when every thread is ready: all of them and this one meet at a barrier.
     let ready = std::sync::Barrier::new(threads + 1);
     let mut start = Instant::now();
     let results: Vec<anyhow::Result<WorkerResult>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let (next, writes, map, ready) = (&next, &writes, map.as_ref(), &ready);
-                s.spawn(move || worker(file, job, order, blocks, next, writes, ready, map))
+            .map(|i| {
+                let (next, writes, map, ready, bufs) = (&next, &writes, map.as_ref(), &ready, &bufs);
+                s.spawn(move || worker(file, job, order, blocks, next, writes, ready, map, bufs, i))
             })
             .collect();
         ready.wait();
@@ -264,7 +199,11 @@ fn run_threads(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> anyh
             .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("an I/O thread panicked"))))
             .collect()
     });
-    let mut out = EngineResult::default();
+    let mut out = EngineResult {
+        buffer_bytes: bufs.used_bytes(),
+        buffer_huge_bytes: bufs.huge_bytes(),
+        ..Default::default()
+    };
     for r in results {
         let w = r?;
         out.latency.merge(&w.latency);
@@ -289,12 +228,12 @@ fn worker(
     writes: &AtomicU64,
     ready: &std::sync::Barrier,
     map: Option<&Mapping>,
+    bufs: &IoBuffers,
+    slot: usize,
 ) -> anyhow::Result<WorkerResult> {
     let bs = job.spec.bs;
-    let buf = AlignedBuf::new(bs as usize, job.mem_align.max(4096) as usize);
-    // Always meet the others at the barrier, even when the allocation failed.
     ready.wait();
-    let buf = buf?;
+    let buf = bufs.ptr(slot);
     let cpu_start = thread_cpu();
     let deadline = Instant::now() + job.runtime;
     let fd = file.as_raw_fd();
@@ -315,8 +254,8 @@ fn worker(
             break;
         }
         match map {
-            Some(m) => m.copy(offset, bs, buf.ptr, is_write),
-            None => full_io(fd, buf.ptr, bs as usize, offset, is_write)?,
+            Some(m) => m.copy(offset, bs, buf, is_write),
+            None => full_io(fd, buf, bs as usize, offset, is_write)?,
         }
         let done = Instant::now();
         hist.record((done - t).as_nanos() as u64);
@@ -440,17 +379,6 @@ impl Drop for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn buffers_are_aligned_and_filled() {
-        for (len, align) in [(4096, 512), (1 << 20, 4096), (5000, 1 << 21)] {
-            let b = AlignedBuf::new(len, align).unwrap();
-            assert_eq!(b.ptr as usize % align, 0, "{len} bytes aligned to {align}");
-            // SAFETY: the buffer has len bytes.
-            let bytes = unsafe { std::slice::from_raw_parts(b.ptr, len) };
-            assert!(bytes.iter().filter(|&&x| x == 0).count() < len / 64, "mostly non-zero content");
-        }
-    }
 
     #[test]
     fn shuffled_order_visits_every_block_once() {

@@ -330,6 +330,22 @@ fn run_job(
         before_final_fsync: &note_dirty,
     };
     let r = engine::run(&file, &job)?;
+    if let (Mode::Direct, Some(huge)) = (spec.mode, r.buffer_huge_bytes) {
+        // Only direct requests are made of the buffer's pages (see bench::buffers).
+        if huge < r.buffer_bytes && spec.bs > 64 << 10 {
+            let note = format!(
+                "direct {} jobs: the I/O buffers are not all in huge pages ({} of {} KiB; \
+                 /sys/kernel/mm/transparent_hugepage/enabled), so a request may reach the device \
+                 split in more pieces than the job asks for",
+                size_label(spec.bs),
+                huge >> 10,
+                r.buffer_bytes >> 10
+            );
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+    }
     let after = sampler.sample();
     let us = |ns: u64| ns as f64 / 1000.0;
     let figures = RunFigures {

@@ -19,7 +19,8 @@ use std::time::Instant;
 
 use io_uring::{opcode, types, IoUring, Probe};
 
-use super::engine::{finish, AlignedBuf, EngineJob, EngineResult, Order};
+use super::buffers::IoBuffers;
+use super::engine::{finish, EngineJob, EngineResult, Order};
 use super::histogram::Histogram;
 use super::spec::Fsync;
 
@@ -84,7 +85,7 @@ const ENTER_GETEVENTS: u32 = 1;
 
 /// One request slot: its buffer, and the request currently using it.
 struct Slot {
-    buf: AlignedBuf,
+    buf: *mut u8,
     offset: u64,
     /// Bytes done so far (a short transfer is resubmitted for the rest).
     done: usize,
@@ -98,13 +99,15 @@ pub(super) fn run(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> a
     let is_write = job.spec.rw.is_write();
     let fd = types::Fd(file.as_raw_fd());
     let mut ring = new_ring(job.spec.qd)?;
-    let mut slots = Vec::with_capacity(qd);
-    for _ in 0..qd {
-        let buf = AlignedBuf::new(bs, job.mem_align.max(4096) as usize)?;
-        slots.push(Slot { buf, offset: 0, done: 0, submitted: Instant::now() });
-    }
+    let bufs = IoBuffers::new(qd, bs, job.mem_align as usize)?;
+    let mut slots: Vec<Slot> =
+        (0..qd).map(|i| Slot { buf: bufs.ptr(i), offset: 0, done: 0, submitted: Instant::now() }).collect();
     let mut free: Vec<usize> = (0..qd).rev().collect();
-    let mut out = EngineResult::default();
+    let mut out = EngineResult {
+        buffer_bytes: bufs.used_bytes(),
+        buffer_huge_bytes: bufs.huge_bytes(),
+        ..Default::default()
+    };
     let mut hist = Histogram::default();
     let mut error: Option<anyhow::Error> = None;
     let (mut next, mut inflight, mut writes) = (0u64, 0usize, 0u64);
@@ -128,7 +131,7 @@ pub(super) fn run(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> a
             s.submitted = now;
             next += 1;
             if let Err(e) = submit(&mut ring, fd, s, i, bs, is_write) {
-                return Err(abandon(slots, ring, e));
+                return Err(abandon(bufs, ring, e));
             }
             inflight += 1;
         }
@@ -142,11 +145,7 @@ pub(super) fn run(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> a
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    return Err(abandon(
-                        slots,
-                        ring,
-                        anyhow::Error::new(e).context("io_uring_enter waiting"),
-                    ));
+                    return Err(abandon(bufs, ring, anyhow::Error::new(e).context("io_uring_enter waiting")));
                 }
             }
         }
@@ -170,7 +169,7 @@ pub(super) fn run(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> a
             if s.done < bs && error.is_none() {
                 // A short transfer: ask for the rest, as an application would.
                 if let Err(e) = submit(&mut ring, fd, s, i, bs, is_write) {
-                    return Err(abandon(slots, ring, e));
+                    return Err(abandon(bufs, ring, e));
                 }
                 inflight += 1;
                 continue;
@@ -206,8 +205,8 @@ pub(super) fn run(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> a
 
 /// The ring failed with requests possibly still in flight: their buffers are leaked, never freed
 /// while the kernel may still use them.
-fn abandon(slots: Vec<Slot>, ring: IoUring, e: anyhow::Error) -> anyhow::Error {
-    std::mem::forget(slots);
+fn abandon(bufs: IoBuffers, ring: IoUring, e: anyhow::Error) -> anyhow::Error {
+    std::mem::forget(bufs);
     std::mem::forget(ring);
     e
 }
@@ -222,7 +221,7 @@ fn submit(
     write: bool,
 ) -> anyhow::Result<()> {
     // SAFETY: s.done < bs, so the pointer and length stay inside the slot's bs-byte buffer.
-    let (ptr, len) = (unsafe { s.buf.ptr.add(s.done) }, (bs - s.done) as u32);
+    let (ptr, len) = (unsafe { s.buf.add(s.done) }, (bs - s.done) as u32);
     let off = s.offset + s.done as u64;
     let entry = if write {
         opcode::Write::new(fd, ptr, len).offset(off).build()
@@ -230,7 +229,7 @@ fn submit(
         opcode::Read::new(fd, ptr, len).offset(off).build()
     }
     .user_data(i as u64);
-    // SAFETY: the buffer outlives the request: `run` drains every request before its slots drop.
+    // SAFETY: the buffer outlives the request: `run` drains every request before its buffers are unmapped.
     // The ring has at least QD entries and at most QD requests are queued, so it is never full.
     unsafe { ring.submission().push(&entry) }
         .map_err(|_| anyhow::anyhow!("io_uring submission queue full"))?;
