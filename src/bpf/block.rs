@@ -107,13 +107,7 @@ pub fn event_layout(format: &EventFormat) -> Result<EventLayout> {
 /// Where the BTF programs find the request's fields, and the values of its flags, in the kernel's
 /// BTF (see [`RequestLayout`]), each checked for the size the programs load.
 pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
-    let field = |strukt: &str, member: &str, size: u32| -> Result<u32> {
-        let f = btf.field(strukt, member)?;
-        if f.size != size {
-            bail!("struct {strukt} member `{member}` is {} bytes, expected {size}", f.size);
-        }
-        Ok(f.offset)
-    };
+    let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
     let op = |name: &str| btf.enum_value("req_op", name);
     // The flag bits follow the operation's bits (`__REQ_FAILFAST_DEV = REQ_OP_BITS`).
     let op_bits = btf.enum_value("req_flag_bits", "__REQ_FAILFAST_DEV")?;

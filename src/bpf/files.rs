@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use aya::maps::{MapData, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::files::{FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_IO_MAP};
@@ -128,13 +128,7 @@ const ITER_PROGRAM: (&str, &str) = ("file_iomap_iter", "file_iomap_iter_btf");
 /// Where the iomap programs' BTF twins find the iomap events' fields in the kernel's structs (see
 /// [`IomapBtfLayout`]), each checked for the size the programs load.
 pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
-    let field = |strukt: &str, member: &str, size: u32| -> Result<u32> {
-        let f = btf.field(strukt, member)?;
-        if f.size != size {
-            bail!("struct {strukt} member `{member}` is {} bytes, expected {size}", f.size);
-        }
-        Ok(f.offset)
-    };
+    let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
     Ok(IomapBtfLayout {
         configured: 1,
         iter_inode: field("iomap_iter", "inode", 8)?,

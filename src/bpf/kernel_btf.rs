@@ -36,6 +36,15 @@ impl KernelBtf {
         self.find_member(&s, member, 0)?.ok_or_else(|| anyhow!("struct {strukt} has no member `{member}`"))
     }
 
+    /// The byte offset of `strukt.member`, which must be `size` bytes (what the program loads).
+    pub fn offset_sized(&self, strukt: &str, member: &str, size: u32) -> Result<u32> {
+        let f = self.field(strukt, member)?;
+        if f.size != size {
+            bail!("struct {strukt} member `{member}` is {} bytes, expected {size}", f.size);
+        }
+        Ok(f.offset)
+    }
+
     /// The value of `name` in `enum enum_name`.
     pub fn enum_value(&self, enum_name: &str, name: &str) -> Result<u32> {
         for t in self.types(enum_name)? {
@@ -146,6 +155,9 @@ mod tests {
         let len = btf.field("sk_buff", "len").unwrap();
         assert!(len.offset > 0 && len.size == 4, "{len:?}");
         assert_eq!(btf.enum_value("req_op", "REQ_OP_WRITE").unwrap(), 1);
+        assert_eq!(btf.offset_sized("sk_buff", "next", 8).unwrap(), 0);
+        let e = btf.offset_sized("sk_buff", "len", 8).unwrap_err().to_string();
+        assert!(e.contains("struct sk_buff member `len` is 4 bytes, expected 8"), "{e}");
     }
 
     #[test]
