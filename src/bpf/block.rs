@@ -141,6 +141,12 @@ pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
         flag_rahead: flag("__REQ_RAHEAD")?,
         flag_sync: flag("__REQ_SYNC")?,
         flag_meta: flag("__REQ_META")?,
+        task_tgid: field("task_struct", "tgid", 4)?,
+        task_comm: field("task_struct", "comm", 16)?,
+        task_cgroups: field("task_struct", "cgroups", 8)?,
+        css_set_dfl_cgrp: field("css_set", "dfl_cgrp", 8)?,
+        cgroup_kn: field("cgroup", "kn", 8)?,
+        kn_id: field("kernfs_node", "id", 8)?,
     })
 }
 

@@ -124,6 +124,10 @@ impl KernelBtf {
             Type::Enum(e) => e.size() as u32,
             Type::Enum64(e) => e.size() as u32,
             Type::Struct(s) | Type::Union(s) => s.size() as u32,
+            Type::Array(a) => {
+                let elem = self.0.resolve_chained_type(&a).map_err(|e| anyhow!("{e}"))?;
+                a.len() as u32 * self.size_of(elem)?
+            }
             other => bail!("unexpected member type {}", other.name()),
         })
     }
@@ -156,6 +160,7 @@ mod tests {
         assert!(len.offset > 0 && len.size == 4, "{len:?}");
         assert_eq!(btf.enum_value("req_op", "REQ_OP_WRITE").unwrap(), 1);
         assert_eq!(btf.offset_sized("sk_buff", "next", 8).unwrap(), 0);
+        assert_eq!(btf.field("task_struct", "comm").unwrap().size, 16, "an array: char[16]");
         let e = btf.offset_sized("sk_buff", "len", 8).unwrap_err().to_string();
         assert!(e.contains("struct sk_buff member `len` is 4 bytes, expected 8"), "{e}");
     }

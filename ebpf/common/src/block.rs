@@ -175,6 +175,16 @@ pub struct RequestLayout {
     pub flag_rahead: u32,
     pub flag_sync: u32,
     pub flag_meta: u32,
+    /// The submitting task, for block_io_start (what `bpf_get_current_pid_tgid`,
+    /// `bpf_get_current_comm` and `bpf_get_current_cgroup_id` return, read with plain loads from
+    /// `bpf_get_current_task_btf()`): `task_struct.tgid` (u32), `.comm` (16 bytes), `.cgroups`
+    /// (pointer); `css_set.dfl_cgrp`, `cgroup.kn` (pointers); `kernfs_node.id` (u64).
+    pub task_tgid: u32,
+    pub task_comm: u32,
+    pub task_cgroups: u32,
+    pub css_set_dfl_cgrp: u32,
+    pub cgroup_kn: u32,
+    pub kn_id: u32,
 }
 
 impl RequestLayout {
@@ -198,6 +208,12 @@ impl RequestLayout {
         flag_rahead: 0,
         flag_sync: 0,
         flag_meta: 0,
+        task_tgid: 0,
+        task_comm: 0,
+        task_cgroups: 0,
+        css_set_dfl_cgrp: 0,
+        cgroup_kn: 0,
+        kn_id: 0,
     };
 }
 
@@ -722,7 +738,7 @@ mod tests {
         assert_eq!(size_of::<EventHead>(), 24);
         assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16 + 2 * 4);
         assert_eq!(size_of::<ReqSlot>(), 8 + size_of::<ReqInfo>());
-        assert_eq!(size_of::<RequestLayout>(), 19 * 4);
+        assert_eq!(size_of::<RequestLayout>(), 25 * 4);
         assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);
         assert_eq!(
             size_of::<DevStats>(),

@@ -12,7 +12,7 @@
 //!
 //! Every program here runs for every request of every disk (twice per I/O on a loop device: the
 //! loop device's and its backing disk's), so each helper call and map operation counts: the request
-//! table is an array (inlined lookups), the submitter's comm and cgroup are remembered per CPU, and
+//! table is an array (inlined lookups), the BTF programs read the submitter from its task, and
 //! `block:block_io_done` is not traced (its work, crediting the submitter, is done at
 //! block_rq_complete, which sees the same request a moment earlier).
 
@@ -21,7 +21,10 @@ use core::intrinsics::{atomic_xadd, AtomicOrdering};
 use crate::kernel::kernel_field;
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task_btf,
+        bpf_ktime_get_ns,
+    },
     macros::{btf_tracepoint, map, tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::{BtfTracePointContext, TracePointContext},
@@ -56,10 +59,6 @@ static BLOCK_PROC: PerCpuHashMap<ProcKey, ProcStats> = PerCpuHashMap::with_max_e
 static BLOCK_INFLIGHT: HashMap<u32, u64> = HashMap::with_max_entries(DEVS_MAX, 0);
 #[map]
 static BLOCK_HEALTH: PerCpuArray<u64> = PerCpuArray::with_max_entries(HEALTH_COUNTERS, 0);
-/// The last submitter seen on this CPU, with its comm and cgroup (two helper calls saved while
-/// the same thread keeps submitting).
-#[map]
-static BLOCK_SUBMITTER: PerCpuArray<SubmitterMemo> = PerCpuArray::with_max_entries(1, 0);
 /// All-zero values to insert new entries from: DevStats and ProcStats are too big for the 512-byte
 /// eBPF stack. Never written.
 #[map]
@@ -67,28 +66,14 @@ static BLOCK_ZERO_DEV: Array<DevStats> = Array::with_max_entries(1, 0);
 #[map]
 static BLOCK_ZERO_PROC: Array<ProcStats> = Array::with_max_entries(1, 0);
 
-/// How long a remembered comm and cgroup are used: a thread that renames itself or moves to
-/// another cgroup shows under its old name for at most this long.
-const SUBMITTER_MEMO_NS: u64 = 100_000_000;
-
 /// A request whose slot is taken by another within this time of its start may still have been in
 /// flight (counted as a loss: Health::ReqsFull); an older one had lost its completion.
 const LIVE_REQUEST_NS: u64 = 5_000_000_000;
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct SubmitterMemo {
-    pid: u32,
-    _pad: u32,
-    at_ns: u64,
-    cgroup_id: u64,
-    comm: [u8; 16],
-}
-
 #[tracepoint]
 pub fn block_io_start(ctx: TracePointContext) -> u32 {
     count_health(Health::IoStartEvents);
-    on_result(classic_event(&ctx, &layout!(io_start)).map(|e| io_start(&e)))
+    on_result(classic_event(&ctx, &layout!(io_start)).map(|e| io_start(&e, current_submitter())))
 }
 
 #[tracepoint]
@@ -119,7 +104,7 @@ pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
 #[btf_tracepoint(function = "block_io_start")]
 pub fn block_io_start_btf(ctx: BtfTracePointContext) -> i32 {
     count_health(Health::IoStartEvents);
-    on_result(btf_event(&ctx, None).map(|e| io_start(&e)));
+    on_result(btf_event(&ctx, None).map(|e| io_start(&e, current_submitter_btf())));
     0
 }
 
@@ -387,42 +372,57 @@ fn proc_stats(k: &ProcKey) -> Option<*mut ProcStats> {
     BLOCK_PROC.get_ptr_mut(k)
 }
 
-/// The submitting thread's cgroup id and comm: this CPU's memo while the same thread keeps
-/// submitting (see SUBMITTER_MEMO_NS), else from the helpers.
+/// Who submits the request (block_io_start runs in its context).
+struct Submitter {
+    tgid: u32,
+    comm: [u8; 16],
+    cgroup_id: u64,
+}
+
+/// The submitter from the helpers (classic programs).
 #[inline(always)]
-fn submitter(pid: u32, now_ns: u64) -> (u64, [u8; 16]) {
-    let Some(m) = BLOCK_SUBMITTER.get_ptr_mut(0) else {
+fn current_submitter() -> Submitter {
+    Submitter {
+        tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
         // SAFETY: no arguments, no preconditions.
-        return (unsafe { bpf_get_current_cgroup_id() }, bpf_get_current_comm().unwrap_or([0; 16]));
-    };
-    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
-    let m = unsafe { &mut *m };
-    if m.pid != pid || m.at_ns == 0 || now_ns.wrapping_sub(m.at_ns) > SUBMITTER_MEMO_NS {
-        m.pid = pid;
-        m.at_ns = now_ns;
-        // SAFETY: no arguments, no preconditions.
-        m.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-        m.comm = bpf_get_current_comm().unwrap_or([0; 16]);
+        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
     }
-    (m.cgroup_id, m.comm)
+}
+
+/// The same from the task itself with plain loads (BTF programs): one helper call instead of
+/// three. The cgroup id is what bpf_get_current_cgroup_id returns: the kernfs node id of the
+/// task's cgroup on the default (v2) hierarchy, `task->cgroups->dfl_cgrp->kn->id`.
+#[inline(always)]
+fn current_submitter_btf() -> Submitter {
+    let l: RequestLayout = layout!(request);
+    // SAFETY: no arguments, no preconditions; returns the current task, never null.
+    let task = unsafe { bpf_get_current_task_btf() } as *const u8;
+    let css_set: *const u8 = kernel_field(task, l.task_cgroups);
+    let cgroup: *const u8 = kernel_field(css_set, l.css_set_dfl_cgrp);
+    let kn: *const u8 = kernel_field(cgroup, l.cgroup_kn);
+    Submitter {
+        tgid: kernel_field(task, l.task_tgid),
+        comm: kernel_field(task, l.task_comm),
+        cgroup_id: kernel_field(kn, l.kn_id),
+    }
 }
 
 /// Submitter context: remember who asked for this request, and when.
-fn io_start(e: &Event) {
+#[inline(always)]
+fn io_start(e: &Event, who: Submitter) {
     let t = now();
-    let pid_tgid = bpf_get_current_pid_tgid();
     let Some(s) = claim(e.tag, t) else { return };
-    let (cgroup_id, comm) = submitter(pid_tgid as u32, t);
     s.info = ReqInfo {
         start_ns: t,
         insert_ns: 0,
         issue_ns: 0,
-        cgroup_id,
-        tgid: (pid_tgid >> 32) as u32,
+        cgroup_id: who.cgroup_id,
+        tgid: who.tgid,
         bytes: e.bytes as u32,
         flags: REQ_SUBMITTER,
         rwbs: e.rwbs.0,
-        comm,
+        comm: who.comm,
         dev: e.dev,
         _pad: 0,
     };
