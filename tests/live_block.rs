@@ -52,7 +52,7 @@ fn run_pid(cmd: &str, args: &[&str]) -> u32 {
 }
 
 /// The device's completed bytes from eBPF and from /proc/diskstats at one moment: read eBPF,
-/// diskstats, eBPF again, until both eBPF reads agree (no I/O completed in between, e.g. from
+/// diskstats, eBPF and diskstats again, until both reads of each agree (no I/O completed in between, e.g. from
 /// ext4's background work), so the two sources can be compared exactly.
 /// The process rows are those of both reads.
 fn settled(bpf: &mut BpfCollector, lo: &LoopDevice) -> (BpfSample, Vec<u64>) {
@@ -60,10 +60,14 @@ fn settled(bpf: &mut BpfCollector, lo: &LoopDevice) -> (BpfSample, Vec<u64>) {
         let a = bpf.read();
         let disk = lo.diskstats();
         let b = bpf.read();
+        // diskstats again: the kernel counts a completion there just after its tracepoint ran,
+        // so a request the programs saw before `a` may reach diskstats only after `disk`.
+        let disk_again = lo.diskstats();
         let (da, db) = (device(&a, lo), device(&b, lo));
         if (da.read.completed_bytes, da.write.completed_bytes, da.read.completed_requests)
             == (db.read.completed_bytes, db.write.completed_bytes, db.read.completed_requests)
             && da.write.completed_requests == db.write.completed_requests
+            && disk == disk_again
         {
             // A process that had exited is reported once, then dropped: keep the rows of both reads.
             let mut b = b;
