@@ -130,17 +130,19 @@ pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
         q_disk: field("request_queue", "disk", 8)?,
         disk_major: field("gendisk", "major", 4)?,
         disk_first_minor: field("gendisk", "first_minor", 4)?,
-        op_mask: (1 << op_bits) - 1,
-        op_read: op("REQ_OP_READ")?,
-        op_write: op("REQ_OP_WRITE")?,
-        op_flush: op("REQ_OP_FLUSH")?,
-        op_discard: op("REQ_OP_DISCARD")?,
-        op_secure_erase: op("REQ_OP_SECURE_ERASE")?,
-        flag_preflush: flag("__REQ_PREFLUSH")?,
-        flag_fua: flag("__REQ_FUA")?,
-        flag_rahead: flag("__REQ_RAHEAD")?,
-        flag_sync: flag("__REQ_SYNC")?,
-        flag_meta: flag("__REQ_META")?,
+        cmd: CmdFlagValues {
+            op_mask: (1 << op_bits) - 1,
+            op_read: op("REQ_OP_READ")?,
+            op_write: op("REQ_OP_WRITE")?,
+            op_flush: op("REQ_OP_FLUSH")?,
+            op_discard: op("REQ_OP_DISCARD")?,
+            op_secure_erase: op("REQ_OP_SECURE_ERASE")?,
+            flag_preflush: flag("__REQ_PREFLUSH")?,
+            flag_fua: flag("__REQ_FUA")?,
+            flag_rahead: flag("__REQ_RAHEAD")?,
+            flag_sync: flag("__REQ_SYNC")?,
+            flag_meta: flag("__REQ_META")?,
+        },
         task_tgid: field("task_struct", "tgid", 4)?,
         task_comm: field("task_struct", "comm", 16)?,
         task_cgroups: field("task_struct", "cgroups", 8)?,
@@ -168,15 +170,13 @@ pub fn attach(
     let mut fallbacks = String::new();
     let mut statuses = Vec::new();
     let mut attached = vec![None; PROGRAMS.len()];
-    for (((program, event), ready), slot) in live_programs()
-        .zip(ready)
-        .zip(PROGRAMS.iter().enumerate().filter(|(_, (p, _))| *p != RETIRED).map(|(i, _)| i))
-    {
+    let live = PROGRAMS.into_iter().enumerate().filter(|(_, (p, _))| *p != RETIRED);
+    for ((slot, (program, event)), ready) in live.zip(ready) {
         if let Some(btf) = request {
             let twin = btf_twin(program);
-            match super::attach_btf_tracepoint(ebpf, &twin, event, btf) {
-                Ok(()) => {
-                    statuses.push(super::program_status(&twin, CATEGORY, event, Ok(())));
+            match super::attach_btf_tracepoint(ebpf, &twin, CATEGORY, event, btf) {
+                Ok(status) => {
+                    statuses.push(status);
                     attached[slot] = Some(twin);
                     continue;
                 }

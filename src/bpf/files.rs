@@ -158,8 +158,8 @@ pub fn attach(
     let mut statuses = Vec::new();
     for ((program, category, event), r) in programs.into_iter().zip(ready) {
         if let (Some(btf), true, Ok(())) = (iomap_btf, program == ITER_PROGRAM.0, &r) {
-            if super::attach_btf_tracepoint(ebpf, ITER_PROGRAM.1, event, btf).is_ok() {
-                statuses.push(super::program_status(ITER_PROGRAM.1, category, event, Ok(())));
+            if let Ok(status) = super::attach_btf_tracepoint(ebpf, ITER_PROGRAM.1, category, event, btf) {
+                statuses.push(status);
                 continue;
             }
         }

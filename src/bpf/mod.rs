@@ -292,15 +292,22 @@ impl KernelBtfs {
     }
 }
 
-/// Loads `program` (a BTF tracepoint) for `event` and attaches it.
-fn attach_btf_tracepoint(ebpf: &mut Ebpf, program: &str, event: &str, btf: &aya::Btf) -> Result<()> {
+/// Loads `program` (a BTF tracepoint twin of a program on `category:event`) for `event` and
+/// attaches it; its status on success.
+fn attach_btf_tracepoint(
+    ebpf: &mut Ebpf,
+    program: &str,
+    category: &str,
+    event: &str,
+    btf: &aya::Btf,
+) -> Result<BpfProgramStatus> {
     let prog = ebpf
         .program_mut(program)
         .ok_or_else(|| anyhow::anyhow!("program `{program}` is not in the eBPF object"))?;
     let tp: &mut aya::programs::BtfTracePoint = prog.try_into()?;
     tp.load(event, btf)?;
     tp.attach()?;
-    Ok(())
+    Ok(program_status(program, category, event, Ok(())))
 }
 
 /// Loads and attaches one tracepoint program of the object.

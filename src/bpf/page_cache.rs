@@ -180,8 +180,8 @@ pub fn attach(
             }
             // Direct I/O as a BTF tracepoint (its flag value still comes from the format).
             if let (Some(btf), true, Ok(())) = (iomap_btf, p.program == DIO_BTF.0, l) {
-                if super::attach_btf_tracepoint(ebpf, DIO_BTF.1, p.event, btf).is_ok() {
-                    return super::program_status(DIO_BTF.1, p.category, p.event, Ok(()));
+                if let Ok(status) = super::attach_btf_tracepoint(ebpf, DIO_BTF.1, p.category, p.event, btf) {
+                    return status;
                 }
             }
             match l {

@@ -177,14 +177,9 @@ struct FioRun {
 
 /// One fio run: buffered reads of the cached file (invalidate=0 keeps it cached).
 fn fio_run(file: &Path, seconds: u64, p: Pattern) -> Result<FioRun> {
-    let mut args = crate::fio::randread_4k("cached", file, seconds, &["--ioengine=psync", "--invalidate=0"]);
-    for a in args.iter_mut() {
-        if a.starts_with("--rw=") {
-            *a = format!("--rw={}", p.rw);
-        } else if a.starts_with("--bs=") {
-            *a = format!("--bs={}k", p.kib);
-        }
-    }
+    let bs = format!("{}k", p.kib);
+    let args =
+        crate::fio::read_job("cached", file, p.rw, &bs, seconds, &["--ioengine=psync", "--invalidate=0"]);
     let r = crate::fio::run(&args)?;
     reads_per_cpu(&r, p.kib).context("fio reported no CPU time")
 }

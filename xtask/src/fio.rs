@@ -18,11 +18,24 @@ pub struct ReadFigures {
 
 /// A time-based job of 4 KiB random reads of `target` for `seconds`, plus `extra` options.
 pub fn randread_4k(name: &str, target: &std::path::Path, seconds: u64, extra: &[&str]) -> Vec<String> {
+    read_job(name, target, "randread", "4k", seconds, extra)
+}
+
+/// A time-based read job (`rw`: fio's `--rw`, `read` or `randread`) of blocks of `bs` (fio's
+/// `--bs`) from `target` for `seconds`, plus `extra` options.
+pub fn read_job(
+    name: &str,
+    target: &std::path::Path,
+    rw: &str,
+    bs: &str,
+    seconds: u64,
+    extra: &[&str],
+) -> Vec<String> {
     let mut args = vec![
         format!("--name={name}"),
         format!("--filename={}", target.display()),
-        "--rw=randread".into(),
-        "--bs=4k".into(),
+        format!("--rw={rw}"),
+        format!("--bs={bs}"),
         "--time_based".into(),
         format!("--runtime={seconds}"),
     ];

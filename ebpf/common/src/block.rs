@@ -162,19 +162,8 @@ pub struct RequestLayout {
     /// `struct gendisk`: `major` and `first_minor` (int): the event's `dev` is their MKDEV.
     pub disk_major: u32,
     pub disk_first_minor: u32,
-    /// `cmd_flags` decoded as `blk_fill_rwbs()` does: the operation is `cmd_flags & op_mask`
-    /// (`enum req_op`), the flags are bits (`enum req_flag_bits`).
-    pub op_mask: u32,
-    pub op_read: u32,
-    pub op_write: u32,
-    pub op_flush: u32,
-    pub op_discard: u32,
-    pub op_secure_erase: u32,
-    pub flag_preflush: u32,
-    pub flag_fua: u32,
-    pub flag_rahead: u32,
-    pub flag_sync: u32,
-    pub flag_meta: u32,
+    /// How to decode `cmd_flags` into `rwbs`.
+    pub cmd: CmdFlagValues,
     /// The submitting task, for block_io_start (what `bpf_get_current_pid_tgid`,
     /// `bpf_get_current_comm` and `bpf_get_current_cgroup_id` return, read with plain loads from
     /// `bpf_get_current_task_btf()`): `task_struct.tgid` (u32), `.comm` (16 bytes), `.cgroups`
@@ -197,6 +186,37 @@ impl RequestLayout {
         q_disk: 0,
         disk_major: 0,
         disk_first_minor: 0,
+        cmd: CmdFlagValues::UNSET,
+        task_tgid: 0,
+        task_comm: 0,
+        task_cgroups: 0,
+        css_set_dfl_cgrp: 0,
+        cgroup_kn: 0,
+        kn_id: 0,
+    };
+}
+
+/// The values `cmd_flags` is decoded with, as `blk_fill_rwbs()` does: the operation is
+/// `cmd_flags & op_mask` (`enum req_op`), the flags are bits (`enum req_flag_bits`). Apart from
+/// the offsets so that a program copies only what it uses.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CmdFlagValues {
+    pub op_mask: u32,
+    pub op_read: u32,
+    pub op_write: u32,
+    pub op_flush: u32,
+    pub op_discard: u32,
+    pub op_secure_erase: u32,
+    pub flag_preflush: u32,
+    pub flag_fua: u32,
+    pub flag_rahead: u32,
+    pub flag_sync: u32,
+    pub flag_meta: u32,
+}
+
+impl CmdFlagValues {
+    pub const UNSET: CmdFlagValues = CmdFlagValues {
         op_mask: 0,
         op_read: 0,
         op_write: 0,
@@ -208,12 +228,6 @@ impl RequestLayout {
         flag_rahead: 0,
         flag_sync: 0,
         flag_meta: 0,
-        task_tgid: 0,
-        task_comm: 0,
-        task_cgroups: 0,
-        css_set_dfl_cgrp: 0,
-        cgroup_kn: 0,
-        kn_id: 0,
     };
 }
 
@@ -446,7 +460,7 @@ impl RwbsFlags {
     /// The flags `blk_fill_rwbs()` would print for a request's `cmd_flags` (see
     /// [`RwbsFlags::parse`]), from the values in `l`.
     #[inline(always)]
-    pub fn from_cmd_flags(opf: u32, l: &RequestLayout) -> RwbsFlags {
+    pub fn from_cmd_flags(opf: u32, l: &CmdFlagValues) -> RwbsFlags {
         let mut flags = 0u32;
         if opf & l.flag_preflush != 0 {
             flags |= RWBS_FLUSH;
@@ -619,9 +633,8 @@ mod tests {
     }
 
     /// Linux 6.18's values (`enum req_op`, `enum req_flag_bits`).
-    fn layout_6_18() -> RequestLayout {
-        RequestLayout {
-            configured: 1,
+    fn layout_6_18() -> CmdFlagValues {
+        CmdFlagValues {
             op_mask: 0xff,
             op_read: 0,
             op_write: 1,
@@ -633,7 +646,6 @@ mod tests {
             flag_fua: 1 << 17,
             flag_preflush: 1 << 18,
             flag_rahead: 1 << 19,
-            ..RequestLayout::UNSET
         }
     }
 
@@ -739,6 +751,7 @@ mod tests {
         assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16 + 2 * 4);
         assert_eq!(size_of::<ReqSlot>(), 8 + size_of::<ReqInfo>());
         assert_eq!(size_of::<RequestLayout>(), 25 * 4);
+        assert_eq!(size_of::<CmdFlagValues>(), 11 * 4);
         assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);
         assert_eq!(
             size_of::<DevStats>(),

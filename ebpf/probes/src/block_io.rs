@@ -30,9 +30,9 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, TracePointContext},
 };
 use ioscope_common::block::{
-    classic_tag, depth_bucket, kernel_mkdev, log2_bucket, req_slot, BlockLayout, DevStats, EventHead,
-    EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats, ReqInfo, ReqSlot, RequestLayout, RwbsFlags,
-    DEVS_MAX, HEALTH_COUNTERS, PROCS_MAX, REQ_IN_FLIGHT, REQ_SLOTS, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN,
+    classic_tag, depth_bucket, kernel_mkdev, log2_bucket, req_slot, BlockLayout, CmdFlagValues, DevStats,
+    EventHead, EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats, ReqInfo, ReqSlot, RwbsFlags, DEVS_MAX,
+    HEALTH_COUNTERS, PROCS_MAX, REQ_IN_FLIGHT, REQ_SLOTS, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN,
     RWBS_READAHEAD, RWBS_SYNC,
 };
 
@@ -40,12 +40,13 @@ use ioscope_common::block::{
 #[unsafe(no_mangle)]
 static BLOCK_LAYOUT: BlockLayout = BlockLayout::UNSET;
 
-/// One event's layout. A plain read of a static the loader may have rewritten before load;
-/// volatile so the compiled-in UNSET is not folded. Only the event's own part is copied.
+/// One event's layout, or one field of it. A plain read of a static the loader may have rewritten
+/// before load; volatile so the compiled-in UNSET is not folded. Only the part named is copied (a
+/// copy of the whole layout is dozens of loads per event).
 macro_rules! layout {
-    ($event:ident) => {
+    ($($field:ident).+) => {
         // SAFETY: see above.
-        unsafe { core::ptr::read_volatile(&raw const BLOCK_LAYOUT.$event) }
+        unsafe { core::ptr::read_volatile(&raw const BLOCK_LAYOUT.$($field).+) }
     };
 }
 
@@ -177,29 +178,32 @@ fn address_tag(rq: *const u8) -> u64 {
 /// block_rq_complete's argument (the bytes completed); other events take the request's size.
 #[inline(always)]
 fn btf_event(ctx: &BtfTracePointContext, nr_bytes: Option<u32>) -> Result<Event, Lost> {
-    let l: RequestLayout = layout!(request);
-    if l.configured == 0 {
+    if layout!(request.configured) == 0 {
         return Err(Lost::Off);
     }
     let rq: *const u8 = ctx.arg(0);
-    let q: *const u8 = kernel_field(rq, l.rq_q);
-    let disk: *const u8 = kernel_field(q, l.q_disk);
+    let q: *const u8 = kernel_field(rq, layout!(request.rq_q));
+    let disk: *const u8 = kernel_field(q, layout!(request.q_disk));
     // The events' `dev`: `rq->q->disk ? disk_devt(rq->q->disk) : 0`.
     let dev = if disk.is_null() {
         0
     } else {
-        kernel_mkdev(kernel_field::<u32>(disk, l.disk_major), kernel_field::<u32>(disk, l.disk_first_minor))
+        kernel_mkdev(
+            kernel_field::<u32>(disk, layout!(request.disk_major)),
+            kernel_field::<u32>(disk, layout!(request.disk_first_minor)),
+        )
     };
     let bytes = match nr_bytes {
         Some(n) => n,
-        None => kernel_field::<u32>(rq, l.rq_data_len),
+        None => kernel_field::<u32>(rq, layout!(request.rq_data_len)),
     };
+    let cmd: CmdFlagValues = layout!(request.cmd);
     Ok(Event {
         tag: address_tag(rq),
         dev,
-        sector: kernel_field::<u64>(rq, l.rq_sector),
+        sector: kernel_field::<u64>(rq, layout!(request.rq_sector)),
         bytes: u64::from(bytes),
-        rwbs: RwbsFlags::from_cmd_flags(kernel_field::<u32>(rq, l.rq_cmd_flags), &l),
+        rwbs: RwbsFlags::from_cmd_flags(kernel_field::<u32>(rq, layout!(request.rq_cmd_flags)), &cmd),
     })
 }
 
@@ -395,16 +399,15 @@ fn current_submitter() -> Submitter {
 /// task's cgroup on the default (v2) hierarchy, `task->cgroups->dfl_cgrp->kn->id`.
 #[inline(always)]
 fn current_submitter_btf() -> Submitter {
-    let l: RequestLayout = layout!(request);
     // SAFETY: no arguments, no preconditions; returns the current task, never null.
     let task = unsafe { bpf_get_current_task_btf() } as *const u8;
-    let css_set: *const u8 = kernel_field(task, l.task_cgroups);
-    let cgroup: *const u8 = kernel_field(css_set, l.css_set_dfl_cgrp);
-    let kn: *const u8 = kernel_field(cgroup, l.cgroup_kn);
+    let css_set: *const u8 = kernel_field(task, layout!(request.task_cgroups));
+    let cgroup: *const u8 = kernel_field(css_set, layout!(request.css_set_dfl_cgrp));
+    let kn: *const u8 = kernel_field(cgroup, layout!(request.cgroup_kn));
     Submitter {
-        tgid: kernel_field(task, l.task_tgid),
-        comm: kernel_field(task, l.task_comm),
-        cgroup_id: kernel_field(kn, l.kn_id),
+        tgid: kernel_field(task, layout!(request.task_tgid)),
+        comm: kernel_field(task, layout!(request.task_comm)),
+        cgroup_id: kernel_field(kn, layout!(request.kn_id)),
     }
 }
 
@@ -541,7 +544,6 @@ fn rq_complete(e: &Event) {
     let t = now();
     let dir = e.rwbs.direction();
     let mut device_ns = None;
-    let mut submitted = None;
     let mut tracked = None;
     if let Some(s) = find(e.tag) {
         let r = s.info;
@@ -551,9 +553,6 @@ fn rq_complete(e: &Event) {
         }
         if r.flags & REQ_IN_FLIGHT != 0 {
             inflight_add(e.dev, u64::MAX);
-        }
-        if r.flags & REQ_SUBMITTER != 0 {
-            submitted = Some(r);
         }
         tracked = Some(r);
     }
@@ -574,7 +573,7 @@ fn rq_complete(e: &Event) {
             }
         }
     }
-    if let Some(r) = submitted {
+    if let Some(r) = tracked.filter(|r| r.flags & REQ_SUBMITTER != 0) {
         credit_submitter(&r, e.dev, t);
     }
 }
