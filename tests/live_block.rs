@@ -180,8 +180,12 @@ fn counts_and_credits(btf: bool) {
     let r4 = log2_bucket(4096);
     assert!(d1.write.size_hist[w64] - d0.write.size_hist[w64] >= 200, "64 KiB bucket");
     assert!(d1.read.size_hist[r4] - d0.read.size_hist[r4] >= 500, "4 KiB bucket");
-    // Latencies were measured for every completed request seen.
+    // Latencies were measured for every completed request seen, and queue times for every one
+    // whose start was seen (all: dd's and ext4's reads go through block_io_start).
     assert_eq!(d1.read.device_count - d0.read.device_count, reads);
+    if missed_io == 0 && missed_complete == 0 {
+        assert_eq!(d1.read.queue_count - d0.read.queue_count, reads, "queue times");
+    }
     assert!(d1.depth_samples > d0.depth_samples);
     // Nothing in flight on a quiet device (a request whose completion and done were both skipped
     // stays counted until it is evicted as stale).

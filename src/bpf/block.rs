@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap};
+use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
 use aya::programs::ProgramFd;
 use aya::Ebpf;
 use ioscope_common::block::*;
@@ -149,6 +149,8 @@ pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
         css_set_dfl_cgrp: field("css_set", "dfl_cgrp", 8)?,
         cgroup_kn: field("cgroup", "kn", 8)?,
         kn_id: field("kernfs_node", "id", 8)?,
+        rq_start_time_ns: field("request", "start_time_ns", 8)?,
+        rq_io_start_time_ns: field("request", "io_start_time_ns", 8)?,
     })
 }
 
@@ -231,9 +233,9 @@ pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
 /// The probe's maps, taken from the loaded object.
 pub struct BlockMaps {
     reqs: Array<MapData, ReqSlot>,
-    devs: PerCpuHashMap<MapData, u32, DevStats>,
+    dev_slots: Array<MapData, DevSlot>,
+    devs: PerCpuArray<MapData, DevStats>,
     procs: PerCpuHashMap<MapData, ProcKey, ProcStats>,
-    inflight: HashMap<MapData, u32, u64>,
     health: PerCpuArray<MapData, u64>,
     last_purge: Instant,
     stale_evicted: u64,
@@ -255,9 +257,9 @@ impl BlockMaps {
     pub fn take(ebpf: &mut Ebpf, attached: &[Option<String>]) -> Result<BlockMaps> {
         Ok(BlockMaps {
             reqs: take(ebpf, BLOCK_REQS_MAP)?,
+            dev_slots: take(ebpf, BLOCK_DEV_SLOTS_MAP)?,
             devs: take(ebpf, BLOCK_DEV_MAP)?,
             procs: take(ebpf, BLOCK_PROC_MAP)?,
-            inflight: take(ebpf, BLOCK_INFLIGHT_MAP)?,
             health: take(ebpf, BLOCK_HEALTH_MAP)?,
             last_purge: Instant::now(),
             stale_evicted: 0,
@@ -275,12 +277,11 @@ impl BlockMaps {
 
     /// Reads every map into `out` (block_devices, io_processes, block_health).
     pub fn read(&mut self, out: &mut BpfSample) -> Result<()> {
-        let inflight: StdHashMap<u32, u64> = self.inflight.iter().filter_map(|e| e.ok()).collect();
         let mut devices = Vec::new();
-        for entry in self.devs.iter() {
-            let (dev, per_cpu) = entry.context("reading the BLOCK_DEV map")?;
-            let mut d = sum_devices(dev, &per_cpu);
-            d.in_flight = inflight.get(&dev).copied().unwrap_or(0);
+        for (i, slot) in self.device_slots()? {
+            let per_cpu = self.devs.get(&i, 0).context("reading the BLOCK_DEV map")?;
+            let mut d = sum_devices(slot.key as u32, &per_cpu);
+            d.in_flight = slot.in_flight;
             devices.push(d);
         }
         devices.sort_by_key(|d| (d.major, d.minor));
@@ -347,9 +348,21 @@ impl BlockMaps {
         h.procs_entries = self.procs.keys().filter(|k| k.is_ok()).count() as u64;
         h.procs_capacity = u64::from(PROCS_MAX);
         h.devs_entries = out.block_devices.len() as u64;
-        h.devs_capacity = u64::from(DEVS_MAX);
+        h.devs_capacity = u64::from(DEV_SLOTS);
         out.block_health = h;
         Ok(())
+    }
+
+    /// The device table's taken slots: (index, slot).
+    fn device_slots(&self) -> Result<Vec<(u32, DevSlot)>> {
+        let mut slots = Vec::new();
+        for i in 0..DEV_SLOTS {
+            let slot = self.dev_slots.get(&i, 0).context("reading the BLOCK_DEV_SLOTS map")?;
+            if slot.key != 0 {
+                slots.push((i, slot));
+            }
+        }
+        Ok(slots)
     }
 
     fn read_health(&self) -> Result<BlockProbeHealth> {
@@ -394,8 +407,16 @@ impl BlockMaps {
             if self.reqs.set(i, ReqSlot::default(), 0).is_ok() {
                 n += 1;
                 if s.info.flags & REQ_IN_FLIGHT != 0 {
-                    if let Ok(v) = self.inflight.get(&s.info.dev, 0) {
-                        let _ = self.inflight.insert(s.info.dev, v.saturating_sub(1), 0);
+                    // Not atomic against the programs' adds: a rare count off by one, for a
+                    // request long gone anyway.
+                    let key = dev_key(s.info.dev);
+                    if let Some((i, mut d)) = self
+                        .device_slots()
+                        .ok()
+                        .and_then(|slots| slots.into_iter().find(|(_, d)| d.key == key))
+                    {
+                        d.in_flight = d.in_flight.saturating_sub(1);
+                        let _ = self.dev_slots.set(i, d, 0);
                     }
                 }
             }

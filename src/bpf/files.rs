@@ -8,7 +8,8 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{MapData, PerCpuHashMap};
 use aya::Ebpf;
-use ioscope_common::files::{FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_IO_MAP};
+use ioscope_common::files::{FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_IO_MAP, KEY_SB_DEV};
+use ioscope_common::page_cache::DioMemo;
 
 use super::kernel_btf::KernelBtf;
 use super::tracefs;
@@ -117,11 +118,6 @@ pub fn flag_bit(format_text: &str, name: &str) -> Option<u32> {
     (bit < 32).then(|| 1u32 << bit)
 }
 
-/// Attaches `writeback_single_inode`, `file_sync_ra`, `file_iomap_iter` and the filesystems'
-/// writeback programs (`file_ext4_writepages`, `file_iomap_writeback`) when their layouts are known, and takes
-/// the FILE_IO map. The map is read even without them: the page-cache programs fill it too
-/// (without `file_sync_ra` every page read counts as readahead).
-/// `file_iomap_iter` runs as its BTF tracepoint twin when `iomap_btf` is given and the twin loads.
 /// The program with a BTF tracepoint twin, and the twin.
 const ITER_PROGRAM: (&str, &str) = ("file_iomap_iter", "file_iomap_iter_btf");
 
@@ -129,6 +125,10 @@ const ITER_PROGRAM: (&str, &str) = ("file_iomap_iter", "file_iomap_iter_btf");
 /// [`IomapBtfLayout`]), each checked for the size the programs load.
 pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
     let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
+    // Optional: before Linux 6.1 the direction was a bit of `iov_iter.type`, and `iomap_iter`
+    // tells it instead.
+    let data_source = field("iov_iter", "data_source", 1).ok();
+    let (kiocb_pos, inode_size) = (field("kiocb", "ki_pos", 8)?, field("inode", "i_size", 8)?);
     Ok(IomapBtfLayout {
         configured: 1,
         iter_inode: field("iomap_iter", "inode", 8)?,
@@ -140,13 +140,25 @@ pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
         kiocb_flags: field("kiocb", "ki_flags", 4)?,
         file_inode: field("file", "f_inode", 8)?,
         iov_count: field("iov_iter", "count", 8)?,
+        dio_direction: u32::from(data_source.is_some()),
+        iov_data_source: data_source.unwrap_or(0),
+        kiocb_pos,
+        inode_size,
     })
 }
 
+/// Attaches `writeback_single_inode`, `file_sync_ra`, `file_iomap_iter` and the filesystems'
+/// writeback programs (`file_ext4_writepages`, `file_iomap_writeback`) when their layouts are
+/// known, and takes the FILE_IO map. The map is read even without them: the page-cache programs
+/// fill it too (without `file_sync_ra` every page read counts as readahead).
+/// `file_iomap_iter` runs as its BTF tracepoint twin when `iomap_btf` is given and the twin loads.
+/// `dio_has_direction`: the `iomap_dio_rw_begin` BTF twin is attached and tells the direction
+/// itself (see IomapBtfLayout::dio_direction): then `file_iomap_iter` is not attached (nor listed).
 pub fn attach(
     ebpf: &mut Ebpf,
     ready: [Result<(), String>; 5],
     iomap_btf: Option<&aya::Btf>,
+    dio_has_direction: bool,
 ) -> (Vec<BpfProgramStatus>, Option<FileMaps>) {
     let programs = [
         (PROGRAM, CATEGORY, EVENT),
@@ -157,6 +169,9 @@ pub fn attach(
     ];
     let mut statuses = Vec::new();
     for ((program, category, event), r) in programs.into_iter().zip(ready) {
+        if program == ITER_PROGRAM.0 && dio_has_direction {
+            continue;
+        }
         if let (Some(btf), true, Ok(())) = (iomap_btf, program == ITER_PROGRAM.0, &r) {
             if let Ok(status) = super::attach_btf_tracepoint(ebpf, ITER_PROGRAM.1, category, event, btf) {
                 statuses.push(status);
@@ -214,6 +229,23 @@ impl FileMaps {
     }
 }
 
+/// Adds the direct I/O pending in the CPUs' memos (see DioMemo) to their files' rows (a new row
+/// when the file has none: its entry was evicted from the LRU map meanwhile).
+pub fn add_dio_memos(files: &mut Vec<RawFile>, memos: &[DioMemo]) {
+    for m in memos {
+        let key = FileKey { dev: m.dev, kind: KEY_SB_DEV, ino: m.ino };
+        let i = match files.iter().position(|f| f.key == key) {
+            Some(i) => i,
+            None => {
+                files.push(RawFile { key, ..Default::default() });
+                files.len() - 1
+            }
+        };
+        files[i].dio_read_bytes += m.read_bytes;
+        files[i].dio_write_bytes += m.write_bytes;
+    }
+}
+
 /// Adds up one entry's per-CPU counters with wrapping arithmetic: a write allocation is taken
 /// back on the dirtying CPU, which may hold less than the inserting one (the total is right).
 pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
@@ -246,6 +278,27 @@ pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_direct_io_joins_its_file_or_makes_a_row() {
+        let key = FileKey { dev: 7, kind: KEY_SB_DEV, ino: 12 };
+        let mut files = vec![RawFile { key, dio_read_bytes: 4096, ..Default::default() }];
+        let memo = |ino, read_bytes, write_bytes| DioMemo {
+            tgid: 10,
+            dev: 7,
+            ino,
+            reads: read_bytes / 4096,
+            read_bytes,
+            writes: write_bytes / 4096,
+            write_bytes,
+        };
+        add_dio_memos(&mut files, &[memo(12, 8192, 0), memo(12, 4096, 4096), memo(13, 0, 65536)]);
+        assert_eq!(files.len(), 2);
+        assert_eq!((files[0].dio_read_bytes, files[0].dio_write_bytes), (16384, 4096));
+        // A file evicted from the LRU map meanwhile still gets its bytes, under the same key kind.
+        assert_eq!(files[1].key, FileKey { dev: 7, kind: KEY_SB_DEV, ino: 13 });
+        assert_eq!((files[1].dio_read_bytes, files[1].dio_write_bytes), (0, 65536));
+    }
 
     #[test]
     fn flag_bits_come_from_the_print_format() {

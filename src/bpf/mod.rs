@@ -161,7 +161,9 @@ impl BpfCollector {
         let (cache_statuses, page_cache, hz_note) =
             page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before, iomap_btf);
         programs.extend(cache_statuses);
-        let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready, iomap_btf);
+        let dio_has_direction = file_layout.btf.dio_direction != 0
+            && programs.iter().any(|p| p.program == page_cache::DIO_BTF.1 && p.attached);
+        let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready, iomap_btf, dio_has_direction);
         programs.extend(file_statuses);
         let raw_read = programs.iter().any(|p| p.program == "filemap_get_pages_raw" && p.attached);
         let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
@@ -221,7 +223,13 @@ impl BpfCollector {
             }
         }
         if let Some(maps) = &self.files {
-            match maps.read() {
+            let raw = maps.read().and_then(|mut raw| {
+                if let Some(cache) = &self.page_cache {
+                    files::add_dio_memos(&mut raw, &cache.dio_memos()?);
+                }
+                Ok(raw)
+            });
+            match raw {
                 Ok(raw) => sample.files = self.file_resolver.resolve(raw),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }

@@ -14,12 +14,16 @@
 /// insert, lookup and delete per request cost more than everything else the programs do), and it
 /// cannot fill up with requests whose completion was lost (their slots are simply reused).
 pub const BLOCK_REQS_MAP: &str = "BLOCK_REQS";
-/// Per-CPU hash: kernel dev_t (u32) → [`DevStats`].
+/// Per-CPU array of [`DevStats`], indexed like [`BLOCK_DEV_SLOTS_MAP`] (a device's index is where
+/// its key sits there).
 pub const BLOCK_DEV_MAP: &str = "BLOCK_DEV";
+/// Array of [`DEV_SLOTS`] [`DevSlot`]s: which device each index of [`BLOCK_DEV_MAP`] counts, and
+/// its in-flight count. Arrays, not hash maps: every block event updates its device, and an
+/// array lookup is inlined by the kernel where a hash lookup is a function call (on machines
+/// with return-thunk mitigations each call and return is a large share of a program's cost).
+pub const BLOCK_DEV_SLOTS_MAP: &str = "BLOCK_DEV_SLOTS";
 /// Per-CPU hash: [`ProcKey`] → [`ProcStats`] (the submitter of the I/O, per device).
 pub const BLOCK_PROC_MAP: &str = "BLOCK_PROC";
-/// Hash: kernel dev_t (u32) → requests issued to the driver and not yet completed (u64, atomic).
-pub const BLOCK_INFLIGHT_MAP: &str = "BLOCK_INFLIGHT";
 /// Per-CPU array of u64 indexed by [`Health`]: events seen and events lost, per program.
 pub const BLOCK_HEALTH_MAP: &str = "BLOCK_HEALTH";
 /// The read-only global holding [`BlockLayout`], set by the loader before load.
@@ -35,8 +39,39 @@ pub const REQ_SLOTS: u32 = 1 << REQ_SLOT_BITS;
 /// Most (process, device) pairs kept. Userspace deletes a pair once it has read it after the process
 /// exited; when full, [`Health::ProcsFull`] counts the I/O that could not be credited.
 pub const PROCS_MAX: u32 = 8192;
-/// Most devices tracked.
-pub const DEVS_MAX: u32 = 1024;
+/// Most devices tracked: the size of the device table (a power of two).
+pub const DEV_SLOTS: u32 = 1024;
+/// How many slots from its first ([`dev_slot`]) a device may take (open addressing); a device
+/// finding them all taken is not counted ([`Health::DevsFull`]).
+pub const DEV_PROBES: u32 = 8;
+
+/// A device's entry in the device table. `key` is [`dev_key`] of its kernel dev_t (0: free),
+/// set once, atomically, by the first program to see the device.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DevSlot {
+    pub key: u64,
+    /// Requests issued to the driver and not yet completed (atomic adds from every CPU).
+    pub in_flight: u64,
+    /// 1 while the kernel stamps this device's requests with their issue time
+    /// (`request.io_start_time_ns`, set after block_rq_issue when the queue keeps I/O statistics,
+    /// as with writeback throttling on): block_rq_issue then needs no clock read of its own.
+    /// Learnt at each completion (BTF programs only).
+    pub kernel_stamps_issue: u32,
+    pub _pad: u32,
+}
+
+/// The device table's key of kernel dev_t `dev`: never 0 (a free slot), dev 0 included.
+#[inline(always)]
+pub fn dev_key(dev: u32) -> u64 {
+    (1 << 32) | u64::from(dev)
+}
+
+/// The first slot device `dev` may take (Fibonacci hashing, see [`req_slot`]).
+#[inline(always)]
+pub fn dev_slot(dev: u32) -> u32 {
+    (u64::from(dev).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - DEV_SLOTS.trailing_zeros())) as u32
+}
 
 /// Buckets of the log2 histograms (latency in µs, request size in bytes): see [`log2_bucket`].
 pub const HIST_BUCKETS: usize = 32;
@@ -174,6 +209,12 @@ pub struct RequestLayout {
     pub css_set_dfl_cgrp: u32,
     pub cgroup_kn: u32,
     pub kn_id: u32,
+    /// `struct request`: `start_time_ns` (u64: when it was made, by the kernel's clock, 0 when
+    /// the queue keeps no statistics) and `io_start_time_ns` (u64: when it was issued, see
+    /// [`DevSlot::kernel_stamps_issue`]). The clock is the one bpf_ktime_get_ns reads
+    /// (ktime_get_ns), so the programs use these instead of reading it again.
+    pub rq_start_time_ns: u32,
+    pub rq_io_start_time_ns: u32,
 }
 
 impl RequestLayout {
@@ -193,6 +234,8 @@ impl RequestLayout {
         css_set_dfl_cgrp: 0,
         cgroup_kn: 0,
         kn_id: 0,
+        rq_start_time_ns: 0,
+        rq_io_start_time_ns: 0,
     };
 }
 
@@ -269,6 +312,9 @@ pub struct ReqSlot {
 pub const REQ_SUBMITTER: u32 = 1;
 /// [`ReqInfo::flags`]: counted in the device's in-flight figure (issued, not yet completed).
 pub const REQ_IN_FLIGHT: u32 = 2;
+/// [`ReqInfo::flags`]: `start_ns` is when the request was made or queued (block_io_start or
+/// block_rq_insert saw it), so its queue time is known.
+pub const REQ_START_SEEN: u32 = 4;
 
 /// What is known about a request in flight. Times are bpf_ktime_get_ns (CLOCK_MONOTONIC), 0 = not
 /// seen.
@@ -279,7 +325,8 @@ pub struct ReqInfo {
     pub start_ns: u64,
     /// block_rq_insert: the request entered the I/O scheduler's queue (direct issue skips it).
     pub insert_ns: u64,
-    /// block_rq_issue: handed to the driver.
+    /// block_rq_issue: handed to the driver (0 when the kernel stamps it in the request itself,
+    /// see [`DevSlot::kernel_stamps_issue`], and not yet issued otherwise).
     pub issue_ns: u64,
     pub cgroup_id: u64,
     pub tgid: u32,
@@ -312,6 +359,8 @@ pub struct DirStats {
     pub completed_requests: u64,
     pub completed_bytes: u64,
     /// Queue time (request created → issued to the driver), for the requests whose start was seen.
+    /// Counted when the request completes (its issue time may be the kernel's own stamp, which
+    /// is only written after block_rq_issue), as are the scheduler time and the device time.
     pub queue_ns_sum: u64,
     pub queue_count: u64,
     /// Device time (issue → complete).
@@ -589,6 +638,7 @@ mod user {
     unsafe impl aya::Pod for super::ReqSlot {}
     unsafe impl aya::Pod for super::ReqInfo {}
     unsafe impl aya::Pod for super::DevStats {}
+    unsafe impl aya::Pod for super::DevSlot {}
     unsafe impl aya::Pod for super::ProcKey {}
     unsafe impl aya::Pod for super::ProcStats {}
 }

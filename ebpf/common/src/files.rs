@@ -190,6 +190,17 @@ pub struct IomapBtfLayout {
     pub file_inode: u32,
     /// `struct iov_iter`: `count` (u64): the event's `count`.
     pub iov_count: u32,
+    /// 1 when `struct iov_iter` has `data_source` (bool, Linux 6.1+: true when the iterator is the
+    /// source of the data, i.e. a write), at `iov_data_source`: the `iomap_dio_rw_begin` twin then
+    /// knows the direct I/O's direction itself, and `iomap_iter` (two runs per direct I/O, on the
+    /// hot path) is not traced at all.
+    pub dio_direction: u32,
+    pub iov_data_source: u32,
+    /// `struct kiocb`: `ki_pos` (i64); `struct inode`: `i_size` (i64). With `dio_direction`: a
+    /// direct read is counted for what it can read before the end of the file (a read at the end,
+    /// as every read loop ends with, asks for a whole buffer and reads nothing).
+    pub kiocb_pos: u32,
+    pub inode_size: u32,
 }
 
 impl IomapBtfLayout {
@@ -204,6 +215,10 @@ impl IomapBtfLayout {
         kiocb_flags: 0,
         file_inode: 0,
         iov_count: 0,
+        dio_direction: 0,
+        iov_data_source: 0,
+        kiocb_pos: 0,
+        inode_size: 0,
     };
 }
 

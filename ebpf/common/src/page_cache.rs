@@ -208,6 +208,34 @@ pub struct CacheScratch {
     pub pending_tgid: u32,
     pub _pad: u32,
     pub pending_read_pages: u64,
+    /// Direct I/O of one process on one file, the same way: see [`DioMemo`].
+    pub dio: DioMemo,
+}
+
+/// Direct I/O counted on this CPU for process `tgid` on file (`dev`, `ino`) and not yet added to
+/// their CACHE_PROCS and FILE_IO entries. The first direct I/O of a (process, file) on a CPU is
+/// counted in the maps (creating their entries, with the process's name); the following ones only
+/// here, until another process or file does direct I/O on this CPU and they move to the maps. A
+/// direct-I/O workload (a database, fio, a loop device's worker) thus costs no hash lookup per
+/// I/O. Userspace adds the pending counts to both rows when it reads the maps.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DioMemo {
+    pub tgid: u32,
+    /// s_dev of the file's filesystem (kernel dev_t), as FILE_IO keys it (KEY_SB_DEV).
+    pub dev: u32,
+    pub ino: u64,
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub write_bytes: u64,
+}
+
+impl DioMemo {
+    /// Whether any I/O is pending.
+    pub fn pending(&self) -> bool {
+        self.reads != 0 || self.writes != 0
+    }
 }
 
 /// Hash map (LRU): thread id → the folio it inserted last ([`InsertRecord`]). Per thread, not per
@@ -335,6 +363,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
         assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
-        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8);
+        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8 + 6 * 8);
     }
 }

@@ -16,7 +16,7 @@
 //! `block:block_io_done` is not traced (its work, crediting the submitter, is done at
 //! block_rq_complete, which sees the same request a moment earlier).
 
-use core::intrinsics::{atomic_xadd, AtomicOrdering};
+use core::intrinsics::{atomic_cxchg, atomic_xadd, AtomicOrdering};
 
 use crate::kernel::kernel_field;
 use aya_ebpf::{
@@ -26,14 +26,14 @@ use aya_ebpf::{
         bpf_ktime_get_ns,
     },
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
+    maps::{Array, PerCpuArray, PerCpuHashMap},
     programs::{BtfTracePointContext, TracePointContext},
 };
 use ioscope_common::block::{
-    classic_tag, depth_bucket, kernel_mkdev, log2_bucket, req_slot, BlockLayout, CmdFlagValues, DevStats,
-    EventHead, EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats, ReqInfo, ReqSlot, RwbsFlags, DEVS_MAX,
-    HEALTH_COUNTERS, PROCS_MAX, REQ_IN_FLIGHT, REQ_SLOTS, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN,
-    RWBS_READAHEAD, RWBS_SYNC,
+    classic_tag, depth_bucket, dev_key, dev_slot, kernel_mkdev, log2_bucket, req_slot, BlockLayout,
+    CmdFlagValues, DevSlot, DevStats, EventHead, EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats, ReqInfo,
+    ReqSlot, RwbsFlags, DEV_PROBES, DEV_SLOTS, DIR_OTHER, HEALTH_COUNTERS, PROCS_MAX, REQ_IN_FLIGHT, REQ_SLOTS,
+    REQ_START_SEEN, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
 };
 
 /// Field offsets of the events and of the kernel's request, written by the loader before load.
@@ -53,17 +53,15 @@ macro_rules! layout {
 #[map]
 static BLOCK_REQS: Array<ReqSlot> = Array::with_max_entries(REQ_SLOTS, 0);
 #[map]
-static BLOCK_DEV: PerCpuHashMap<u32, DevStats> = PerCpuHashMap::with_max_entries(DEVS_MAX, 0);
+static BLOCK_DEV_SLOTS: Array<DevSlot> = Array::with_max_entries(DEV_SLOTS, 0);
+#[map]
+static BLOCK_DEV: PerCpuArray<DevStats> = PerCpuArray::with_max_entries(DEV_SLOTS, 0);
 #[map]
 static BLOCK_PROC: PerCpuHashMap<ProcKey, ProcStats> = PerCpuHashMap::with_max_entries(PROCS_MAX, 0);
 #[map]
-static BLOCK_INFLIGHT: HashMap<u32, u64> = HashMap::with_max_entries(DEVS_MAX, 0);
-#[map]
 static BLOCK_HEALTH: PerCpuArray<u64> = PerCpuArray::with_max_entries(HEALTH_COUNTERS, 0);
-/// All-zero values to insert new entries from: DevStats and ProcStats are too big for the 512-byte
-/// eBPF stack. Never written.
-#[map]
-static BLOCK_ZERO_DEV: Array<DevStats> = Array::with_max_entries(1, 0);
+/// All-zero values to insert new entries from: ProcStats is too big for the 512-byte eBPF stack.
+/// Never written.
 #[map]
 static BLOCK_ZERO_PROC: Array<ProcStats> = Array::with_max_entries(1, 0);
 
@@ -142,6 +140,7 @@ pub fn block_rq_merge_btf(ctx: BtfTracePointContext) -> i32 {
 
 /// Always 0 (a non-zero return would also write the event to the perf buffer). A failed field read
 /// is counted; the map-full cases are counted where they happen.
+#[inline(always)]
 fn on_result(r: Result<(), Lost>) -> u32 {
     if let Err(Lost::Read) = r {
         count_health(Health::ReadErrors);
@@ -164,6 +163,10 @@ struct Event {
     sector: u64,
     bytes: u64,
     rwbs: RwbsFlags,
+    /// The kernel's own times of the request, 0 when unknown (classic events carry none; see
+    /// RequestLayout::rq_start_time_ns).
+    kernel_start_ns: u64,
+    kernel_issue_ns: u64,
 }
 
 /// A number for the request at `rq`, unique while it exists: its distance from a fixed address
@@ -204,6 +207,8 @@ fn btf_event(ctx: &BtfTracePointContext, nr_bytes: Option<u32>) -> Result<Event,
         sector: kernel_field::<u64>(rq, layout!(request.rq_sector)),
         bytes: u64::from(bytes),
         rwbs: RwbsFlags::from_cmd_flags(kernel_field::<u32>(rq, layout!(request.rq_cmd_flags)), &cmd),
+        kernel_start_ns: kernel_field(rq, layout!(request.rq_start_time_ns)),
+        kernel_issue_ns: kernel_field(rq, layout!(request.rq_io_start_time_ns)),
     })
 }
 
@@ -251,16 +256,19 @@ fn classic_event(ctx: &TracePointContext, l: &EventLayout) -> Result<Event, Lost
     Ok(e)
 }
 
+#[inline(always)]
 fn now() -> u64 {
     // SAFETY: no arguments, no preconditions.
     unsafe { bpf_ktime_get_ns() }
 }
 
+#[inline(always)]
 fn count_health(h: Health) {
     add_health(h, 1);
 }
 
 /// Adds `by` (wrapping: u64::MAX is −1) to this CPU's counter `h`.
+#[inline(always)]
 fn add_health(h: Health, by: u64) {
     if let Some(p) = BLOCK_HEALTH.get_ptr_mut(h as u32) {
         // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
@@ -321,7 +329,9 @@ fn claim(tag: u64, now_ns: u64) -> Option<&'static mut ReqSlot> {
             count_health(Health::ReqsFull);
         }
         if s.info.flags & REQ_IN_FLIGHT != 0 {
-            inflight_add(s.info.dev, u64::MAX);
+            if let Some((_, d)) = device(s.info.dev) {
+                inflight_add(d, u64::MAX);
+            }
         }
     }
     s.tag = tag;
@@ -335,35 +345,58 @@ fn release(s: &mut ReqSlot) {
     add_health(Health::SlotsUsed, u64::MAX);
 }
 
-/// Adds `delta` (wrapping: u64::MAX is −1) to the device's in-flight count, creating it at 0. Shared
-/// by all CPUs, so atomic; the result is not used (the bpf target's XADD returns nothing).
-fn inflight_add(dev: u32, delta: u64) -> Option<*mut u64> {
-    let p = match BLOCK_INFLIGHT.get_ptr_mut(dev) {
-        Some(p) => p,
-        None => {
-            // Another CPU may create it in between: then NOEXIST fails and the lookup finds theirs.
-            let _ = BLOCK_INFLIGHT.insert(dev, 0u64, u64::from(BPF_NOEXIST));
-            BLOCK_INFLIGHT.get_ptr_mut(dev)?
+/// The device table's entry of kernel dev_t `dev` and its index (in BLOCK_DEV too), taking a
+/// free slot the first time the device is seen (atomically: two CPUs may meet a new device at
+/// once). None when its slots are all taken by other devices (counted).
+#[inline(always)]
+fn device(dev: u32) -> Option<(u32, &'static mut DevSlot)> {
+    let key = dev_key(dev);
+    let first = dev_slot(dev);
+    let mut n = 0;
+    while n < DEV_PROBES {
+        let i = (first + n) & (DEV_SLOTS - 1);
+        let p = BLOCK_DEV_SLOTS.get_ptr_mut(i)?;
+        // SAFETY: a valid pointer into the array; the key is only ever changed from 0, atomically.
+        let k = unsafe { core::ptr::read_volatile(&raw const (*p).key) };
+        let mine = k == key
+            || (k == 0 && {
+                // SAFETY: as above; the value is aligned (the map's values are 8-byte aligned).
+                let (old, _) = unsafe {
+                    atomic_cxchg::<u64, { AtomicOrdering::SeqCst }, { AtomicOrdering::SeqCst }>(
+                        &raw mut (*p).key,
+                        0,
+                        key,
+                    )
+                };
+                old == 0 || old == key
+            });
+        if mine {
+            // SAFETY: as above. Its fields are changed with atomic adds or single stores.
+            return Some((i, unsafe { &mut *p }));
         }
-    };
+        n += 1;
+    }
+    count_health(Health::DevsFull);
+    None
+}
+
+/// Adds `delta` (wrapping: u64::MAX is −1) to the device's in-flight count. Shared by all CPUs, so
+/// atomic; the result is not used (the bpf target's XADD returns nothing).
+#[inline(always)]
+fn inflight_add(d: &mut DevSlot, delta: u64) {
     // SAFETY: a valid, aligned pointer into the map's value. The bpf target offers no AtomicU64
     // read-modify-write, but the intrinsic lowers to the XADD instruction when its result is unused.
-    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, delta) };
-    Some(p)
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(&raw mut d.in_flight, delta) };
 }
 
-fn dev_stats(dev: u32) -> Option<*mut DevStats> {
-    if let Some(p) = BLOCK_DEV.get_ptr_mut(dev) {
-        return Some(p);
-    }
-    let zero = BLOCK_ZERO_DEV.get(0)?;
-    if BLOCK_DEV.insert(dev, zero, u64::from(BPF_NOEXIST)).is_err() && BLOCK_DEV.get_ptr_mut(dev).is_none() {
-        count_health(Health::DevsFull);
-        return None;
-    }
-    BLOCK_DEV.get_ptr_mut(dev)
+/// This CPU's counters of the device at index `i` of the device table.
+#[inline(always)]
+fn dev_stats(i: u32) -> Option<&'static mut DevStats> {
+    // SAFETY: this CPU's copy of the device's value.
+    BLOCK_DEV.get_ptr_mut(i).map(|p| unsafe { &mut *p })
 }
 
+#[inline(always)]
 fn proc_stats(k: &ProcKey) -> Option<*mut ProcStats> {
     if let Some(p) = BLOCK_PROC.get_ptr_mut(k) {
         return Some(p);
@@ -414,34 +447,46 @@ fn current_submitter_btf() -> Submitter {
 /// Submitter context: remember who asked for this request, and when.
 #[inline(always)]
 fn io_start(e: &Event, who: Submitter) {
-    let t = now();
+    // The kernel's own start time where it keeps one (one clock read fewer).
+    let t = if e.kernel_start_ns != 0 { e.kernel_start_ns } else { now() };
     let Some(s) = claim(e.tag, t) else { return };
-    s.info = ReqInfo {
-        start_ns: t,
-        insert_ns: 0,
-        issue_ns: 0,
-        cgroup_id: who.cgroup_id,
-        tgid: who.tgid,
-        bytes: e.bytes as u32,
-        flags: REQ_SUBMITTER,
-        rwbs: e.rwbs.0,
-        comm: who.comm,
-        dev: e.dev,
-        _pad: 0,
-    };
+    // Field by field, the zeros as volatile stores: a struct literal's adjacent zeros become a
+    // call to a byte-by-byte memset.
+    let r = &mut s.info;
+    r.start_ns = t;
+    // SAFETY: valid, aligned fields of the slot.
+    unsafe {
+        core::ptr::write_volatile(&raw mut r.insert_ns, 0);
+        core::ptr::write_volatile(&raw mut r.issue_ns, 0);
+    }
+    r.cgroup_id = who.cgroup_id;
+    r.tgid = who.tgid;
+    r.bytes = e.bytes as u32;
+    r.flags = REQ_SUBMITTER | REQ_START_SEEN;
+    r.rwbs = e.rwbs.0;
+    r.comm = who.comm;
+    r.dev = e.dev;
 }
 
 /// Into the scheduler's queue.
+#[inline(always)]
 fn rq_insert(e: &Event) {
     let t = now();
     if let Some(s) = find(e.tag) {
         s.info.insert_ns = t;
     } else if let Some(s) = claim(e.tag, t) {
-        s.info =
-            ReqInfo { start_ns: t, insert_ns: t, rwbs: e.rwbs.0, bytes: e.bytes as u32, ..zero_info(e.dev) };
+        s.info = ReqInfo {
+            start_ns: t,
+            insert_ns: t,
+            flags: REQ_START_SEEN,
+            rwbs: e.rwbs.0,
+            bytes: e.bytes as u32,
+            ..zero_info(e.dev)
+        };
     }
 }
 
+#[inline(always)]
 fn zero_info(dev: u32) -> ReqInfo {
     ReqInfo {
         start_ns: 0,
@@ -458,24 +503,18 @@ fn zero_info(dev: u32) -> ReqInfo {
     }
 }
 
-/// To the driver: size, flags, queue time, queue depth.
+/// To the driver: size, flags, queue depth. The issue time is kept for the completion, which
+/// counts the queue, scheduler and device times; where the kernel stamps it in the request
+/// itself (learnt per device at completion) there is no clock to read here.
+#[inline(always)]
 fn rq_issue(e: &Event) {
-    let t = now();
     let dir = e.rwbs.direction();
-
-    // Queue and scheduler times, and the in-flight count, from the tracked request.
-    let mut queue_ns = None;
-    let mut sched_ns = None;
+    let mut dev = device(e.dev);
+    let kernel_stamps = matches!(&dev, Some((_, d)) if d.kernel_stamps_issue != 0);
     let mut counted_in_flight = false;
     if let Some(s) = find(e.tag) {
         let r = &mut s.info;
-        if r.start_ns != 0 && r.issue_ns == 0 {
-            queue_ns = Some(t.saturating_sub(r.start_ns));
-        }
-        if r.insert_ns != 0 && r.issue_ns == 0 {
-            sched_ns = Some(t.saturating_sub(r.insert_ns));
-        }
-        r.issue_ns = t;
+        r.issue_ns = if kernel_stamps { 0 } else { now() };
         // Bios merged into the request since it was created: its size now is what it carries.
         r.bytes = e.bytes as u32;
         if r.flags & REQ_IN_FLIGHT == 0 {
@@ -484,6 +523,8 @@ fn rq_issue(e: &Event) {
         }
     } else {
         count_health(Health::IssueUnmatched);
+        // A time for the slot in any case: the table's eviction and purge go by it.
+        let t = now();
         if let Some(s) = claim(e.tag, t) {
             s.info = ReqInfo {
                 start_ns: t,
@@ -496,29 +537,21 @@ fn rq_issue(e: &Event) {
             counted_in_flight = true;
         }
     }
+    let Some((i, d)) = dev.take() else { return };
     let depth = if counted_in_flight {
-        // SAFETY: a valid pointer into the map (read after our own increment).
-        inflight_add(e.dev, 1).map(|p| unsafe { core::ptr::read_volatile(p) })
+        inflight_add(d, 1);
+        // Read after our own increment.
+        // SAFETY: a valid pointer into the map's value.
+        Some(unsafe { core::ptr::read_volatile(&raw const d.in_flight) })
     } else {
         None
     };
 
-    let Some(s) = dev_stats(e.dev) else { return };
-    // SAFETY: this CPU's copy of the device's value.
-    let s = unsafe { &mut *s };
+    let Some(s) = dev_stats(i) else { return };
     if let Some(d) = s.dirs.get_mut(dir) {
         d.issued_requests += 1;
         d.issued_bytes += e.bytes;
         bump(&mut d.size_hist, log2_bucket(e.bytes), 1);
-        if let Some(ns) = queue_ns {
-            d.queue_ns_sum += ns;
-            d.queue_count += 1;
-            bump(&mut d.queue_hist, log2_bucket(ns / 1000), 1);
-        }
-        if let Some(ns) = sched_ns {
-            d.sched_ns_sum += ns;
-            d.sched_requests += 1;
-        }
     }
     let mut bit = 0usize;
     while bit < RWBS_FLAG_COUNT {
@@ -535,41 +568,61 @@ fn rq_issue(e: &Event) {
     }
 }
 
-/// Done by the device: device time, completed bytes (what /proc/diskstats counts), and the whole
-/// request credited to the process that submitted it. A partial completion (an error, or a driver
-/// completing in pieces) credits the whole request at its first piece: with the classic tag the
-/// later pieces have moved the sector and are not matched (counted as completions without issue);
-/// with the BTF tag they find the slot empty, the same.
+/// Done by the device: device time, queue and scheduler times, completed bytes (what
+/// /proc/diskstats counts), and the whole request credited to the process that submitted it. A
+/// partial completion (an error, or a driver completing in pieces) credits the whole request at
+/// its first piece: with the classic tag the later pieces have moved the sector and are not
+/// matched (counted as completions without issue); with the BTF tag they find the slot empty,
+/// the same.
+#[inline(always)]
 fn rq_complete(e: &Event) {
     let t = now();
     let dir = e.rwbs.direction();
-    let mut device_ns = None;
+    let dev = device(e.dev);
     let mut tracked = None;
     if let Some(s) = find(e.tag) {
-        let r = s.info;
+        tracked = Some(s.info);
         release(s);
-        if r.issue_ns != 0 {
-            device_ns = Some(t.saturating_sub(r.issue_ns));
-        }
-        if r.flags & REQ_IN_FLIGHT != 0 {
-            inflight_add(e.dev, u64::MAX);
-        }
-        tracked = Some(r);
-    }
-    if tracked.is_none() {
+    } else {
         count_health(Health::CompleteUnmatched);
     }
     crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, tracked.as_ref());
-    if let Some(s) = dev_stats(e.dev) {
-        // SAFETY: this CPU's copy of the device's value.
-        let s = unsafe { &mut *s };
-        if let Some(d) = s.dirs.get_mut(dir) {
-            d.completed_requests += 1;
-            d.completed_bytes += e.bytes;
-            if let Some(ns) = device_ns {
-                d.device_ns_sum += ns;
-                d.device_count += 1;
-                bump(&mut d.device_hist, log2_bucket(ns / 1000), 1);
+    let Some((i, d)) = dev else { return };
+    if let Some(r) = &tracked {
+        if r.flags & REQ_IN_FLIGHT != 0 {
+            inflight_add(d, u64::MAX);
+        }
+    }
+    // Whether the kernel stamps this device's requests at issue (BTF programs, reads and writes:
+    // passthrough commands never are); the classic programs cannot tell and leave it at 0.
+    if dir != DIR_OTHER {
+        let stamps = u32::from(e.kernel_issue_ns != 0);
+        if d.kernel_stamps_issue != stamps {
+            d.kernel_stamps_issue = stamps;
+        }
+    }
+    if let Some(s) = dev_stats(i) {
+        if let Some(ds) = s.dirs.get_mut(dir) {
+            ds.completed_requests += 1;
+            ds.completed_bytes += e.bytes;
+            if let Some(r) = &tracked {
+                let issue_ns = if r.issue_ns != 0 { r.issue_ns } else { e.kernel_issue_ns };
+                if issue_ns != 0 && r.flags & REQ_IN_FLIGHT != 0 {
+                    let device_ns = t.saturating_sub(issue_ns);
+                    ds.device_ns_sum += device_ns;
+                    ds.device_count += 1;
+                    bump(&mut ds.device_hist, log2_bucket(device_ns / 1000), 1);
+                    if r.flags & REQ_START_SEEN != 0 {
+                        let queue_ns = issue_ns.saturating_sub(r.start_ns);
+                        ds.queue_ns_sum += queue_ns;
+                        ds.queue_count += 1;
+                        bump(&mut ds.queue_hist, log2_bucket(queue_ns / 1000), 1);
+                    }
+                    if r.insert_ns != 0 {
+                        ds.sched_ns_sum += issue_ns.saturating_sub(r.insert_ns);
+                        ds.sched_requests += 1;
+                    }
+                }
             }
         }
     }
@@ -613,6 +666,7 @@ fn credit_submitter(r: &ReqInfo, dev: u32, t: u64) {
 
 /// A request merged into another before issue (the scheduler's request merging): it will never be
 /// issued or completed itself, so its slot is emptied (its bytes are carried by the other request).
+#[inline(always)]
 fn rq_merge(e: &Event) {
     if let Some(s) = find(e.tag) {
         release(s);

@@ -191,6 +191,41 @@ pub fn dio_args_btf() -> Option<(u32, u32)> {
     Some((layout_field!(btf.iov_count), layout_field!(btf.kiocb_flags)))
 }
 
+/// The offset of `iov_iter.data_source` when the `iomap_dio_rw_begin` twin takes the direction
+/// from it (and `iomap_iter` is not traced), else None.
+#[inline(always)]
+pub fn dio_direction_btf() -> Option<u32> {
+    (layout_field!(btf.dio_direction) != 0).then(|| layout_field!(btf.iov_data_source))
+}
+
+/// `bytes` of direct I/O in a known direction on `file` (None: its identity could not be read).
+#[inline(always)]
+pub fn count_dio_file(file: Option<(u32, u64)>, bytes: u64, write: bool) {
+    if let Some((dev, ino)) = file {
+        count_dio(dev, ino, bytes, write);
+    }
+}
+
+/// How many bytes a direct read at the kiocb's position can read before the end of its file
+/// (negative: none).
+#[inline(always)]
+pub fn dio_bytes_left_btf(iocb: *const u8) -> i64 {
+    let filp: *const u8 = kernel_field(iocb, layout_field!(btf.kiocb_filp));
+    let inode: *const u8 = kernel_field(filp, layout_field!(btf.file_inode));
+    kernel_field::<i64>(inode, layout_field!(btf.inode_size))
+        .saturating_sub(kernel_field::<i64>(iocb, layout_field!(btf.kiocb_pos)))
+}
+
+/// Direct-I/O bytes moved from a CPU's memo (crate::page_cache, DioMemo) to the file's entry.
+/// The file's process is not touched: the current task may be another one.
+#[inline(always)]
+pub fn add_dio_bytes(dev: u32, ino: u64, read_bytes: u64, write_bytes: u64) {
+    if let Some(c) = file(&FileKey { dev, kind: KEY_SB_DEV, ino }) {
+        c.dio_read_bytes = c.dio_read_bytes.wrapping_add(read_bytes);
+        c.dio_write_bytes = c.dio_write_bytes.wrapping_add(write_bytes);
+    }
+}
+
 /// An inode's (dev, ino) as the iomap events' records have them.
 #[inline(always)]
 fn inode_file(inode: *const u8) -> (u32, u64) {

@@ -414,8 +414,26 @@ pub fn iomap_dio_rw_begin_btf(ctx: BtfTracePointContext) -> i32 {
     let iocb: *const u8 = ctx.arg(0);
     let iter: *const u8 = ctx.arg(1);
     let bytes: u64 = kernel_field(iter, count);
+    let file = crate::files::dio_file_btf(iocb);
+    if let Some(data_source) = crate::files::dio_direction_btf() {
+        // The iterator says which way the data goes: the direction is known here and now.
+        let write = kernel_field::<u8>(iter, data_source) != 0;
+        let bytes = if write {
+            bytes
+        } else {
+            // A read reads no further than the end of the file (the size it asked for is the
+            // event's count); at or past the end it reads nothing and is not counted.
+            let left = crate::files::dio_bytes_left_btf(iocb);
+            if left <= 0 {
+                return 0;
+            }
+            bytes.min(left as u64)
+        };
+        count_dio_memo(file, bytes, write);
+        return 0;
+    }
     let flags: u32 = kernel_field(iocb, ki_flags);
-    on_dio(write_flag, bytes, flags, crate::files::dio_file_btf(iocb));
+    on_dio(write_flag, bytes, flags, file);
     0
 }
 
@@ -434,15 +452,69 @@ fn on_dio(write_flag: u32, bytes: u64, flags: u32, file: Option<(u32, u64)>) {
 /// Direct I/O of `bytes` by the current process (it bypasses the cache: neither hit nor miss).
 #[inline(always)]
 pub fn count_dio_process(bytes: u64, write: bool) {
-    count(current_ids().0, |c| {
-        if write {
-            c.dio_writes = c.dio_writes.wrapping_add(1);
-            c.dio_write_bytes = c.dio_write_bytes.wrapping_add(bytes);
-        } else {
-            c.dio_reads = c.dio_reads.wrapping_add(1);
-            c.dio_read_bytes = c.dio_read_bytes.wrapping_add(bytes);
+    count(current_ids().0, |c| add_dio(c, 1, bytes, write));
+}
+
+#[inline(always)]
+fn add_dio(c: &mut CacheCounters, ios: u64, bytes: u64, write: bool) {
+    if write {
+        c.dio_writes = c.dio_writes.wrapping_add(ios);
+        c.dio_write_bytes = c.dio_write_bytes.wrapping_add(bytes);
+    } else {
+        c.dio_reads = c.dio_reads.wrapping_add(ios);
+        c.dio_read_bytes = c.dio_read_bytes.wrapping_add(bytes);
+    }
+}
+
+/// Direct I/O of `bytes` in a known direction by the current process on `file` (None: its identity
+/// could not be read), counted per process, per file and in the totals; repeated I/O of the same
+/// process on the same file stays in this CPU's memo (see ioscope_common::page_cache::DioMemo).
+#[inline(always)]
+fn count_dio_memo(file: Option<(u32, u64)>, bytes: u64, write: bool) {
+    let tgid = current_ids().0;
+    if let Some(t) = totals() {
+        add_dio(t, 1, bytes, write);
+    }
+    let (Some((dev, ino)), Some(s)) = (file, scratch()) else {
+        if let Some(p) = process(tgid) {
+            add_dio(p, 1, bytes, write);
         }
-    });
+        return;
+    };
+    let m = &mut s.dio;
+    if m.tgid == tgid && m.dev == dev && m.ino == ino {
+        if write {
+            m.writes = m.writes.wrapping_add(1);
+            m.write_bytes = m.write_bytes.wrapping_add(bytes);
+        } else {
+            m.reads = m.reads.wrapping_add(1);
+            m.read_bytes = m.read_bytes.wrapping_add(bytes);
+        }
+        return;
+    }
+    // Another process or file: the memo's counts move to the maps, and this first I/O of the new
+    // pair is counted there directly (creating its entries, named after the current task).
+    if m.pending() {
+        crate::files::add_dio_bytes(m.dev, m.ino, m.read_bytes, m.write_bytes);
+        if let Some(p) = entry(m.tgid) {
+            add_dio(p, m.reads, m.read_bytes, false);
+            add_dio(p, m.writes, m.write_bytes, true);
+        }
+    }
+    m.tgid = tgid;
+    m.dev = dev;
+    m.ino = ino;
+    // SAFETY: valid, aligned fields. Volatile: adjacent zero stores would become a memset call.
+    unsafe {
+        core::ptr::write_volatile(&raw mut m.reads, 0);
+        core::ptr::write_volatile(&raw mut m.read_bytes, 0);
+        core::ptr::write_volatile(&raw mut m.writes, 0);
+        core::ptr::write_volatile(&raw mut m.write_bytes, 0);
+    }
+    crate::files::count_dio_file(file, bytes, write);
+    if let Some(p) = process(tgid) {
+        add_dio(p, 1, bytes, write);
+    }
 }
 
 #[tracepoint]
