@@ -234,6 +234,10 @@ pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
 pub struct BlockMaps {
     reqs: Array<MapData, ReqSlot>,
     dev_slots: Array<MapData, DevSlot>,
+    /// The device table's taken slots as of the last scan, and the claims counted then
+    /// (Health::DevSlotsClaimed): a scan reads all 1,024 slots, so it is done only after a claim.
+    known_dev_slots: Vec<u32>,
+    dev_claims_seen: Option<u64>,
     devs: PerCpuArray<MapData, DevStats>,
     procs: PerCpuHashMap<MapData, ProcKey, ProcStats>,
     health: PerCpuArray<MapData, u64>,
@@ -258,6 +262,8 @@ impl BlockMaps {
         Ok(BlockMaps {
             reqs: take(ebpf, BLOCK_REQS_MAP)?,
             dev_slots: take(ebpf, BLOCK_DEV_SLOTS_MAP)?,
+            known_dev_slots: Vec::new(),
+            dev_claims_seen: None,
             devs: take(ebpf, BLOCK_DEV_MAP)?,
             procs: take(ebpf, BLOCK_PROC_MAP)?,
             health: take(ebpf, BLOCK_HEALTH_MAP)?,
@@ -353,14 +359,29 @@ impl BlockMaps {
         Ok(())
     }
 
-    /// The device table's taken slots: (index, slot).
-    fn device_slots(&self) -> Result<Vec<(u32, DevSlot)>> {
-        let mut slots = Vec::new();
-        for i in 0..DEV_SLOTS {
-            let slot = self.dev_slots.get(&i, 0).context("reading the BLOCK_DEV_SLOTS map")?;
-            if slot.key != 0 {
-                slots.push((i, slot));
+    /// The device table's taken slots: (index, slot). The whole table is read only when a device
+    /// was added since the last time (slots are never freed), else just the slots known.
+    fn device_slots(&mut self) -> Result<Vec<(u32, DevSlot)>> {
+        let claims = self
+            .health
+            .get(&(Health::DevSlotsClaimed as u32), 0)
+            .context("reading the BLOCK_HEALTH map")?
+            .iter()
+            .sum::<u64>();
+        if self.dev_claims_seen != Some(claims) {
+            // Claims counted first: one made during the scan is found now or by the next scan.
+            self.dev_claims_seen = Some(claims);
+            self.known_dev_slots.clear();
+            for i in 0..DEV_SLOTS {
+                let slot = self.dev_slots.get(&i, 0).context("reading the BLOCK_DEV_SLOTS map")?;
+                if slot.key != 0 {
+                    self.known_dev_slots.push(i);
+                }
             }
+        }
+        let mut slots = Vec::with_capacity(self.known_dev_slots.len());
+        for &i in &self.known_dev_slots {
+            slots.push((i, self.dev_slots.get(&i, 0).context("reading the BLOCK_DEV_SLOTS map")?));
         }
         Ok(slots)
     }

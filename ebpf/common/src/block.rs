@@ -449,9 +449,12 @@ pub enum Health {
     /// Request slots in use: +1 when a request takes an empty slot, −1 when it leaves it. Per
     /// CPU it may go below zero (wrapping); the sum over CPUs is the table's fill.
     SlotsUsed = 11,
+    /// Device-table slots claimed (once per device, ever): userspace rescans the table only when
+    /// this changes, and otherwise reads just the slots it knows.
+    DevSlotsClaimed = 12,
 }
 
-pub const HEALTH_COUNTERS: u32 = 12;
+pub const HEALTH_COUNTERS: u32 = 13;
 
 /// `rwbs` decoded (the kernel's `blk_fill_rwbs()`, block/blk-core.c): an optional `F` (preflush),
 /// then the operation (`R` read, `W` write, `D` discard, `DE` secure erase, `F` flush, `N` other),
@@ -800,7 +803,8 @@ mod tests {
         assert_eq!(size_of::<EventHead>(), 24);
         assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16 + 2 * 4);
         assert_eq!(size_of::<ReqSlot>(), 8 + size_of::<ReqInfo>());
-        assert_eq!(size_of::<RequestLayout>(), 25 * 4);
+        assert_eq!(size_of::<RequestLayout>(), 27 * 4);
+        assert_eq!(size_of::<DevSlot>(), 3 * 8);
         assert_eq!(size_of::<CmdFlagValues>(), 11 * 4);
         assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);
         assert_eq!(

@@ -368,6 +368,9 @@ fn device(dev: u32) -> Option<(u32, &'static mut DevSlot)> {
                         key,
                     )
                 };
+                if old == 0 {
+                    count_health(Health::DevSlotsClaimed);
+                }
                 old == 0 || old == key
             });
         if mine {
