@@ -31,9 +31,9 @@ use aya_ebpf::{
 };
 use ioscope_common::block::{
     classic_tag, depth_bucket, dev_key, dev_slot, kernel_mkdev, log2_bucket, req_slot, BlockLayout,
-    CmdFlagValues, DevSlot, DevStats, EventHead, EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats, ReqInfo,
-    ReqSlot, RwbsFlags, DEV_PROBES, DEV_SLOTS, DIR_OTHER, HEALTH_COUNTERS, PROCS_MAX, REQ_IN_FLIGHT, REQ_SLOTS,
-    REQ_START_SEEN, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
+    CmdFlagValues, DevSlot, DevStats, EventHead, EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats,
+    ReqInfo, ReqSlot, RwbsFlags, DEV_PROBES, DEV_SLOTS, DIR_OTHER, HEALTH_COUNTERS, PROCS_MAX, REQ_IN_FLIGHT,
+    REQ_SLOTS, REQ_START_SEEN, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
 };
 
 /// Field offsets of the events and of the kernel's request, written by the loader before load.
