@@ -19,6 +19,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use crate::stats;
+
 const TARGET_RATIO: f64 = 0.95;
 
 #[derive(Debug, Parser)]
@@ -28,7 +30,7 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     seconds: u64,
     /// Runs on each side (alternating).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 9)]
     rounds: usize,
     /// Size of the cached file, MiB.
     #[arg(long, default_value_t = 256)]
@@ -115,11 +117,15 @@ pub fn run(args: &[String]) -> Result<()> {
         without.push(a);
         with.push(b);
     }
-    let iops = |v: &[FioRun]| median(&mut v.iter().map(|r| r.iops).collect::<Vec<_>>());
-    let per_cpu = |v: &[FioRun]| median(&mut v.iter().map(|r| r.reads_per_cpu_s).collect::<Vec<_>>());
+    let iops = |v: &[FioRun]| stats::median(&mut v.iter().map(|r| r.iops).collect::<Vec<_>>());
+    let per_cpu = |v: &[FioRun]| stats::median(&mut v.iter().map(|r| r.reads_per_cpu_s).collect::<Vec<_>>());
     let (a, b) = (per_cpu(&without), per_cpu(&with));
     let ratio = b / a;
-    let ok = ratio >= TARGET_RATIO;
+    // The rounds' own ratios (each with run over the adjacent run without) say how sure that is.
+    let rounds: Vec<f64> =
+        with.iter().zip(&without).map(|(w, wo)| w.reads_per_cpu_s / wo.reads_per_cpu_s).collect();
+    let (lo, hi) = stats::median_interval(&rounds);
+    let verdict = stats::at_least(TARGET_RATIO, (lo, hi));
     println!(
         "median IOPS: without {:.0}, with ioscope {:.0} ({:.1} %; depends on the machine's other load)",
         iops(&without),
@@ -127,12 +133,16 @@ pub fn run(args: &[String]) -> Result<()> {
         100.0 * iops(&with) / iops(&without)
     );
     println!(
-        "median reads per CPU-second: without {a:.0}, with ioscope {b:.0}: {:.1} % (target ≥ {:.0} %) {}",
+        "median reads per CPU-second: without {a:.0}, with ioscope {b:.0}: {:.1} % (rounds' ratios: median \
+         {:.1} %, 95 % interval {:.1} … {:.1} %; target ≥ {:.0} %) {}",
         100.0 * ratio,
+        100.0 * stats::median(&mut rounds.clone()),
+        100.0 * lo,
+        100.0 * hi,
         100.0 * TARGET_RATIO,
-        if ok { "PASS" } else { "FAIL" }
+        verdict.describe(ratio >= TARGET_RATIO)
     );
-    if !ok {
+    if verdict == stats::Verdict::Fail {
         bail!("cached-read throughput with ioscope is below {:.0} % of without", 100.0 * TARGET_RATIO);
     }
     Ok(())
@@ -194,16 +204,6 @@ fn reads_per_cpu(r: &crate::fio::ReadFigures, read_kib: u64) -> Option<FioRun> {
     Some(FioRun { iops: r.iops, reads_per_cpu_s: r.kib / read_kib as f64 / cpu_s })
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,11 +223,5 @@ mod tests {
         assert_eq!(run.reads_per_cpu_s, 1_048_576.0 / 2.5);
         assert_eq!(reads_per_cpu(&r, 128).unwrap().reads_per_cpu_s, 32_768.0 / 2.5, "128 KiB reads");
         assert_eq!(reads_per_cpu(&crate::fio::ReadFigures { usr_pct: 0.0, sys_pct: 0.0, ..r }, 4), None);
-    }
-
-    #[test]
-    fn median_of_odd_and_even() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
     }
 }

@@ -8,6 +8,7 @@ mod fio;
 mod overhead;
 mod perf;
 mod setup;
+mod stats;
 mod toolchain;
 
 use clap::{Parser, Subcommand};
