@@ -10,7 +10,7 @@ use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::page_cache::{
     CacheCounters, CacheLayout, CacheScratch, DioMemo, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_SCRATCH_MAP,
-    CACHE_TOTALS_MAP, DIRTY_STATE_MAP,
+    CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP,
 };
 
 use super::tracefs::{self, EventFormat};
@@ -242,6 +242,7 @@ pub struct PageCacheMaps {
     totals: PerCpuArray<MapData, CacheCounters>,
     dirty: Array<MapData, DirtyStateRecord>,
     scratch: PerCpuArray<MapData, CacheScratch>,
+    dio_memo: PerCpuArray<MapData, DioMemo>,
     hz: u64,
     attached: Vec<String>,
 }
@@ -256,15 +257,16 @@ impl PageCacheMaps {
         let totals = PerCpuArray::try_from(take(CACHE_TOTALS_MAP)?)?;
         let dirty = Array::try_from(take(DIRTY_STATE_MAP)?)?;
         let scratch = PerCpuArray::try_from(take(CACHE_SCRATCH_MAP)?)?;
+        let dio_memo = PerCpuArray::try_from(take(DIO_MEMO_MAP)?)?;
         let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
-        Ok(PageCacheMaps { procs, totals, dirty, scratch, hz, attached })
+        Ok(PageCacheMaps { procs, totals, dirty, scratch, dio_memo, hz, attached })
     }
 
     /// Each CPU's pending direct I/O (see DioMemo), for the files' rows: read after FILE_IO, so
     /// that counts moving from a memo to the map meanwhile are missed for a moment, not doubled.
     pub fn dio_memos(&self) -> Result<Vec<DioMemo>> {
-        let scratch = self.scratch.get(&0, 0).context("reading CACHE_SCRATCH")?;
-        Ok(scratch.iter().map(|s| s.dio).filter(DioMemo::pending).collect())
+        let memos = self.dio_memo.get(&0, 0).context("reading DIO_MEMO")?;
+        Ok(memos.iter().copied().filter(DioMemo::pending).collect())
     }
 
     /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
@@ -285,7 +287,7 @@ impl PageCacheMaps {
         }
         // Read pages still pending in the CPUs' scratch slots belong to their process too.
         let scratch = self.scratch.get(&0, 0).context("reading CACHE_SCRATCH")?;
-        add_pending(&mut processes, &scratch, process_exists);
+        add_pending(&mut processes, &scratch, &self.dio_memos()?, process_exists);
         processes.sort_by_key(|p| p.pid);
         let totals = self.totals.get(&0, 0).context("reading CACHE_TOTALS")?;
         let (totals, _) = sum_cpus(&totals);
@@ -321,6 +323,7 @@ impl PageCacheMaps {
 pub fn add_pending(
     processes: &mut Vec<CacheProcessSample>,
     per_cpu: &[CacheScratch],
+    dio_memos: &[DioMemo],
     exists: impl Fn(u32) -> bool,
 ) {
     fn row<'a>(
@@ -342,17 +345,15 @@ pub fn add_pending(
         };
         &mut processes[i].counters
     }
-    for s in per_cpu {
-        if s.pending_read_pages > 0 {
-            row(processes, s.pending_tgid, &exists).read_pages += s.pending_read_pages;
-        }
-        if s.dio.pending() {
-            let c = row(processes, s.dio.tgid, &exists);
-            c.dio_reads += s.dio.reads;
-            c.dio_read_bytes += s.dio.read_bytes;
-            c.dio_writes += s.dio.writes;
-            c.dio_write_bytes += s.dio.write_bytes;
-        }
+    for s in per_cpu.iter().filter(|s| s.pending_read_pages > 0) {
+        row(processes, s.pending_tgid, &exists).read_pages += s.pending_read_pages;
+    }
+    for m in dio_memos.iter().filter(|m| m.pending()) {
+        let c = row(processes, m.tgid, &exists);
+        c.dio_reads += m.reads;
+        c.dio_read_bytes += m.read_bytes;
+        c.dio_writes += m.writes;
+        c.dio_write_bytes += m.write_bytes;
     }
 }
 
@@ -543,7 +544,7 @@ mod tests {
         let cpu0 = CacheScratch { pending_tgid: 10, pending_read_pages: 32, ..Default::default() };
         let cpu1 = CacheScratch { pending_tgid: 11, pending_read_pages: 8, ..Default::default() };
         let cpu2 = CacheScratch { pending_tgid: 12, pending_read_pages: 0, ..Default::default() };
-        add_pending(&mut procs, &[cpu0, cpu1, cpu2], |pid| pid != 11);
+        add_pending(&mut procs, &[cpu0, cpu1, cpu2], &[], |pid| pid != 11);
         assert_eq!(procs.len(), 2);
         assert_eq!(procs[0].counters.read_pages, 132);
         assert_eq!((procs[1].pid, procs[1].counters.read_pages, procs[1].exited), (11, 8, true));
@@ -567,15 +568,8 @@ mod tests {
             write_bytes: writes * 65536,
         };
         // fio's pending reads on two CPUs; a gone process's writes; an empty memo adds nothing.
-        let cpus = [10, 10, 13, 14].map(|tgid| CacheScratch {
-            dio: match tgid {
-                10 => memo(10, 5, 0),
-                13 => memo(13, 0, 2),
-                _ => memo(14, 0, 0),
-            },
-            ..Default::default()
-        });
-        add_pending(&mut procs, &cpus, |pid| pid != 13);
+        let cpus = [memo(10, 5, 0), memo(10, 5, 0), memo(13, 0, 2), memo(14, 0, 0)];
+        add_pending(&mut procs, &[], &cpus, |pid| pid != 13);
         assert_eq!(procs.len(), 2);
         let fio = &procs[0].counters;
         assert_eq!((fio.dio_reads, fio.dio_read_bytes, fio.dio_writes), (11, 11 * 4096, 0));

@@ -208,9 +208,11 @@ pub struct CacheScratch {
     pub pending_tgid: u32,
     pub _pad: u32,
     pub pending_read_pages: u64,
-    /// Direct I/O of one process on one file, the same way: see [`DioMemo`].
-    pub dio: DioMemo,
 }
+
+/// Per-CPU array of one [`DioMemo`] (apart from [`CacheScratch`]: the cached-read path, the
+/// busiest there is, keeps its one small slot to itself).
+pub const DIO_MEMO_MAP: &str = "DIO_MEMO";
 
 /// Direct I/O counted on this CPU for process `tgid` on file (`dev`, `ino`) and not yet added to
 /// their CACHE_PROCS and FILE_IO entries. The first direct I/O of a (process, file) on a CPU is
@@ -313,6 +315,7 @@ mod user {
     unsafe impl aya::Pod for super::DirtyStateRecord {}
     // SAFETY: as above (explicit `_pad`).
     unsafe impl aya::Pod for super::CacheScratch {}
+    unsafe impl aya::Pod for super::DioMemo {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::InsertRecord {}
 }
@@ -363,6 +366,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
         assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
-        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8 + 6 * 8);
+        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8);
+        assert_eq!(core::mem::size_of::<DioMemo>(), 6 * 8);
     }
 }

@@ -13,7 +13,7 @@ use aya_ebpf::{
 
 use crate::kernel::kernel_field;
 use ioscope_common::page_cache::{
-    continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch,
+    continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch, DioMemo,
     DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, RSS_LAST_MAX,
 };
 
@@ -32,6 +32,9 @@ static CACHE_TOTALS: PerCpuArray<CacheCounters> = PerCpuArray::with_max_entries(
 
 #[map]
 static CACHE_SCRATCH: PerCpuArray<CacheScratch> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static DIO_MEMO: PerCpuArray<DioMemo> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static LAST_INSERT: LruHashMap<u32, InsertRecord> = LruHashMap::with_max_entries(LAST_INSERT_MAX, 0);
@@ -475,13 +478,14 @@ fn count_dio_memo(file: Option<(u32, u64)>, bytes: u64, write: bool) {
     if let Some(t) = totals() {
         add_dio(t, 1, bytes, write);
     }
-    let (Some((dev, ino)), Some(s)) = (file, scratch()) else {
+    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+    let memo = DIO_MEMO.get_ptr_mut(0).map(|p| unsafe { &mut *p });
+    let (Some((dev, ino)), Some(m)) = (file, memo) else {
         if let Some(p) = process(tgid) {
             add_dio(p, 1, bytes, write);
         }
         return;
     };
-    let m = &mut s.dio;
     if m.tgid == tgid && m.dev == dev && m.ino == ino {
         if write {
             m.writes = m.writes.wrapping_add(1);
