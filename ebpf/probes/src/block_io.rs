@@ -478,15 +478,14 @@ fn rq_insert(e: &Event) {
     if let Some(s) = find(e.tag) {
         s.info.insert_ns = t;
     } else if let Some(s) = claim(e.tag, t) {
-        s.info = ReqInfo {
-            start_ns: t,
-            insert_ns: t,
-            flags: REQ_START_SEEN,
-            rwbs: e.rwbs.0,
-            bytes: e.bytes as u32,
-            ..zero_info(e.dev)
-        };
+        s.info = ReqInfo { insert_ns: t, ..first_seen(e, t, REQ_START_SEEN) };
     }
+}
+
+/// What an event tells of a request first seen there at `t` (its block_io_start was missed).
+#[inline(always)]
+fn first_seen(e: &Event, t: u64, flags: u32) -> ReqInfo {
+    ReqInfo { start_ns: t, flags, rwbs: e.rwbs.0, bytes: e.bytes as u32, ..zero_info(e.dev) }
 }
 
 #[inline(always)]
@@ -529,14 +528,7 @@ fn rq_issue(e: &Event) {
         // A time for the slot in any case: the table's eviction and purge go by it.
         let t = now();
         if let Some(s) = claim(e.tag, t) {
-            s.info = ReqInfo {
-                start_ns: t,
-                issue_ns: t,
-                flags: REQ_IN_FLIGHT,
-                rwbs: e.rwbs.0,
-                bytes: e.bytes as u32,
-                ..zero_info(e.dev)
-            };
+            s.info = ReqInfo { issue_ns: t, ..first_seen(e, t, REQ_IN_FLIGHT) };
             counted_in_flight = true;
         }
     }
