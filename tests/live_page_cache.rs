@@ -393,3 +393,58 @@ fn a_writer_past_the_dirty_limit_is_shown_throttled() {
     assert!(t.limit <= 16 << 20, "throttle limit {} above the 16 MiB set", t.limit);
     assert!(k.threshold > 0);
 }
+
+/// Two readers time-sharing one CPU are each credited with their own reads: the read path
+/// remembers the running task per CPU until the next context switch (`sched_switch`), so a stale
+/// memory would credit one reader's pages to the other.
+#[test]
+fn two_readers_sharing_a_cpu_are_each_credited_with_their_own_reads() {
+    if std::env::var_os(CHILD_MODE).is_some() {
+        return;
+    }
+    let Some(Live { _serial, mut bpf, lo }) = setup() else { return };
+    let switch_traced = bpf.status().programs.iter().any(|p| p.program == "cache_sched_switch" && p.attached);
+    assert!(switch_traced, "sched_switch program not attached: {:?}", bpf.status());
+    // Cold files: each reader misses on its own file's pages, so both accesses and misses must
+    // land on the right process.
+    let files = ["first", "second"].map(|n| lo.mount_point().join(n));
+    for f in &files {
+        make_file(f);
+    }
+    let mut kids: Vec<common::TestChild> =
+        files.iter().map(|f| common::TestChild::spawn(CHILD_MODE, "read", CHILD_FILE, f)).collect();
+    for k in kids.iter_mut() {
+        k.wait_for(READY);
+        pin_to_cpu0(k.pid());
+    }
+    let pids: Vec<u32> = kids.iter().map(|k| k.pid()).collect();
+    let before = sample(&mut bpf);
+    for k in kids.iter_mut() {
+        k.send(b'g');
+    }
+    for k in kids {
+        k.finish();
+    }
+    let after = sample(&mut bpf);
+    for pid in pids {
+        let row = child_row(&before, &after, pid);
+        eprintln!("reader {pid} on cpu 0: {row:?}");
+        let (lo_p, hi_p) = (FILE_PAGES as f64 * 0.9, FILE_PAGES as f64 * 1.1);
+        assert!((lo_p..=hi_p).contains(&(row.misses as f64)), "misses {} not ≈ {FILE_PAGES}", row.misses);
+        assert!(
+            (lo_p..=hi_p).contains(&(row.accesses as f64)),
+            "accesses {} not ≈ {FILE_PAGES}: another reader's were credited here, or ours elsewhere",
+            row.accesses
+        );
+    }
+}
+
+fn pin_to_cpu0(pid: u32) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; plain syscall with valid pointers.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        let rc = libc::sched_setaffinity(pid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        assert_eq!(rc, 0, "sched_setaffinity({pid}): {}", std::io::Error::last_os_error());
+    }
+}

@@ -10,7 +10,7 @@ use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::page_cache::{
     CacheCounters, CacheLayout, CacheScratch, DioMemo, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_SCRATCH_MAP,
-    CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP,
+    CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP, TASK_CACHE_MAP,
 };
 
 use super::tracefs::{self, EventFormat};
@@ -168,6 +168,9 @@ pub fn attach(
     jiffies_before: Option<((u64, u64), Instant)>,
     iomap_btf: Option<&aya::Btf>,
 ) -> (Vec<BpfProgramStatus>, Option<PageCacheMaps>, Option<String>) {
+    // Before the read path starts: it may remember the current task per CPU only once every
+    // context switch is seen to forget it.
+    let switch_status = attach_task_cache(ebpf);
     let mut statuses: Vec<BpfProgramStatus> = PROBES
         .iter()
         .zip(layouts)
@@ -193,6 +196,7 @@ pub fn attach(
     if !statuses.iter().any(|s| s.attached) {
         return (statuses, None, None);
     }
+    statuses.push(switch_status);
     let (hz, hz_note) = match measure_hz(jiffies_before) {
         Ok(hz) => (hz, None),
         Err(e) => {
@@ -227,6 +231,27 @@ const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw
 
 /// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
 /// (the kernel refuses the attach when the program reads more of them than there are).
+/// Attaches `cache_sched_switch` (raw `sched_switch`) and, when it is attached, tells the read
+/// path it may remember the current task until the next switch (see CacheScratch::task_valid).
+fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
+    const PROGRAM: &str = "cache_sched_switch";
+    let r = (|| -> Result<()> {
+        let prog = ebpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| anyhow!("program `{PROGRAM}` is not in the eBPF object"))?;
+        let raw: &mut aya::programs::RawTracePoint = prog.try_into()?;
+        raw.load()?;
+        raw.attach("sched_switch")?;
+        let map = ebpf
+            .map_mut(TASK_CACHE_MAP)
+            .ok_or_else(|| anyhow!("map {TASK_CACHE_MAP} is not in the eBPF object"))?;
+        let mut flag: Array<&mut MapData, u32> = Array::try_from(map)?;
+        flag.set(0, 1, 0)?;
+        Ok(())
+    })();
+    super::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
+}
+
 fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramStatus> {
     let prog =
         ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;

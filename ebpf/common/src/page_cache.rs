@@ -208,7 +208,20 @@ pub struct CacheScratch {
     pub pending_tgid: u32,
     pub _pad: u32,
     pub pending_read_pages: u64,
+    /// The task running on this CPU, as the read path last asked (`bpf_get_current_pid_tgid`),
+    /// valid while `task_valid` is 1: `sched:sched_switch` sets it to 0 at every context switch,
+    /// so the busiest path asks once per time slice instead of once per read (a helper call was
+    /// most of its cost). Only used while [`TASK_CACHE_MAP`] says the switch is traced.
+    pub task_tgid: u32,
+    pub task_tid: u32,
+    pub task_valid: u32,
+    pub _pad2: u32,
 }
+
+/// Array of one u32, set to 1 by userspace once the `sched_switch` program that invalidates
+/// [`CacheScratch::task_valid`] is attached (before that, and if it cannot be, the read path asks
+/// for the task at every read).
+pub const TASK_CACHE_MAP: &str = "TASK_CACHE";
 
 /// Per-CPU array of one [`DioMemo`] (apart from [`CacheScratch`]: the cached-read path, the
 /// busiest there is, keeps its one small slot to itself).
@@ -366,7 +379,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
         assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
-        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8);
+        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<DioMemo>(), 6 * 8);
     }
 }

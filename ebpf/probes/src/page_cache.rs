@@ -37,6 +37,9 @@ static CACHE_SCRATCH: PerCpuArray<CacheScratch> = PerCpuArray::with_max_entries(
 static DIO_MEMO: PerCpuArray<DioMemo> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
+static TASK_CACHE: Array<u32> = Array::with_max_entries(1, 0);
+
+#[map]
 static LAST_INSERT: LruHashMap<u32, InsertRecord> = LruHashMap::with_max_entries(LAST_INSERT_MAX, 0);
 
 #[map]
@@ -168,11 +171,45 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
     let mapping: u64 = ctx.arg(0);
     let index: u64 = ctx.arg(1);
     let last: u64 = ctx.arg(2);
-    let ids = current_ids();
+    let ids = cached_ids();
     count_read(ids, 0, mapping, index, last);
     // Readahead pages this read uses (one extra program on the hot path would cost a dispatch).
     crate::readahead::on_read_raw(ids.1, mapping, index, last);
     0
+}
+
+/// `sched:sched_switch`: another task runs on this CPU from now on; the read path's remembered
+/// task is stale. No field is read.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn cache_sched_switch(_ctx: RawTracePointContext) -> u32 {
+    if let Some(s) = scratch() {
+        s.task_valid = 0;
+    }
+    0
+}
+
+/// (tgid, tid) of the current task: remembered per CPU until the next context switch (see
+/// CacheScratch::task_valid) while the switch is traced, else asked for.
+#[inline(always)]
+fn cached_ids() -> (u32, u32) {
+    if TASK_CACHE.get(0).copied().unwrap_or(0) == 0 {
+        return current_ids();
+    }
+    let Some(s) = scratch() else { return current_ids() };
+    if s.task_valid != 0 {
+        return (s.task_tgid, s.task_tid);
+    }
+    let ids = current_ids();
+    // Valid first, then the ids, in this order (volatile: kept as written): a context switch in
+    // between (a preemptible kernel may switch inside a program) clears it again, so another
+    // task's ids are never taken for ours.
+    // SAFETY: valid, aligned fields of this CPU's slot.
+    unsafe {
+        core::ptr::write_volatile(&raw mut s.task_valid, 1);
+        core::ptr::write_volatile(&raw mut s.task_tgid, ids.0);
+        core::ptr::write_volatile(&raw mut s.task_tid, ids.1);
+    }
+    ids
 }
 
 /// Counts a read request of pages `index..=last` of file (dev, ino), unless it continues the same
