@@ -423,21 +423,25 @@ impl BlockMaps {
                 s.tag != 0 && now_ns.saturating_sub(s.info.start_ns.max(s.info.issue_ns)) > STALE_NS
             })
             .collect();
+        // Where each device sits in the device table, looked up once for all the stale requests.
+        let device_index: StdHashMap<u64, u32> =
+            if stale.iter().any(|(_, s)| s.info.flags & REQ_IN_FLIGHT != 0) {
+                self.device_slots().unwrap_or_default().into_iter().map(|(i, d)| (d.key, i)).collect()
+            } else {
+                StdHashMap::new()
+            };
         let mut n = 0;
         for (i, s) in stale {
             if self.reqs.set(i, ReqSlot::default(), 0).is_ok() {
                 n += 1;
                 if s.info.flags & REQ_IN_FLIGHT != 0 {
                     // Not atomic against the programs' adds: a rare count off by one, for a
-                    // request long gone anyway.
-                    let key = dev_key(s.info.dev);
-                    if let Some((i, mut d)) = self
-                        .device_slots()
-                        .ok()
-                        .and_then(|slots| slots.into_iter().find(|(_, d)| d.key == key))
-                    {
-                        d.in_flight = d.in_flight.saturating_sub(1);
-                        let _ = self.dev_slots.set(i, d, 0);
+                    // request long gone anyway. The slot is read afresh for each request.
+                    if let Some(&d) = device_index.get(&dev_key(s.info.dev)) {
+                        if let Ok(mut slot) = self.dev_slots.get(&d, 0) {
+                            slot.in_flight = slot.in_flight.saturating_sub(1);
+                            let _ = self.dev_slots.set(d, slot, 0);
+                        }
                     }
                 }
             }

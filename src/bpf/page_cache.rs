@@ -236,12 +236,7 @@ const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw
 fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
     const PROGRAM: &str = "cache_sched_switch";
     let r = (|| -> Result<()> {
-        let prog = ebpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| anyhow!("program `{PROGRAM}` is not in the eBPF object"))?;
-        let raw: &mut aya::programs::RawTracePoint = prog.try_into()?;
-        raw.load()?;
-        raw.attach("sched_switch")?;
+        load_and_attach_raw(ebpf, PROGRAM, "sched_switch")?;
         let map = ebpf
             .map_mut(TASK_CACHE_MAP)
             .ok_or_else(|| anyhow!("map {TASK_CACHE_MAP} is not in the eBPF object"))?;
@@ -253,12 +248,18 @@ fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
 }
 
 fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramStatus> {
+    load_and_attach_raw(ebpf, program, p.event)?;
+    Ok(super::program_status(program, p.category, p.event, Ok(())))
+}
+
+/// Loads raw-tracepoint program `program` and attaches it to `event`.
+fn load_and_attach_raw(ebpf: &mut Ebpf, program: &str, event: &str) -> Result<()> {
     let prog =
         ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
     let raw: &mut aya::programs::RawTracePoint = prog.try_into()?;
     raw.load()?;
-    raw.attach(p.event)?;
-    Ok(super::program_status(program, p.category, p.event, Ok(())))
+    raw.attach(event)?;
+    Ok(())
 }
 
 /// The maps as userspace sees them.

@@ -117,6 +117,7 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let mut ratios: Vec<f64> = with.iter().zip(&without).map(|(w, wo)| w / wo).collect();
+    ratios.sort_by(f64::total_cmp);
     let (lo, hi) = stats::median_interval(&ratios);
     let ratio = stats::median(&mut ratios);
     let iops_verdict = stats::at_least(IOPS_TARGET_RATIO, (lo, hi));

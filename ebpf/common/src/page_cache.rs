@@ -251,6 +251,18 @@ impl DioMemo {
     pub fn pending(&self) -> bool {
         self.reads != 0 || self.writes != 0
     }
+
+    /// One more direct I/O of `bytes`.
+    #[inline(always)]
+    pub fn add(&mut self, bytes: u64, write: bool) {
+        if write {
+            self.writes = self.writes.wrapping_add(1);
+            self.write_bytes = self.write_bytes.wrapping_add(bytes);
+        } else {
+            self.reads = self.reads.wrapping_add(1);
+            self.read_bytes = self.read_bytes.wrapping_add(bytes);
+        }
+    }
 }
 
 /// Hash map (LRU): thread id → the folio it inserted last ([`InsertRecord`]). Per thread, not per

@@ -511,7 +511,7 @@ fn zero_info(dev: u32) -> ReqInfo {
 #[inline(always)]
 fn rq_issue(e: &Event) {
     let dir = e.rwbs.direction();
-    let mut dev = device(e.dev);
+    let dev = device(e.dev);
     let kernel_stamps = matches!(&dev, Some((_, d)) if d.kernel_stamps_issue != 0);
     let mut counted_in_flight = false;
     if let Some(s) = find(e.tag) {
@@ -532,7 +532,7 @@ fn rq_issue(e: &Event) {
             counted_in_flight = true;
         }
     }
-    let Some((i, d)) = dev.take() else { return };
+    let Some((i, d)) = dev else { return };
     let depth = if counted_in_flight {
         inflight_add(d, 1);
         // Read after our own increment.
@@ -572,7 +572,6 @@ fn rq_issue(e: &Event) {
 #[inline(always)]
 fn rq_complete(e: &Event) {
     let t = now();
-    let dir = e.rwbs.direction();
     let dev = device(e.dev);
     let mut tracked = None;
     if let Some(s) = find(e.tag) {
@@ -582,8 +581,22 @@ fn rq_complete(e: &Event) {
         count_health(Health::CompleteUnmatched);
     }
     crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, tracked.as_ref());
-    let Some((i, d)) = dev else { return };
-    if let Some(r) = &tracked {
+    // A device the table had no room for is not counted; its submitters still are.
+    if let Some((i, d)) = dev {
+        complete_on_device(e, t, i, d, tracked.as_ref());
+    }
+    if let Some(r) = tracked.filter(|r| r.flags & REQ_SUBMITTER != 0) {
+        credit_submitter(&r, e.dev, t);
+    }
+}
+
+/// The completion `e` at `t` on the device at index `i` of the device table: its in-flight
+/// count, whether the kernel stamps its requests, completed bytes, and the times of the request
+/// when it was tracked.
+#[inline(always)]
+fn complete_on_device(e: &Event, t: u64, i: u32, d: &mut DevSlot, tracked: Option<&ReqInfo>) {
+    let dir = e.rwbs.direction();
+    if let Some(r) = tracked {
         if r.flags & REQ_IN_FLIGHT != 0 {
             inflight_add(d, u64::MAX);
         }
@@ -596,33 +609,27 @@ fn rq_complete(e: &Event) {
             d.kernel_stamps_issue = stamps;
         }
     }
-    if let Some(s) = dev_stats(i) {
-        if let Some(ds) = s.dirs.get_mut(dir) {
-            ds.completed_requests += 1;
-            ds.completed_bytes += e.bytes;
-            if let Some(r) = &tracked {
-                let issue_ns = if r.issue_ns != 0 { r.issue_ns } else { e.kernel_issue_ns };
-                if issue_ns != 0 && r.flags & REQ_IN_FLIGHT != 0 {
-                    let device_ns = t.saturating_sub(issue_ns);
-                    ds.device_ns_sum += device_ns;
-                    ds.device_count += 1;
-                    bump(&mut ds.device_hist, log2_bucket(device_ns / 1000), 1);
-                    if r.flags & REQ_START_SEEN != 0 {
-                        let queue_ns = issue_ns.saturating_sub(r.start_ns);
-                        ds.queue_ns_sum += queue_ns;
-                        ds.queue_count += 1;
-                        bump(&mut ds.queue_hist, log2_bucket(queue_ns / 1000), 1);
-                    }
-                    if r.insert_ns != 0 {
-                        ds.sched_ns_sum += issue_ns.saturating_sub(r.insert_ns);
-                        ds.sched_requests += 1;
-                    }
-                }
-            }
-        }
+    let Some(ds) = dev_stats(i).and_then(|s| s.dirs.get_mut(dir)) else { return };
+    ds.completed_requests += 1;
+    ds.completed_bytes += e.bytes;
+    let Some(r) = tracked.filter(|r| r.flags & REQ_IN_FLIGHT != 0) else { return };
+    let issue_ns = if r.issue_ns != 0 { r.issue_ns } else { e.kernel_issue_ns };
+    if issue_ns == 0 {
+        return;
     }
-    if let Some(r) = tracked.filter(|r| r.flags & REQ_SUBMITTER != 0) {
-        credit_submitter(&r, e.dev, t);
+    let device_ns = t.saturating_sub(issue_ns);
+    ds.device_ns_sum += device_ns;
+    ds.device_count += 1;
+    bump(&mut ds.device_hist, log2_bucket(device_ns / 1000), 1);
+    if r.flags & REQ_START_SEEN != 0 {
+        let queue_ns = issue_ns.saturating_sub(r.start_ns);
+        ds.queue_ns_sum += queue_ns;
+        ds.queue_count += 1;
+        bump(&mut ds.queue_hist, log2_bucket(queue_ns / 1000), 1);
+    }
+    if r.insert_ns != 0 {
+        ds.sched_ns_sum += issue_ns.saturating_sub(r.insert_ns);
+        ds.sched_requests += 1;
     }
 }
 

@@ -198,14 +198,6 @@ pub fn dio_direction_btf() -> Option<u32> {
     (layout_field!(btf.dio_direction) != 0).then(|| layout_field!(btf.iov_data_source))
 }
 
-/// `bytes` of direct I/O in a known direction on `file` (None: its identity could not be read).
-#[inline(always)]
-pub fn count_dio_file(file: Option<(u32, u64)>, bytes: u64, write: bool) {
-    if let Some((dev, ino)) = file {
-        count_dio(dev, ino, bytes, write);
-    }
-}
-
 /// How many bytes a direct read at the kiocb's position can read before the end of its file
 /// (negative: none).
 #[inline(always)]
@@ -253,8 +245,9 @@ pub fn on_dio(file: Option<(u32, u64)>, bytes: u64, write: bool) -> bool {
     false
 }
 
+/// `bytes` of direct I/O in a known direction on file (dev, ino), by the current task.
 #[inline(always)]
-fn count_dio(dev: u32, ino: u64, bytes: u64, write: bool) {
+pub fn count_dio(dev: u32, ino: u64, bytes: u64, write: bool) {
     if let Some(c) = file(&FileKey { dev, kind: KEY_SB_DEV, ino }) {
         if write {
             c.dio_write_bytes = c.dio_write_bytes.wrapping_add(bytes);

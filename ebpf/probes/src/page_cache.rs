@@ -524,13 +524,7 @@ fn count_dio_memo(file: Option<(u32, u64)>, bytes: u64, write: bool) {
         return;
     };
     if m.tgid == tgid && m.dev == dev && m.ino == ino {
-        if write {
-            m.writes = m.writes.wrapping_add(1);
-            m.write_bytes = m.write_bytes.wrapping_add(bytes);
-        } else {
-            m.reads = m.reads.wrapping_add(1);
-            m.read_bytes = m.read_bytes.wrapping_add(bytes);
-        }
+        m.add(bytes, write);
         return;
     }
     // Another process or file: the memo's counts move to the maps, and this first I/O of the new
@@ -552,7 +546,7 @@ fn count_dio_memo(file: Option<(u32, u64)>, bytes: u64, write: bool) {
         core::ptr::write_volatile(&raw mut m.writes, 0);
         core::ptr::write_volatile(&raw mut m.write_bytes, 0);
     }
-    crate::files::count_dio_file(file, bytes, write);
+    crate::files::count_dio(dev, ino, bytes, write);
     if let Some(p) = process(tgid) {
         add_dio(p, 1, bytes, write);
     }
