@@ -2,9 +2,9 @@
 //!
 //! fio does 4 KiB buffered random reads (psync, one job) of a file that is fully in the page cache
 //! (or, with `--cat`, what `cat` of a cached file does: sequential 128 KiB reads), for a few
-//! seconds at a time, alternately without and with `ioscope --batch` running (its eBPF
-//! programs attached, so every read() runs the `mm_filemap_get_pages` program). Rounds alternate so
-//! that drift in the machine's load hits both sides alike; the medians are compared. The target
+//! seconds at a time, without and with `ioscope --batch` running (its eBPF programs attached, so
+//! every read() runs the `mm_filemap_get_pages` program), in an order that alternates from round to
+//! round so that drift in the machine's load hits both sides alike; the medians are compared. The target
 //! (README "Page cache"): with ioscope, at least 95 % of the throughput without.
 //!
 //! Throughput alone measures the neighbours on a shared machine (other work taking the CPUs), so
@@ -13,13 +13,13 @@
 //! run inside fio's read() calls). Raw IOPS are printed too.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use crate::stats;
+use crate::watcher::Ioscope;
 
 const TARGET_RATIO: f64 = 0.95;
 
@@ -79,6 +79,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let file = args.dir.join(format!("ioscope-cache-overhead-{}", std::process::id()));
     let _cleanup = RemoveOnDrop(file.clone());
     make_cached_file(&file, args.file_mib)?;
+    let _pinned = PinnedFile::new(&file)?;
     let pattern = Pattern::of(&args);
     println!(
         "cache-overhead: fio buffered {} of a cached {} MiB file, {} s × {} rounds per side",
@@ -91,21 +92,20 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut without = Vec::new();
     let mut with = Vec::new();
     for round in 1..=args.rounds {
-        // Other work on the machine may have evicted it (e.g. a drop_caches): cache it again.
-        read_all(&file)?;
-        let a = fio_run(&file, args.seconds, pattern)?;
-        let mut ioscope = Command::new(&bin)
-            .args(["--batch", "--interval", "1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting ioscope --batch")?;
-        // eBPF load and attach before measuring.
-        std::thread::sleep(Duration::from_secs(2));
-        let b = read_all(&file).and_then(|()| fio_run(&file, args.seconds, pattern));
-        let _ = ioscope.kill();
-        let _ = ioscope.wait();
-        let b = b?;
+        // The order alternates, so that a drift in the machine's load hits both sides alike.
+        let (mut a, mut b) = (None, None);
+        for watched in [round % 2 == 0, round % 2 == 1] {
+            // Other work on the machine may have evicted it (e.g. a drop_caches): cache it again.
+            read_all(&file)?;
+            if watched {
+                let _ioscope = Ioscope::start(&bin)?;
+                read_all(&file)?;
+                b = Some(fio_run(&file, args.seconds, pattern)?);
+            } else {
+                a = Some(fio_run(&file, args.seconds, pattern)?);
+            }
+        }
+        let (a, b) = (a.expect("run without"), b.expect("run with"));
         println!(
             "  round {round}: without {:.0} IOPS, {:.0} reads/CPU-s; with ioscope {:.0} IOPS, {:.0} reads/CPU-s ({:.1} %)",
             a.iops,
@@ -166,6 +166,43 @@ fn make_cached_file(path: &Path, mib: u64) -> Result<()> {
     f.sync_all()?;
     drop(f);
     read_all(path)
+}
+
+/// The file's pages locked in memory for as long as this lives (mmap + mlock): a proactive
+/// reclaimer (this VM runs DAMON's `pageout` scheme, which samples one page per region and evicts
+/// whole regions it thinks idle) otherwise evicts parts of the hot file between and during runs,
+/// and the reads that then go to the disk swamp the probes' cost in either side of a round.
+struct PinnedFile {
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+impl PinnedFile {
+    fn new(path: &Path) -> Result<PinnedFile> {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let len = f.metadata()?.len() as usize;
+        // SAFETY: a fresh read-only shared mapping of an open file; checked below.
+        let addr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0)
+        };
+        if addr == libc::MAP_FAILED {
+            bail!("mmap of {}: {}", path.display(), std::io::Error::last_os_error());
+        }
+        let pinned = PinnedFile { addr, len };
+        // SAFETY: the mapping made above, whole.
+        if unsafe { libc::mlock(addr, len) } != 0 {
+            bail!("mlock of {} ({len} bytes): {}", path.display(), std::io::Error::last_os_error());
+        }
+        Ok(pinned)
+    }
+}
+
+impl Drop for PinnedFile {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new(); unmapping also unlocks it.
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
 }
 
 /// Reads the file through, so that every page is cached before measuring.

@@ -10,6 +10,7 @@ mod perf;
 mod setup;
 mod stats;
 mod toolchain;
+mod watcher;
 
 use clap::{Parser, Subcommand};
 

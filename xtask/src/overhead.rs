@@ -9,9 +9,8 @@
 //! every program; the sum over ioscope's programs (from /proc/PID/fdinfo of its bpf-prog fds),
 //! divided by the I/Os fio did, is the probes' cost per I/O, independent of the noise.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -19,6 +18,7 @@ use clap::Parser;
 
 use crate::perf::{build_release, clock_ticks_per_second, cpu_ticks};
 use crate::stats;
+use crate::watcher::Ioscope;
 
 const IOPS_TARGET_RATIO: f64 = 0.97;
 const CPU_TARGET_PERCENT: f64 = 2.0;
@@ -279,44 +279,6 @@ impl Drop for TestFile {
         if let Some(p) = &self.0 {
             let _ = std::fs::remove_file(p);
         }
-    }
-}
-
-/// `ioscope --batch --json` with eBPF on, running until dropped. Started once its first report is
-/// out (the probes are attached by then); its output is drained and discarded.
-struct Ioscope(Child);
-
-impl Ioscope {
-    fn start(bin: &Path) -> Result<Ioscope> {
-        let mut child = Command::new(bin)
-            .args(["--batch", "--json", "--interval", "1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("starting ioscope")?;
-        let mut out = BufReader::new(child.stdout.take().context("no stdout")?);
-        let mut first = String::new();
-        out.read_line(&mut first)?;
-        let running = Ioscope(child);
-        if !first.contains("\"enabled\":true") {
-            bail!("ioscope runs without eBPF: {}", first.trim());
-        }
-        std::thread::spawn(move || {
-            let mut sink = [0u8; 8192];
-            while matches!(out.read(&mut sink), Ok(n) if n > 0) {}
-        });
-        Ok(running)
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Ioscope {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
