@@ -10,7 +10,7 @@ use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::page_cache::{
     CacheCounters, CacheLayout, CacheScratch, DioMemo, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_SCRATCH_MAP,
-    CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP, TASK_CACHE_MAP,
+    CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP,
 };
 
 use super::tracefs::{self, EventFormat};
@@ -231,19 +231,11 @@ const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw
 
 /// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
 /// (the kernel refuses the attach when the program reads more of them than there are).
-/// Attaches `cache_sched_switch` (raw `sched_switch`) and, when it is attached, tells the read
-/// path it may remember the current task until the next switch (see CacheScratch::task_valid).
+/// Attaches `cache_sched_switch` (raw `sched_switch`): once it has run on a CPU, the read path
+/// there may remember the current task until the next switch (see CacheScratch::task_state).
 fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
     const PROGRAM: &str = "cache_sched_switch";
-    let r = (|| -> Result<()> {
-        load_and_attach_raw(ebpf, PROGRAM, "sched_switch")?;
-        let map = ebpf
-            .map_mut(TASK_CACHE_MAP)
-            .ok_or_else(|| anyhow!("map {TASK_CACHE_MAP} is not in the eBPF object"))?;
-        let mut flag: Array<&mut MapData, u32> = Array::try_from(map)?;
-        flag.set(0, 1, 0)?;
-        Ok(())
-    })();
+    let r = load_and_attach_raw(ebpf, PROGRAM, "sched_switch");
     super::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
 }
 
@@ -316,7 +308,7 @@ impl PageCacheMaps {
         add_pending(&mut processes, &scratch, &self.dio_memos()?, process_exists);
         processes.sort_by_key(|p| p.pid);
         let totals = self.totals.get(&0, 0).context("reading CACHE_TOTALS")?;
-        let (totals, _) = sum_cpus(&totals);
+        let totals = system_totals(&totals, &scratch);
         let d = self.dirty.get(&0, 0).context("reading DIRTY_STATE")?;
         Ok(PageCacheSample {
             hz: self.hz,
@@ -341,6 +333,14 @@ impl PageCacheMaps {
             }),
         })
     }
+}
+
+/// The system-wide counters: CACHE_TOTALS summed over the CPUs, and the read pages, which the
+/// read path counts in each CPU's scratch slot instead (CacheScratch::read_pages).
+fn system_totals(per_cpu: &[CacheCounters], scratch: &[CacheScratch]) -> CacheCountersSample {
+    let (mut totals, _) = sum_cpus(per_cpu);
+    totals.read_pages += scratch.iter().map(|s| s.read_pages).sum::<u64>();
+    totals
 }
 
 /// Adds each CPU's pending read pages and direct I/O (CacheScratch, DioMemo) to their process's
@@ -557,6 +557,18 @@ mod tests {
         d.comm[..4].copy_from_slice(b"bash");
         assert_eq!(sum_cpus(&[d, c]).1, "cat");
         assert_eq!(sum_cpus(&[c, d]).1, "cat");
+    }
+
+    #[test]
+    fn read_pages_counted_in_the_scratch_slots_join_the_totals() {
+        let cpu0 = CacheCounters { read_pages: 5, faults: 2, ..Default::default() };
+        let cpu1 = CacheCounters { faults: 1, ..Default::default() };
+        let slot0 = CacheScratch { read_pages: 100, pending_read_pages: 40, ..Default::default() };
+        let slot1 = CacheScratch { read_pages: 28, ..Default::default() };
+        let t = system_totals(&[cpu0, cpu1], &[slot0, slot1]);
+        // The pending pages are a process's share of the slot's read pages, not more of them.
+        assert_eq!(t.read_pages, 5 + 100 + 28);
+        assert_eq!(t.faults, 3);
     }
 
     #[test]

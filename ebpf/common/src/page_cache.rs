@@ -191,7 +191,11 @@ pub struct DirtyStateRecord {
     pub throttle_pause_jiffies: u64,
 }
 
-/// Per CPU: what the previous event on this CPU left for the next one to correlate with.
+/// Per CPU: what the previous event on this CPU left for the next one to correlate with, and
+/// everything else the cached-read path (`mm_filemap_get_pages`, the busiest event there is)
+/// reads or writes while one process keeps reading on this CPU. Its cost there is mostly cache
+/// misses (each read's 4 KiB copy flushes much of L1), so what it needs is kept in this one
+/// 64-byte slot rather than in several maps.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheScratch {
@@ -206,22 +210,27 @@ pub struct CacheScratch {
     /// reading, and moves the pages to the hash map when another process reads here. Userspace
     /// adds the pending pages when it reads the maps.
     pub pending_tgid: u32,
-    pub _pad: u32,
+    /// Whether `task_tgid`/`task_tid` are the task running on this CPU: one of `TASK_*`.
+    pub task_state: u32,
     pub pending_read_pages: u64,
     /// The task running on this CPU, as the read path last asked (`bpf_get_current_pid_tgid`),
-    /// valid while `task_valid` is 1: `sched:sched_switch` sets it to 0 at every context switch,
-    /// so the busiest path asks once per time slice instead of once per read (a helper call was
-    /// most of its cost). Only used while [`TASK_CACHE_MAP`] says the switch is traced.
+    /// while `task_state` is [`TASK_KNOWN`]: `sched:sched_switch` makes it [`TASK_STALE`] at every
+    /// context switch, so the busiest path asks once per time slice instead of once per read (a
+    /// helper call was most of its cost).
     pub task_tgid: u32,
     pub task_tid: u32,
-    pub task_valid: u32,
-    pub _pad2: u32,
+    /// This CPU's share of the system-wide read pages (CacheCounters::read_pages of CACHE_TOTALS
+    /// is not used for them: one map fewer on the read path). Userspace adds it to the totals.
+    pub read_pages: u64,
 }
 
-/// Array of one u32, set to 1 by userspace once the `sched_switch` program that invalidates
-/// [`CacheScratch::task_valid`] is attached (before that, and if it cannot be, the read path asks
-/// for the task at every read).
-pub const TASK_CACHE_MAP: &str = "TASK_CACHE";
+/// `task_state`: no context switch seen on this CPU yet, so the `sched_switch` program may not be
+/// attached (or not yet): the task is asked for at every read.
+pub const TASK_UNTRACKED: u32 = 0;
+/// `task_state`: a context switch happened since the task was remembered; ask again.
+pub const TASK_STALE: u32 = 1;
+/// `task_state`: `task_tgid`/`task_tid` are the running task.
+pub const TASK_KNOWN: u32 = 2;
 
 /// Per-CPU array of one [`DioMemo`] (apart from [`CacheScratch`]: the cached-read path, the
 /// busiest there is, keeps its one small slot to itself).
@@ -391,7 +400,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
         assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
-        assert_eq!(core::mem::size_of::<CacheScratch>(), 4 * 4 + 4 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<CacheScratch>(), 64, "one cache line's worth");
         assert_eq!(core::mem::size_of::<DioMemo>(), 6 * 8);
     }
 }

@@ -14,7 +14,8 @@ use aya_ebpf::{
 use crate::kernel::kernel_field;
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch, DioMemo,
-    DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, RSS_LAST_MAX,
+    DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, RSS_LAST_MAX, TASK_KNOWN,
+    TASK_STALE, TASK_UNTRACKED,
 };
 
 /// Field offsets, written by the loader from the tracefs format files.
@@ -35,9 +36,6 @@ static CACHE_SCRATCH: PerCpuArray<CacheScratch> = PerCpuArray::with_max_entries(
 
 #[map]
 static DIO_MEMO: PerCpuArray<DioMemo> = PerCpuArray::with_max_entries(1, 0);
-
-#[map]
-static TASK_CACHE: Array<u32> = Array::with_max_entries(1, 0);
 
 #[map]
 static LAST_INSERT: LruHashMap<u32, InsertRecord> = LruHashMap::with_max_entries(LAST_INSERT_MAX, 0);
@@ -158,7 +156,9 @@ fn try_get_pages(ctx: &TracePointContext) -> Result<u32, i64> {
             field::<u64>(ctx, l.get_pages_last_index)?,
         )
     };
-    count_read(current_ids(), dev, ino, index, last);
+    if let Some(s) = scratch() {
+        count_read(s, current_ids(), dev, ino, index, last);
+    }
     Ok(0)
 }
 
@@ -171,8 +171,9 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
     let mapping: u64 = ctx.arg(0);
     let index: u64 = ctx.arg(1);
     let last: u64 = ctx.arg(2);
-    let ids = cached_ids();
-    count_read(ids, 0, mapping, index, last);
+    let Some(s) = scratch() else { return 0 };
+    let ids = cached_ids(s);
+    count_read(s, ids, 0, mapping, index, last);
     // Readahead pages this read uses (one extra program on the hot path would cost a dispatch).
     crate::readahead::on_read_raw(ids.1, mapping, index, last);
     0
@@ -183,29 +184,31 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
 #[raw_tracepoint(tracepoint = "sched_switch")]
 pub fn cache_sched_switch(_ctx: RawTracePointContext) -> u32 {
     if let Some(s) = scratch() {
-        s.task_valid = 0;
+        // SAFETY: a valid, aligned field of this CPU's slot.
+        unsafe { core::ptr::write_volatile(&raw mut s.task_state, TASK_STALE) };
     }
     0
 }
 
-/// (tgid, tid) of the current task: remembered per CPU until the next context switch (see
-/// CacheScratch::task_valid) while the switch is traced, else asked for.
+/// (tgid, tid) of the current task: remembered in this CPU's slot until the next context switch
+/// (see CacheScratch::task_state) once a switch has been seen here, else asked for.
 #[inline(always)]
-fn cached_ids() -> (u32, u32) {
-    if TASK_CACHE.get(0).copied().unwrap_or(0) == 0 {
-        return current_ids();
-    }
-    let Some(s) = scratch() else { return current_ids() };
-    if s.task_valid != 0 {
+fn cached_ids(s: &mut CacheScratch) -> (u32, u32) {
+    // SAFETY: a valid, aligned field of this CPU's slot (volatile: the switch program writes it).
+    let state = unsafe { core::ptr::read_volatile(&raw const s.task_state) };
+    if state == TASK_KNOWN {
         return (s.task_tgid, s.task_tid);
     }
     let ids = current_ids();
-    // Valid first, then the ids, in this order (volatile: kept as written): a context switch in
-    // between (a preemptible kernel may switch inside a program) clears it again, so another
-    // task's ids are never taken for ours.
+    if state == TASK_UNTRACKED {
+        return ids;
+    }
+    // Known first, then the ids, in this order (volatile: kept as written): a context switch in
+    // between (a preemptible kernel may switch inside a program) makes it stale again, and a task
+    // resumes only after a switch, so another task's ids are never taken for ours.
     // SAFETY: valid, aligned fields of this CPU's slot.
     unsafe {
-        core::ptr::write_volatile(&raw mut s.task_valid, 1);
+        core::ptr::write_volatile(&raw mut s.task_state, TASK_KNOWN);
         core::ptr::write_volatile(&raw mut s.task_tgid, ids.0);
         core::ptr::write_volatile(&raw mut s.task_tid, ids.1);
     }
@@ -213,12 +216,12 @@ fn cached_ids() -> (u32, u32) {
 }
 
 /// Counts a read request of pages `index..=last` of file (dev, ino), unless it continues the same
-/// thread's previous request (see ioscope_common::page_cache::continues_read). The process's
-/// share stays in this CPU's scratch slot while it keeps reading here (no hash lookup on the hot
-/// path) and moves to its CACHE_PROCS entry when another process reads on this CPU.
+/// thread's previous request (see ioscope_common::page_cache::continues_read). Everything stays in
+/// this CPU's scratch slot `s` while one process keeps reading here (no hash lookup, no other map
+/// on the hot path): the system-wide count, and the process's share, which moves to its
+/// CACHE_PROCS entry when another process reads on this CPU.
 #[inline(always)]
-fn count_read((tgid, tid): (u32, u32), dev: u32, ino: u64, index: u64, last: u64) {
-    let Some(s) = scratch() else { return };
+fn count_read(s: &mut CacheScratch, (tgid, tid): (u32, u32), dev: u32, ino: u64, index: u64, last: u64) {
     let pages = if continues_read(s, tid, dev, ino, index, last) { 0 } else { range_pages(index, last) };
     s.get_pages_tid = tid;
     s.get_pages_dev = dev;
@@ -228,9 +231,7 @@ fn count_read((tgid, tid): (u32, u32), dev: u32, ino: u64, index: u64, last: u64
     if pages == 0 {
         return;
     }
-    if let Some(t) = totals() {
-        t.read_pages = t.read_pages.wrapping_add(pages);
-    }
+    s.read_pages = s.read_pages.wrapping_add(pages);
     if s.pending_tgid == tgid {
         s.pending_read_pages = s.pending_read_pages.wrapping_add(pages);
         return;

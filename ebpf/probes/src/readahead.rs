@@ -351,15 +351,11 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
 
 /// Called by the page-cache program on the raw `mm_filemap_get_pages` (crate::page_cache): a read
 /// of pages `index..=last` of the file whose `struct address_space` is at `mapping`. Costs two
-/// array lookups per read while no readahead page is pending anywhere; otherwise one hash lookup
-/// more, and the walk only while this file has pages pending.
+/// array lookups per read (this CPU's bind, the pending count) while no readahead page is pending
+/// anywhere; otherwise one hash lookup more, and the walk only while this file has pages pending.
 #[inline(always)]
 pub fn on_read_raw(tid: u32, mapping: u64, index: u64, last: u64) {
-    // One field, not layout(): a volatile copy of the whole layout is dozens of loads per read.
-    // SAFETY: see layout().
-    if unsafe { core::ptr::read_volatile(&raw const RA_LAYOUT.get_ok) } == 0 {
-        return;
-    }
+    // A bind is only ever made by a readahead event (their programs run only with their layout).
     if let Some(b) = RA_BIND.get_ptr_mut(0) {
         // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
         let b = unsafe { &mut *b };
@@ -371,6 +367,12 @@ pub fn on_read_raw(tid: u32, mapping: u64, index: u64, last: u64) {
     }
     // Nothing read ahead is waiting anywhere: no lookup (the usual cached read).
     if RA_PENDING.get(0).copied().unwrap_or(0) == 0 {
+        return;
+    }
+    // Reads count as uses only when the get_pages format was understood (checked off the hot
+    // path: one field, not layout(), whose volatile copy is dozens of loads).
+    // SAFETY: see layout().
+    if unsafe { core::ptr::read_volatile(&raw const RA_LAYOUT.get_ok) } == 0 {
         return;
     }
     let epoch = RA_EPOCH.get(0).copied().unwrap_or(0);
