@@ -168,8 +168,8 @@ pub fn attach(
     jiffies_before: Option<((u64, u64), Instant)>,
     iomap_btf: Option<&aya::Btf>,
 ) -> (Vec<BpfProgramStatus>, Option<PageCacheMaps>, Option<String>) {
-    // Before the read path starts: it may remember the current task per CPU only once every
-    // context switch is seen to forget it.
+    // Before the read path, so that its task memo works from the first reads (the switch
+    // program turns the memo on for a CPU by running there).
     let switch_status = attach_task_cache(ebpf);
     let mut statuses: Vec<BpfProgramStatus> = PROBES
         .iter()
@@ -229,8 +229,6 @@ pub const DIO_BTF: (&str, &str) = ("iomap_dio_rw_begin", "iomap_dio_rw_begin_btf
 /// The probe that has a raw-tracepoint twin, and the twin's program name.
 const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw");
 
-/// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
-/// (the kernel refuses the attach when the program reads more of them than there are).
 /// Attaches `cache_sched_switch` (raw `sched_switch`): once it has run on a CPU, the read path
 /// there may remember the current task until the next switch (see CacheScratch::task_state).
 fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
@@ -239,6 +237,8 @@ fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
     super::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
 }
 
+/// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
+/// (the kernel refuses the attach when the program reads more of them than there are).
 fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramStatus> {
     load_and_attach_raw(ebpf, program, p.event)?;
     Ok(super::program_status(program, p.category, p.event, Ok(())))

@@ -91,21 +91,20 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let mut without = Vec::new();
     let mut with = Vec::new();
+    // The file stays cached throughout (PinnedFile), so no run needs to read it in again.
+    let run_with_ioscope = || -> Result<FioRun> {
+        let _ioscope = Ioscope::start(&bin)?;
+        fio_run(&file, args.seconds, pattern)
+    };
     for round in 1..=args.rounds {
         // The order alternates, so that a drift in the machine's load hits both sides alike.
-        let (mut a, mut b) = (None, None);
-        for watched in [round % 2 == 0, round % 2 == 1] {
-            // Other work on the machine may have evicted it (e.g. a drop_caches): cache it again.
-            read_all(&file)?;
-            if watched {
-                let _ioscope = Ioscope::start(&bin)?;
-                read_all(&file)?;
-                b = Some(fio_run(&file, args.seconds, pattern)?);
-            } else {
-                a = Some(fio_run(&file, args.seconds, pattern)?);
-            }
-        }
-        let (a, b) = (a.expect("run without"), b.expect("run with"));
+        let (a, b) = if round % 2 == 0 {
+            let b = run_with_ioscope()?;
+            (fio_run(&file, args.seconds, pattern)?, b)
+        } else {
+            let a = fio_run(&file, args.seconds, pattern)?;
+            (a, run_with_ioscope()?)
+        };
         println!(
             "  round {round}: without {:.0} IOPS, {:.0} reads/CPU-s; with ioscope {:.0} IOPS, {:.0} reads/CPU-s ({:.1} %)",
             a.iops,

@@ -347,8 +347,9 @@ mod user {
     unsafe impl aya::Pod for super::CacheCounters {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::DirtyStateRecord {}
-    // SAFETY: as above (explicit `_pad`).
+    // SAFETY: as above (fields ordered so that none needs padding; its size is tested).
     unsafe impl aya::Pod for super::CacheScratch {}
+    // SAFETY: as above (two u32 then u64s; its size is tested).
     unsafe impl aya::Pod for super::DioMemo {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::InsertRecord {}
