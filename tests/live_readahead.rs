@@ -136,28 +136,42 @@ fn file_row(before: &Sample, after: &Sample, path: &Path) -> (ReadaheadModel, Op
 }
 
 /// bpftrace on the same tracepoint, as an independent count: pages added to the page cache for
-/// the file while it runs (it prints its map on SIGINT).
+/// the file while it runs. It prints its count with a kernel timestamp every 100 ms, and the test
+/// takes the first count stamped after it asks. (Counting on bpftrace's print at exit failed once in
+/// CI: no output within 60 s of SIGINT, and nothing to say why.)
 struct Bpftrace {
     child: std::process::Child,
     /// bpftrace's stdout, line by line, from a reader thread (so a bpftrace that never prints
     /// fails the test after a timeout instead of hanging it).
     lines: std::sync::mpsc::Receiver<String>,
+    /// bpftrace's stderr, kept for the failure message.
+    errors: std::sync::Arc<Mutex<String>>,
 }
 
-/// How long bpftrace may take to attach, and to print its count once interrupted.
+/// How long bpftrace may take to attach, and to print a count once asked.
 const BPFTRACE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of bpftrace's `nsecs`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes into our own timespec.
+    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) }, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 impl Bpftrace {
     fn start(path: &Path) -> Bpftrace {
         let ino = std::fs::metadata(path).unwrap().ino();
         let prog = format!(
-            "tracepoint:filemap:mm_filemap_add_to_page_cache /args->i_ino == {ino}/ \
-             {{ @added = sum(1 << args->order); }} BEGIN {{ printf(\"ready\\n\"); }}"
+            "BEGIN {{ @added = sum(0); printf(\"ready\\n\"); }} \
+             tracepoint:filemap:mm_filemap_add_to_page_cache /args->i_ino == {ino}/ \
+             {{ @added = sum(1 << args->order); }} \
+             interval:ms:100 {{ printf(\"at %lld\\n\", nsecs); print(@added); }}"
         );
         let mut child = Command::new("bpftrace")
             .args(["-e", &prog])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("bpftrace is installed (the test's independent check)");
         let out = std::io::BufReader::new(child.stdout.take().unwrap());
@@ -169,34 +183,51 @@ impl Bpftrace {
                 }
             }
         });
-        let mut bt = Bpftrace { child, lines };
+        let errors = std::sync::Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let sink = errors.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            sink.lock().unwrap_or_else(|e| e.into_inner()).push_str(&text);
+        });
+        let mut bt = Bpftrace { child, lines, errors };
         loop {
             match bt.lines.recv_timeout(BPFTRACE_TIMEOUT) {
-                Ok(line) if line.contains("ready") => return bt,
+                Ok(line) if line == "ready" => return bt,
                 Ok(_) => {}
-                Err(e) => {
-                    let _ = bt.child.kill();
-                    panic!("bpftrace did not attach within {BPFTRACE_TIMEOUT:?}: {e}");
+                Err(e) => bt.fail(&format!("did not attach within {BPFTRACE_TIMEOUT:?}: {e}")),
+            }
+        }
+    }
+
+    /// The pages added so far: the first count bpftrace stamped after this call.
+    fn added(mut self) -> u64 {
+        let asked = monotonic_ns();
+        let mut fresh = false;
+        loop {
+            let line = match self.lines.recv_timeout(BPFTRACE_TIMEOUT) {
+                Ok(line) => line,
+                Err(e) => self.fail(&format!("no count within {BPFTRACE_TIMEOUT:?}: {e}")),
+            };
+            if let Some(at) = line.strip_prefix("at ") {
+                fresh = at.trim().parse::<u64>().is_ok_and(|at| at > asked);
+            } else if let Some(n) = line.strip_prefix("@added:").filter(|_| fresh) {
+                match n.trim().parse() {
+                    Ok(n) => return n,
+                    Err(_) => self.fail(&format!("unreadable count {line:?}")),
                 }
             }
         }
     }
 
-    /// Stops it (SIGINT) and returns the pages added.
-    fn added(mut self) -> u64 {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let mut text = String::new();
-        while let Ok(line) = self.lines.recv_timeout(BPFTRACE_TIMEOUT) {
-            text.push_str(&line);
-            text.push('\n');
-        }
+    fn fail(&mut self, why: &str) -> ! {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        text.lines()
-            .find_map(|l| l.strip_prefix("@added:"))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no count from bpftrace: {text}"))
+        // Give the stderr reader a moment to take what bpftrace wrote before it died.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        panic!("bpftrace {why}; its stderr: {errors}");
     }
 }
 
