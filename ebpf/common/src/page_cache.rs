@@ -26,6 +26,8 @@
 //!   only reports a fault-around window and `mm_filemap_fault` one page, while a fault may map a
 //!   whole large folio (up to a 2 MiB PMD, with no event of its own): the RSS growth is the count.
 
+use crate::readahead::{RaBind, RaReadMemo};
+
 /// Per-CPU hash map: tgid (u32) → [`CacheCounters`].
 pub const CACHE_PROCS_MAP: &str = "CACHE_PROCS";
 /// Per-CPU array of one [`CacheCounters`]: the system-wide totals.
@@ -193,9 +195,9 @@ pub struct DirtyStateRecord {
 
 /// Per CPU: what the previous event on this CPU left for the next one to correlate with, and
 /// everything else the cached-read path (`mm_filemap_get_pages`, the busiest event there is)
-/// reads or writes while one process keeps reading on this CPU. Its cost there is mostly cache
-/// misses (each read's 4 KiB copy flushes much of L1), so what it needs is kept in this one
-/// 64-byte slot rather than in several maps.
+/// reads or writes while one process keeps reading on this CPU, readahead's part included. Its
+/// cost there is mostly cache misses (each read's 4 KiB copy flushes much of L1) and lookups, so
+/// what it needs per CPU is kept in this one slot (two cache lines) rather than in several maps.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheScratch {
@@ -222,6 +224,9 @@ pub struct CacheScratch {
     /// This CPU's share of the system-wide read pages (CacheCounters::read_pages of CACHE_TOTALS
     /// is not used for them: one map fewer on the read path). Userspace adds it to the totals.
     pub read_pages: u64,
+    /// Readahead's per-CPU state on the read path (see `readahead::RaBind`, `RaReadMemo`).
+    pub ra_bind: RaBind,
+    pub ra_memo: RaReadMemo,
 }
 
 /// `task_state`: no context switch seen on this CPU yet, so the `sched_switch` program may not be
@@ -401,7 +406,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
         assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
-        assert_eq!(core::mem::size_of::<CacheScratch>(), 64, "one cache line's worth");
+        assert_eq!(core::mem::size_of::<CacheScratch>(), 64 + 24 + 16);
         assert_eq!(core::mem::size_of::<DioMemo>(), 6 * 8);
     }
 }

@@ -27,18 +27,8 @@ pub const RA_WINDOWS_MAX: u32 = 4096;
 /// the same thread just before (see [`RaBind`]).
 pub const RA_MAPPINGS_MAP: &str = "RA_MAPPINGS";
 pub const RA_MAPPINGS_MAX: u32 = 8192;
-/// Array of one u64: readahead pages remembered in [`RA_PAGES_MAP`] now, all files (added to
-/// atomically). While it is 0 the cached-read path skips the file lookup altogether.
-pub const RA_PENDING_MAP: &str = "RA_PENDING";
-/// Per-CPU array of one [`RaBind`].
-pub const RA_BIND_MAP: &str = "RA_BIND";
-/// Array of one u64, bumped (atomically) whenever some file may have gained readahead pages
-/// pending where it had none: a file's first pending page, or a mapping newly bound to a file.
-/// A cached read that found nothing pending for its file at epoch E can skip the lookups while the
-/// epoch is still E (see [`RaReadMemo`]).
-pub const RA_EPOCH_MAP: &str = "RA_EPOCH";
-/// Per-CPU array of one [`RaReadMemo`].
-pub const RA_READ_MEMO_MAP: &str = "RA_READ_MEMO";
+/// Array of one [`RaShared`]: what every CPU's cached-read path checks before any lookup.
+pub const RA_SHARED_MAP: &str = "RA_SHARED";
 /// Read-only global holding [`RaLayout`], set by the loader before load.
 pub const RA_LAYOUT_GLOBAL: &str = "RA_LAYOUT";
 /// Buckets of the time-to-first-use histogram: bucket `b` holds [2^b, 2^(b+1)) µs (bucket 0 also
@@ -179,7 +169,23 @@ pub struct RaWindow {
     pub end: u64,
 }
 
-/// The last sync/async readahead event on this CPU: `filemap_get_pages()` runs readahead and then
+/// Shared by all CPUs (added to atomically), read by every cached read: one cache line, one
+/// lookup.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaShared {
+    /// Readahead pages remembered in [`RA_PAGES_MAP`] now, all files. While it is 0 the
+    /// cached-read path skips the file lookup altogether.
+    pub pending: u64,
+    /// Bumped whenever some file may have gained readahead pages pending where it had none: a
+    /// file's first pending page, or a mapping newly bound to a file. A cached read that found
+    /// nothing pending for its file at epoch E can skip the lookups while the epoch is still E
+    /// (see [`RaReadMemo`]).
+    pub epoch: u64,
+}
+
+/// The last sync/async readahead event on this CPU (kept in the read path's per-CPU slot,
+/// `page_cache::CacheScratch::ra_bind`): `filemap_get_pages()` runs readahead and then
 /// emits `mm_filemap_get_pages` for the same file in the same thread, whose range holds `index`.
 /// The first such read binds its mapping to (dev, ino) and clears `tid`.
 #[repr(C)]
@@ -198,7 +204,7 @@ pub fn binds(b: &RaBind, tid: u32, index: u64, last: u64) -> bool {
 }
 
 /// This CPU's last cached read that found no readahead page pending for its file: the file's
-/// mapping and [`RA_EPOCH_MAP`]'s value then. Repeated reads of one file on one CPU (the cached-read
+/// mapping and [`RaShared::epoch`] then (kept in `page_cache::CacheScratch::ra_memo`). Repeated reads of one file on one CPU (the cached-read
 /// hot path) then cost no hash lookup at all while nothing new was read ahead anywhere.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

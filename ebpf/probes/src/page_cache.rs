@@ -67,8 +67,9 @@ fn totals() -> Option<&'static mut CacheCounters> {
     CACHE_TOTALS.get_ptr_mut(0).map(|p| unsafe { &mut *p })
 }
 
+/// This CPU's slot of the read path (readahead's programs keep their part of it there too).
 #[inline(always)]
-fn scratch() -> Option<&'static mut CacheScratch> {
+pub(crate) fn scratch() -> Option<&'static mut CacheScratch> {
     // SAFETY: as for totals().
     CACHE_SCRATCH.get_ptr_mut(0).map(|p| unsafe { &mut *p })
 }
@@ -175,7 +176,7 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
     let ids = cached_ids(s);
     count_read(s, ids, 0, mapping, index, last);
     // Readahead pages this read uses (one extra program on the hot path would cost a dispatch).
-    crate::readahead::on_read_raw(ids.1, mapping, index, last);
+    crate::readahead::on_read_raw(s, ids.1, mapping, index, last);
     0
 }
 

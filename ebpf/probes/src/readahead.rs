@@ -4,8 +4,9 @@
 //!
 //! Cost on the cached read path (`mm_filemap_get_pages`): nothing but array reads while nothing
 //! is pending anywhere or while this CPU's last read of the same file found nothing pending and
-//! nothing was read ahead since (RA_EPOCH, RA_READ_MEMO); otherwise a lookup of the mapping and of
-//! the file; the folio walk only runs for a file with readahead pages pending.
+//! nothing was read ahead since (RA_SHARED's epoch, the read path's per-CPU slot); otherwise a
+//! lookup of the mapping and of the file; the folio walk only runs for a file with readahead pages
+//! pending.
 
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 
@@ -16,9 +17,10 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
     programs::TracePointContext,
 };
+use ioscope_common::page_cache::CacheScratch;
 use ioscope_common::readahead::{
     binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaPage, RaPageKey, RaReadMemo,
-    RaTotals, RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX,
+    RaShared, RaTotals, RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX,
     RA_WINDOWS_MAX,
 };
 
@@ -38,16 +40,7 @@ static RA_WINDOWS: LruHashMap<u32, RaWindow> = LruHashMap::with_max_entries(RA_W
 static RA_MAPPINGS: LruHashMap<u64, RaFileKey> = LruHashMap::with_max_entries(RA_MAPPINGS_MAX, 0);
 
 #[map]
-static RA_PENDING: Array<u64> = Array::with_max_entries(1, 0);
-
-#[map]
-static RA_EPOCH: Array<u64> = Array::with_max_entries(1, 0);
-
-#[map]
-static RA_READ_MEMO: PerCpuArray<RaReadMemo> = PerCpuArray::with_max_entries(1, 0);
-
-#[map]
-static RA_BIND: PerCpuArray<RaBind> = PerCpuArray::with_max_entries(1, 0);
+static RA_SHARED: Array<RaShared> = Array::with_max_entries(1, 0);
 
 #[map]
 static RA_TOTALS: PerCpuArray<RaTotals> = PerCpuArray::with_max_entries(1, 0);
@@ -75,18 +68,18 @@ fn add(p: &mut u64, delta: u64) {
 /// Adds `delta` (wrapping: a negative change is its two's complement) to the pages pending.
 #[inline(always)]
 fn pending_add(delta: u64) {
-    if let Some(p) = RA_PENDING.get_ptr_mut(0) {
+    if let Some(p) = RA_SHARED.get_ptr_mut(0) {
         // SAFETY: a valid, aligned pointer into the array's value.
-        add(unsafe { &mut *p }, delta);
+        add(unsafe { &mut (*p).pending }, delta);
     }
 }
 
 /// Some file may have gained pending pages where it had none: cached reads' memos are stale.
 #[inline(always)]
 fn bump_epoch() {
-    if let Some(p) = RA_EPOCH.get_ptr_mut(0) {
+    if let Some(p) = RA_SHARED.get_ptr_mut(0) {
         // SAFETY: a valid, aligned pointer into the array's value.
-        add(unsafe { &mut *p }, 1);
+        add(unsafe { &mut (*p).epoch }, 1);
     }
 }
 
@@ -162,9 +155,8 @@ fn try_ra_event(ctx: &TracePointContext, is_async: bool) -> Result<u32, i64> {
     };
     // SAFETY: offset from the format file.
     let index = unsafe { field::<u64>(ctx, l.ra_index)? };
-    if let Some(b) = RA_BIND.get_ptr_mut(0) {
-        // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
-        unsafe { *b = RaBind { tid: bpf_get_current_pid_tgid() as u32, dev, ino, index } };
+    if let Some(s) = crate::page_cache::scratch() {
+        s.ra_bind = RaBind { tid: bpf_get_current_pid_tgid() as u32, dev, ino, index };
     }
     let f = file_or_new(dev, ino).ok_or(-1i64)?;
     add(if is_async { &mut f.async_events } else { &mut f.sync_events }, 1);
@@ -350,23 +342,25 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
 }
 
 /// Called by the page-cache program on the raw `mm_filemap_get_pages` (crate::page_cache): a read
-/// of pages `index..=last` of the file whose `struct address_space` is at `mapping`. Costs two
-/// array lookups per read (this CPU's bind, the pending count) while no readahead page is pending
-/// anywhere; otherwise one hash lookup more, and the walk only while this file has pages pending.
+/// by thread `tid` of pages `index..=last` of the file whose `struct address_space` is at
+/// `mapping`; `s` is this CPU's slot of the read path. Costs one array read (RA_SHARED) and reads
+/// of `s` while no readahead page is pending anywhere, or while this CPU's last read of the same
+/// file found none and nothing was read ahead since; otherwise a hash lookup more, and the walk
+/// only while this file has pages pending.
 #[inline(always)]
-pub fn on_read_raw(tid: u32, mapping: u64, index: u64, last: u64) {
+pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, last: u64) {
     // A bind is only ever made by a readahead event (their programs run only with their layout).
-    if let Some(b) = RA_BIND.get_ptr_mut(0) {
-        // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
-        let b = unsafe { &mut *b };
-        if binds(b, tid, index, last) {
-            let _ = RA_MAPPINGS.insert(&mapping, &RaFileKey { dev: b.dev, _pad: 0, ino: b.ino }, 0);
-            b.tid = 0;
-            bump_epoch();
-        }
+    if binds(&s.ra_bind, tid, index, last) {
+        let key = RaFileKey { dev: s.ra_bind.dev, _pad: 0, ino: s.ra_bind.ino };
+        let _ = RA_MAPPINGS.insert(&mapping, &key, 0);
+        s.ra_bind.tid = 0;
+        bump_epoch();
     }
-    // Nothing read ahead is waiting anywhere: no lookup (the usual cached read).
-    if RA_PENDING.get(0).copied().unwrap_or(0) == 0 {
+    let Some(shared) = RA_SHARED.get(0) else { return };
+    // Nothing read ahead is waiting anywhere, or not in this file as of this epoch: no lookup
+    // (the usual cached read).
+    let (pending, epoch) = (shared.pending, shared.epoch);
+    if pending == 0 || s.ra_memo.idle(mapping, epoch) {
         return;
     }
     // Reads count as uses only when the get_pages format was understood (checked off the hot
@@ -375,25 +369,18 @@ pub fn on_read_raw(tid: u32, mapping: u64, index: u64, last: u64) {
     if unsafe { core::ptr::read_volatile(&raw const RA_LAYOUT.get_ok) } == 0 {
         return;
     }
-    let epoch = RA_EPOCH.get(0).copied().unwrap_or(0);
-    let Some(memo) = RA_READ_MEMO.get_ptr_mut(0) else { return };
-    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
-    let memo = unsafe { &mut *memo };
-    if memo.idle(mapping, epoch) {
-        return;
-    }
     let idle = RaReadMemo { mapping, epoch };
     // SAFETY: a plain copy of the value.
     let Some(key) = (unsafe { RA_MAPPINGS.get(&mapping) }).copied() else {
-        *memo = idle;
+        s.ra_memo = idle;
         return;
     };
     let Some(f) = file(key.dev, key.ino) else {
-        *memo = idle;
+        s.ra_memo = idle;
         return;
     };
     if f.pending() == 0 {
-        *memo = idle;
+        s.ra_memo = idle;
         return;
     }
     use_range(f, key.dev, key.ino, index, last);
