@@ -18,6 +18,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use crate::empty_program::EmptyProgram;
 use crate::stats;
 use crate::watcher::Ioscope;
 
@@ -42,6 +43,18 @@ struct Args {
     /// reads (the harshest case: the probes' cost per read() is fixed, the read is at its smallest).
     #[arg(long)]
     cat: bool,
+    /// Also run each round with an empty eBPF program on the same tracepoint instead of ioscope:
+    /// the kernel's own cost of running any program on every read, which no tool can go below.
+    #[arg(long)]
+    floor: bool,
+}
+
+/// What runs beside fio in one run.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    Without,
+    EmptyProgram,
+    Ioscope,
 }
 
 /// The read pattern of one run: fio's `--rw` and the read size in KiB.
@@ -89,32 +102,54 @@ pub fn run(args: &[String]) -> Result<()> {
         args.rounds
     );
 
-    let mut without = Vec::new();
-    let mut with = Vec::new();
     // The file stays cached throughout (PinnedFile), so no run needs to read it in again.
-    let run_with_ioscope = || -> Result<FioRun> {
-        let _ioscope = Ioscope::start(&bin)?;
-        fio_run(&file, args.seconds, pattern)
+    let run = |side: Side| -> Result<FioRun> {
+        match side {
+            Side::Without => fio_run(&file, args.seconds, pattern),
+            Side::EmptyProgram => {
+                let _program = EmptyProgram::attach("mm_filemap_get_pages")?;
+                fio_run(&file, args.seconds, pattern)
+            }
+            Side::Ioscope => {
+                let _ioscope = Ioscope::start(&bin)?;
+                fio_run(&file, args.seconds, pattern)
+            }
+        }
     };
+    let sides: &[Side] = if args.floor {
+        &[Side::Without, Side::EmptyProgram, Side::Ioscope]
+    } else {
+        &[Side::Without, Side::Ioscope]
+    };
+    let (mut without, mut with, mut floor) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=args.rounds {
-        // The order alternates, so that a drift in the machine's load hits both sides alike.
-        let (a, b) = if round % 2 == 0 {
-            let b = run_with_ioscope()?;
-            (fio_run(&file, args.seconds, pattern)?, b)
-        } else {
-            let a = fio_run(&file, args.seconds, pattern)?;
-            (a, run_with_ioscope()?)
-        };
+        // The order turns from round to round, so that a drift in the machine's load hits every
+        // side alike.
+        for i in 0..sides.len() {
+            let side = sides[(round + i) % sides.len()];
+            let r = run(side)?;
+            match side {
+                Side::Without => without.push(r),
+                Side::EmptyProgram => floor.push(r),
+                Side::Ioscope => with.push(r),
+            }
+        }
+        let (a, b) = (&without[round - 1], &with[round - 1]);
+        let empty = floor.last().map_or(String::new(), |f| {
+            format!(
+                "; empty program {:.0} reads/CPU-s ({:.1} %)",
+                f.reads_per_cpu_s,
+                100.0 * f.reads_per_cpu_s / a.reads_per_cpu_s
+            )
+        });
         println!(
-            "  round {round}: without {:.0} IOPS, {:.0} reads/CPU-s; with ioscope {:.0} IOPS, {:.0} reads/CPU-s ({:.1} %)",
+            "  round {round}: without {:.0} IOPS, {:.0} reads/CPU-s; with ioscope {:.0} IOPS, {:.0} reads/CPU-s ({:.1} %){empty}",
             a.iops,
             a.reads_per_cpu_s,
             b.iops,
             b.reads_per_cpu_s,
             100.0 * b.reads_per_cpu_s / a.reads_per_cpu_s
         );
-        without.push(a);
-        with.push(b);
     }
     let iops = |v: &[FioRun]| stats::median(&mut v.iter().map(|r| r.iops).collect::<Vec<_>>());
     let per_cpu = |v: &[FioRun]| stats::median(&mut v.iter().map(|r| r.reads_per_cpu_s).collect::<Vec<_>>());
@@ -141,6 +176,20 @@ pub fn run(args: &[String]) -> Result<()> {
         100.0 * TARGET_RATIO,
         verdict.describe(ratio >= TARGET_RATIO)
     );
+    if !floor.is_empty() {
+        let per_round = |x: &[FioRun], y: &[FioRun]| -> f64 {
+            let mut r: Vec<f64> =
+                x.iter().zip(y).map(|(x, y)| x.reads_per_cpu_s / y.reads_per_cpu_s).collect();
+            100.0 * stats::median(&mut r)
+        };
+        println!(
+            "empty program on the same tracepoint (the kernel's floor for any eBPF tool): {:.1} % of without \
+             (rounds' median {:.1} %); ioscope: rounds' median {:.1} % of the empty program",
+            100.0 * per_cpu(&floor) / a,
+            per_round(&floor, &without),
+            per_round(&with, &floor)
+        );
+    }
     if verdict == stats::Verdict::Fail {
         bail!("cached-read throughput with ioscope is below {:.0} % of without", 100.0 * TARGET_RATIO);
     }

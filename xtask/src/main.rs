@@ -4,6 +4,7 @@
 mod bench_fio;
 mod cache_overhead;
 mod ebpf;
+mod empty_program;
 mod fio;
 mod overhead;
 mod perf;

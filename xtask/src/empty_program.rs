@@ -1,0 +1,103 @@
+//! An eBPF program that does nothing (`r0 = 0; exit`), attached to a raw tracepoint for as long
+//! as it is held: the floor of any eBPF tool on that event. What remains of a tool's overhead
+//! above it is the tool's own; the floor itself is the kernel's cost of running a program there
+//! at all (the tracepoint's call, `bpf_trace_run`, the indirect calls, which retpolines make dear).
+//!
+//! Loaded with the bpf(2) system call directly: two instructions need no object file, and the
+//! benchmark must not depend on the project's own loader, which is what it compares against.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use anyhow::{bail, Result};
+
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_RAW_TRACEPOINT_OPEN: libc::c_long = 17;
+const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+
+/// `mov r0, 0` and `exit`, as the kernel's `struct bpf_insn` (code, regs, off, imm) in memory.
+const RETURN_ZERO: [u64; 2] = [0x0000_0000_0000_00b7, 0x0000_0000_0000_0095];
+
+/// The leading fields of `union bpf_attr` for BPF_PROG_LOAD; the rest of the union stays zero.
+#[repr(C)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    rest: [u8; 96],
+}
+
+/// The leading fields of `union bpf_attr` for BPF_RAW_TRACEPOINT_OPEN.
+#[repr(C)]
+struct RawTracepointOpenAttr {
+    name: u64,
+    prog_fd: u32,
+    rest: [u8; 52],
+}
+
+/// The program and its attachment: detached when dropped.
+pub struct EmptyProgram {
+    _link: OwnedFd,
+    _prog: OwnedFd,
+}
+
+impl EmptyProgram {
+    /// Attaches the empty program to the raw tracepoint `event` (e.g. `mm_filemap_get_pages`).
+    pub fn attach(event: &str) -> Result<EmptyProgram> {
+        let license = c"GPL";
+        let mut load = ProgLoadAttr {
+            prog_type: BPF_PROG_TYPE_RAW_TRACEPOINT,
+            insn_cnt: RETURN_ZERO.len() as u32,
+            insns: RETURN_ZERO.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            log_level: 0,
+            log_size: 0,
+            log_buf: 0,
+            kern_version: 0,
+            prog_flags: 0,
+            rest: [0; 96],
+        };
+        let prog = bpf(BPF_PROG_LOAD, &mut load, "loading the empty program")?;
+        let name = std::ffi::CString::new(event)?;
+        let mut open = RawTracepointOpenAttr {
+            name: name.as_ptr() as u64,
+            prog_fd: std::os::fd::AsRawFd::as_raw_fd(&prog) as u32,
+            rest: [0; 52],
+        };
+        let link =
+            bpf(BPF_RAW_TRACEPOINT_OPEN, &mut open, &format!("attaching it to raw tracepoint {event}"))?;
+        Ok(EmptyProgram { _link: link, _prog: prog })
+    }
+}
+
+/// bpf(2) with `attr`, returning the new file descriptor.
+fn bpf<T>(cmd: libc::c_long, attr: &mut T, what: &str) -> Result<OwnedFd> {
+    // SAFETY: `attr` is a #[repr(C)] prefix of union bpf_attr, zero beyond the fields set, and
+    // every pointer in it outlives the call.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
+    if fd < 0 {
+        bail!("{what}: {} (root, or CAP_BPF and CAP_PERFMON, is needed)", std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor the kernel just gave us, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_prefixes_have_the_kernels_offsets() {
+        // union bpf_attr, BPF_PROG_LOAD: insns at 8, license at 16, kern_version at 40.
+        assert_eq!(std::mem::offset_of!(ProgLoadAttr, insns), 8);
+        assert_eq!(std::mem::offset_of!(ProgLoadAttr, license), 16);
+        assert_eq!(std::mem::offset_of!(ProgLoadAttr, kern_version), 40);
+        // BPF_RAW_TRACEPOINT_OPEN: name at 0, prog_fd at 8.
+        assert_eq!(std::mem::offset_of!(RawTracepointOpenAttr, prog_fd), 8);
+    }
+}
