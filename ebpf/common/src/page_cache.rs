@@ -197,7 +197,7 @@ pub struct DirtyStateRecord {
 /// everything else the cached-read path (`mm_filemap_get_pages`, the busiest event there is)
 /// reads or writes while one process keeps reading on this CPU, readahead's part included. Its
 /// cost there is mostly cache misses (each read's 4 KiB copy flushes much of L1) and lookups, so
-/// what it needs per CPU is kept in this one slot (two cache lines) rather than in several maps.
+/// what it needs per CPU is kept in this one 104-byte slot rather than in several maps.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheScratch {
