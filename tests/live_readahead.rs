@@ -144,8 +144,8 @@ struct Bpftrace {
     /// bpftrace's stdout, line by line, from a reader thread (so a bpftrace that never prints
     /// fails the test after a timeout instead of hanging it).
     lines: std::sync::mpsc::Receiver<String>,
-    /// bpftrace's stderr, kept for the failure message.
-    errors: std::sync::Arc<Mutex<String>>,
+    /// bpftrace's stderr, read to its end by a thread (for the failure message).
+    errors: Option<std::thread::JoinHandle<String>>,
 }
 
 /// How long bpftrace may take to attach, and to print a count once asked.
@@ -183,14 +183,12 @@ impl Bpftrace {
                 }
             }
         });
-        let errors = std::sync::Arc::new(Mutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();
-        let sink = errors.clone();
-        std::thread::spawn(move || {
+        let errors = Some(std::thread::spawn(move || {
             let mut text = String::new();
             let _ = err.read_to_string(&mut text);
-            sink.lock().unwrap_or_else(|e| e.into_inner()).push_str(&text);
-        });
+            text
+        }));
         let mut bt = Bpftrace { child, lines, errors };
         loop {
             match bt.lines.recv_timeout(BPFTRACE_TIMEOUT) {
@@ -224,9 +222,8 @@ impl Bpftrace {
     fn fail(&mut self, why: &str) -> ! {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // Give the stderr reader a moment to take what bpftrace wrote before it died.
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // bpftrace is gone, so its stderr is at its end: the reader returns all of it.
+        let errors = self.errors.take().and_then(|h| h.join().ok()).unwrap_or_default();
         panic!("bpftrace {why}; its stderr: {errors}");
     }
 }

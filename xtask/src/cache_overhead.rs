@@ -91,7 +91,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let bin = crate::perf::build_release(root)?;
     let file = args.dir.join(format!("ioscope-cache-overhead-{}", std::process::id()));
     let _cleanup = RemoveOnDrop(file.clone());
-    make_cached_file(&file, args.file_mib)?;
+    make_file(&file, args.file_mib)?;
+    // Locking faults in any page the write did not leave cached: the whole file is cached from here.
     let _pinned = PinnedFile::new(&file)?;
     let pattern = Pattern::of(&args);
     println!(
@@ -156,8 +157,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let (a, b) = (per_cpu(&without), per_cpu(&with));
     let ratio = b / a;
     // The rounds' own ratios (each with run over the adjacent run without) say how sure that is.
-    let rounds: Vec<f64> =
-        with.iter().zip(&without).map(|(w, wo)| w.reads_per_cpu_s / wo.reads_per_cpu_s).collect();
+    let rounds = round_ratios(&with, &without);
     let (lo, hi) = stats::median_interval(&rounds);
     let verdict = stats::at_least(TARGET_RATIO, (lo, hi));
     println!(
@@ -177,11 +177,7 @@ pub fn run(args: &[String]) -> Result<()> {
         verdict.describe(ratio >= TARGET_RATIO)
     );
     if !floor.is_empty() {
-        let per_round = |x: &[FioRun], y: &[FioRun]| -> f64 {
-            let mut r: Vec<f64> =
-                x.iter().zip(y).map(|(x, y)| x.reads_per_cpu_s / y.reads_per_cpu_s).collect();
-            100.0 * stats::median(&mut r)
-        };
+        let per_round = |x: &[FioRun], y: &[FioRun]| 100.0 * stats::median(&mut round_ratios(x, y));
         println!(
             "empty program on the same tracepoint (the kernel's floor for any eBPF tool): {:.1} % of without \
              (rounds' median {:.1} %); ioscope: rounds' median {:.1} % of the empty program",
@@ -196,6 +192,11 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Each round's reads per CPU-second of side `x` over side `y` (runs of one round are adjacent).
+fn round_ratios(x: &[FioRun], y: &[FioRun]) -> Vec<f64> {
+    x.iter().zip(y).map(|(x, y)| x.reads_per_cpu_s / y.reads_per_cpu_s).collect()
+}
+
 struct RemoveOnDrop(PathBuf);
 
 impl Drop for RemoveOnDrop {
@@ -204,7 +205,7 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-fn make_cached_file(path: &Path, mib: u64) -> Result<()> {
+fn make_file(path: &Path, mib: u64) -> Result<()> {
     use std::io::Write;
     let mut f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let block: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
