@@ -13,13 +13,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
+use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
 use aya::programs::ProgramFd;
 use aya::Ebpf;
 use ioscope_common::block::*;
 use ioscope_common::kernel_dev_major_minor;
 
 use super::kernel_btf::KernelBtf;
+use super::mapped_keys::MappedKeys;
 use super::tracefs::{self, EventFormat};
 use crate::sample::{
     BlockDeviceCounters, BlockDirCounters, BlockFlagCounters, BlockProbeHealth, BlockProcessCounters,
@@ -151,6 +152,8 @@ pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
         kn_id: field("kernfs_node", "id", 8)?,
         rq_start_time_ns: field("request", "start_time_ns", 8)?,
         rq_io_start_time_ns: field("request", "io_start_time_ns", 8)?,
+        task_plug: field("task_struct", "plug", 8)?,
+        plug_cur_ktime: field("blk_plug", "cur_ktime", 8)?,
     })
 }
 
@@ -239,7 +242,8 @@ pub struct BlockMaps {
     known_dev_slots: Vec<u32>,
     dev_claims_seen: Option<u64>,
     devs: PerCpuArray<MapData, DevStats>,
-    procs: PerCpuHashMap<MapData, ProcKey, ProcStats>,
+    procs: PerCpuArray<MapData, ProcStats>,
+    proc_keys: MappedKeys,
     health: PerCpuArray<MapData, u64>,
     last_purge: Instant,
     stale_evicted: u64,
@@ -266,6 +270,12 @@ impl BlockMaps {
             dev_claims_seen: None,
             devs: take(ebpf, BLOCK_DEV_MAP)?,
             procs: take(ebpf, BLOCK_PROC_MAP)?,
+            proc_keys: MappedKeys::new(
+                ebpf.take_map(BLOCK_PROC_KEYS_MAP)
+                    .ok_or_else(|| anyhow!("map {BLOCK_PROC_KEYS_MAP} is not in the eBPF object"))?,
+                BLOCK_PROC_KEYS_MAP,
+                PROCS_MAX,
+            )?,
             health: take(ebpf, BLOCK_HEALTH_MAP)?,
             last_purge: Instant::now(),
             stale_evicted: 0,
@@ -294,9 +304,10 @@ impl BlockMaps {
         out.rq_issue = devices.iter().map(issued_counts).collect();
         out.block_devices = devices;
 
-        // Which processes are gone, decided *before* reading: their counters read now are final.
-        let keys: Vec<ProcKey> = self.procs.keys().filter_map(|k| k.ok()).collect();
-        let tgids: HashSet<u32> = keys.iter().map(|k| k.tgid).collect();
+        // The (process, device) pairs and their slots. Which processes are gone is decided
+        // *before* reading: their counters read now are final.
+        let pairs = process_slots(self.proc_keys.iter());
+        let tgids: HashSet<u32> = pairs.keys().map(|k| k.tgid).collect();
         let mut dead = HashSet::new();
         for tgid in tgids {
             match self.kthreads.get(&tgid) {
@@ -312,9 +323,13 @@ impl BlockMaps {
             }
         }
         let mut processes = Vec::new();
-        for entry in self.procs.iter() {
-            let (key, per_cpu) = entry.context("reading the BLOCK_PROC map")?;
-            let mut p = sum_process(key, &per_cpu);
+        let mut per_cpu = Vec::new();
+        for (key, slots) in &pairs {
+            per_cpu.clear();
+            for &i in slots {
+                per_cpu.extend(self.procs.get(&i, 0).context("reading the BLOCK_PROC map")?.iter().copied());
+            }
+            let mut p = sum_process(*key, &per_cpu);
             p.exited = dead.contains(&key.tgid);
             p.cgroup = self.cgroups.path(p.cgroup_id);
             p.kernel_thread = self.kthreads.get(&key.tgid).copied().unwrap_or(false)
@@ -322,10 +337,7 @@ impl BlockMaps {
             processes.push(p);
         }
         processes.sort_by_key(|p| (p.pid, p.major, p.minor));
-        for key in keys.iter().filter(|k| dead.contains(&k.tgid)) {
-            // Already gone is fine: nothing else deletes, but never fail a sample over it.
-            let _ = self.procs.remove(key);
-        }
+        self.free_process_slots(pairs.iter().filter(|(k, _)| dead.contains(&k.tgid)).flat_map(|(_, s)| s));
         for tgid in &dead {
             self.kthreads.remove(tgid);
         }
@@ -351,12 +363,27 @@ impl BlockMaps {
         h.reqs_entries =
             slots_used.iter().fold(0u64, |a, b| a.wrapping_add(*b)).saturating_sub(self.stale_evicted);
         h.reqs_capacity = u64::from(REQ_SLOTS);
-        h.procs_entries = self.procs.keys().filter(|k| k.is_ok()).count() as u64;
+        h.procs_entries = self.proc_keys.iter().filter(|&k| k != 0).count() as u64;
         h.procs_capacity = u64::from(PROCS_MAX);
         h.devs_entries = out.block_devices.len() as u64;
         h.devs_capacity = u64::from(DEV_SLOTS);
         out.block_health = h;
         Ok(())
+    }
+
+    /// Frees the process table's `slots` (read for the last time): their counters are zeroed on
+    /// every CPU, then the key is cleared. A completion of the dead process counted between the
+    /// two (its last request, completing just then) would be inherited by the slot's next owner:
+    /// a rare count of one request, against a table that would otherwise fill with the dead.
+    fn free_process_slots<'a>(&mut self, slots: impl Iterator<Item = &'a u32>) {
+        let Ok(cpus) = aya::util::nr_cpus() else { return };
+        for &i in slots {
+            let zeros = PerCpuValues::try_from(vec![ProcStats::default(); cpus]);
+            // Failing to zero leaves the slot taken (freed next time), never a stale count.
+            if zeros.is_ok_and(|z| self.procs.set(i, z, 0).is_ok()) {
+                self.proc_keys.clear(i as usize);
+            }
+        }
     }
 
     /// The device table's taken slots: (index, slot). The whole table is read only when a device
@@ -448,6 +475,18 @@ impl BlockMaps {
         }
         n
     }
+}
+
+/// The process table's (process, device) pairs, each with the slots it holds (usually one), from
+/// the keys of every slot in index order.
+fn process_slots(keys: impl Iterator<Item = u64>) -> StdHashMap<ProcKey, Vec<u32>> {
+    let mut pairs: StdHashMap<ProcKey, Vec<u32>> = StdHashMap::new();
+    for (i, packed) in keys.enumerate() {
+        if let Some(key) = ProcKey::unpacked(packed) {
+            pairs.entry(key).or_default().push(i as u32);
+        }
+    }
+    pairs
 }
 
 /// /proc/PID/stat's flags (field 9), or None when the process is gone.
@@ -726,20 +765,7 @@ mod tests {
 
     #[test]
     fn process_values_are_summed_and_comm_taken_from_the_cpu_that_wrote_it() {
-        let zero = ProcStats {
-            comm: [0; 16],
-            cgroup_id: 0,
-            read_requests: 0,
-            read_bytes: 0,
-            write_requests: 0,
-            write_bytes: 0,
-            other_requests: 0,
-            readahead_bytes: 0,
-            sync_bytes: 0,
-            lat_ns_sum: 0,
-            lat_count: 0,
-            lat_hist: [0; HIST_BUCKETS],
-        };
+        let zero = ProcStats::default();
         let mut a = zero;
         a.write_requests = 2;
         a.write_bytes = 131072;
@@ -752,6 +778,17 @@ mod tests {
         let p = sum_process(ProcKey { tgid: 1234, dev: (259 << 20) | 1 }, &[a, b]);
         assert_eq!((p.pid, p.major, p.minor, p.comm.as_str(), p.cgroup_id), (1234, 259, 1, "dd", 42));
         assert_eq!((p.write_requests, p.write_bytes, p.lat_hist[9]), (3, 196608, 1));
+    }
+
+    #[test]
+    fn a_pair_holding_two_slots_is_read_from_both() {
+        let dd = ProcKey { tgid: 1234, dev: 7 << 20 };
+        let cat = ProcKey { tgid: 99, dev: 7 << 20 };
+        let keys = [0, dd.packed(), cat.packed(), 0, dd.packed()];
+        let pairs = process_slots(keys.into_iter());
+        assert_eq!(pairs.len(), 2);
+        assert_eq!(pairs[&dd], [1, 4]);
+        assert_eq!(pairs[&cat], [2]);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod block_files;
 pub mod cgroup;
 pub mod files;
 pub mod kernel_btf;
+pub mod mapped_keys;
 pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;

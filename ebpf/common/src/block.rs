@@ -22,8 +22,16 @@ pub const BLOCK_DEV_MAP: &str = "BLOCK_DEV";
 /// array lookup is inlined by the kernel where a hash lookup is a function call (on machines
 /// with return-thunk mitigations each call and return is a large share of a program's cost).
 pub const BLOCK_DEV_SLOTS_MAP: &str = "BLOCK_DEV_SLOTS";
-/// Per-CPU hash: [`ProcKey`] → [`ProcStats`] (the submitter of the I/O, per device).
+/// Per-CPU array of [`PROCS_MAX`] [`ProcStats`] (the submitter of the I/O, per device), indexed
+/// like [`BLOCK_PROC_KEYS_MAP`]. Arrays, as for the devices: a per-CPU hash lookup at every
+/// completion cost about as much as all the rest of that program.
 pub const BLOCK_PROC_MAP: &str = "BLOCK_PROC";
+/// Array of [`PROCS_MAX`] u64 (memory-mappable): which (process, device) each index of
+/// [`BLOCK_PROC_MAP`] counts, as [`ProcKey::packed`] (0: free). A program claims a free slot
+/// atomically; userspace reads the keys through its mapping and frees the slots of processes that
+/// exited. A key may hold two slots (one freed before it in its probe sequence is claimed again):
+/// userspace sums them.
+pub const BLOCK_PROC_KEYS_MAP: &str = "BLOCK_PROC_KEYS";
 /// Per-CPU array of u64 indexed by [`Health`]: events seen and events lost, per program.
 pub const BLOCK_HEALTH_MAP: &str = "BLOCK_HEALTH";
 /// The read-only global holding [`BlockLayout`], set by the loader before load.
@@ -36,9 +44,12 @@ pub const REQ_SLOT_BITS: u32 = 15;
 /// devices), so that three requests in flight rarely need one pair; when they do the oldest loses
 /// its latency and submitter, and [`Health::ReqsFull`] counts it.
 pub const REQ_SLOTS: u32 = 1 << REQ_SLOT_BITS;
-/// Most (process, device) pairs kept. Userspace deletes a pair once it has read it after the process
-/// exited; when full, [`Health::ProcsFull`] counts the I/O that could not be credited.
+/// Most (process, device) pairs kept (a power of two). Userspace frees a pair's slot once it has
+/// read it after the process exited; a pair finding its [`PROC_PROBES`] slots taken is not
+/// credited ([`Health::ProcsFull`] counts its I/O).
 pub const PROCS_MAX: u32 = 8192;
+/// How many slots from its first ([`ProcKey::first_slot`]) a (process, device) pair may take.
+pub const PROC_PROBES: u32 = 8;
 /// Most devices tracked: the size of the device table (a power of two).
 pub const DEV_SLOTS: u32 = 1024;
 /// How many slots from its first ([`dev_slot`]) a device may take (open addressing); a device
@@ -215,6 +226,12 @@ pub struct RequestLayout {
     /// (ktime_get_ns), so the programs use these instead of reading it again.
     pub rq_start_time_ns: u32,
     pub rq_io_start_time_ns: u32,
+    /// The block layer's clock in a task (`blk_time_get_ns()`): `task_struct.plug` (pointer) and
+    /// `blk_plug.cur_ktime` (u64), the time the kernel read once for the task's current batch of
+    /// requests and stamps them all with (0: not read yet). Reading it costs two loads where the
+    /// clock itself costs ~50 ns in a VM.
+    pub task_plug: u32,
+    pub plug_cur_ktime: u32,
 }
 
 impl RequestLayout {
@@ -236,6 +253,8 @@ impl RequestLayout {
         kn_id: 0,
         rq_start_time_ns: 0,
         rq_io_start_time_ns: 0,
+        task_plug: 0,
+        plug_cur_ktime: 0,
     };
 }
 
@@ -401,10 +420,29 @@ pub struct ProcKey {
     pub dev: u32,
 }
 
+impl ProcKey {
+    /// The key as [`BLOCK_PROC_KEYS_MAP`] holds it: never 0 (a free slot), tgid 0 and dev 0 included.
+    #[inline(always)]
+    pub fn packed(&self) -> u64 {
+        (1 << 63) | (u64::from(self.tgid) << 32) | u64::from(self.dev)
+    }
+
+    /// The key a [`packed`](Self::packed) value stands for; None for a free slot (0).
+    pub fn unpacked(packed: u64) -> Option<ProcKey> {
+        (packed != 0).then_some(ProcKey { tgid: ((packed >> 32) as u32) & !(1 << 31), dev: packed as u32 })
+    }
+
+    /// The first slot the pair may take (Fibonacci hashing, see [`req_slot`]).
+    #[inline(always)]
+    pub fn first_slot(&self) -> u32 {
+        (self.packed().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PROCS_MAX.trailing_zeros())) as u32
+    }
+}
+
 /// What one process submitted to one device, counted when each request is done
 /// (block_rq_complete), cumulative, per CPU.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcStats {
     /// comm of the submitting thread, as block_io_start saw it (empty on CPUs that never inserted).
     pub comm: [u8; 16],
@@ -797,13 +835,28 @@ mod tests {
     }
 
     #[test]
+    fn process_keys_pack_and_unpack() {
+        let k = ProcKey { tgid: 4_194_303, dev: (259 << 20) | 7 };
+        assert_eq!(ProcKey::unpacked(k.packed()), Some(k));
+        let zero = ProcKey { tgid: 0, dev: 0 };
+        assert_ne!(zero.packed(), 0);
+        assert_eq!(ProcKey::unpacked(zero.packed()), Some(zero));
+        assert_eq!(ProcKey::unpacked(0), None);
+        assert!(k.first_slot() < PROCS_MAX);
+        // Neighbouring pids of one device land apart.
+        let a = ProcKey { tgid: 1000, dev: 8 }.first_slot();
+        let b = ProcKey { tgid: 1001, dev: 8 }.first_slot();
+        assert!(a.abs_diff(b) >= PROC_PROBES);
+    }
+
+    #[test]
     fn shared_structs_have_no_hidden_padding() {
         use core::mem::size_of;
         assert_eq!(size_of::<EventLayout>(), 8 * 4);
         assert_eq!(size_of::<EventHead>(), 24);
         assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16 + 2 * 4);
         assert_eq!(size_of::<ReqSlot>(), 8 + size_of::<ReqInfo>());
-        assert_eq!(size_of::<RequestLayout>(), 27 * 4);
+        assert_eq!(size_of::<RequestLayout>(), 29 * 4);
         assert_eq!(size_of::<DevSlot>(), 3 * 8);
         assert_eq!(size_of::<CmdFlagValues>(), 11 * 4);
         assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);

@@ -20,20 +20,21 @@ use core::intrinsics::{atomic_cxchg, atomic_xadd, AtomicOrdering};
 
 use crate::kernel::kernel_field;
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::BPF_F_MMAPABLE,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task_btf,
         bpf_ktime_get_ns,
     },
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, PerCpuArray, PerCpuHashMap},
+    maps::{Array, PerCpuArray},
     programs::{BtfTracePointContext, TracePointContext},
 };
 use ioscope_common::block::{
     classic_tag, depth_bucket, dev_key, dev_slot, kernel_mkdev, log2_bucket, req_slot, BlockLayout,
     CmdFlagValues, DevSlot, DevStats, EventHead, EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats,
-    ReqInfo, ReqSlot, RwbsFlags, DEV_PROBES, DEV_SLOTS, DIR_OTHER, HEALTH_COUNTERS, PROCS_MAX, REQ_IN_FLIGHT,
-    REQ_SLOTS, REQ_START_SEEN, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
+    ReqInfo, ReqSlot, RwbsFlags, DEV_PROBES, DEV_SLOTS, DIR_OTHER, HEALTH_COUNTERS, PROCS_MAX, PROC_PROBES,
+    REQ_IN_FLIGHT, REQ_SLOTS, REQ_START_SEEN, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD,
+    RWBS_SYNC,
 };
 
 /// Field offsets of the events and of the kernel's request, written by the loader before load.
@@ -57,13 +58,11 @@ static BLOCK_DEV_SLOTS: Array<DevSlot> = Array::with_max_entries(DEV_SLOTS, 0);
 #[map]
 static BLOCK_DEV: PerCpuArray<DevStats> = PerCpuArray::with_max_entries(DEV_SLOTS, 0);
 #[map]
-static BLOCK_PROC: PerCpuHashMap<ProcKey, ProcStats> = PerCpuHashMap::with_max_entries(PROCS_MAX, 0);
+static BLOCK_PROC_KEYS: Array<u64> = Array::with_max_entries(PROCS_MAX, BPF_F_MMAPABLE);
+#[map]
+static BLOCK_PROC: PerCpuArray<ProcStats> = PerCpuArray::with_max_entries(PROCS_MAX, 0);
 #[map]
 static BLOCK_HEALTH: PerCpuArray<u64> = PerCpuArray::with_max_entries(HEALTH_COUNTERS, 0);
-/// All-zero values to insert new entries from: ProcStats is too big for the 512-byte eBPF stack.
-/// Never written.
-#[map]
-static BLOCK_ZERO_PROC: Array<ProcStats> = Array::with_max_entries(1, 0);
 
 /// A request whose slot is taken by another within this time of its start may still have been in
 /// flight (counted as a loss: Health::ReqsFull); an older one had lost its completion.
@@ -78,7 +77,14 @@ pub fn block_io_start(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn block_rq_insert(ctx: TracePointContext) -> u32 {
     count_health(Health::RqInsertEvents);
-    on_result(classic_event(&ctx, &layout!(rq_insert)).map(|e| rq_insert(&e)))
+    on_result(classic_event(&ctx, &layout!(rq_insert)).map(|e| {
+        let t = now();
+        if let Some(s) = find(e.tag) {
+            s.info.insert_ns = t;
+        } else {
+            insert_first_seen(&e, t);
+        }
+    }))
 }
 
 #[tracepoint]
@@ -107,10 +113,20 @@ pub fn block_io_start_btf(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// The request is usually in the table already (block_io_start put it there): then only its
+/// address is needed, and the time is the block layer's own (see [`block_clock`]).
 #[btf_tracepoint(function = "block_rq_insert")]
 pub fn block_rq_insert_btf(ctx: BtfTracePointContext) -> i32 {
     count_health(Health::RqInsertEvents);
-    on_result(btf_event(&ctx, None).map(|e| rq_insert(&e)));
+    if layout!(request.configured) == 0 {
+        return 0;
+    }
+    let rq: *const u8 = ctx.arg(0);
+    if let Some(s) = find(address_tag(rq)) {
+        s.info.insert_ns = block_clock();
+    } else {
+        on_result(btf_event(&ctx, None).map(|e| insert_first_seen(&e, block_clock())));
+    }
     0
 }
 
@@ -262,6 +278,25 @@ fn now() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
+/// The time as the block layer reads it in a task (`blk_time_get_ns()`): the current task's plug
+/// holds the time the kernel read once for its batch of requests (their start and, where the
+/// kernel stamps it, issue times are that time), so a program in the same batch reads it with two
+/// loads instead of reading the clock again. Without a plug or a time in it, the clock. BTF
+/// programs in task context only: in an interrupt, `current` is whichever task was interrupted.
+#[inline(always)]
+fn block_clock() -> u64 {
+    // SAFETY: no arguments, no preconditions; returns the current task, never null.
+    let task = unsafe { bpf_get_current_task_btf() } as *const u8;
+    let plug: *const u8 = kernel_field(task, layout!(request.task_plug));
+    if !plug.is_null() {
+        let t: u64 = kernel_field(plug, layout!(request.plug_cur_ktime));
+        if t != 0 {
+            return t;
+        }
+    }
+    now()
+}
+
 #[inline(always)]
 fn count_health(h: Health) {
     add_health(h, 1);
@@ -346,40 +381,58 @@ fn release(s: &mut ReqSlot) {
 }
 
 /// The device table's entry of kernel dev_t `dev` and its index (in BLOCK_DEV too), taking a
-/// free slot the first time the device is seen (atomically: two CPUs may meet a new device at
-/// once). None when its slots are all taken by other devices (counted).
+/// free slot the first time the device is seen. None when its slots are all taken by other
+/// devices (counted).
 #[inline(always)]
 fn device(dev: u32) -> Option<(u32, &'static mut DevSlot)> {
-    let key = dev_key(dev);
-    let first = dev_slot(dev);
+    let (i, claimed) =
+        open_slot(dev_key(dev), dev_slot(dev), DEV_SLOTS, DEV_PROBES, Health::DevsFull, |i| {
+            // SAFETY: a valid pointer into the array.
+            BLOCK_DEV_SLOTS.get_ptr_mut(i).map(|p| unsafe { &raw mut (*p).key })
+        })?;
+    if claimed {
+        count_health(Health::DevSlotsClaimed);
+    }
+    // SAFETY: a valid pointer into the array. Its fields are changed with atomic adds or single
+    // stores.
+    BLOCK_DEV_SLOTS.get_ptr_mut(i).map(|p| (i, unsafe { &mut *p }))
+}
+
+/// Open addressing over a table of `slots` keys (a power of two) shared by all CPUs: the index of
+/// `key`, looking from `first` at up to `probes` slots, and whether this call claimed it. A free
+/// slot (0) is claimed with a compare-and-swap, since two CPUs may meet a new key at once. None
+/// (counted as `full`) when the slots looked at all hold other keys.
+#[inline(always)]
+fn open_slot(
+    key: u64,
+    first: u32,
+    slots: u32,
+    probes: u32,
+    full: Health,
+    key_at: impl Fn(u32) -> Option<*mut u64>,
+) -> Option<(u32, bool)> {
     let mut n = 0;
-    while n < DEV_PROBES {
-        let i = (first + n) & (DEV_SLOTS - 1);
-        let p = BLOCK_DEV_SLOTS.get_ptr_mut(i)?;
-        // SAFETY: a valid pointer into the array; the key is only ever changed from 0, atomically.
-        let k = unsafe { core::ptr::read_volatile(&raw const (*p).key) };
-        let mine = k == key
-            || (k == 0 && {
-                // SAFETY: as above; the value is aligned (the map's values are 8-byte aligned).
-                let (old, _) = unsafe {
-                    atomic_cxchg::<u64, { AtomicOrdering::SeqCst }, { AtomicOrdering::SeqCst }>(
-                        &raw mut (*p).key,
-                        0,
-                        key,
-                    )
-                };
-                if old == 0 {
-                    count_health(Health::DevSlotsClaimed);
-                }
-                old == 0 || old == key
-            });
-        if mine {
-            // SAFETY: as above. Its fields are changed with atomic adds or single stores.
-            return Some((i, unsafe { &mut *p }));
+    while n < probes {
+        let i = (first + n) & (slots - 1);
+        let p = key_at(i)?;
+        // SAFETY: a valid, aligned pointer into the map's value (values are 8-byte aligned); a
+        // key is only ever changed from 0 by the programs, atomically.
+        let k = unsafe { core::ptr::read_volatile(p) };
+        if k == key {
+            return Some((i, false));
+        }
+        if k == 0 {
+            // SAFETY: as above.
+            let (old, _) = unsafe {
+                atomic_cxchg::<u64, { AtomicOrdering::SeqCst }, { AtomicOrdering::SeqCst }>(p, 0, key)
+            };
+            if old == 0 || old == key {
+                return Some((i, old == 0));
+            }
         }
         n += 1;
     }
-    count_health(Health::DevsFull);
+    count_health(full);
     None
 }
 
@@ -399,17 +452,16 @@ fn dev_stats(i: u32) -> Option<&'static mut DevStats> {
     BLOCK_DEV.get_ptr_mut(i).map(|p| unsafe { &mut *p })
 }
 
+/// This CPU's counters of process `tgid` on device `dev`, taking a slot of the process table the
+/// first time the pair is seen.
 #[inline(always)]
-fn proc_stats(k: &ProcKey) -> Option<*mut ProcStats> {
-    if let Some(p) = BLOCK_PROC.get_ptr_mut(k) {
-        return Some(p);
-    }
-    let zero = BLOCK_ZERO_PROC.get(0)?;
-    if BLOCK_PROC.insert(k, zero, u64::from(BPF_NOEXIST)).is_err() && BLOCK_PROC.get_ptr_mut(k).is_none() {
-        count_health(Health::ProcsFull);
-        return None;
-    }
-    BLOCK_PROC.get_ptr_mut(k)
+fn proc_stats(tgid: u32, dev: u32) -> Option<&'static mut ProcStats> {
+    let k = ProcKey { tgid, dev };
+    let (i, _) = open_slot(k.packed(), k.first_slot(), PROCS_MAX, PROC_PROBES, Health::ProcsFull, |i| {
+        BLOCK_PROC_KEYS.get_ptr_mut(i)
+    })?;
+    // SAFETY: this CPU's copy of the slot's value.
+    BLOCK_PROC.get_ptr_mut(i).map(|p| unsafe { &mut *p })
 }
 
 /// Who submits the request (block_io_start runs in its context).
@@ -471,13 +523,10 @@ fn io_start(e: &Event, who: Submitter) {
     r.dev = e.dev;
 }
 
-/// Into the scheduler's queue.
+/// Into the scheduler's queue at `t`, a request not in the table (its block_io_start was missed).
 #[inline(always)]
-fn rq_insert(e: &Event) {
-    let t = now();
-    if let Some(s) = find(e.tag) {
-        s.info.insert_ns = t;
-    } else if let Some(s) = claim(e.tag, t) {
+fn insert_first_seen(e: &Event, t: u64) {
+    if let Some(s) = claim(e.tag, t) {
         s.info = ReqInfo { insert_ns: t, ..first_seen(e, t, REQ_START_SEEN) };
     }
 }
@@ -636,9 +685,7 @@ fn complete_on_device(e: &Event, t: u64, i: u32, d: &mut DevSlot, tracked: Optio
 /// The whole request, done at `t`, credited to the process that submitted it.
 #[inline(always)]
 fn credit_submitter(r: &ReqInfo, dev: u32, t: u64) {
-    let Some(s) = proc_stats(&ProcKey { tgid: r.tgid, dev }) else { return };
-    // SAFETY: this CPU's copy of the value.
-    let s = unsafe { &mut *s };
+    let Some(s) = proc_stats(r.tgid, dev) else { return };
     s.comm = r.comm;
     s.cgroup_id = r.cgroup_id;
     let bytes = u64::from(r.bytes);
