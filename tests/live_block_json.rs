@@ -145,3 +145,45 @@ fn batch_json_catches_short_lived_dd_and_cat() {
     }
     assert_eq!(row["comm"], "dd");
 }
+
+/// Entries of the kernel's process table (`block_health.maps`, BLOCK_PROC) in a report.
+fn process_table_entries(report: &Value) -> u64 {
+    let maps = report["bpf"]["block_health"]["maps"].as_array().unwrap();
+    maps.iter().find(|m| m["map"] == "BLOCK_PROC").unwrap()["entries"].as_u64().unwrap()
+}
+
+#[test]
+fn exited_processes_leave_the_kernel_process_table() {
+    if !common::require_root("live_block_json") {
+        return;
+    }
+    let lo = LoopDevice::with_fs(64, "ext4");
+    let path = lo.mount_point().join("data").to_str().unwrap().to_string();
+    let mut ioscope = Running(
+        Command::new(env!("CARGO_BIN_EXE_ioscope"))
+            .args(["--batch", "--json", "--interval", "0.5", "-n", "40"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(ioscope.0.stdout.take().unwrap()).lines();
+    let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    let first = next();
+    if first["bpf"]["enabled"] != true {
+        common::skip("live_block_json", &format!("eBPF unavailable: {}", first["bpf"]["reason"]));
+        return;
+    }
+    let before = process_table_entries(&next());
+    // 20 processes, each with its own (process, device) entry, all gone when they finish.
+    const DDS: u64 = 20;
+    for _ in 0..DDS {
+        run_pid("dd", &["if=/dev/zero", &format!("of={path}"), "oflag=direct", "bs=4k", "count=4"]);
+    }
+    // Reported as exited at the next read, then freed; a few kernel threads (journal, writeback)
+    // may have taken entries of their own meanwhile.
+    let after: Vec<u64> = (0..3).map(|_| process_table_entries(&next())).collect();
+    drop(ioscope);
+    let last = after[2];
+    assert!(last < before + DDS / 2, "process table: {before} entries before 20 dd runs, then {after:?}");
+}
