@@ -4,8 +4,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Lines};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 use common::LoopDevice;
 use serde_json::Value;
@@ -18,6 +18,26 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// `ioscope --batch --json` every 0.5 s for `reports` reports, and its output past the first
+/// report; None (the test skipped) when it runs without eBPF.
+fn start_ioscope(reports: u32) -> Option<(Running, Lines<BufReader<ChildStdout>>)> {
+    let mut ioscope = Running(
+        Command::new(env!("CARGO_BIN_EXE_ioscope"))
+            .args(["--batch", "--json", "--interval", "0.5", "-n", &reports.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(ioscope.0.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    if first["bpf"]["enabled"] != true {
+        common::skip("live_block_json", &format!("eBPF unavailable: {}", first["bpf"]["reason"]));
+        return None;
+    }
+    Some((ioscope, lines))
 }
 
 /// Runs a command to completion and returns its pid.
@@ -61,20 +81,7 @@ fn batch_json_catches_short_lived_dd_and_cat() {
     common::run("dd", &["if=/dev/zero", &format!("of={path}"), "oflag=direct", "bs=1M", "count=4"]);
     common::run("sync", &[]);
 
-    let mut ioscope = Running(
-        Command::new(env!("CARGO_BIN_EXE_ioscope"))
-            .args(["--batch", "--json", "--interval", "0.5", "-n", "60"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = BufReader::new(ioscope.0.stdout.take().unwrap()).lines();
-    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    if first["bpf"]["enabled"] != true {
-        common::skip("live_block_json", &format!("eBPF unavailable: {}", first["bpf"]["reason"]));
-        return;
-    }
+    let Some((ioscope, mut lines)) = start_ioscope(60) else { return };
 
     let dd = run_pid("dd", &["if=/dev/zero", &format!("of={path}.2"), "oflag=direct", "bs=64k", "count=200"]);
     let cat = run_pid("cat", &[&path]);
@@ -159,21 +166,8 @@ fn exited_processes_leave_the_kernel_process_table() {
     }
     let lo = LoopDevice::with_fs(64, "ext4");
     let path = lo.mount_point().join("data").to_str().unwrap().to_string();
-    let mut ioscope = Running(
-        Command::new(env!("CARGO_BIN_EXE_ioscope"))
-            .args(["--batch", "--json", "--interval", "0.5", "-n", "40"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = BufReader::new(ioscope.0.stdout.take().unwrap()).lines();
+    let Some((ioscope, mut lines)) = start_ioscope(40) else { return };
     let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
-    let first = next();
-    if first["bpf"]["enabled"] != true {
-        common::skip("live_block_json", &format!("eBPF unavailable: {}", first["bpf"]["reason"]));
-        return;
-    }
     let before = process_table_entries(&next());
     // 20 processes, each with its own (process, device) entry, all gone when they finish.
     const DDS: u64 = 20;
