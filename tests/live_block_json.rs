@@ -181,3 +181,76 @@ fn exited_processes_leave_the_kernel_process_table() {
     let last = after[2];
     assert!(last < before + DDS / 2, "process table: {before} entries before 20 dd runs, then {after:?}");
 }
+
+/// The block layer's latencies against fio's own: 4 KiB random direct reads at queue depth 32 on a
+/// file on a loop device. What ioscope credits fio with (block_io_start → completion, per
+/// request) cannot exceed what fio measured from submission to completion, and the queue time
+/// (start → issue) cannot exceed that either. (The request's own `start_time_ns`, once used as the
+/// start, is its allocation time: it made fio's latency 2.8 × fio's own figure on this VM's disk.)
+#[test]
+fn latencies_agree_with_fio() {
+    if !common::require_root("live_block_json") {
+        return;
+    }
+    if Command::new("fio").arg("--version").output().is_err() {
+        common::skip("live_block_json", "fio is not installed");
+        return;
+    }
+    let lo = LoopDevice::with_fs(128, "ext4");
+    let path = lo.mount_point().join("data");
+    common::write_patterned_file(&path, 64);
+    let Some((ioscope, lines)) = start_ioscope(40) else { return };
+    let reader = std::thread::spawn(move || {
+        lines.take(8).map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap()).collect::<Vec<_>>()
+    });
+    let out = common::run(
+        "fio",
+        &[
+            "--name=lat",
+            &format!("--filename={}", path.display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=32",
+            "--readonly",
+            "--time_based",
+            "--runtime=3",
+            "--output-format=json",
+        ],
+    );
+    let reports = reader.join().unwrap();
+    drop(ioscope);
+    let fio: Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
+    let fio_ms = fio["jobs"][0]["read"]["clat_ns"]["mean"].as_f64().unwrap() / 1e6;
+
+    // fio's rows on the loop device, in the reports taken while it ran.
+    let rows: Vec<&Value> = reports
+        .iter()
+        .flat_map(|r| r["io_processes"].as_array().unwrap())
+        .filter(|p| p["comm"] == "fio" && p["device"] == lo.name.as_str())
+        .filter(|p| p["read_iops"].as_f64().unwrap() > 100.0)
+        .collect();
+    assert!(!rows.is_empty(), "no fio rows on {}", lo.name);
+    // Weighted by requests: the mean over the run, as fio's is.
+    let weight: f64 = rows.iter().map(|p| p["read_iops"].as_f64().unwrap()).sum();
+    let ours = rows
+        .iter()
+        .map(|p| p["lat_avg_ms"].as_f64().unwrap() * p["read_iops"].as_f64().unwrap())
+        .sum::<f64>()
+        / weight;
+    assert!(
+        ours > 0.0 && ours <= fio_ms * 1.15,
+        "fio's mean latency: {ours} ms by ioscope, {fio_ms} ms by fio"
+    );
+    for r in &reports {
+        let Some(dev) = r["devices"].as_array().unwrap().iter().find(|d| d["name"] == lo.name.as_str())
+        else {
+            continue;
+        };
+        if dev["bpf"]["read_iops"].as_f64().unwrap_or(0.0) > 100.0 {
+            let queue = dev["bpf"]["block"]["read"]["queue_ms_avg"].as_f64().unwrap();
+            assert!(queue <= fio_ms, "queue time {queue} ms, above fio's whole latency {fio_ms} ms");
+        }
+    }
+}

@@ -150,7 +150,6 @@ pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
         css_set_dfl_cgrp: field("css_set", "dfl_cgrp", 8)?,
         cgroup_kn: field("cgroup", "kn", 8)?,
         kn_id: field("kernfs_node", "id", 8)?,
-        rq_start_time_ns: field("request", "start_time_ns", 8)?,
         rq_io_start_time_ns: field("request", "io_start_time_ns", 8)?,
         task_plug: field("task_struct", "plug", 8)?,
         plug_cur_ktime: field("blk_plug", "cur_ktime", 8)?,

@@ -220,11 +220,10 @@ pub struct RequestLayout {
     pub css_set_dfl_cgrp: u32,
     pub cgroup_kn: u32,
     pub kn_id: u32,
-    /// `struct request`: `start_time_ns` (u64: when it was made, by the kernel's clock, 0 when
-    /// the queue keeps no statistics) and `io_start_time_ns` (u64: when it was issued, see
-    /// [`DevSlot::kernel_stamps_issue`]). The clock is the one bpf_ktime_get_ns reads
-    /// (ktime_get_ns), so the programs use these instead of reading it again.
-    pub rq_start_time_ns: u32,
+    /// `struct request`: `io_start_time_ns` (u64: when it was issued, see
+    /// [`DevSlot::kernel_stamps_issue`]), on the clock bpf_ktime_get_ns reads (ktime_get_ns).
+    /// Not `start_time_ns`: that is when the request was allocated, not when block_io_start met
+    /// it, and was found to be up to a millisecond earlier.
     pub rq_io_start_time_ns: u32,
     /// The block layer's clock in a task (`blk_time_get_ns()`): `task_struct.plug` (pointer) and
     /// `blk_plug.cur_ktime` (u64), the time the kernel read once for the task's current batch of
@@ -251,7 +250,6 @@ impl RequestLayout {
         css_set_dfl_cgrp: 0,
         cgroup_kn: 0,
         kn_id: 0,
-        rq_start_time_ns: 0,
         rq_io_start_time_ns: 0,
         task_plug: 0,
         plug_cur_ktime: 0,
@@ -856,7 +854,7 @@ mod tests {
         assert_eq!(size_of::<EventHead>(), 24);
         assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16 + 2 * 4);
         assert_eq!(size_of::<ReqSlot>(), 8 + size_of::<ReqInfo>());
-        assert_eq!(size_of::<RequestLayout>(), 29 * 4);
+        assert_eq!(size_of::<RequestLayout>(), 28 * 4);
         assert_eq!(size_of::<DevSlot>(), 3 * 8);
         assert_eq!(size_of::<CmdFlagValues>(), 11 * 4);
         assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);
