@@ -6,9 +6,18 @@ mod common;
 
 use std::io::{BufRead, BufReader, Lines};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 
 use common::LoopDevice;
 use serde_json::Value;
+
+/// Held by each test for its whole run: every ioscope sees all the machine's I/O, so the other
+/// tests' processes (fio, dd, cat) would show in this one's counts and tables.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The ioscope under test, killed and reaped however the test ends.
 struct Running(Child);
@@ -74,6 +83,7 @@ fn batch_json_catches_short_lived_dd_and_cat() {
     if !common::require_root("live_block_json") {
         return;
     }
+    let _serial = serial();
     let lo = LoopDevice::with_fs(64, "ext4");
     let file = lo.mount_point().join("data");
     let path = file.to_str().unwrap().to_string();
@@ -164,6 +174,7 @@ fn exited_processes_leave_the_kernel_process_table() {
     if !common::require_root("live_block_json") {
         return;
     }
+    let _serial = serial();
     let lo = LoopDevice::with_fs(64, "ext4");
     let path = lo.mount_point().join("data").to_str().unwrap().to_string();
     let Some((ioscope, mut lines)) = start_ioscope(40) else { return };
@@ -192,6 +203,7 @@ fn latencies_agree_with_fio() {
     if !common::require_root("live_block_json") {
         return;
     }
+    let _serial = serial();
     if Command::new("fio").arg("--version").output().is_err() {
         common::skip("live_block_json", "fio is not installed");
         return;
