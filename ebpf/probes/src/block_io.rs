@@ -112,7 +112,8 @@ pub fn block_io_start_btf(ctx: BtfTracePointContext) -> i32 {
     // Not the request's own start_time_ns: that is when the request was allocated, which can be
     // long before this bio met it (measured here: 0.8 ms early under fio at queue depth 32,
     // against ~1 µs from this event to issue by bpftrace).
-    on_result(btf_event(&ctx, None).map(|e| io_start(&e, current_submitter_btf(), block_clock())));
+    let task = current_task();
+    on_result(btf_event(&ctx, None).map(|e| io_start(&e, current_submitter_btf(task), block_clock(task))));
     0
 }
 
@@ -126,9 +127,9 @@ pub fn block_rq_insert_btf(ctx: BtfTracePointContext) -> i32 {
     }
     let rq: *const u8 = ctx.arg(0);
     if let Some(s) = find(address_tag(rq)) {
-        s.info.insert_ns = block_clock();
+        s.info.insert_ns = block_clock(current_task());
     } else {
-        on_result(btf_event(&ctx, None).map(|e| insert_first_seen(&e, block_clock())));
+        on_result(btf_event(&ctx, None).map(|e| insert_first_seen(&e, block_clock(current_task()))));
     }
     0
 }
@@ -279,15 +280,22 @@ fn now() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
+/// The current task, for plain loads of its fields. A helper call (each costs a return through
+/// the return thunk here), so a program makes it once.
+#[inline(always)]
+fn current_task() -> *const u8 {
+    // SAFETY: no arguments, no preconditions; returns the current task, never null.
+    unsafe { bpf_get_current_task_btf() as *const u8 }
+}
+
 /// The time as the block layer reads it in a task (`blk_time_get_ns()`): the current task's plug
 /// holds the time the kernel read once for its batch of requests (their start and, where the
 /// kernel stamps it, issue times are that time), so a program in the same batch reads it with two
 /// loads instead of reading the clock again. Without a plug or a time in it, the clock. BTF
 /// programs in task context only: in an interrupt, `current` is whichever task was interrupted.
+/// `task`: the current task ([`current_task`]).
 #[inline(always)]
-fn block_clock() -> u64 {
-    // SAFETY: no arguments, no preconditions; returns the current task, never null.
-    let task = unsafe { bpf_get_current_task_btf() } as *const u8;
+fn block_clock(task: *const u8) -> u64 {
     let plug: *const u8 = kernel_field(task, layout!(request.task_plug));
     if !plug.is_null() {
         let t: u64 = kernel_field(plug, layout!(request.plug_cur_ktime));
@@ -487,9 +495,7 @@ fn current_submitter() -> Submitter {
 /// three. The cgroup id is what bpf_get_current_cgroup_id returns: the kernfs node id of the
 /// task's cgroup on the default (v2) hierarchy, `task->cgroups->dfl_cgrp->kn->id`.
 #[inline(always)]
-fn current_submitter_btf() -> Submitter {
-    // SAFETY: no arguments, no preconditions; returns the current task, never null.
-    let task = unsafe { bpf_get_current_task_btf() } as *const u8;
+fn current_submitter_btf(task: *const u8) -> Submitter {
     let css_set: *const u8 = kernel_field(task, layout!(request.task_cgroups));
     let cgroup: *const u8 = kernel_field(css_set, layout!(request.css_set_dfl_cgrp));
     let kn: *const u8 = kernel_field(cgroup, layout!(request.cgroup_kn));
