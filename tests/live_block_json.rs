@@ -15,8 +15,10 @@ use serde_json::Value;
 /// tests' processes (fio, dd, cat) would show in this one's counts and tables.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Whether the test may run (root), and if so the lock it holds while it runs ([`SERIAL`]).
+fn start_test() -> Option<MutexGuard<'static, ()>> {
+    common::require_root("live_block_json")
+        .then(|| SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
 }
 
 /// The ioscope under test, killed and reaped however the test ends.
@@ -80,10 +82,7 @@ fn exited_in(report: &Value, pid: u32) -> bool {
 
 #[test]
 fn batch_json_catches_short_lived_dd_and_cat() {
-    if !common::require_root("live_block_json") {
-        return;
-    }
-    let _serial = serial();
+    let Some(_serial) = start_test() else { return };
     let lo = LoopDevice::with_fs(64, "ext4");
     let file = lo.mount_point().join("data");
     let path = file.to_str().unwrap().to_string();
@@ -171,10 +170,7 @@ fn process_table_entries(report: &Value) -> u64 {
 
 #[test]
 fn exited_processes_leave_the_kernel_process_table() {
-    if !common::require_root("live_block_json") {
-        return;
-    }
-    let _serial = serial();
+    let Some(_serial) = start_test() else { return };
     let lo = LoopDevice::with_fs(64, "ext4");
     let path = lo.mount_point().join("data").to_str().unwrap().to_string();
     let Some((ioscope, mut lines)) = start_ioscope(40) else { return };
@@ -200,10 +196,7 @@ fn exited_processes_leave_the_kernel_process_table() {
 /// start, is its allocation time: it made fio's latency 2.8 × fio's own figure on this VM's disk.)
 #[test]
 fn latencies_agree_with_fio() {
-    if !common::require_root("live_block_json") {
-        return;
-    }
-    let _serial = serial();
+    let Some(_serial) = start_test() else { return };
     if Command::new("fio").arg("--version").output().is_err() {
         common::skip("live_block_json", "fio is not installed");
         return;
