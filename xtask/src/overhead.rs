@@ -16,6 +16,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use crate::empty_program::EmptyProgram;
 use crate::perf::{build_release, clock_ticks_per_second, cpu_ticks};
 use crate::stats;
 use crate::watcher::Ioscope;
@@ -26,7 +27,8 @@ const CPU_TARGET_PERCENT: f64 = 2.0;
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask overhead", about = "Measure the eBPF probes' cost to fio's IOPS")]
 struct OverheadArgs {
-    /// Pairs of fio runs (each pair: one without, one with ioscope; the order alternates).
+    /// Pairs of fio runs (each pair: one without, one with ioscope, and with --floor one with the
+    /// empty programs; the order turns from pair to pair).
     #[arg(long, default_value_t = 10)]
     pairs: u32,
     /// Seconds per fio run.
@@ -46,7 +48,25 @@ struct OverheadArgs {
     /// below (the realistic case: the disk sets the pace).
     #[arg(long)]
     buffered_loop: bool,
+    /// Also run each pair with an empty eBPF program on each of the block events ioscope traces
+    /// instead of ioscope: the kernel's own cost of running any program on every request, which
+    /// no tool can go below.
+    #[arg(long)]
+    floor: bool,
 }
+
+/// What runs beside fio in one run.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    Without,
+    EmptyPrograms,
+    Ioscope,
+}
+
+/// The events ioscope's programs run on for every request of this benchmark (raw tracepoint
+/// names): the block layer's, and direct I/O's on the loop device's backing file (or on --file).
+const BLOCK_EVENTS: [&str; 5] =
+    ["block_io_start", "block_rq_insert", "block_rq_issue", "block_rq_complete", "iomap_dio_rw_begin"];
 
 pub fn run(args: &[String]) -> Result<()> {
     let args =
@@ -89,35 +109,63 @@ pub fn run(args: &[String]) -> Result<()> {
         args.pairs
     );
 
-    let mut without = Vec::new();
-    let mut with = Vec::new();
-    let mut cpu = Vec::new();
-    for pair in 0..args.pairs {
-        for watched in [pair % 2 == 1, pair % 2 == 0] {
-            if watched {
+    // One run of fio beside `side`; returns (IOPS, ioscope's CPU in % of a core when it ran).
+    let run = |side: Side| -> Result<(f64, Option<f64>)> {
+        match side {
+            Side::Without => Ok((fio(&device, args.seconds)?, None)),
+            Side::EmptyPrograms => {
+                let _programs =
+                    BLOCK_EVENTS.iter().map(|e| EmptyProgram::attach(e)).collect::<Result<Vec<_>>>()?;
+                Ok((fio(&device, args.seconds)?, None))
+            }
+            Side::Ioscope => {
                 let ioscope = Ioscope::start(&bin)?;
                 let t0 = Instant::now();
                 let c0 = cpu_ticks(ioscope.pid())?;
                 let iops = fio(&device, args.seconds)?;
                 let c1 = cpu_ticks(ioscope.pid())?;
                 let wall = t0.elapsed().as_secs_f64();
-                let percent = (c1 - c0) as f64 / ticks_per_s / wall * 100.0;
-                println!(
-                    "  pair {}: with ioscope    {iops:>10.0} IOPS   ioscope CPU {percent:.2} %",
-                    pair + 1
-                );
-                with.push(iops);
-                cpu.push(percent);
+                Ok((iops, Some((c1 - c0) as f64 / ticks_per_s / wall * 100.0)))
+            }
+        }
+    };
+    let sides: &[Side] = if args.floor {
+        &[Side::Without, Side::EmptyPrograms, Side::Ioscope]
+    } else {
+        &[Side::Without, Side::Ioscope]
+    };
+    let (mut without, mut with, mut floor, mut cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for pair in 0..args.pairs as usize {
+        // The order turns from pair to pair, so that a drift in the machine's load hits every
+        // side alike.
+        for i in 0..sides.len() {
+            let side = sides[(pair + i) % sides.len()];
+            let (iops, ioscope_cpu) = run(side)?;
+            let what = match side {
+                Side::Without => {
+                    without.push(iops);
+                    "without ioscope".to_string()
+                }
+                Side::EmptyPrograms => {
+                    floor.push(iops);
+                    "empty programs".to_string()
+                }
+                Side::Ioscope => {
+                    with.push(iops);
+                    let percent = ioscope_cpu.unwrap_or(0.0);
+                    cpu.push(percent);
+                    format!("with ioscope  {iops:>10.0} IOPS   ioscope CPU {percent:.2} %")
+                }
+            };
+            if matches!(side, Side::Ioscope) {
+                println!("  pair {}: {what}", pair + 1);
             } else {
-                let iops = fio(&device, args.seconds)?;
-                println!("  pair {}: without ioscope {iops:>10.0} IOPS", pair + 1);
-                without.push(iops);
+                println!("  pair {}: {what:<15}{iops:>10.0} IOPS", pair + 1);
             }
         }
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let mut ratios: Vec<f64> = with.iter().zip(&without).map(|(w, wo)| w / wo).collect();
-    ratios.sort_by(f64::total_cmp);
+    let mut ratios = pair_ratios(&with, &without);
     let (lo, hi) = stats::median_interval(&ratios);
     let ratio = stats::median(&mut ratios);
     let iops_verdict = stats::at_least(IOPS_TARGET_RATIO, (lo, hi));
@@ -135,6 +183,23 @@ pub fn run(args: &[String]) -> Result<()> {
         IOPS_TARGET_RATIO * 100.0,
         iops_verdict.describe(ratio >= IOPS_TARGET_RATIO)
     );
+    if !floor.is_empty() {
+        let mut empty = pair_ratios(&floor, &without);
+        let (elo, ehi) = stats::median_interval(&empty);
+        let mut above = pair_ratios(&with, &floor);
+        let (alo, ahi) = stats::median_interval(&above);
+        println!(
+            "empty programs on the same tracepoints (the kernel's floor for any eBPF tool): median of the \
+             pairs {:.1} % of without (95 % interval {:.1} … {:.1} %); ioscope {:.1} % of the empty programs \
+             ({:.1} … {:.1} %)",
+            stats::median(&mut empty) * 100.0,
+            elo * 100.0,
+            ehi * 100.0,
+            stats::median(&mut above) * 100.0,
+            alo * 100.0,
+            ahi * 100.0
+        );
+    }
     // One more run with the kernel timing every program run (that timing has a cost of its own,
     // so it is kept out of the IOPS comparison above).
     {
@@ -168,6 +233,13 @@ pub fn run(args: &[String]) -> Result<()> {
         bail!("overhead above target");
     }
     Ok(())
+}
+
+/// Each pair's IOPS of side `x` over side `y` (runs of one pair are adjacent), sorted.
+fn pair_ratios(x: &[f64], y: &[f64]) -> Vec<f64> {
+    let mut r: Vec<f64> = x.iter().zip(y).map(|(x, y)| x / y).collect();
+    r.sort_by(f64::total_cmp);
+    r
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -214,9 +286,11 @@ impl Drop for BpfStats {
 }
 
 /// (Σ run_time_ns, max run_cnt) over the BPF programs process `pid` holds (its bpf-prog fds'
-/// fdinfo). The most frequent program runs once per block request (block_io_start, issue,
+/// fdinfo), each program counted once however many fds it holds (aya keeps a second one for some
+/// attachments). The most frequent program runs once per block request (block_io_start, issue,
 /// completion), so the max run count is the number of requests on the machine.
 fn probe_run_time_ns(pid: u32) -> Result<(u64, u64)> {
+    let mut seen = std::collections::HashSet::new();
     let mut total = 0;
     let mut runs = 0;
     for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))?.flatten() {
@@ -226,6 +300,9 @@ fn probe_run_time_ns(pid: u32) -> Result<(u64, u64)> {
         }
         let fd = entry.file_name();
         let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.to_string_lossy()))?;
+        if !seen.insert(fdinfo_value(&info, "prog_id")) {
+            continue;
+        }
         total += fdinfo_value(&info, "run_time_ns").unwrap_or(0);
         runs = runs.max(fdinfo_value(&info, "run_cnt").unwrap_or(0));
     }
