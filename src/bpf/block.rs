@@ -151,6 +151,7 @@ pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
         cgroup_kn: field("cgroup", "kn", 8)?,
         kn_id: field("kernfs_node", "id", 8)?,
         rq_io_start_time_ns: field("request", "io_start_time_ns", 8)?,
+        rq_start_time_ns: field("request", "start_time_ns", 8)?,
         task_plug: field("task_struct", "plug", 8)?,
         plug_cur_ktime: field("blk_plug", "cur_ktime", 8)?,
     })
@@ -446,7 +447,12 @@ impl BlockMaps {
         let stale: Vec<(u32, ReqSlot)> = (0..REQ_SLOTS)
             .filter_map(|i| Some((i, self.reqs.get(&i, 0).ok()?)))
             .filter(|(_, s)| {
-                s.tag != 0 && now_ns.saturating_sub(s.info.start_ns.max(s.info.issue_ns)) > STALE_NS
+                // A start still to be settled holds the kernel's stamp of the request struct's
+                // previous use, which can be any age: such a request (not yet issued) is left to
+                // be reused.
+                s.tag != 0
+                    && s.info.flags & REQ_START_FROM_RQ == 0
+                    && now_ns.saturating_sub(s.info.start_ns.max(s.info.issue_ns)) > STALE_NS
             })
             .collect();
         // Where each device sits in the device table, looked up once for all the stale requests.

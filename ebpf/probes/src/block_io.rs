@@ -30,11 +30,11 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, TracePointContext},
 };
 use ioscope_common::block::{
-    classic_tag, depth_bucket, dev_key, dev_slot, kernel_mkdev, log2_bucket, req_slot, BlockLayout,
-    CmdFlagValues, DevSlot, DevStats, EventHead, EventLayout, HeadWithRwbs, Health, ProcKey, ProcStats,
-    ReqInfo, ReqSlot, RwbsFlags, DEV_PROBES, DEV_SLOTS, DIR_OTHER, HEALTH_COUNTERS, PROCS_MAX, PROC_PROBES,
-    REQ_IN_FLIGHT, REQ_SLOTS, REQ_START_SEEN, REQ_SUBMITTER, RWBS_FLAG_COUNT, RWBS_LEN, RWBS_READAHEAD,
-    RWBS_SYNC,
+    classic_tag, depth_bucket, dev_key, dev_slot, kernel_mkdev, log2_bucket, req_slot, settle_start,
+    BlockLayout, CmdFlagValues, DevSlot, DevStats, EventHead, EventLayout, HeadWithRwbs, Health, ProcKey,
+    ProcStats, ReqInfo, ReqSlot, RwbsFlags, DEV_PROBES, DEV_SLOTS, DIR_OTHER, HEALTH_COUNTERS, PROCS_MAX,
+    PROC_PROBES, REQ_IN_FLIGHT, REQ_SLOTS, REQ_START_FROM_RQ, REQ_START_SEEN, REQ_SUBMITTER, RWBS_FLAG_COUNT,
+    RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
 };
 
 /// Field offsets of the events and of the kernel's request, written by the loader before load.
@@ -63,6 +63,10 @@ static BLOCK_PROC_KEYS: Array<u64> = Array::with_max_entries(PROCS_MAX, BPF_F_MM
 static BLOCK_PROC: PerCpuArray<ProcStats> = PerCpuArray::with_max_entries(PROCS_MAX, 0);
 #[map]
 static BLOCK_HEALTH: PerCpuArray<u64> = PerCpuArray::with_max_entries(HEALTH_COUNTERS, 0);
+/// 1 once this kernel has been seen to stamp `request.start_time_ns` after block_io_start (see
+/// ioscope_common::block::settle_start): a kernel's behaviour, learnt from its first such request.
+#[map]
+static BLOCK_START_STAMPED_LATE: Array<u32> = Array::with_max_entries(1, 0);
 
 /// A request whose slot is taken by another within this time of its start may still have been in
 /// flight (counted as a loss: Health::ReqsFull); an older one had lost its completion.
@@ -71,7 +75,10 @@ const LIVE_REQUEST_NS: u64 = 5_000_000_000;
 #[tracepoint]
 pub fn block_io_start(ctx: TracePointContext) -> u32 {
     count_health(Health::IoStartEvents);
-    on_result(classic_event(&ctx, &layout!(io_start)).map(|e| io_start(&e, current_submitter(), now())))
+    on_result(classic_event(&ctx, &layout!(io_start)).map(|e| {
+        let t = now();
+        io_start(&e, current_submitter(), t, REQ_START_SEEN, || t)
+    }))
 }
 
 #[tracepoint]
@@ -105,15 +112,16 @@ pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
     on_result(classic_event(&ctx, &layout!(rq_merge)).map(|e| rq_merge(&e)))
 }
 
-/// `TP_PROTO(struct request *rq)`.
+/// `TP_PROTO(struct request *rq)`. No clock: the request's start is the kernel's own stamp,
+/// read at issue (see REQ_START_FROM_RQ).
 #[btf_tracepoint(function = "block_io_start")]
 pub fn block_io_start_btf(ctx: BtfTracePointContext) -> i32 {
     count_health(Health::IoStartEvents);
-    // Not the request's own start_time_ns: that is when the request was allocated, which can be
-    // long before this bio met it (measured here: 0.8 ms early under fio at queue depth 32,
-    // against ~1 µs from this event to issue by bpftrace).
     let task = current_task();
-    on_result(btf_event(&ctx, None).map(|e| io_start(&e, current_submitter_btf(task), block_clock(task))));
+    on_result(
+        btf_event(&ctx, None)
+            .map(|e| io_start(&e, current_submitter_btf(task), e.kernel_start_ns, REQ_START_FROM_RQ, now)),
+    );
     0
 }
 
@@ -186,6 +194,9 @@ struct Event {
     /// The kernel's own issue time of the request, 0 when unknown (classic events carry none;
     /// see RequestLayout::rq_io_start_time_ns).
     kernel_issue_ns: u64,
+    /// The kernel's own start stamp of the request as it is at this event, 0 when unknown
+    /// (classic events; see RequestLayout::rq_start_time_ns).
+    kernel_start_ns: u64,
 }
 
 /// A number for the request at `rq`, unique while it exists: its distance from a fixed address
@@ -227,6 +238,7 @@ fn btf_event(ctx: &BtfTracePointContext, nr_bytes: Option<u32>) -> Result<Event,
         bytes: u64::from(bytes),
         rwbs: RwbsFlags::from_cmd_flags(kernel_field::<u32>(rq, layout!(request.rq_cmd_flags)), &cmd),
         kernel_issue_ns: kernel_field(rq, layout!(request.rq_io_start_time_ns)),
+        kernel_start_ns: kernel_field(rq, layout!(request.rq_start_time_ns)),
     })
 }
 
@@ -355,7 +367,7 @@ fn find(tag: u64) -> Option<&'static mut ReqSlot> {
 /// its share of the in-flight count goes with it (or the count would drift up forever), and when
 /// it was recent (so perhaps still in flight: it loses its latency and submitter) it is counted.
 #[inline(always)]
-fn claim(tag: u64, now_ns: u64) -> Option<&'static mut ReqSlot> {
+fn claim(tag: u64, now_ns: impl Fn() -> u64) -> Option<&'static mut ReqSlot> {
     let first = req_slot(tag) & !1;
     let a = slot_at(first)?;
     let b = slot_at(first | 1)?;
@@ -369,7 +381,7 @@ fn claim(tag: u64, now_ns: u64) -> Option<&'static mut ReqSlot> {
     if s.tag == 0 {
         add_health(Health::SlotsUsed, 1);
     } else {
-        if s.tag != tag && now_ns.saturating_sub(s.info.start_ns) < LIVE_REQUEST_NS {
+        if s.tag != tag && now_ns().saturating_sub(s.info.start_ns) < LIVE_REQUEST_NS {
             count_health(Health::ReqsFull);
         }
         if s.info.flags & REQ_IN_FLIGHT != 0 {
@@ -506,14 +518,16 @@ fn current_submitter_btf(task: *const u8) -> Submitter {
     }
 }
 
-/// Submitter context: remember who asked for this request, and when.
+/// Submitter context: remember who asked for this request, and when: `start` with `start_flag`
+/// (REQ_START_SEEN: the time; REQ_START_FROM_RQ: the kernel's stamp as it is now, settled later).
+/// `now`: the time, read only when the slot must be taken from another request.
 #[inline(always)]
-fn io_start(e: &Event, who: Submitter, t: u64) {
-    let Some(s) = claim(e.tag, t) else { return };
+fn io_start(e: &Event, who: Submitter, start: u64, start_flag: u32, now: impl Fn() -> u64) {
+    let Some(s) = claim(e.tag, now) else { return };
     // Field by field, the zeros as volatile stores: a struct literal's adjacent zeros become a
     // call to a byte-by-byte memset.
     let r = &mut s.info;
-    r.start_ns = t;
+    r.start_ns = start;
     // SAFETY: valid, aligned fields of the slot.
     unsafe {
         core::ptr::write_volatile(&raw mut r.insert_ns, 0);
@@ -522,16 +536,42 @@ fn io_start(e: &Event, who: Submitter, t: u64) {
     r.cgroup_id = who.cgroup_id;
     r.tgid = who.tgid;
     r.bytes = e.bytes as u32;
-    r.flags = REQ_SUBMITTER | REQ_START_SEEN;
+    r.flags = REQ_SUBMITTER | start_flag;
     r.rwbs = e.rwbs.0;
     r.comm = who.comm;
     r.dev = e.dev;
 }
 
+/// Settles the start of a request whose start is the kernel's stamp (REQ_START_FROM_RQ), from
+/// the stamp as it is now (`kernel_start_ns`): see ioscope_common::block::settle_start. An
+/// unknown start becomes now, without REQ_START_SEEN: no queue time, and its submitter's latency
+/// counts from here; the slot still needs a time for the table's eviction and purge.
+#[inline(always)]
+fn settle(r: &mut ReqInfo, kernel_start_ns: u64) {
+    let late_flag = BLOCK_START_STAMPED_LATE.get_ptr_mut(0);
+    // SAFETY: a valid pointer into the map's value; a u32 written only ever from 0 to 1.
+    let late = late_flag.is_some_and(|p| unsafe { core::ptr::read_volatile(p) } != 0);
+    let (start, now_late) = settle_start(r.start_ns, kernel_start_ns, late);
+    if now_late && !late {
+        if let Some(p) = late_flag {
+            // SAFETY: as above.
+            unsafe { core::ptr::write_volatile(p, 1) };
+        }
+    }
+    r.flags &= !REQ_START_FROM_RQ;
+    match start {
+        Some(t) => {
+            r.start_ns = t;
+            r.flags |= REQ_START_SEEN;
+        }
+        None => r.start_ns = now(),
+    }
+}
+
 /// Into the scheduler's queue at `t`, a request not in the table (its block_io_start was missed).
 #[inline(always)]
 fn insert_first_seen(e: &Event, t: u64) {
-    if let Some(s) = claim(e.tag, t) {
+    if let Some(s) = claim(e.tag, || t) {
         s.info = ReqInfo { insert_ns: t, ..first_seen(e, t, REQ_START_SEEN) };
     }
 }
@@ -570,6 +610,9 @@ fn rq_issue(e: &Event) {
     let mut counted_in_flight = false;
     if let Some(s) = find(e.tag) {
         let r = &mut s.info;
+        if r.flags & REQ_START_FROM_RQ != 0 {
+            settle(r, e.kernel_start_ns);
+        }
         r.issue_ns = if kernel_stamps { 0 } else { now() };
         // Bios merged into the request since it was created: its size now is what it carries.
         r.bytes = e.bytes as u32;
@@ -581,7 +624,7 @@ fn rq_issue(e: &Event) {
         count_health(Health::IssueUnmatched);
         // A time for the slot in any case: the table's eviction and purge go by it.
         let t = now();
-        if let Some(s) = claim(e.tag, t) {
+        if let Some(s) = claim(e.tag, || t) {
             s.info = ReqInfo { issue_ns: t, ..first_seen(e, t, REQ_IN_FLIGHT) };
             counted_in_flight = true;
         }
@@ -629,6 +672,10 @@ fn rq_complete(e: &Event) {
     let dev = device(e.dev);
     let mut tracked = None;
     if let Some(s) = find(e.tag) {
+        if s.info.flags & REQ_START_FROM_RQ != 0 {
+            // Completed without an issue seen (issued before attach): settled now.
+            settle(&mut s.info, e.kernel_start_ns);
+        }
         tracked = Some(s.info);
         release(s);
     } else {
