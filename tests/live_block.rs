@@ -94,13 +94,27 @@ fn the_classic_tracepoint_programs_count_and_credit_the_same() {
     counts_and_credits(false);
 }
 
+/// One BTF twin refused (as a kernel whose verifier rejects one program would): every block
+/// program falls back to its classic form, not just that one. A mix would tag requests two ways
+/// (address, device and sector) and match none of them: latencies and submitters would be lost.
+#[test]
+fn one_refused_btf_twin_makes_every_block_program_classic() {
+    let refused = ioscope::bpf::block::btf_twin("block_rq_issue");
+    counts_and_credits_with(&BpfOptions { btf_tracepoints: true, refuse_block_twin: Some(refused) }, false);
+}
+
 fn counts_and_credits(btf: bool) {
+    counts_and_credits_with(&BpfOptions { btf_tracepoints: btf, ..Default::default() }, btf);
+}
+
+/// `btf`: whether the BTF twins are expected attached (on a kernel with BTF).
+fn counts_and_credits_with(options: &BpfOptions, btf: bool) {
     if !common::require_root("live_block") {
         return;
     }
     // Both variants use loop devices and read whole-device counts: one at a time.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut bpf = BpfCollector::start_with(&BpfOptions { btf_tracepoints: btf });
+    let mut bpf = BpfCollector::start_with(options);
     let status = bpf.status().clone();
     if !status.enabled {
         common::skip("live_block", &format!("eBPF unavailable: {}", status.reason.unwrap_or_default()));
@@ -122,6 +136,15 @@ fn counts_and_credits(btf: bool) {
         assert_eq!(p.tracepoint, format!("block:{event}"));
     }
     assert!(!status.programs.iter().any(|p| p.program == ioscope::bpf::block::RETIRED));
+    if !btf {
+        for (program, _) in ioscope::bpf::block::live_programs() {
+            let twin = ioscope::bpf::block::btf_twin(program);
+            assert!(
+                !status.programs.iter().any(|p| p.program == twin && p.attached),
+                "{twin} attached beside the classic programs: {status:#?}"
+            );
+        }
+    }
 
     let lo = LoopDevice::with_fs(64, "ext4");
     let mnt = lo.mount_point().to_path_buf();

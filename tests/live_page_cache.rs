@@ -286,7 +286,9 @@ fn direct_io_checks(btf: bool) {
     if std::env::var_os(CHILD_MODE).is_some() {
         return;
     }
-    let Some(Live { _serial, mut bpf, lo }) = setup_with(&BpfOptions { btf_tracepoints: btf }) else {
+    let Some(Live { _serial, mut bpf, lo }) =
+        setup_with(&BpfOptions { btf_tracepoints: btf, ..Default::default() })
+    else {
         return;
     };
     let attached = |name: &str| bpf.status().programs.iter().any(|p| p.program == name && p.attached);

@@ -162,36 +162,46 @@ pub fn btf_twin(program: &str) -> String {
     format!("{program}_btf")
 }
 
-/// Attaches every live program, in [`live_programs`] order: its BTF twin when `request` (the
-/// kernel's BTF and the request layout from it) is there and the twin loads and attaches, else the
-/// classic tracepoint program when its format was read (`ready`). Returns each one's status and
-/// the name of the program attached in each slot of [`PROGRAMS`] (to read its run counts), and a
-/// note when a BTF twin was refused.
+/// Attaches every live program, in [`live_programs`] order: their BTF twins when `request` (the
+/// kernel's BTF and the request layout from it) is there and every twin loads and attaches, else
+/// the classic tracepoint programs whose formats were read (`ready`). All of one kind, never a
+/// mix: the two kinds tag a request differently (its address, its device and sector), so a BTF
+/// block_io_start and a classic block_rq_issue would never find each other's requests. Returns
+/// each one's status and the name of the program attached in each slot of [`PROGRAMS`] (to read
+/// its run counts), and a note when a BTF twin was refused. `refuse`: a twin to treat as refused
+/// (tests of the fallback).
 pub fn attach(
     ebpf: &mut Ebpf,
     ready: &[Result<(), String>],
     request: Option<&aya::Btf>,
+    refuse: Option<&str>,
 ) -> (Vec<BpfProgramStatus>, Vec<Option<String>>, Option<String>) {
-    let mut fallbacks = String::new();
-    let mut statuses = Vec::new();
+    let live: Vec<(usize, &str, &str)> = PROGRAMS
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (p, _))| *p != RETIRED)
+        .map(|(slot, (program, event))| (slot, program, event))
+        .collect();
     let mut attached = vec![None; PROGRAMS.len()];
-    let live = PROGRAMS.into_iter().enumerate().filter(|(_, (p, _))| *p != RETIRED);
-    for ((slot, (program, event)), ready) in live.zip(ready) {
-        if let Some(btf) = request {
-            let twin = btf_twin(program);
-            match super::attach_btf_tracepoint(ebpf, &twin, CATEGORY, event, btf) {
-                Ok(status) => {
-                    statuses.push(status);
-                    attached[slot] = Some(twin);
-                    continue;
+    let mut note = None;
+    if let Some(btf) = request {
+        match attach_twins(ebpf, &live, btf, refuse) {
+            Ok(statuses) => {
+                for &(slot, program, _) in &live {
+                    attached[slot] = Some(btf_twin(program));
                 }
-                Err(e) => {
-                    if fallbacks.is_empty() {
-                        fallbacks = format!("{twin}: {e:#}");
-                    }
-                }
+                return (statuses, attached, None);
+            }
+            Err(refused) => {
+                note = Some(format!(
+                    "block probes fell back to classic tracepoints, all of them (BTF tracepoint refused: \
+                     {refused})"
+                ))
             }
         }
+    }
+    let mut statuses = Vec::new();
+    for (&(slot, program, event), ready) in live.iter().zip(ready) {
         let status = match ready {
             Ok(()) => super::attach_tracepoint(ebpf, program, CATEGORY, event),
             Err(e) => super::program_status(program, CATEGORY, event, Err(e.clone())),
@@ -201,10 +211,47 @@ pub fn attach(
         }
         statuses.push(status);
     }
-    let note = (!fallbacks.is_empty()).then(|| {
-        format!("block probes fell back to classic tracepoints (BTF tracepoint refused: {fallbacks})")
-    });
     (statuses, attached, note)
+}
+
+/// Every live program's BTF twin, or none: at the first one refused, those already attached are
+/// unloaded again and the reason returned.
+fn attach_twins(
+    ebpf: &mut Ebpf,
+    live: &[(usize, &str, &str)],
+    btf: &aya::Btf,
+    refuse: Option<&str>,
+) -> Result<Vec<BpfProgramStatus>, String> {
+    let mut statuses = Vec::new();
+    for (done, &(_, program, event)) in live.iter().enumerate() {
+        let twin = btf_twin(program);
+        let result = if refuse == Some(twin.as_str()) {
+            Err(anyhow!("refused on request"))
+        } else {
+            super::attach_btf_tracepoint(ebpf, &twin, CATEGORY, event, btf)
+        };
+        match result {
+            Ok(status) => statuses.push(status),
+            Err(e) => {
+                // The refused one too: it may have loaded before its attach failed.
+                for &(_, p, _) in &live[..=done] {
+                    unload_btf_tracepoint(ebpf, &btf_twin(p));
+                }
+                return Err(format!("{twin}: {e:#}"));
+            }
+        }
+    }
+    Ok(statuses)
+}
+
+/// Detaches and unloads BTF tracepoint program `name` if it is loaded.
+fn unload_btf_tracepoint(ebpf: &mut Ebpf, name: &str) {
+    if let Some(prog) = ebpf.program_mut(name) {
+        let tp: Result<&mut aya::programs::BtfTracePoint, _> = prog.try_into();
+        if let Ok(tp) = tp {
+            let _ = tp.unload();
+        }
+    }
 }
 
 /// Reads the format files. An event whose format is missing or unusable stays unconfigured

@@ -41,11 +41,14 @@ pub struct BpfOptions {
     /// The block and iomap programs as BTF tracepoints when the kernel allows (else classic
     /// tracepoints).
     pub btf_tracepoints: bool,
+    /// A block program's BTF twin to treat as refused by the kernel (tests of the fallback: the
+    /// block programs must then all be classic). None in the product.
+    pub refuse_block_twin: Option<String>,
 }
 
 impl Default for BpfOptions {
     fn default() -> Self {
-        BpfOptions { btf_tracepoints: true }
+        BpfOptions { btf_tracepoints: true, refuse_block_twin: None }
     }
 }
 
@@ -139,7 +142,7 @@ impl BpfCollector {
         // Every program with whether its needs were met; each is attached on its own, so one that
         // fails leaves the others working.
         let (mut programs, block_attached, block_fallback_note) =
-            block::attach(&mut ebpf, &block_ready, block_btf);
+            block::attach(&mut ebpf, &block_ready, block_btf, options.refuse_block_twin.as_deref());
         let request_ring = match block_files::RequestRing::take(&mut ebpf) {
             Ok(r) => Some(r),
             Err(e) => {
