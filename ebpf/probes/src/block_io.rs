@@ -373,7 +373,7 @@ fn claim(tag: u64, now_ns: impl Fn() -> u64) -> Option<&'static mut ReqSlot> {
     let b = slot_at(first | 1)?;
     let s = if a.tag == tag || (a.tag == 0 && b.tag != tag) {
         a
-    } else if b.tag == tag || b.tag == 0 || b.info.start_ns < a.info.start_ns {
+    } else if b.tag == tag || b.tag == 0 || age_key(&b.info) < age_key(&a.info) {
         b
     } else {
         a
@@ -381,7 +381,9 @@ fn claim(tag: u64, now_ns: impl Fn() -> u64) -> Option<&'static mut ReqSlot> {
     if s.tag == 0 {
         add_health(Health::SlotsUsed, 1);
     } else {
-        if s.tag != tag && now_ns().saturating_sub(s.info.start_ns) < LIVE_REQUEST_NS {
+        if s.tag != tag
+            && (age_key(&s.info) == u64::MAX || now_ns().saturating_sub(s.info.start_ns) < LIVE_REQUEST_NS)
+        {
             count_health(Health::ReqsFull);
         }
         if s.info.flags & REQ_IN_FLIGHT != 0 {
@@ -392,6 +394,18 @@ fn claim(tag: u64, now_ns: impl Fn() -> u64) -> Option<&'static mut ReqSlot> {
     }
     s.tag = tag;
     Some(s)
+}
+
+/// What orders two requests by age for [`claim`]: the start, or for a start still to be settled
+/// (REQ_START_FROM_RQ: `start_ns` is then the request struct's previous stamp, of any age) the
+/// newest possible, since its block_io_start just ran.
+#[inline(always)]
+fn age_key(r: &ReqInfo) -> u64 {
+    if r.flags & REQ_START_FROM_RQ != 0 {
+        u64::MAX
+    } else {
+        r.start_ns
+    }
 }
 
 /// Empties `s`.
@@ -673,7 +687,7 @@ fn rq_complete(e: &Event) {
     let mut tracked = None;
     if let Some(s) = find(e.tag) {
         if s.info.flags & REQ_START_FROM_RQ != 0 {
-            // Completed without an issue seen (issued before attach): settled now.
+            // Completed with its issue not seen (a run the kernel skipped): settled now.
             settle(&mut s.info, e.kernel_start_ns);
         }
         tracked = Some(s.info);
