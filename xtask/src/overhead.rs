@@ -141,27 +141,23 @@ pub fn run(args: &[String]) -> Result<()> {
         for i in 0..sides.len() {
             let side = sides[(pair + i) % sides.len()];
             let (iops, ioscope_cpu) = run(side)?;
-            let what = match side {
+            let (label, cpu_note) = match side {
                 Side::Without => {
                     without.push(iops);
-                    "without ioscope".to_string()
+                    ("without ioscope", String::new())
                 }
                 Side::EmptyPrograms => {
                     floor.push(iops);
-                    "empty programs".to_string()
+                    ("empty programs", String::new())
                 }
                 Side::Ioscope => {
                     with.push(iops);
                     let percent = ioscope_cpu.unwrap_or(0.0);
                     cpu.push(percent);
-                    format!("with ioscope  {iops:>10.0} IOPS   ioscope CPU {percent:.2} %")
+                    ("with ioscope", format!("   ioscope CPU {percent:.2} %"))
                 }
             };
-            if matches!(side, Side::Ioscope) {
-                println!("  pair {}: {what}", pair + 1);
-            } else {
-                println!("  pair {}: {what:<15}{iops:>10.0} IOPS", pair + 1);
-            }
+            println!("  pair {}: {label:<15}{iops:>10.0} IOPS{cpu_note}", pair + 1);
         }
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
