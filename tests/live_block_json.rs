@@ -192,8 +192,10 @@ fn exited_processes_leave_the_kernel_process_table() {
 /// The block layer's latencies against fio's own: 4 KiB random direct reads at queue depth 32 on a
 /// file on a loop device. What ioscope credits fio with (block_io_start → completion, per
 /// request) cannot exceed what fio measured from submission to completion, and the queue time
-/// (start → issue) cannot exceed that either. (The request's own `start_time_ns`, once used as the
-/// start, is its allocation time: it made fio's latency 2.8 × fio's own figure on this VM's disk.)
+/// (start → issue) cannot exceed that either. (The request's own `start_time_ns`, read at
+/// block_io_start, still holds the time of the request struct's previous use, since 6.18 stamps it
+/// just after that event: read there, it made fio's latency 2.8 × fio's own figure on this VM's
+/// disk.)
 #[test]
 fn latencies_agree_with_fio() {
     let Some(_serial) = start_test() else { return };

@@ -140,7 +140,8 @@ impl BpfCollector {
         };
 
         // Every program with whether its needs were met; each is attached on its own, so one that
-        // fails leaves the others working.
+        // fails leaves the others working (the block programs all as BTF twins or all classic,
+        // see block::attach).
         let (mut programs, block_attached, block_fallback_note) =
             block::attach(&mut ebpf, &block_ready, block_btf, options.refuse_block_twin.as_deref());
         let request_ring = match block_files::RequestRing::take(&mut ebpf) {

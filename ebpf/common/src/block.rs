@@ -333,8 +333,8 @@ pub struct ReqSlot {
 pub const REQ_SUBMITTER: u32 = 1;
 /// [`ReqInfo::flags`]: counted in the device's in-flight figure (issued, not yet completed).
 pub const REQ_IN_FLIGHT: u32 = 2;
-/// [`ReqInfo::flags`]: `start_ns` is when the request was made or queued (block_io_start or
-/// block_rq_insert saw it), so its queue time is known.
+/// [`ReqInfo::flags`]: `start_ns` is when the request was made or queued (block_io_start saw it,
+/// or its kernel stamp settled, or block_rq_insert saw it first), so its queue time is known.
 pub const REQ_START_SEEN: u32 = 4;
 /// [`ReqInfo::flags`]: the start is the kernel's own stamp (`request.start_time_ns`), not yet
 /// read: `start_ns` holds what the field held at block_io_start (BTF programs), and the start is
