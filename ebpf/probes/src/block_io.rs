@@ -559,9 +559,10 @@ fn io_start(e: &Event, who: Submitter, start: u64, start_flag: u32, now: impl Fn
 /// Settles the start of a request whose start is the kernel's stamp (REQ_START_FROM_RQ), from
 /// the stamp as it is now (`kernel_start_ns`): see ioscope_common::block::settle_start. An
 /// unknown start becomes now, without REQ_START_SEEN: no queue time, and its submitter's latency
-/// counts from here; the slot still needs a time for the table's eviction and purge.
+/// counts from here (`now`: the time, read only then, and by the caller if it has it already);
+/// the slot still needs a time for the table's eviction and purge.
 #[inline(always)]
-fn settle(r: &mut ReqInfo, kernel_start_ns: u64) {
+fn settle(r: &mut ReqInfo, kernel_start_ns: u64, now: impl Fn() -> u64) {
     let late_flag = BLOCK_START_STAMPED_LATE.get_ptr_mut(0);
     // SAFETY: a valid pointer into the map's value; a u32 written only ever from 0 to 1.
     let late = late_flag.is_some_and(|p| unsafe { core::ptr::read_volatile(p) } != 0);
@@ -624,10 +625,11 @@ fn rq_issue(e: &Event) {
     let mut counted_in_flight = false;
     if let Some(s) = find(e.tag) {
         let r = &mut s.info;
+        let issue_ns = if kernel_stamps { 0 } else { now() };
         if r.flags & REQ_START_FROM_RQ != 0 {
-            settle(r, e.kernel_start_ns);
+            settle(r, e.kernel_start_ns, || if issue_ns != 0 { issue_ns } else { now() });
         }
-        r.issue_ns = if kernel_stamps { 0 } else { now() };
+        r.issue_ns = issue_ns;
         // Bios merged into the request since it was created: its size now is what it carries.
         r.bytes = e.bytes as u32;
         if r.flags & REQ_IN_FLIGHT == 0 {
@@ -688,7 +690,7 @@ fn rq_complete(e: &Event) {
     if let Some(s) = find(e.tag) {
         if s.info.flags & REQ_START_FROM_RQ != 0 {
             // Completed with its issue not seen (a run the kernel skipped): settled now.
-            settle(&mut s.info, e.kernel_start_ns);
+            settle(&mut s.info, e.kernel_start_ns, || t);
         }
         tracked = Some(s.info);
         release(s);
