@@ -102,29 +102,34 @@ impl BpfCollector {
         // event: no record is built, the fields are plain loads); else as classic ones.
         let mut btf_notes = Vec::new();
         let btf = match options.btf_tracepoints {
-            true => KernelBtfs::load().map_err(|e| btf_notes.push(format!("no BTF tracepoints: {e:#}"))).ok(),
+            true => kernel_btf::KernelBtf::load()
+                .map_err(|e| btf_notes.push(format!("no BTF tracepoints: {e:#}")))
+                .ok(),
             false => None,
         };
         let mut block_btf = None;
         let mut iomap_btf = None;
         if let Some(k) = &btf {
-            match block::request_layout(&k.ours) {
+            match block::request_layout(k) {
                 Ok(request) => {
                     block_layout.request = request;
-                    block_btf = Some(&k.aya);
+                    block_btf = Some(k.aya());
                 }
                 Err(e) => btf_notes.push(format!("block probes on classic tracepoints: {e:#}")),
             }
-            match files::iomap_btf_layout(&k.ours) {
+            match files::iomap_btf_layout(k) {
                 Ok(l) => {
                     file_layout.btf = l;
-                    iomap_btf = Some(&k.aya);
+                    iomap_btf = Some(k.aya());
                 }
                 Err(e) => btf_notes.push(format!("iomap probes on classic tracepoints: {e:#}")),
             }
         }
 
         let mut loader = EbpfLoader::new();
+        // The object has no CO-RE relocations: the loader needs no kernel BTF (by default it would
+        // parse the whole file once more). See kernel_btf's object_needs_no_kernel_btf_to_load.
+        loader.btf(None);
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
@@ -289,19 +294,6 @@ fn locate_tracefs(
             tracefs::TRACEFS_MOUNT
         )),
         TracefsState::Absent => mount().map_err(|e| format!("tracefs is not mounted and {e:#}")),
-    }
-}
-
-/// The kernel's BTF, parsed twice: by aya (to load BTF tracepoints) and by us (to read struct
-/// layouts, which aya does not offer).
-struct KernelBtfs {
-    ours: kernel_btf::KernelBtf,
-    aya: aya::Btf,
-}
-
-impl KernelBtfs {
-    fn load() -> Result<KernelBtfs> {
-        Ok(KernelBtfs { ours: kernel_btf::KernelBtf::load()?, aya: aya::Btf::from_sys_fs()? })
     }
 }
 
