@@ -166,7 +166,10 @@ fn rates(prev: Option<&DiskStat>, cur: &DiskStat, secs: f64) -> DeviceModel {
 }
 
 /// What block_rq_issue counted for this device, matched by major:minor. None when eBPF is off or
-/// the probe has not seen the device; zero rates for the first interval it is seen in.
+/// the probe has not seen the device. The map's entry for a device is created at its first
+/// request, so a device the previous sample lacks had all of its counts in this interval (a
+/// disk idle until then must not lose its first burst: the kernel lab's `dd` on a fresh disk
+/// did); without a previous sample there is no interval, so zeros.
 fn bpf_rates(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) -> Option<BpfDeviceRates> {
     if !cur.bpf.status.enabled {
         return None;
@@ -175,7 +178,10 @@ fn bpf_rates(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) ->
         s.bpf.rq_issue.iter().find(|c| (c.major, c.minor) == (disk.major, disk.minor)).cloned()
     };
     let c = find(cur)?;
-    let p = prev.and_then(find).unwrap_or_else(|| c.clone());
+    let p = match prev {
+        Some(prev) => find(prev).unwrap_or_default(),
+        None => c.clone(),
+    };
     let r = |a: u64, b: u64| per_second(delta(a, b), secs);
     Some(BpfDeviceRates {
         read_iops: r(p.read_requests, c.read_requests),
@@ -283,8 +289,11 @@ mod tests {
         assert_eq!(bpf.read_iops, 100.0); // (300 − 100) / 2
         assert_eq!(bpf.read_bytes_s, 4096.0); // 8192 / 2
         assert_eq!(bpf.other_iops, 50.0); // (150 − 50) / 2
-                                          // First interval the probe sees the device: zeros, not None.
-        assert_eq!(compute(Some(&with_bpf(true, vec![])), &cur, 2.0)[0].bpf.as_ref().unwrap().read_iops, 0.0);
+                                          // First interval the probe sees the device: all its counts are the interval's.
+        let first = compute(Some(&with_bpf(true, vec![])), &cur, 2.0)[0].bpf.clone().unwrap();
+        assert_eq!((first.read_iops, first.read_bytes_s), (150.0, 6144.0));
+        // The very first sample: no interval, zeros.
+        assert_eq!(compute(None, &cur, 2.0)[0].bpf.as_ref().unwrap().read_iops, 0.0);
         // Not seen, or eBPF off: None.
         assert!(compute(Some(&prev), &with_bpf(true, vec![]), 2.0)[0].bpf.is_none());
         assert!(compute(Some(&prev), &with_bpf(false, vec![counters(300, 0)]), 2.0)[0].bpf.is_none());
