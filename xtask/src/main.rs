@@ -1,8 +1,9 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|bench-fio|overhead|cache-overhead`. See README
-//! "Developing".
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|dist|vm|support-table|perf|bench-fio|overhead|cache-overhead`.
+//! See README "Developing".
 
 mod bench_fio;
 mod cache_overhead;
+mod dist;
 mod ebpf;
 mod empty_program;
 mod fio;
@@ -10,7 +11,11 @@ mod overhead;
 mod perf;
 mod setup;
 mod stats;
+// Also compiled into the lab guest (src/bin/lab-guest.rs), which reads the parts unused here.
+#[allow(dead_code)]
+mod support;
 mod toolchain;
+mod vm;
 mod watcher;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +40,16 @@ enum Command {
     Ebpf,
     /// Rebuild the eBPF object in a temporary directory and fail if the committed one differs.
     CheckEbpf,
+    /// Build the static release binary (x86_64-unknown-linux-musl) into target/dist/ioscope.
+    Dist,
+    /// Boot a Debian kernel under qemu and run the kernel lab's suite in it with the static
+    /// binary: `cargo xtask vm --kernel 6.1 [-- CHECK...]`.
+    Vm {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Print the kernel support table (markdown) that the README carries.
+    SupportTable,
     /// Measure ioscope's own CPU, memory and first-frame time (arguments go to the perf tool).
     Perf {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -62,6 +77,12 @@ fn main() -> anyhow::Result<()> {
         Command::Setup { force } => setup::run(force),
         Command::Ebpf => ebpf::build_and_install(),
         Command::CheckEbpf => ebpf::check(),
+        Command::Dist => dist::run().map(|_| ()),
+        Command::Vm { args } => vm::run(&args),
+        Command::SupportTable => {
+            print!("{}", support::markdown());
+            Ok(())
+        }
         Command::Perf { args } => perf::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
