@@ -132,6 +132,15 @@ fn family<'a>(
 
 const MS: f64 = 1e-3;
 
+/// A family's name, unit and help, with how to get its value.
+type Spec<G> = (&'static str, &'static str, &'static str, G);
+/// The same without a unit.
+type NamedHelp<G> = (&'static str, &'static str, G);
+type DirGet = fn(&BlockDirCounters) -> u64;
+type ProcGet = fn(&crate::sample::ProcIoCounters) -> u64;
+type CacheGet = fn(&CacheCounts) -> u64;
+type FileGet<'a> = Box<dyn Fn(&crate::sample::FileIoSample) -> u64 + 'a>;
+
 fn disks(out: &mut Vec<Family>, s: &Sample) {
     use crate::sample::DiskStat;
     type Get = fn(&DiskStat) -> Option<f64>;
@@ -327,7 +336,7 @@ fn block(out: &mut Vec<Family>, s: &Sample) {
             f.add_histogram(&[("device", name)], &buckets, d.depth_sum as f64, count);
         }
     }
-    let counters: [(&'static str, &'static str, &'static str, fn(&BlockDirCounters) -> u64); 2] = [
+    let counters: [Spec<DirGet>; 2] = [
         ("ioscope_disk_issued_requests", "", "Block requests issued to the driver (eBPF).", |c| {
             c.issued_requests
         }),
@@ -562,7 +571,7 @@ fn processes(out: &mut Vec<Family>, s: &Sample, model: &Model, n: usize) {
         kb.0.total_cmp(&ka.0).then(kb.1.cmp(&ka.1)).then(a.0.pid.cmp(&b.0.pid))
     });
     ranked.truncate(n);
-    let specs: [(&'static str, &'static str, &'static str, fn(&crate::sample::ProcIoCounters) -> u64); 4] = [
+    let specs: [Spec<ProcGet>; 4] = [
         (
             "ioscope_process_read_bytes",
             "bytes",
@@ -605,7 +614,7 @@ fn processes(out: &mut Vec<Family>, s: &Sample, model: &Model, n: usize) {
             Some((pid, &p.comm, cache_counts(&c.counters, pc.hz, rss_page)))
         })
         .collect();
-    let specs: [(&'static str, &'static str, fn(&CacheCounts) -> u64); 2] = [
+    let specs: [NamedHelp<CacheGet>; 2] = [
         ("ioscope_process_page_cache_accesses", "The process's page-cache page accesses (eBPF).", |c| {
             c.accesses
         }),
@@ -625,8 +634,8 @@ fn files(out: &mut Vec<Family>, s: &Sample, model: &Model, n: usize) {
     let page = s.page_size.max(1);
     let recent: HashMap<(String, u64), u64> =
         model.files.iter().map(|f| ((f.dev.clone(), f.ino), f.busy_bytes())).collect();
-    let read = |f: &crate::sample::FileIoSample| f.inserted_pages * page + f.dio_read_bytes;
-    let written = |f: &crate::sample::FileIoSample| writeback_so_far(f, page) + f.dio_write_bytes;
+    let read = move |f: &crate::sample::FileIoSample| f.inserted_pages * page + f.dio_read_bytes;
+    let written = move |f: &crate::sample::FileIoSample| writeback_so_far(f, page) + f.dio_write_bytes;
     let mut ranked: Vec<_> = s
         .bpf
         .files
@@ -653,7 +662,7 @@ fn files(out: &mut Vec<Family>, s: &Sample, model: &Model, n: usize) {
             (f.device.clone(), path, *f)
         })
         .collect();
-    let specs: [(&'static str, &'static str, Box<dyn Fn(&crate::sample::FileIoSample) -> u64>); 3] = [
+    let specs: [NamedHelp<FileGet>; 3] = [
         ("ioscope_file_read_bytes", "Disk bytes read for the file: page-cache misses (readahead included) and direct-I/O reads (eBPF).", Box::new(read)),
         ("ioscope_file_written_bytes", "Disk bytes written for the file: writeback and direct-I/O writes (eBPF).", Box::new(written)),
         ("ioscope_file_dirtied_bytes", "Bytes of the file's page cache dirtied (eBPF).", Box::new(move |f| f.dirtied_pages * page)),
