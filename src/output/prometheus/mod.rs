@@ -278,6 +278,9 @@ fn block(out: &mut Vec<Family>, s: &Sample) {
     let dirs = |d: &'_ crate::sample::BlockDeviceCounters| {
         [("read", d.read.clone()), ("write", d.write.clone()), ("other", d.other.clone())]
     };
+    // Reads and writes of every disk the probes have seen are there from the start, zeros
+    // included (a series that appears later has no "before" for Prometheus to subtract);
+    // other operations once they happen.
     // Latency buckets: bucket b holds [2^(b-1), 2^b) µs, measured in whole µs (ns / 1000), so every
     // latency in it is below 2^b µs: le = 2^b µs. The last bucket is open: only +Inf.
     let latency = |hist: &[u64]| log2_buckets(hist, |b| log2_bucket_range(b).1 as f64 * 1e-6);
@@ -297,7 +300,7 @@ fn block(out: &mut Vec<Family>, s: &Sample) {
                 [("queue", &c.queue_hist, c.queue_ns_sum), ("device", &c.device_hist, c.device_ns_sum)]
             {
                 let (buckets, count) = latency(hist);
-                if count > 0 {
+                if count > 0 || op != "other" {
                     f.add_histogram(
                         &[("device", name), ("op", op), ("phase", phase)],
                         &buckets,
@@ -318,7 +321,7 @@ fn block(out: &mut Vec<Family>, s: &Sample) {
     for (name, d) in &devs {
         for (op, c) in dirs(d) {
             let (buckets, count) = size(&c.size_hist);
-            if count > 0 {
+            if count > 0 || op != "other" {
                 f.add_histogram(&[("device", name), ("op", op)], &buckets, c.issued_bytes as f64, count);
             }
         }
