@@ -536,6 +536,32 @@ mod tests {
     }
 
     #[test]
+    fn serve_listens_on_loopback_by_default_with_no_per_entity_series() {
+        let Mode::Serve(s) = parse(&["serve"]).unwrap() else { panic!("expected serve") };
+        assert_eq!(s.listen, crate::serve::DEFAULT_LISTEN.parse().unwrap());
+        assert!(s.listen.ip().is_loopback());
+        assert_eq!((s.interval, s.bpf), (Duration::from_secs(1), true));
+        assert_eq!(s.export, crate::output::prometheus::ExportOptions::default());
+        let Mode::Serve(s) =
+            parse(&["serve", "--listen", "[::]:9100", "--top-files", "5", "--cgroups", "--no-bpf"]).unwrap()
+        else {
+            panic!("expected serve")
+        };
+        assert_eq!((s.listen.port(), s.export.top_files, s.export.cgroups, s.bpf), (9100, 5, true, false));
+        for args in [
+            &["serve", "--top-processes", "1001"][..],
+            &["serve", "--listen", "nowhere"],
+            &["serve", "-i", "0"],
+        ] {
+            assert_eq!(parse(args).unwrap_err().exit_code(), USAGE_EXIT_CODE, "{args:?}");
+        }
+        assert!(
+            matches!(parse(&["replay", "x.rec", "--openmetrics"]).unwrap(), Mode::Replay(r) if r.output == crate::replay::ReplayOutput::OpenMetrics)
+        );
+        assert!(parse(&["replay", "x.rec", "--openmetrics", "--json"]).is_err());
+    }
+
+    #[test]
     fn no_color_env_only_counts_when_not_empty() {
         assert!(wants_color(false, None));
         assert!(wants_color(false, Some(OsStr::new(""))));

@@ -195,10 +195,17 @@ fn a_bad_listen_address_or_top_count_is_a_usage_error() {
 /// already.
 #[test]
 fn without_privileges_it_serves_procfs_and_says_why_ebpf_is_off() {
+    // A copy nobody can run (the build directory may be under a home only root may enter).
+    let dir = tempfile::tempdir().unwrap();
     let cmd = if common::is_root() {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = dir.path().join("ioscope");
+        std::fs::copy(env!("CARGO_BIN_EXE_ioscope"), &bin).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"]);
-        c.arg(env!("CARGO_BIN_EXE_ioscope"));
+        c.arg(&bin);
         c
     } else {
         Command::new(env!("CARGO_BIN_EXE_ioscope"))

@@ -1,4 +1,4 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|bench-fio|overhead|cache-overhead`. See README
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|serve-perf|bench-fio|overhead|cache-overhead`. See README
 //! "Developing".
 
 mod bench_fio;
@@ -8,6 +8,7 @@ mod empty_program;
 mod fio;
 mod overhead;
 mod perf;
+mod serve_perf;
 mod setup;
 mod stats;
 mod toolchain;
@@ -40,6 +41,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure `ioscope serve`: scrape time, CPU at 15 s scrapes, memory (arguments go to the tool).
+    ServePerf {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Compare `ioscope bench` with fio on the disk under DIR (arguments go to the tool).
     BenchFio {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -63,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         Command::Ebpf => ebpf::build_and_install(),
         Command::CheckEbpf => ebpf::check(),
         Command::Perf { args } => perf::run(&args),
+        Command::ServePerf { args } => serve_perf::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
         Command::CacheOverhead { args } => cache_overhead::run(&args),
