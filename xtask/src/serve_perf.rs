@@ -6,7 +6,10 @@
 //! starts `ioscope serve --interval 1` on a free port, then (1) times N back-to-back scrapes from
 //! request to last byte, on fresh connections as Prometheus's first scrape would be, and (2)
 //! scrapes every 15 s for the measured period, counting the exporter's CPU ticks (utime+stime)
-//! and reading VmHWM/VmRSS at the end.
+//! and reading VmHWM/VmRSS at the end. `ioscope --batch --interval 1 > /dev/null` runs beside it
+//! as the floor of the same run: the same sampling and Model with no server, so what the exporter
+//! adds is told apart from what the machine's activity costs every sampler (the probes' maps grow
+//! with it).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -75,14 +78,30 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     };
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let result = measure(&args, port, pid, ticks_per_s, total, fillers.0.len());
+    let mut batch_cmd = Command::new(&bin);
+    batch_cmd.args(["--batch", "--interval", "1"]);
+    if args.no_bpf {
+        batch_cmd.arg("--no-bpf");
+    }
+    let mut batch = batch_cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+    let result = measure(&args, port, pid, batch.id(), ticks_per_s, total, fillers.0.len());
+    let _ = batch.kill();
+    let _ = batch.wait();
     let _ = child.kill();
     let _ = child.wait();
     drop(fillers);
     result
 }
 
-fn measure(args: &Args, port: u16, pid: u32, ticks_per_s: f64, total: usize, fillers: usize) -> Result<()> {
+fn measure(
+    args: &Args,
+    port: u16,
+    pid: u32,
+    batch: u32,
+    ticks_per_s: f64,
+    total: usize,
+    fillers: usize,
+) -> Result<()> {
     let started = Instant::now();
     while scrape(port).map(|(status, _)| status).ok() != Some(200) {
         if started.elapsed() > Duration::from_secs(60) {
@@ -126,14 +145,22 @@ fn measure(args: &Args, port: u16, pid: u32, ticks_per_s: f64, total: usize, fil
     // Steady state: one scrape every 15 s.
     let t0 = Instant::now();
     let ticks0 = cpu_ticks(pid)?;
+    let batch0 = cpu_ticks(batch)?;
     let until = t0 + Duration::from_secs(args.seconds);
     while Instant::now() < until {
         scrape(port)?;
         std::thread::sleep(Duration::from_secs(15).min(until.saturating_duration_since(Instant::now())));
     }
-    let cpu_s = (cpu_ticks(pid)? - ticks0) as f64 / ticks_per_s;
-    let cpu_pct = 100.0 * cpu_s / t0.elapsed().as_secs_f64();
+    let elapsed = t0.elapsed().as_secs_f64();
+    let cpu_pct = 100.0 * (cpu_ticks(pid)? - ticks0) as f64 / ticks_per_s / elapsed;
+    let batch_pct = 100.0 * (cpu_ticks(batch)? - batch0) as f64 / ticks_per_s / elapsed;
     let (hwm, rss) = memory(pid)?;
+    let (batch_hwm, batch_rss) = memory(batch)?;
+    println!(
+        "floor, ioscope --batch --interval 1 in the same run: CPU {batch_pct:.2} %, peak RSS {:.1} MB, RSS at the end {:.1} MB",
+        mb(batch_hwm),
+        mb(batch_rss)
+    );
     println!(
         "CPU over {} s (15 s scrapes, 1 s sampling): {cpu_pct:.2} % of one core  {}",
         args.seconds,
@@ -144,6 +171,11 @@ fn measure(args: &Args, port: u16, pid: u32, ticks_per_s: f64, total: usize, fil
         mb(hwm),
         mb(rss),
         verdict(rss < RSS_TARGET_BYTES)
+    );
+    println!(
+        "the exporter's own share (serve minus the --batch floor): CPU {:+.2} % of one core, RSS {:+.1} MB",
+        cpu_pct - batch_pct,
+        mb(rss) - mb(batch_rss)
     );
     if p95 >= SCRAPE_TARGET || cpu_pct >= CPU_TARGET_PERCENT || rss >= RSS_TARGET_BYTES {
         bail!("a target was missed");
