@@ -267,6 +267,9 @@ pub struct BpfProgramStatus {
     pub tracepoint: String,
     pub attached: bool,
     pub error: Option<String>,
+    /// How it is attached: "tracepoint", "btf_tracepoint", "raw_tracepoint", "fentry", "kprobe"...
+    /// (empty in recordings made before this was recorded).
+    pub mechanism: String,
 }
 
 /// Cumulative per-device request counters (sum over CPUs), keyed by the device's major:minor.

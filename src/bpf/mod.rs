@@ -178,6 +178,9 @@ impl BpfCollector {
         let raw_read = programs.iter().any(|p| p.program == "filemap_get_pages_raw" && p.attached);
         let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
         programs.extend(ra_statuses);
+        for p in &mut programs {
+            p.mechanism = mechanism(&ebpf, &p.program).to_string();
+        }
         let mut status = overall_status(programs);
         for note in btf_notes.into_iter().chain(block_fallback_note).chain(hz_note).chain(file_notes) {
             status.reason = Some(match status.reason {
@@ -340,6 +343,22 @@ fn program_status(
         tracepoint: format!("{category}:{event}"),
         attached: result.is_ok(),
         error: result.err(),
+        mechanism: String::new(),
+    }
+}
+
+/// How `program` is attached, from its type in the loaded object.
+fn mechanism(ebpf: &Ebpf, program: &str) -> &'static str {
+    use aya::programs::Program;
+    match ebpf.program(program) {
+        Some(Program::TracePoint(_)) => "tracepoint",
+        Some(Program::BtfTracePoint(_)) => "btf_tracepoint",
+        Some(Program::RawTracePoint(_)) => "raw_tracepoint",
+        Some(Program::FEntry(_)) => "fentry",
+        Some(Program::FExit(_)) => "fexit",
+        Some(Program::KProbe(_)) => "kprobe",
+        Some(_) => "other",
+        None => "unknown",
     }
 }
 

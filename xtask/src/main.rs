@@ -1,5 +1,5 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|dist|vm|support-table|perf|bench-fio|overhead|cache-overhead`.
-//! See README "Developing".
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|dist|vm|support-table|perf|serve-perf|bench-fio|overhead|
+//! cache-overhead`. See README "Developing" and xtask/README.md.
 
 mod bench_fio;
 mod cache_overhead;
@@ -9,6 +9,7 @@ mod empty_program;
 mod fio;
 mod overhead;
 mod perf;
+mod serve_perf;
 mod setup;
 mod stats;
 // Also compiled into the lab guest (src/bin/lab-guest.rs), which reads the parts unused here.
@@ -55,6 +56,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure `ioscope serve`: scrape time, CPU at 15 s scrapes, memory (arguments go to the tool).
+    ServePerf {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Compare `ioscope bench` with fio on the disk under DIR (arguments go to the tool).
     BenchFio {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -84,6 +90,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Perf { args } => perf::run(&args),
+        Command::ServePerf { args } => serve_perf::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
         Command::CacheOverhead { args } => cache_overhead::run(&args),
