@@ -491,22 +491,19 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
             run_pid("dd", &["if=/dev/zero", &format!("of={path}"), "bs=1M", "count=8", "conv=fsync"])
         });
         drop(holder);
-        let id = format!("files_dirty_{fs}");
-        s.feature(&id, status, || {
-            dd.as_ref().map_err(Clone::clone)?;
-            let dirtied = sum_counts(&r, "files", "dirtied_bytes", |f| f["path"] == path.as_str());
-            within(dirtied as f64, (8 * MIB) as f64, 0.1)
-                .then(|| format!("{path}: {dirtied} bytes dirtied of 8 MiB"))
-                .ok_or(format!("{path}: {dirtied} bytes dirtied, 8 MiB written ({})", files_seen(&r)))
-        });
-        let id = format!("files_writeback_{fs}");
-        s.feature(&id, status, || {
-            dd.as_ref().map_err(Clone::clone)?;
-            let wb = sum_counts(&r, "files", "writeback_bytes", |f| f["path"] == path.as_str());
-            within(wb as f64, (8 * MIB) as f64, 0.1)
-                .then(|| format!("{path}: {wb} bytes written back of 8 MiB"))
-                .ok_or(format!("{path}: {wb} bytes written back, 8 MiB fsynced ({})", files_seen(&r)))
-        });
+        for (check, key, what) in [
+            ("files_dirty", "dirtied_bytes", "dirtied"),
+            ("files_writeback", "writeback_bytes", "written back"),
+        ] {
+            s.feature(&format!("{check}_{fs}"), status, || {
+                dd.as_ref().map_err(Clone::clone)?;
+                let got = sum_counts(&r, "files", key, |f| f["path"] == path.as_str());
+                let detail = format!("{path}: {got} bytes {what}, 8 MiB written with fsync");
+                within(got as f64, (8 * MIB) as f64, 0.1)
+                    .then_some(detail.clone())
+                    .ok_or_else(|| format!("{detail} ({})", files_seen(&r)))
+            });
+        }
     }
 
     // O_DIRECT reads of the 16 MiB file, per file and per process.
