@@ -166,6 +166,7 @@ fn suite() -> i32 {
     s.always("nonroot", nonroot);
 
     // One ioscope for every eBPF check: starting it (loading, verifying) is the slow part.
+    say("START", "ioscope_start", "ioscope --batch --json, waiting for its first two reports");
     let mon = match Monitor::start() {
         Ok(m) => Some(m),
         Err(e) => {
