@@ -110,7 +110,8 @@ pub fn compute(status: &BpfStatus) -> Vec<PaneStatus> {
                             text.push_str(&format!(" (kernel {v}+)"));
                         }
                         // The attach error of a program on it.
-                        if let Some(e) = on_it.iter().find_map(|p| p.error.as_deref()) {
+                        // Its first line: a verifier's log follows on the next ones.
+                        if let Some(e) = on_it.iter().find_map(|p| p.error.as_deref()?.lines().next()) {
                             text.push_str(&format!(": {e}"));
                         }
                         why.push(text);

@@ -139,7 +139,10 @@ fn fetch_kernel(cache: &Path, series: &str, suite: &str, offline: bool) -> Resul
                 deb = Some(found);
                 break;
             }
-            eprintln!("  failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+            // apt's errors only (its warning about downloading as root is noise here).
+            let err = String::from_utf8_lossy(&out.stderr);
+            let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("E:")).collect();
+            eprintln!("  failed: {}", errors.join(" "));
         }
     }
     let deb = match deb {
