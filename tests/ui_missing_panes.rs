@@ -29,6 +29,7 @@ fn on_6_1() -> Model {
         tracepoint: tp.into(),
         attached: error.is_none(),
         error: error.map(str::to_string),
+        ..Default::default()
     };
     let gone = Some("tracepoint is not available on this kernel");
     let status = BpfStatus {
