@@ -174,6 +174,7 @@ mod tests {
             tracepoint: tracepoint.into(),
             attached,
             error: error.map(str::to_string),
+            mechanism: "tracepoint".into(),
         }
     }
 
