@@ -623,9 +623,12 @@ fn read_record(source: &Source, pos: &mut u64, buf: &mut Vec<u8>) -> Result<Reco
     if len > MAX_RECORD {
         return Err(RecordError::Corrupt(format!("implausible length {len}")));
     }
+    let start = *pos + RECORD_HEAD_LEN as u64;
+    if start + u64::from(len) > source.len() {
+        return Err(RecordError::Truncated);
+    }
     buf.clear();
     buf.resize(len as usize, 0);
-    let start = *pos + RECORD_HEAD_LEN as u64;
     if source.read_at(start, buf).map_err(RecordError::Io)? < len as usize {
         return Err(RecordError::Truncated);
     }
