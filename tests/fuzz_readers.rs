@@ -129,8 +129,7 @@ fn seed_recording() -> Vec<u8> {
     let path = dir.path().join("seed.rec");
     let header = RecordingHeader { hostname: "fuzz".into(), interval_s: 1.0, ..Default::default() };
     let mut w = RecordingWriter::create(&path, &header, false).unwrap();
-    let mut s = Sample::default();
-    s.processes = (0..5)
+    let processes = (0..5)
         .map(|i| ProcessIo {
             pid: i,
             comm: format!("p{i}"),
@@ -138,6 +137,7 @@ fn seed_recording() -> Vec<u8> {
             io: Some(ProcIoCounters::default()),
         })
         .collect();
+    let mut s = Sample { processes, ..Default::default() };
     for i in 0..4u64 {
         s.mono_ns = 1_000_000_000 * (1 + i);
         s.processes[0].io.as_mut().unwrap().read_bytes += 4096 * i;
