@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod bounded;
 pub mod bpf;
 pub mod cli;
 pub mod collect;

@@ -171,3 +171,85 @@ fn record_streams_into_a_fifo_and_to_stdout() {
     let rec = Recording::from_bytes(out.stdout).unwrap();
     assert!(rec.len() >= 3 && rec.problem.is_none());
 }
+
+/// Runs ioscope with `args` and returns (exit code, stderr, peak RSS in MB from wait4's rusage).
+#[allow(clippy::zombie_processes)] // reaped by wait4, which Child does not know about
+fn run_measured(args: &[&str]) -> (i32, String, f64) {
+    let mut child = ioscope().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let mut status = 0;
+    // SAFETY: waiting for our own child, with a zeroed rusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    (code, err, usage.ru_maxrss as f64 / 1024.0)
+}
+
+/// A sparse file of `gib` GiB starting with `head`.
+fn sparse_file(path: &Path, head: &[u8], gib: u64) {
+    std::fs::write(path, head).unwrap();
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(gib << 30).unwrap();
+}
+
+/// Issue 23 item 3: inputs are checked before they are read, and read with bounds: a 4 GiB
+/// non-recording is refused after its first bytes, a recording followed by 3 GiB of zeros replays
+/// its samples, `bench --compare /dev/zero` stops at the cap; each in well under 100 MB.
+#[test]
+fn big_and_endless_inputs_are_refused_or_read_with_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.bin");
+    sparse_file(&junk, b"\x7fELF this is no recording", 4);
+    let (code, err, mb) = run_measured(&["replay", junk.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not an ioscope recording"), "{err}");
+    assert!(mb < 100.0, "replay of a 4 GiB non-recording peaked at {mb:.0} MB");
+
+    let rec = dir.path().join("tail.rec");
+    let (code, _, err) = run(&["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", rec.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let len = std::fs::metadata(&rec).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&rec).unwrap().set_len(len + (3 << 30)).unwrap();
+    for args in [
+        &["replay", rec.to_str().unwrap(), "--json"][..],
+        &["compare", rec.to_str().unwrap(), rec.to_str().unwrap(), "--json"],
+    ] {
+        let (code, err, mb) = run_measured(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(err.contains(&format!("damaged record at byte {len}")), "{err}");
+        assert!(mb < 100.0, "{args:?} of a recording with a 3 GiB tail of zeros peaked at {mb:.0} MB");
+    }
+
+    let (code, err, mb) = run_measured(&["bench", "--compare", "/dev/zero", "/dev/null"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot read /dev/zero") && err.contains("larger than"), "{err}");
+    assert!(mb < 100.0, "bench --compare /dev/zero peaked at {mb:.0} MB");
+}
+
+/// Issue 23 item 8: replay and compare keep one sample decoded, not a segment of 60: 62 samples
+/// of ~2 MB each (a burst of files makes samples of megabytes; here one long text keeps the test
+/// fast) replay and compare in under 100 MB (the old reader held 60 of them, 120 MB).
+#[test]
+fn replay_and_compare_of_huge_samples_stay_bounded() {
+    use ioscope::record::{RecordingHeader, RecordingWriter};
+    use ioscope::sample::Sample;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.rec");
+    let header = RecordingHeader { interval_s: 1.0, ..Default::default() };
+    let mut w = RecordingWriter::create(&path, &header, false).unwrap();
+    let mut s = Sample::default();
+    for i in 0..62u64 {
+        s.mono_ns = 1_000_000_000 * (1 + i);
+        s.wall_unix_ms = 1_763_800_000_000 + 1000 * i;
+        s.bpf.status.reason = Some(format!("{i}").repeat(2 << 20));
+        w.write_sample(&s).unwrap();
+    }
+    drop(w);
+    let p = path.to_str().unwrap();
+    for args in [&["replay", p, "--batch"][..], &["compare", p, p]] {
+        let (code, err, mb) = run_measured(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(mb < 100.0, "{args:?} peaked at {mb:.0} MB");
+    }
+}

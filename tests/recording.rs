@@ -242,3 +242,47 @@ fn compare_two_ranges_of_one_recording() {
     let err = compare::build(&CompareOptions { a: spec("@100.."), ..opts }).unwrap_err().to_string();
     assert!(err.contains("no intervals in that range"), "{err}");
 }
+
+/// Not a test: writes a large recording for the memory measurements of issue 23 (xtask/README.md).
+/// `IOSCOPE_BIG_REC=/var/tmp/big.rec IOSCOPE_BIG_MB=1024 cargo test --test recording -- --ignored
+/// make_big_recording`: samples of 20,000 processes with random counters (~5 MB of JSON each,
+/// hard to compress), appended until the file reaches the size.
+#[test]
+#[ignore]
+fn make_big_recording() {
+    let Ok(path) = std::env::var("IOSCOPE_BIG_REC") else { return };
+    let mb: u64 = std::env::var("IOSCOPE_BIG_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let mut s = fixture("t0");
+    s.processes = (0..20_000u32)
+        .map(|i| ioscope::sample::ProcessIo {
+            pid: 1000 + i,
+            comm: format!("worker-{}", i % 700),
+            start_ticks: u64::from(i) * 7,
+            io: Some(Default::default()),
+        })
+        .collect();
+    let mut w = RecordingWriter::create(Path::new(&path), &header(), true).unwrap();
+    let mut x: u64 = 0x1234_5678_9abc_def1;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % 1_000_000
+    };
+    let mut i = 0u64;
+    while w.bytes() < mb << 20 {
+        s.mono_ns = 1_000_000_000 * (100 + i);
+        s.wall_unix_ms = 1_763_800_000_000 + 1000 * i;
+        for p in &mut s.processes {
+            let io = p.io.as_mut().unwrap();
+            io.read_bytes += rnd() * 4096;
+            io.write_bytes += rnd() * 512;
+            io.rchar += rnd();
+            io.wchar += rnd();
+            io.syscr += rnd() % 1000;
+        }
+        w.write_sample(&s).unwrap();
+        i += 1;
+    }
+    eprintln!("{path}: {i} samples, {} bytes", w.bytes());
+}

@@ -270,11 +270,21 @@ pub fn format_compare(before: &BenchReport, after: &BenchReport) -> String {
     out
 }
 
-/// Reads a `--json` report for `--compare`, with a message that names the file.
+/// A report is ~1.5 KB a job: 4 MiB is thousands of jobs. Read no more than that.
+pub const MAX_REPORT_BYTES: u64 = 4 << 20;
+/// A job is a few objects and strings: bounds what parsing allocates (see [`crate::bounded`]).
+const REPORT_JSON_LIMITS: crate::bounded::JsonCounts =
+    crate::bounded::JsonCounts { objects: 50_000, strings: 200_000 };
+
+/// Reads a `--json` report for `--compare`, with a message that names the file. Reads at most
+/// [`MAX_REPORT_BYTES`] (`/dev/zero` is refused after 4 MiB).
 pub fn read_report(path: &std::path::Path) -> anyhow::Result<BenchReport> {
     use anyhow::Context;
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let rep: BenchReport = serde_json::from_str(&text)
+    let text = crate::bounded::read_capped(path, MAX_REPORT_BYTES)
+        .with_context(|| format!("cannot read {} as a bench report", path.display()))?;
+    crate::bounded::check_json(&text, REPORT_JSON_LIMITS)
+        .map_err(|why| anyhow::anyhow!("{} is not an ioscope bench --json report ({why})", path.display()))?;
+    let rep: BenchReport = serde_json::from_slice(&text)
         .with_context(|| format!("{} is not an ioscope bench --json report", path.display()))?;
     anyhow::ensure!(
         !rep.jobs.is_empty(),

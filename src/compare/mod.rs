@@ -117,9 +117,6 @@ pub struct MetricComparison {
     pub change_pct: Option<f64>,
 }
 
-/// Pane name → metric → one value per interval.
-pub type Series = BTreeMap<&'static str, BTreeMap<String, Vec<f64>>>;
-
 const PANES: [&str; 5] = ["memory", "psi", "devices", "processes", "cache"];
 
 /// Model keys that are identities or static facts, not measurements.
@@ -132,65 +129,146 @@ fn skipped(key: &str) -> bool {
         || key.contains("settings.")
 }
 
-/// Collects every metric of every model. A process (by comm) or device absent from a model did no
-/// I/O in it: its metrics count as 0 there, so averages are over the same intervals on both sides.
-pub fn series(models: &[Model]) -> Series {
-    let mut out: Series = PANES.iter().map(|p| (*p, BTreeMap::new())).collect();
-    for (i, m) in models.iter().enumerate() {
-        let mut push = |pane: &'static str, key: String, v: f64| {
-            if skipped(&key) {
-                return;
-            }
-            let s = out.get_mut(pane).expect("known pane").entry(key).or_default();
-            s.resize(i, 0.0);
-            s.push(v);
-        };
-        for (k, v) in numbers(&to_value(&m.memory), "") {
-            push("memory", k, v);
+/// Calls `f(pane, metric, value)` for every metric of one model.
+fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64)) {
+    let mut push = |pane: &'static str, key: String, v: f64| {
+        if !skipped(&key) {
+            f(pane, key, v);
         }
-        for (k, v) in numbers(&to_value(&m.psi), "") {
-            push("psi", k, v);
-        }
-        for d in m.devices.iter().filter(|d| !d.is_partition) {
-            for (k, v) in numbers(&to_value(d), "") {
-                push("devices", format!("{} {k}", d.name), v);
-            }
-        }
-        let mut by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
-        for p in &m.processes {
-            for (k, v) in numbers(&to_value(p), "") {
-                *by_comm.entry(&p.comm).or_default().entry(k).or_default() += v;
-            }
-        }
-        for (comm, metrics) in by_comm {
-            for (k, v) in metrics {
-                push("processes", format!("{comm} {k}"), v);
-            }
-        }
-        if let Some(cache) = &m.cache {
-            for (k, v) in numbers(&to_value(cache), "") {
-                push("cache", k, v);
-            }
-        }
-        // Per comm, only what adds up across processes: per-second rates (not hit %).
-        let mut cache_by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
-        for p in &m.cache_processes {
-            for (k, v) in numbers(&to_value(p), "").into_iter().filter(|(k, _)| k.ends_with("_s")) {
-                *cache_by_comm.entry(&p.comm).or_default().entry(k).or_default() += v;
-            }
-        }
-        for (comm, metrics) in cache_by_comm {
-            for (k, v) in metrics {
-                push("cache", format!("{comm} {k}"), v);
-            }
+    };
+    for (k, v) in numbers(&to_value(&m.memory), "") {
+        push("memory", k, v);
+    }
+    for (k, v) in numbers(&to_value(&m.psi), "") {
+        push("psi", k, v);
+    }
+    for d in m.devices.iter().filter(|d| !d.is_partition) {
+        for (k, v) in numbers(&to_value(d), "") {
+            push("devices", format!("{} {k}", d.name), v);
         }
     }
-    for pane in out.values_mut() {
-        for s in pane.values_mut() {
-            s.resize(models.len(), 0.0);
+    let mut by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
+    for p in &m.processes {
+        for (k, v) in numbers(&to_value(p), "") {
+            *by_comm.entry(&p.comm).or_default().entry(k).or_default() += v;
         }
     }
-    out
+    for (comm, metrics) in by_comm {
+        for (k, v) in metrics {
+            push("processes", format!("{comm} {k}"), v);
+        }
+    }
+    if let Some(cache) = &m.cache {
+        for (k, v) in numbers(&to_value(cache), "") {
+            push("cache", k, v);
+        }
+    }
+    // Per comm, only what adds up across processes: per-second rates (not hit %).
+    let mut cache_by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
+    for p in &m.cache_processes {
+        for (k, v) in numbers(&to_value(p), "").into_iter().filter(|(k, _)| k.ends_with("_s")) {
+            *cache_by_comm.entry(&p.comm).or_default().entry(k).or_default() += v;
+        }
+    }
+    for (comm, metrics) in cache_by_comm {
+        for (k, v) in metrics {
+            push("cache", format!("{comm} {k}"), v);
+        }
+    }
+}
+
+/// Values kept per metric for its p95: all of them up to this many (the p95 is exact), then a
+/// uniform sample of this many (reservoir sampling), so a side's memory does not grow with its
+/// length.
+pub const P95_RESERVOIR: usize = 2048;
+
+/// One metric over one side's intervals.
+#[derive(Clone, Debug, Default)]
+struct MetricStats {
+    /// Σ interval length × value, and Σ value.
+    sum_wv: f64,
+    sum_v: f64,
+    /// Intervals that had the metric (in the others it counts as 0).
+    seen: usize,
+    reservoir: Vec<f64>,
+}
+
+/// One side of a comparison, summarised as its models stream by: per metric the sums of the
+/// time-weighted average and a bounded sample for the p95. A process (by comm) or device absent
+/// from a model did no I/O in it: its metrics count as 0 there, so averages are over the same
+/// intervals on both sides.
+#[derive(Clone, Debug, Default)]
+pub struct Accumulator {
+    pub intervals: usize,
+    /// Σ interval lengths, seconds.
+    pub seconds: f64,
+    metrics: BTreeMap<&'static str, BTreeMap<String, MetricStats>>,
+    rng: u64,
+}
+
+impl Accumulator {
+    pub fn push(&mut self, m: &Model) {
+        let w = m.interval_s;
+        let metrics = &mut self.metrics;
+        let rng = &mut self.rng;
+        for_each_metric(m, |pane, key, v| {
+            let st = metrics.entry(pane).or_default().entry(key).or_default();
+            st.sum_wv += w * v;
+            st.sum_v += v;
+            st.seen += 1;
+            if st.reservoir.len() < P95_RESERVOIR {
+                st.reservoir.push(v);
+            } else {
+                // xorshift64*: deterministic, so the same files always give the same table.
+                *rng = if *rng == 0 { 0x9E37_79B9_7F4A_7C15 } else { *rng };
+                *rng ^= *rng >> 12;
+                *rng ^= *rng << 25;
+                *rng ^= *rng >> 27;
+                let j = (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) % st.seen as u64) as usize;
+                if j < P95_RESERVOIR {
+                    st.reservoir[j] = v;
+                }
+            }
+        });
+        self.intervals += 1;
+        self.seconds += w;
+    }
+
+    /// The time-weighted average (the plain mean when the interval lengths sum to 0).
+    fn average(&self, st: &MetricStats) -> f64 {
+        if self.seconds > 0.0 {
+            st.sum_wv / self.seconds
+        } else if self.intervals > 0 {
+            st.sum_v / self.intervals as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// The nearest-rank p95 over every interval (absent ones as 0): exact while the reservoir
+    /// holds every value, else over the sample, each value standing for seen / sample size.
+    fn p95(&self, st: &MetricStats) -> f64 {
+        let n = self.intervals.max(st.seen);
+        if n == 0 {
+            return 0.0;
+        }
+        let zeros = (n - st.seen) as f64;
+        let w = if st.reservoir.is_empty() { 0.0 } else { st.seen as f64 / st.reservoir.len() as f64 };
+        let mut items: Vec<(f64, f64)> = st.reservoir.iter().map(|&v| (v, w)).collect();
+        if zeros > 0.0 {
+            items.push((0.0, zeros));
+        }
+        items.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let rank = (0.95 * n as f64).ceil().clamp(1.0, n as f64);
+        let mut acc = 0.0;
+        for (v, wt) in &items {
+            acc += wt;
+            if acc >= rank - 1e-9 {
+                return *v;
+            }
+        }
+        items.last().map_or(0.0, |x| x.0)
+    }
 }
 
 fn to_value<T: Serialize>(v: &T) -> Value {
@@ -232,23 +310,29 @@ pub fn p95(v: &[f64]) -> f64 {
 /// Compares two sets of models: metrics both sides show as all-zero are left out; within a pane the
 /// biggest |% change| comes first (a metric that appeared from 0 before all), ties by |delta|.
 pub fn compare_models(a: &[Model], b: &[Model]) -> Vec<PaneComparison> {
-    let (sa, sb) = (series(a), series(b));
-    let weights = |m: &[Model]| m.iter().map(|m| m.interval_s).collect::<Vec<f64>>();
-    let (wa, wb) = (weights(a), weights(b));
-    let empty = Vec::new();
+    let (mut sa, mut sb) = (Accumulator::default(), Accumulator::default());
+    a.iter().for_each(|m| sa.push(m));
+    b.iter().for_each(|m| sb.push(m));
+    compare_accumulated(&sa, &sb)
+}
+
+/// [`compare_models`] over two sides already summarised.
+pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneComparison> {
+    let empty = BTreeMap::new();
+    let none = MetricStats::default();
     PANES
         .iter()
         .map(|pane| {
-            let (ma, mb) = (&sa[pane], &sb[pane]);
+            let (ma, mb) = (sa.metrics.get(pane).unwrap_or(&empty), sb.metrics.get(pane).unwrap_or(&empty));
             let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
             keys.sort();
             keys.dedup();
             let mut metrics: Vec<MetricComparison> = keys
                 .into_iter()
                 .filter_map(|k| {
-                    let (va, vb) = (ma.get(k).unwrap_or(&empty), mb.get(k).unwrap_or(&empty));
-                    let (a_avg, b_avg) = (time_weighted_average(va, &wa), time_weighted_average(vb, &wb));
-                    let (a_p95, b_p95) = (p95(va), p95(vb));
+                    let (va, vb) = (ma.get(k).unwrap_or(&none), mb.get(k).unwrap_or(&none));
+                    let (a_avg, b_avg) = (sa.average(va), sb.average(vb));
+                    let (a_p95, b_p95) = (sa.p95(va), sb.p95(vb));
                     if [a_avg, b_avg, a_p95, b_p95].iter().all(|x| *x == 0.0) {
                         return None;
                     }
@@ -299,31 +383,35 @@ pub fn settings_changed(a: &RecordingHeader, b: &RecordingHeader) -> Vec<Setting
         .collect()
 }
 
-fn load(spec: &RangeSpec) -> anyhow::Result<(RecordingHeader, Vec<Model>)> {
+/// Streams a recording's models (one sample decoded at a time) into a summary.
+fn load(spec: &RangeSpec) -> anyhow::Result<(RecordingHeader, Accumulator)> {
     let mut rec = crate::replay::open(&spec.path)?;
     let header = rec.header.clone();
-    let models = crate::replay::models(&mut rec, spec.from, spec.to).collect::<anyhow::Result<Vec<_>>>()?;
-    if models.is_empty() {
+    let mut acc = Accumulator::default();
+    for model in crate::replay::models(&mut rec, spec.from, spec.to) {
+        acc.push(&model?);
+    }
+    if acc.intervals == 0 {
         anyhow::bail!("{}: no intervals in that range (at least two samples are needed)", spec.describe());
     }
-    Ok((header, models))
+    Ok((header, acc))
 }
 
 pub fn build(opts: &CompareOptions) -> anyhow::Result<Comparison> {
     let (ha, a) = load(&opts.a)?;
     let (hb, b) = load(&opts.b)?;
-    let side = |spec: &RangeSpec, h: &RecordingHeader, m: &[Model]| Side {
+    let side = |spec: &RangeSpec, h: &RecordingHeader, acc: &Accumulator| Side {
         source: spec.describe(),
         hostname: h.hostname.clone(),
         kernel: h.kernel.clone(),
-        intervals: m.len(),
-        seconds: m.iter().map(|m| m.interval_s).sum(),
+        intervals: acc.intervals,
+        seconds: acc.seconds,
     };
     Ok(Comparison {
         a: side(&opts.a, &ha, &a),
         b: side(&opts.b, &hb, &b),
         settings_changed: settings_changed(&ha, &hb),
-        panes: compare_models(&a, &b),
+        panes: compare_accumulated(&a, &b),
     })
 }
 

@@ -39,8 +39,9 @@ pub const FORMAT_VERSION: u16 = 1;
 pub const SEGMENT_FRAMES: usize = 60;
 /// zstd level: recording runs once a second, so a slower, tighter level costs nothing visible.
 const ZSTD_LEVEL: i32 = 9;
-/// A record larger than this is taken as corruption (a real sample is well under 1 MiB).
-const MAX_RECORD: u32 = 64 << 20;
+/// A record larger than this is taken as corruption (a real sample is well under 1 MiB); a reader
+/// never allocates more than this for one record.
+const MAX_RECORD: u32 = 16 << 20;
 
 const PREAMBLE_LEN: usize = MAGIC.len() + 4;
 const RECORD_HEAD_LEN: usize = 9;
@@ -229,36 +230,164 @@ fn push_record(out: &mut Vec<u8>, kind: RecordKind, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
-/// Where one sample's record is in the file.
+/// Where a segment (a zstd stream of up to [`SEGMENT_FRAMES`] samples) starts.
 #[derive(Clone, Copy, Debug)]
-struct FrameIndex {
-    offset: usize,
-    len: usize,
-    /// Index of the frame that starts this frame's segment.
-    segment_start: usize,
-    mono_ns: u64,
-    wall_unix_ms: u64,
+struct Segment {
+    /// Index of its first sample.
+    first: usize,
+    /// Byte offset of its first record (the record's head).
+    offset: u64,
 }
 
-/// An opened recording: the compressed bytes, an index of its frames and a cache of the decoded
-/// segment. A damaged tail is cut off at open; `problem` says what was wrong.
+/// Largest decompressed sample a reader accepts (JSON bytes): a real sample is a few hundred KB,
+/// 2.3 MB during a burst of 8,000 files. A larger one is taken as damage, so one sample can never
+/// make the reader balloon.
+pub const MAX_SAMPLE_JSON: usize = 16 << 20;
+/// Most objects and strings in one sample's JSON: each object is a struct (a process, a file, a
+/// device) of a few hundred bytes in memory however short its JSON (`{}` gets every default). The
+/// burst sample above has ~10,000 objects.
+const SAMPLE_JSON_LIMITS: crate::bounded::JsonCounts =
+    crate::bounded::JsonCounts { objects: 50_000, strings: 500_000 };
+/// Samples a reader indexes: the index costs ~40 bytes a sample (clocks here and in the player,
+/// the sparklines' gauges), so this bounds it to ~80 MB; at 1 s that is 23 days of recording.
+pub const MAX_FRAMES: usize = 2_000_000;
+/// zstd window a reader allocates at most (2^24 = 16 MiB; the writer's level uses 4 MiB).
+const WINDOW_LOG_MAX: u32 = 24;
+
+/// The bytes of a recording: a file read piece by piece (never whole), or bytes in memory.
+enum Source {
+    File(File),
+    Memory(Vec<u8>),
+}
+
+impl Source {
+    fn len(&self) -> u64 {
+        match self {
+            Source::File(f) => f.metadata().map(|m| m.len()).unwrap_or(0),
+            Source::Memory(v) => v.len() as u64,
+        }
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; fewer only at the end of the data.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Source::File(f) => {
+                use std::os::unix::fs::FileExt;
+                let mut done = 0;
+                while done < buf.len() {
+                    match f.read_at(&mut buf[done..], offset + done as u64) {
+                        Ok(0) => break,
+                        Ok(n) => done += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(done)
+            }
+            Source::Memory(v) => {
+                let start = (offset.min(v.len() as u64)) as usize;
+                let n = buf.len().min(v.len() - start);
+                buf[..n].copy_from_slice(&v[start..start + n]);
+                Ok(n)
+            }
+        }
+    }
+}
+
+/// The decompressed output of one sample, refusing to grow past [`MAX_SAMPLE_JSON`].
+struct Capped(Vec<u8>);
+
+impl Write for Capped {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        if self.0.len() + b.len() > MAX_SAMPLE_JSON {
+            return Err(io::Error::other(format!(
+                "a sample decompresses to more than {} MiB",
+                MAX_SAMPLE_JSON >> 20
+            )));
+        }
+        self.0.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn segment_decoder() -> io::Result<zstd::stream::write::Decoder<'static, Capped>> {
+    let mut d = zstd::stream::write::Decoder::new(Capped(Vec::new()))?;
+    d.window_log_max(WINDOW_LOG_MAX)?;
+    Ok(d)
+}
+
+/// Feeds one record's compressed bytes to its segment's decoder: afterwards the decoder's output
+/// holds exactly that sample's JSON.
+fn decode_into(d: &mut zstd::stream::write::Decoder<'static, Capped>, compressed: &[u8]) -> io::Result<()> {
+    d.get_mut().0.clear();
+    d.write_all(compressed)?;
+    d.flush()
+}
+
+/// Refuses JSON with more objects or strings than a real sample has (see [`SAMPLE_JSON_LIMITS`]).
+fn check_objects(json: &[u8]) -> anyhow::Result<()> {
+    crate::bounded::check_json(json, SAMPLE_JSON_LIMITS).map_err(|why| anyhow::anyhow!("{why} in one sample"))
+}
+
+/// Where the sequential decoder is: the segment it decodes and the next sample it would give.
+struct Cursor {
+    segment: usize,
+    next: usize,
+    /// Byte offset of the next record.
+    pos: u64,
+    decoder: zstd::stream::write::Decoder<'static, Capped>,
+}
+
+/// An opened recording: the file, an index of its segments and each sample's clocks, and a cursor
+/// that decodes one sample at a time. Memory stays bounded whatever the file holds: the file is
+/// read record by record (each at most 16 MiB), a sample decompresses to at most
+/// [`MAX_SAMPLE_JSON`], one sample is kept decoded. A damaged tail is cut off at open; `problem`
+/// says what was wrong.
 pub struct Recording {
     pub header: RecordingHeader,
-    data: Vec<u8>,
-    frames: Vec<FrameIndex>,
+    source: Source,
+    segments: Vec<Segment>,
+    /// Each sample's (mono_ns, wall_unix_ms).
+    clocks: Vec<(u64, u64)>,
     /// Why the recording ends earlier than the file (truncated or corrupt record), if it does.
     pub problem: Option<String>,
-    cache: Option<(usize, Vec<Sample>)>,
+    cursor: Option<Cursor>,
+    cache: Option<(usize, Sample)>,
+    file_bytes: u64,
 }
 
 impl Recording {
+    /// Opens a recording, reading the preamble and header first: a file that is not a recording
+    /// is refused after its first 16 bytes, whatever its size.
     pub fn open(path: &Path) -> anyhow::Result<Recording> {
-        let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        Recording::from_bytes(data).with_context(|| format!("{}", path.display()))
+        let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let meta = file.metadata().with_context(|| format!("cannot read {}", path.display()))?;
+        if meta.is_dir() {
+            bail!("cannot read {}: it is a directory", path.display());
+        }
+        if !meta.is_file() {
+            bail!(
+                "{}: not a regular file (a recording is read with random access; copy a stream to a \
+                 file first)",
+                path.display()
+            );
+        }
+        Recording::from_source(Source::File(file)).with_context(|| format!("{}", path.display()))
     }
 
     /// Parses the preamble and header, indexes the frames and checks every one decompresses.
     pub fn from_bytes(data: Vec<u8>) -> anyhow::Result<Recording> {
+        Recording::from_source(Source::Memory(data))
+    }
+
+    fn from_source(source: Source) -> anyhow::Result<Recording> {
+        let mut pre = [0u8; PREAMBLE_LEN];
+        let got = source.read_at(0, &mut pre)?;
+        let data = &pre[..got];
         if data.is_empty() {
             bail!("the file is empty: not an ioscope recording (the recorder may have died before writing)");
         }
@@ -282,34 +411,51 @@ impl Recording {
         if version == 0 {
             bail!("format version 0 is not a valid ioscope recording version (the file is damaged)");
         }
-        let mut pos = PREAMBLE_LEN;
-        let header = match read_record(&data, &mut pos) {
-            Ok((RecordKind::Header, payload)) => serde_json::from_slice::<RecordingHeader>(payload)
+        let mut pos = PREAMBLE_LEN as u64;
+        let mut buf = Vec::new();
+        let header = match read_record(&source, &mut pos, &mut buf) {
+            Ok(RecordKind::Header) => serde_json::from_slice::<RecordingHeader>(&buf)
                 .context("the recording's header is damaged (not valid JSON)")?,
-            Ok((kind, _)) => {
+            Ok(kind) => {
                 bail!("the recording's first record is a {kind:?}, not its header: the file is damaged")
             }
             Err(RecordError::Truncated) => {
                 bail!("the recording is truncated inside its header: nothing to replay")
             }
             Err(RecordError::Corrupt(why)) => bail!("the recording's header is damaged: {why}"),
+            Err(RecordError::Io(e)) => return Err(e).context("reading the recording's header"),
         };
-        let mut rec = Recording { header, data, frames: Vec::new(), problem: None, cache: None };
-        rec.index_frames(pos);
+        let mut rec = Recording {
+            header,
+            file_bytes: source.len(),
+            source,
+            segments: Vec::new(),
+            clocks: Vec::new(),
+            problem: None,
+            cursor: None,
+            cache: None,
+        };
+        rec.index_frames(pos, buf)?;
         Ok(rec)
     }
 
-    fn index_frames(&mut self, mut pos: usize) {
-        let mut segment_start = None;
-        let mut decoder: Option<zstd::stream::write::Decoder<'static, Vec<u8>>> = None;
+    fn index_frames(&mut self, mut pos: u64, mut buf: Vec<u8>) -> anyhow::Result<()> {
+        let mut decoder = None;
         loop {
-            if pos == self.data.len() {
+            let at = pos;
+            let n = self.clocks.len();
+            if n >= MAX_FRAMES {
+                self.problem = Some(format!(
+                    "the recording holds more than {MAX_FRAMES} samples: replaying the first {n} (byte \
+                     {at} on is left out)"
+                ));
                 break;
             }
-            let at = pos;
-            let n = self.frames.len();
-            let (kind, payload) = match read_record(&self.data, &mut pos) {
-                Ok(r) => r,
+            let kind = match read_record(&self.source, &mut pos, &mut buf) {
+                Ok(kind) => kind,
+                Err(RecordError::Truncated) if at == pos && self.source.read_at(at, &mut [0u8])? == 0 => {
+                    break
+                }
                 Err(RecordError::Truncated) => {
                     self.problem = Some(format!(
                         "the recording is truncated (the recorder was probably killed): replaying the {n} \
@@ -323,137 +469,172 @@ impl Recording {
                     ));
                     break;
                 }
+                Err(RecordError::Io(e)) => return Err(e).context(format!("reading the record at byte {at}")),
             };
-            let start = match kind {
+            match kind {
                 RecordKind::SegmentStart => {
-                    decoder = zstd::stream::write::Decoder::new(Vec::new()).ok();
-                    n
+                    decoder = Some(segment_decoder()?);
+                    self.segments.push(Segment { first: n, offset: at });
                 }
-                RecordKind::SegmentContinue if segment_start.is_some() => segment_start.unwrap_or(0),
+                RecordKind::SegmentContinue if decoder.is_some() => {}
                 _ => {
                     self.problem = Some(format!(
                         "unexpected {kind:?} record at byte {at}: replaying the {n} samples before it"
                     ));
                     break;
                 }
-            };
+            }
             // Decompressing (not parsing) every frame at open finds damage the CRC cannot (a bug in
             // a writer) and costs little.
-            let ok = payload.len() > CLOCKS_LEN
+            let ok = buf.len() > CLOCKS_LEN
                 && decoder.as_mut().is_some_and(|d| {
-                    d.get_mut().clear();
-                    d.write_all(&payload[CLOCKS_LEN..]).and_then(|_| d.flush()).is_ok()
-                        && !d.get_ref().is_empty()
+                    decode_into(d, &buf[CLOCKS_LEN..]).is_ok()
+                        && !d.get_ref().0.is_empty()
+                        && check_objects(&d.get_ref().0).is_ok()
                 });
             if !ok {
+                if kind == RecordKind::SegmentStart {
+                    self.segments.pop();
+                }
                 self.problem = Some(format!(
                     "sample {n} at byte {at} does not decompress: replaying the {n} samples before it"
                 ));
                 break;
             }
-            segment_start = Some(start);
-            let offset = pos - payload.len() + CLOCKS_LEN;
-            let u64_at = |i: usize| u64::from_le_bytes(payload[i..i + 8].try_into().expect("8 bytes"));
-            self.frames.push(FrameIndex {
-                offset,
-                len: payload.len() - CLOCKS_LEN,
-                segment_start: start,
-                mono_ns: u64_at(0),
-                wall_unix_ms: u64_at(8),
-            });
+            let u64_at = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().expect("8 bytes"));
+            self.clocks.push((u64_at(0), u64_at(8)));
         }
+        Ok(())
     }
 
     pub fn len(&self) -> usize {
-        self.frames.len()
+        self.clocks.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
+        self.clocks.is_empty()
     }
 
     /// Each sample's CLOCK_MONOTONIC stamp, ns, without decoding anything.
     pub fn mono_ns(&self) -> Vec<u64> {
-        self.frames.iter().map(|f| f.mono_ns).collect()
+        self.clocks.iter().map(|c| c.0).collect()
     }
 
     /// Each sample's wall-clock stamp, ms since the Unix epoch.
     pub fn wall_unix_ms(&self) -> Vec<u64> {
-        self.frames.iter().map(|f| f.wall_unix_ms).collect()
+        self.clocks.iter().map(|c| c.1).collect()
     }
 
     /// The file's size in bytes.
     pub fn file_bytes(&self) -> usize {
-        self.data.len()
+        self.file_bytes as usize
     }
 
-    /// The sample at `index`, decoding its segment if it is not the cached one.
-    pub fn sample(&mut self, index: usize) -> anyhow::Result<&Sample> {
-        let Some(frame) = self.frames.get(index).copied() else {
-            bail!("sample {index} is beyond the recording's {} samples", self.frames.len());
-        };
-        let start = frame.segment_start;
-        if self.cache.as_ref().is_none_or(|(s, _)| *s != start) {
-            let end = self.frames[start..].iter().take_while(|f| f.segment_start == start).count() + start;
-            self.cache = Some((start, self.decode_segment(start, end)?));
+    /// The JSON of sample `index`: decoding goes on from the previous sample when it is the next
+    /// one in the same segment (playing forward), else starts over at its segment's first record
+    /// (decompressing, not parsing, the samples before it in the segment).
+    fn json(&mut self, index: usize) -> anyhow::Result<&[u8]> {
+        if index >= self.clocks.len() {
+            bail!("sample {index} is beyond the recording's {} samples", self.clocks.len());
         }
-        let (_, samples) = self.cache.as_ref().expect("filled above");
-        Ok(&samples[index - start])
-    }
-
-    fn decode_segment(&self, start: usize, end: usize) -> anyhow::Result<Vec<Sample>> {
-        self.decode_as::<Sample>(start, end)
-    }
-
-    /// Frames `start..end` (within one segment, or a run of whole segments) parsed as `T`: a
-    /// struct with a few of Sample's fields parses much faster than a whole Sample.
-    fn decode_as<T: serde::de::DeserializeOwned>(&self, start: usize, end: usize) -> anyhow::Result<Vec<T>> {
-        let mut d = zstd::stream::write::Decoder::new(Vec::new())?;
-        let mut out = Vec::with_capacity(end - start);
-        for (i, f) in self.frames[start..end].iter().enumerate() {
-            if i > 0 && f.segment_start == start + i {
-                d = zstd::stream::write::Decoder::new(Vec::new())?;
+        let segment = self.segments.partition_point(|s| s.first <= index) - 1;
+        let restart = self.cursor.as_ref().is_none_or(|c| c.segment != segment || c.next > index);
+        if restart {
+            let seg = self.segments[segment];
+            self.cursor =
+                Some(Cursor { segment, next: seg.first, pos: seg.offset, decoder: segment_decoder()? });
+        }
+        let cursor = self.cursor.as_mut().expect("set above");
+        let mut buf = Vec::new();
+        while cursor.next <= index {
+            let at = cursor.pos;
+            match read_record(&self.source, &mut cursor.pos, &mut buf) {
+                Ok(_) if buf.len() > CLOCKS_LEN => {}
+                Ok(_) | Err(RecordError::Truncated | RecordError::Corrupt(_)) => {
+                    self.cursor = None;
+                    bail!("sample {} of the recording is damaged (at byte {at}): the file changed since it was opened", index);
+                }
+                Err(RecordError::Io(e)) => {
+                    self.cursor = None;
+                    return Err(e).context(format!("reading sample {index}"));
+                }
             }
-            d.get_mut().clear();
-            d.write_all(&self.data[f.offset..f.offset + f.len])?;
-            d.flush()?;
-            let value = serde_json::from_slice::<T>(d.get_ref())
-                .with_context(|| format!("sample {} of the recording is damaged", start + i))?;
-            out.push(value);
+            if let Err(e) = decode_into(&mut cursor.decoder, &buf[CLOCKS_LEN..]) {
+                self.cursor = None;
+                return Err(e).context(format!("sample {index} of the recording is damaged"));
+            }
+            cursor.next += 1;
         }
-        Ok(out)
+        Ok(&self.cursor.as_ref().expect("set above").decoder.get_ref().0)
     }
 
-    /// Every sample parsed as `T` (see [`Recording::decode_as`]), in order.
-    pub fn all_as<T: serde::de::DeserializeOwned>(&self) -> anyhow::Result<Vec<T>> {
-        self.decode_as(0, self.frames.len())
+    /// Sample `index` parsed as `T`: a struct with a few of Sample's fields parses much faster
+    /// than a whole Sample.
+    pub fn parse_as<T: serde::de::DeserializeOwned>(&mut self, index: usize) -> anyhow::Result<T> {
+        let json = self.json(index)?;
+        check_objects(json).with_context(|| format!("sample {index} of the recording is damaged"))?;
+        serde_json::from_slice::<T>(json)
+            .with_context(|| format!("sample {index} of the recording is damaged"))
     }
 
-    /// Every sample in order, decoding one segment at a time.
+    /// The sample at `index` (the last one asked for is kept decoded).
+    pub fn sample(&mut self, index: usize) -> anyhow::Result<&Sample> {
+        if self.cache.as_ref().is_none_or(|(i, _)| *i != index) {
+            self.cache = None;
+            let sample = self.parse_as::<Sample>(index)?;
+            self.cache = Some((index, sample));
+        }
+        Ok(&self.cache.as_ref().expect("filled above").1)
+    }
+
+    /// Every sample parsed as `T`, in order: a struct with a few of Sample's fields parses much
+    /// faster than a whole Sample.
+    pub fn all_as<T: serde::de::DeserializeOwned>(&mut self) -> anyhow::Result<Vec<T>> {
+        (0..self.len()).map(|i| self.parse_as::<T>(i)).collect()
+    }
+
+    /// Every sample in order, decoding one at a time.
     pub fn samples(&mut self) -> impl Iterator<Item = anyhow::Result<Sample>> + '_ {
-        (0..self.len()).map(move |i| self.sample(i).cloned())
+        (0..self.len()).map(move |i| self.parse_as::<Sample>(i))
     }
 }
 
 enum RecordError {
     Truncated,
     Corrupt(String),
+    Io(io::Error),
 }
 
-fn read_record<'a>(data: &'a [u8], pos: &mut usize) -> Result<(RecordKind, &'a [u8]), RecordError> {
-    let head = data.get(*pos..*pos + RECORD_HEAD_LEN).ok_or(RecordError::Truncated)?;
+/// Reads the record at `*pos` into `buf` (its payload, CRC checked) and moves `*pos` past it. The
+/// length is checked before anything is allocated.
+fn read_record(source: &Source, pos: &mut u64, buf: &mut Vec<u8>) -> Result<RecordKind, RecordError> {
+    let mut head = [0u8; RECORD_HEAD_LEN];
+    let got = source.read_at(*pos, &mut head).map_err(RecordError::Io)?;
+    if got == 0 {
+        return Err(RecordError::Truncated);
+    }
     let kind = RecordKind::from_u8(head[0])
         .ok_or_else(|| RecordError::Corrupt(format!("unknown kind {}", head[0])))?;
+    if got < RECORD_HEAD_LEN {
+        return Err(RecordError::Truncated);
+    }
     let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);
     let crc = u32::from_le_bytes([head[5], head[6], head[7], head[8]]);
     if len > MAX_RECORD {
         return Err(RecordError::Corrupt(format!("implausible length {len}")));
     }
-    let start = *pos + RECORD_HEAD_LEN;
-    let payload = data.get(start..start + len as usize).ok_or(RecordError::Truncated)?;
-    if crc32fast::hash(payload) != crc {
+    let start = *pos + RECORD_HEAD_LEN as u64;
+    if start + u64::from(len) > source.len() {
+        return Err(RecordError::Truncated);
+    }
+    buf.clear();
+    buf.resize(len as usize, 0);
+    if source.read_at(start, buf).map_err(RecordError::Io)? < len as usize {
+        return Err(RecordError::Truncated);
+    }
+    if crc32fast::hash(buf) != crc {
         return Err(RecordError::Corrupt("checksum mismatch".into()));
     }
-    *pos = start + len as usize;
-    Ok((kind, payload))
+    *pos = start + len as u64;
+    Ok(kind)
 }

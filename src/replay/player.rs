@@ -13,8 +13,9 @@ pub const JUMP: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Player {
-    /// Each sample's offset from the first one (monotonic clock).
-    offsets: Vec<Duration>,
+    /// Each sample's offset from the first one (monotonic clock), ns: 8 bytes a sample, for
+    /// recordings of millions.
+    offsets: Vec<u64>,
     /// Wall clock of each sample, ms since the Unix epoch (for "go to 14:05:10").
     walls: Vec<u64>,
     /// The sample shown: the model is the one between `pos - 1` and `pos` (rates pending at 0).
@@ -42,7 +43,7 @@ pub enum PlayerAction {
 impl Player {
     pub fn new(mono_ns: &[u64], wall_unix_ms: &[u64]) -> Player {
         let t0 = mono_ns.first().copied().unwrap_or(0);
-        let offsets = mono_ns.iter().map(|&t| Duration::from_nanos(t.saturating_sub(t0))).collect();
+        let offsets = mono_ns.iter().map(|&t| t.saturating_sub(t0)).collect();
         Player {
             offsets,
             walls: wall_unix_ms.to_vec(),
@@ -69,7 +70,7 @@ impl Player {
     }
 
     pub fn offset(&self, i: usize) -> Duration {
-        self.offsets.get(i).copied().unwrap_or_default()
+        Duration::from_nanos(self.offsets.get(i).copied().unwrap_or_default())
     }
 
     pub fn wall_unix_ms(&self, i: usize) -> u64 {
@@ -78,7 +79,7 @@ impl Player {
 
     /// The recording's length in recorded time.
     pub fn duration(&self) -> Duration {
-        self.offsets.last().copied().unwrap_or_default()
+        Duration::from_nanos(self.offsets.last().copied().unwrap_or_default())
     }
 
     pub fn at_end(&self) -> bool {
@@ -92,6 +93,7 @@ impl Player {
 
     /// The first sample at or after `offset` (the last one if none is).
     pub fn seek_offset(&mut self, offset: Duration) {
+        let offset = u64::try_from(offset.as_nanos()).unwrap_or(u64::MAX);
         let i = self.offsets.partition_point(|&o| o < offset);
         self.seek(i);
     }

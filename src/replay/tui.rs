@@ -45,24 +45,30 @@ pub fn model_at(rec: &mut Recording, pos: usize) -> anyhow::Result<Model> {
 
 /// The sparklines' gauges of every sample (page cache; dirty + writeback), read once at open. Only
 /// the memory part of each sample is parsed: the processes are most of a sample's size.
-pub fn gauges(rec: &mut Recording) -> anyhow::Result<Vec<(u64, u64)>> {
+/// Kept in KiB as u32 (8 bytes a sample, up to 4 TiB), as /proc/meminfo gives them.
+pub fn gauges(rec: &mut Recording) -> anyhow::Result<Vec<(u32, u32)>> {
     #[derive(serde::Deserialize)]
     struct MemoryOnly {
         #[serde(default)]
         memory: crate::sample::MemInfo,
     }
-    let all = rec.all_as::<MemoryOnly>()?;
-    Ok(all.iter().map(|s| (s.memory.cached_bytes, s.memory.dirty_bytes + s.memory.writeback_bytes)).collect())
+    let kib = |b: u64| u32::try_from(b >> 10).unwrap_or(u32::MAX);
+    (0..rec.len())
+        .map(|i| {
+            let m = rec.parse_as::<MemoryOnly>(i)?.memory;
+            Ok((kib(m.cached_bytes), kib(m.dirty_bytes + m.writeback_bytes)))
+        })
+        .collect()
 }
 
 /// The sparkline history as it was live when sample `pos` arrived.
-pub fn history_at(gauges: &[(u64, u64)], pos: usize) -> History {
+pub fn history_at(gauges: &[(u32, u32)], pos: usize) -> History {
     let mut h = History::default();
     let end = (pos + 1).min(gauges.len());
     for &(cached, dirty) in &gauges[end.saturating_sub(HISTORY_LEN)..end] {
         let mut m = Model::default();
-        m.memory.cached = cached;
-        m.memory.dirty = dirty;
+        m.memory.cached = u64::from(cached) << 10;
+        m.memory.dirty = u64::from(dirty) << 10;
         h.push(&m);
     }
     h
