@@ -1,4 +1,4 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|bench-fio|overhead|cache-overhead`. See README
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|startup|bench-fio|overhead|cache-overhead`. See README
 //! "Developing".
 
 mod bench_fio;
@@ -9,6 +9,7 @@ mod fio;
 mod overhead;
 mod perf;
 mod setup;
+mod startup;
 mod stats;
 mod toolchain;
 mod watcher;
@@ -40,6 +41,12 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure ioscope's start-up (exec to eBPF live, --once wall) and peak memory of --once,
+    /// --batch and record (arguments go to the tool).
+    Startup {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Compare `ioscope bench` with fio on the disk under DIR (arguments go to the tool).
     BenchFio {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -63,6 +70,7 @@ fn main() -> anyhow::Result<()> {
         Command::Ebpf => ebpf::build_and_install(),
         Command::CheckEbpf => ebpf::check(),
         Command::Perf { args } => perf::run(&args),
+        Command::Startup { args } => startup::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
         Command::CacheOverhead { args } => cache_overhead::run(&args),
