@@ -1,5 +1,5 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|dist|vm|support-table|perf|serve-perf|bench-fio|overhead|
-//! cache-overhead`. See README "Developing" and xtask/README.md.
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|dist|vm|support-table|perf|startup|serve-perf|bench-fio|
+//! overhead|cache-overhead`. See README "Developing" and xtask/README.md.
 
 mod bench_fio;
 mod cache_overhead;
@@ -11,6 +11,7 @@ mod overhead;
 mod perf;
 mod serve_perf;
 mod setup;
+mod startup;
 mod stats;
 // Also compiled into the lab guest (src/bin/lab-guest.rs), which reads the parts unused here.
 #[allow(dead_code)]
@@ -56,6 +57,12 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure ioscope's start-up (exec to eBPF live, --once wall) and peak memory of --once,
+    /// --batch and record (arguments go to the tool).
+    Startup {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Measure `ioscope serve`: scrape time, CPU at 15 s scrapes, memory (arguments go to the tool).
     ServePerf {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -91,6 +98,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Perf { args } => perf::run(&args),
         Command::ServePerf { args } => serve_perf::run(&args),
+        Command::Startup { args } => startup::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
         Command::CacheOverhead { args } => cache_overhead::run(&args),
