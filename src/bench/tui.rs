@@ -147,7 +147,14 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
         if view.finished && view.stopping {
             break;
         }
-        guard.terminal.draw(|f| view::draw(f, &view, model.as_ref(), &ui))?;
+        if let Err(e) = guard.terminal.draw(|f| view::draw(f, &view, model.as_ref(), &ui)) {
+            if e.raw_os_error() != Some(libc::EIO) {
+                return Err(e.into());
+            }
+            // The terminal hung up: stop the run (the test file is removed) and end quietly.
+            STOP.store(true, Ordering::SeqCst);
+            view.stopping = true;
+        }
     }
     drop(guard);
     match bench.join() {

@@ -22,7 +22,9 @@ static HOOK: Once = Once::new();
 
 /// Raw mode + alternate screen for as long as it lives.
 pub struct TerminalGuard {
-    pub terminal: Terminal<CrosstermBackend<Stdout>>,
+    /// Dropped by hand: ratatui's own Drop prints "Failed to show the cursor" on stderr when the
+    /// terminal is gone (a hangup), which nobody can act on.
+    pub terminal: std::mem::ManuallyDrop<Terminal<CrosstermBackend<Stdout>>>,
 }
 
 impl TerminalGuard {
@@ -35,7 +37,7 @@ impl TerminalGuard {
             return Err(e);
         }
         match Terminal::new(CrosstermBackend::new(io::stdout())) {
-            Ok(terminal) => Ok(TerminalGuard { terminal }),
+            Ok(terminal) => Ok(TerminalGuard { terminal: std::mem::ManuallyDrop::new(terminal) }),
             Err(e) => {
                 restore();
                 Err(e)
@@ -102,6 +104,13 @@ impl JobControl {
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
         restore();
+        // With the cursor shown, ratatui's Drop has nothing left to do or to complain about; when
+        // it cannot be shown (the terminal hung up), the terminal is left undropped: the process
+        // is ending.
+        if self.terminal.show_cursor().is_ok() {
+            // SAFETY: dropped once, here; the field is never used again.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.terminal) };
+        }
     }
 }
 
