@@ -20,7 +20,7 @@ use crate::model::Model;
 use crate::record::live;
 use crate::sample::Sample;
 use crate::ui::baseline::Baseline;
-use crate::ui::terminal::TerminalGuard;
+use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
 use crate::ui::{self, Action, UiState};
 
 /// What the command line decided for the interactive UI.
@@ -48,6 +48,7 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut job = JobControl::new().context("installing the SIGTSTP/SIGCONT handlers")?;
 
     let mut guard = TerminalGuard::enter().context("setting up the terminal (is stdout a terminal?)")?;
     // First frame at once, before any sample: the user sees ioscope is alive.
@@ -71,6 +72,10 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
         let mut redraw = false;
         tokio::select! {
             event = events.next() => match event {
+                Some(Ok(Event::Key(key))) if is_suspend_key(&key) => {
+                    guard.suspend()?;
+                    redraw = true;
+                }
                 Some(Ok(Event::Key(key))) => match state.handle_key(key) {
                     Action::None => {}
                     Action::Redraw => redraw = true,
@@ -114,6 +119,14 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
             _ = sigint.recv() => break,
             _ = sigterm.recv() => break,
             _ = sighup.recv() => break,
+            _ = job.tstp.recv() => {
+                guard.suspend()?;
+                redraw = true;
+            }
+            _ = job.cont.recv() => {
+                guard.resume()?;
+                redraw = true;
+            }
         }
         // Resuming from pause or a new model while running: show the newest.
         if !state.paused && shown_seq != latest_seq {

@@ -174,7 +174,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub no_color: bool,
     /// Show at most this many metrics per pane in the text table (all with --json).
-    #[arg(long, value_name = "N", default_value = "15", value_parser = parse_count)]
+    #[arg(long, value_name = "N", default_value = "15", value_parser = parse_top)]
     pub top: u64,
 }
 
@@ -306,7 +306,7 @@ fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mo
                 a: parse(&a.a)?,
                 b: parse(&a.b)?,
                 json: a.json,
-                top: a.top as usize,
+                top: usize::try_from(a.top).unwrap_or(usize::MAX),
                 text: a.text,
                 color: wants_color(a.no_color, no_color_env),
             })
@@ -368,10 +368,27 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
 
 /// Parses `-n`: a whole number of reports, at least one.
 pub fn parse_count(s: &str) -> Result<u64, String> {
+    parse_positive(s, "reports")
+}
+
+/// Parses `compare --top`: a whole number of metrics per pane, at least one (a number too large
+/// for u64 means "all").
+pub fn parse_top(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<u64>().is_err() {
+        return Ok(u64::MAX);
+    }
+    parse_positive(s, "metrics")
+}
+
+fn parse_positive(s: &str, what: &str) -> Result<u64, String> {
     match s.trim().parse::<u64>() {
         Ok(0) => Err("must be at least 1".to_string()),
         Ok(n) => Ok(n),
-        Err(_) => Err(format!("'{s}' is not a whole number of reports")),
+        Err(_) if !s.trim().is_empty() && s.trim().bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("'{s}' is too large"))
+        }
+        Err(_) => Err(format!("'{s}' is not a whole number of {what}")),
     }
 }
 

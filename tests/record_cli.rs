@@ -253,3 +253,24 @@ fn replay_and_compare_of_huge_samples_stay_bounded() {
         assert!(mb < 100.0, "{args:?} peaked at {mb:.0} MB");
     }
 }
+
+/// Issue 23 item 9: messages that say what is really wrong.
+#[test]
+fn wording_of_one_sample_recordings_and_huge_top() {
+    use ioscope::record::{RecordingHeader, RecordingWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("one.rec");
+    let mut w = RecordingWriter::create(&one, &RecordingHeader::default(), false).unwrap();
+    w.write_sample(&ioscope::sample::Sample::default()).unwrap();
+    drop(w);
+    let (code, _, err) = run(&["replay", one.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("holds one sample") && !err.contains("time range"), "{err}");
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo/small-vs-large-writes.rec");
+    let (code, out, err) = run(&["compare", demo, demo, "--text", "--top", "99999999999999999999"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("more (--top N"), "every metric is shown: {out}");
+    let (code, _, err) = run(&["compare", demo, demo, "--top", "x"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a whole number of metrics"), "{err}");
+}

@@ -123,3 +123,65 @@ fn live_tui_r_records_the_session() {
     assert_eq!(rec.header.interval_s, 0.25);
     assert!(rec.sample(rec.len() - 1).unwrap().processes.len() > 1);
 }
+
+/// The pane's tty settings, as `stty -a` prints them.
+fn stty_of(t: &Tmux) -> String {
+    let tty = Command::new("tmux").args(["display", "-p", "-t", &t.name, "#{pane_tty}"]).output().unwrap();
+    let tty = String::from_utf8_lossy(&tty.stdout).trim().to_string();
+    let out = Command::new("stty").args(["-F", &tty, "-a"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The newest ioscope under the pane (an earlier one may still be exiting).
+fn ioscope_in_pane(t: &Tmux) -> i32 {
+    let top = Command::new("tmux").args(["display", "-p", "-t", &t.name, "#{pane_pid}"]).output().unwrap();
+    let mut todo = vec![String::from_utf8_lossy(&top.stdout).trim().to_string()];
+    let mut found = Vec::new();
+    while let Some(pid) = todo.pop() {
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        for kid in kids.split_whitespace() {
+            if std::fs::read_to_string(format!("/proc/{kid}/comm")).is_ok_and(|c| c.trim() == "ioscope") {
+                found.push(kid.parse::<i32>().unwrap());
+            }
+            todo.push(kid.to_string());
+        }
+    }
+    found.into_iter().max().expect("ioscope runs in the pane")
+}
+
+/// Issue 23 item 4: job control like top and htop, in bash. Ctrl-Z gives the terminal back (the
+/// shell says Stopped), `fg` redraws in raw mode (keys do not echo, q needs no Enter); a SIGSTOP
+/// then SIGCONT without `fg` leaves the process able to end on SIGTERM.
+#[test]
+fn ctrl_z_suspends_and_fg_resumes_in_raw_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("suspend", dir.path(), "PS1='$ ' bash --norc --noprofile -i") else { return };
+    t.wait_for("the shell", |s| s.lines().any(|l| l.trim() == "$"));
+    t.keys(&[&format!("{} --no-bpf -i 0.5", bin()), "Enter"]);
+    t.wait_for("the first frame", |s| s.contains("Devices"));
+    t.keys(&["C-z"]);
+    t.wait_for("the shell's Stopped", |s| s.contains("Stopped") && !s.contains("Devices"));
+    t.keys(&["fg", "Enter"]);
+    t.wait_for("the redrawn screen", |s| s.contains("Devices"));
+    let stty = stty_of(&t);
+    assert!(stty.contains("-icanon") && stty.contains("-echo ") && stty.contains("-isig"), "{stty}");
+    t.keys(&["q"]);
+    t.wait_for("the prompt after q", |s| s.lines().any(|l| l.trim() == "$") && !s.contains("Devices"));
+
+    t.keys(&[&format!("{} --no-bpf -i 0.5", bin()), "Enter"]);
+    t.wait_for("the first frame", |s| s.contains("Devices"));
+    let pid = ioscope_in_pane(&t);
+    // SAFETY: signalling the test's own ioscope.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    t.wait_for("the shell's Stopped", |s| s.contains("Stopped"));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let start = Instant::now();
+    while Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z")
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "SIGTERM did not end the continued process");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -341,7 +341,8 @@ fn run_plan(
         write!(stdout, "{}", report::format_report(&report))
     };
     if let Err(e) = printed {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
+        // A closed pipe, or a terminal that hung up (EIO): nobody is left to read the table.
+        if e.kind() != std::io::ErrorKind::BrokenPipe && e.raw_os_error() != Some(libc::EIO) {
             return Err(BenchError::Failed(e.into()));
         }
     }

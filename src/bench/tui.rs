@@ -21,7 +21,7 @@ use crate::bpf::BpfCollector;
 use crate::collect::{Sampler, SystemRoot};
 use crate::model::Model;
 use crate::sample::Sample;
-use crate::ui::terminal::TerminalGuard;
+use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
 use crate::ui::UiState;
 
 /// Redraw period while a job runs (live IOPS and MB/s).
@@ -39,6 +39,7 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     runner::install_other_signal_handlers();
+    let mut job = JobControl::new().context("installing the SIGTSTP/SIGCONT handlers")?;
     let ui = UiState::new(SAMPLE_EVERY, color);
     let mut view = BenchView {
         target_line: view::target_line(&plan.target),
@@ -98,6 +99,7 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
                 prev = Some(cur);
             },
             key = term_events.next() => match key {
+                Some(Ok(TermEvent::Key(k))) if is_suspend_key(&k) => guard.suspend()?,
                 Some(Ok(TermEvent::Key(k))) if k.kind != KeyEventKind::Release => {
                     let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
                     match k.code {
@@ -130,6 +132,8 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
             _ = sigint.recv() => { STOP.store(true, Ordering::SeqCst); view.stopping = true; }
             _ = sigterm.recv() => { STOP.store(true, Ordering::SeqCst); view.stopping = true; }
             _ = sighup.recv() => { STOP.store(true, Ordering::SeqCst); view.stopping = true; }
+            _ = job.tstp.recv() => guard.suspend()?,
+            _ = job.cont.recv() => guard.resume()?,
         }
         if let Some(r) = &mut view.running {
             r.elapsed_s = job_started.elapsed().as_secs_f64();
@@ -143,7 +147,14 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
         if view.finished && view.stopping {
             break;
         }
-        guard.terminal.draw(|f| view::draw(f, &view, model.as_ref(), &ui))?;
+        if let Err(e) = guard.terminal.draw(|f| view::draw(f, &view, model.as_ref(), &ui)) {
+            if e.raw_os_error() != Some(libc::EIO) {
+                return Err(e.into());
+            }
+            // The terminal hung up: stop the run (the test file is removed) and end quietly.
+            STOP.store(true, Ordering::SeqCst);
+            view.stopping = true;
+        }
     }
     drop(guard);
     match bench.join() {

@@ -180,7 +180,7 @@ fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64)) {
 /// Values kept per metric for its p95: all of them up to this many (the p95 is exact), then a
 /// uniform sample of this many (reservoir sampling), so a side's memory does not grow with its
 /// length.
-pub const P95_RESERVOIR: usize = 2048;
+pub const P95_RESERVOIR: usize = 512;
 
 /// One metric over one side's intervals.
 #[derive(Clone, Debug, Default)]

@@ -16,7 +16,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::compare::{num, Comparison, MetricComparison};
 use crate::ui::format;
-use crate::ui::terminal::TerminalGuard;
+use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
 use crate::ui::theme::{Level, Theme};
 
 const PANES: [&str; 4] = ["memory", "psi", "devices", "processes"];
@@ -230,6 +230,8 @@ pub fn run(c: &Comparison, color: bool) -> anyhow::Result<()> {
     runtime.block_on(async {
         let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
         let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        let mut job = JobControl::new().context("installing the SIGTSTP/SIGCONT handlers")?;
         let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
         let mut view = CompareView { color, ..Default::default() };
         let mut events = EventStream::new();
@@ -238,6 +240,7 @@ pub fn run(c: &Comparison, color: bool) -> anyhow::Result<()> {
             guard.terminal.draw(|f| draw(f, c, &mut view))?;
             tokio::select! {
                 event = events.next() => match event {
+                    Some(Ok(Event::Key(key))) if is_suspend_key(&key) => guard.suspend()?,
                     Some(Ok(Event::Key(key))) => {
                         if view.handle_key(key, page(height)) == ViewAction::Quit {
                             break;
@@ -250,6 +253,9 @@ pub fn run(c: &Comparison, color: bool) -> anyhow::Result<()> {
                 _ = tokio::time::sleep(Duration::from_secs(60)) => {}
                 _ = sigint.recv() => break,
                 _ = sigterm.recv() => break,
+                _ = sighup.recv() => break,
+                _ = job.tstp.recv() => guard.suspend()?,
+                _ = job.cont.recv() => guard.resume()?,
             }
         }
         drop(guard);

@@ -20,9 +20,22 @@ impl LiveRecorder {
     /// already makes an interval. The file is `ioscope-HOST-YYYYmmdd-HHMMSS.rec` in the current
     /// directory; an existing file is never overwritten.
     pub fn start(latest: &Sample, interval_s: f64, utc_offset_s: i64) -> anyhow::Result<LiveRecorder> {
-        let path = PathBuf::from(file_name(&latest.host.hostname, latest.wall_unix_ms, utc_offset_s));
+        let name = file_name(&latest.host.hostname, latest.wall_unix_ms, utc_offset_s);
         let header = host_facts::header(&SystemRoot::live(), latest, interval_s, "ioscope (R in the TUI)");
-        let mut writer = RecordingWriter::create(&path, &header, false)?;
+        // Two recordings started within one second get -2, -3, ...: the TUI has no --force, and
+        // an existing file is never overwritten.
+        let mut n = 1;
+        let (path, mut writer) = loop {
+            let path = match n {
+                1 => PathBuf::from(&name),
+                _ => PathBuf::from(name.replace(".rec", &format!("-{n}.rec"))),
+            };
+            match crate::record::format::open_output(&path, false) {
+                Ok(file) => break (path.clone(), RecordingWriter::start(file, &path, &header)?),
+                Err(_) if path.exists() && n < 100 => n += 1,
+                Err(e) => return Err(e),
+            }
+        };
         writer
             .write_sample(latest)
             .map_err(|e| anyhow::anyhow!("cannot write to {}: {e}", path.display()))?;

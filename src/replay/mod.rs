@@ -159,6 +159,9 @@ pub fn print<W: Write>(
     }
     out.flush()?;
     if written == 0 {
+        if from.is_none() && to.is_none() {
+            anyhow::bail!("the recording holds one sample: a report needs two (the rates are between two)");
+        }
         anyhow::bail!("no samples in the chosen time range (a report needs two samples)");
     }
     Ok(())

@@ -19,7 +19,7 @@ use crate::replay::timeline;
 use crate::sample::Sample;
 use crate::ui::baseline::Baseline;
 use crate::ui::history::HISTORY_LEN;
-use crate::ui::terminal::TerminalGuard;
+use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
 use crate::ui::{self, Action, History, UiState};
 
 /// Redraw at least this often (the clock in the timeline, a lost resize).
@@ -103,6 +103,7 @@ async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> an
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut job = JobControl::new().context("installing the SIGTSTP/SIGCONT handlers")?;
     let mut guard = TerminalGuard::enter().context("setting up the terminal (is stdout a terminal?)")?;
     let mut events = EventStream::new();
     let mut shown: Option<(usize, Model)> = None;
@@ -122,6 +123,7 @@ async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> an
         let wait = player.due_in().unwrap_or(TICK).min(TICK);
         tokio::select! {
             event = events.next() => match event {
+                Some(Ok(Event::Key(key))) if is_suspend_key(&key) => guard.suspend()?,
                 Some(Ok(Event::Key(key))) => {
                     // The prompt, filter and help overlay own the keyboard while open.
                     let panes_first = state.editing_filter || state.help;
@@ -153,6 +155,8 @@ async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> an
             _ = sigint.recv() => break,
             _ = sigterm.recv() => break,
             _ = sighup.recv() => break,
+            _ = job.tstp.recv() => guard.suspend()?,
+            _ = job.cont.recv() => guard.resume()?,
         }
     }
     drop(guard);

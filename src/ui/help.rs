@@ -11,8 +11,9 @@ use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 18] = [
+pub const KEYS: [(&str, &str); 19] = [
     ("q  Ctrl-C", "quit"),
+    ("Ctrl-Z", "suspend to the shell (fg resumes)"),
     ("?  F1", "this help (Esc closes it)"),
     ("Tab  S-Tab", "focus the next / previous pane"),
     ("1 2 3 4", "focus memory / devices / processes / page cache"),
@@ -181,6 +182,15 @@ mod tests {
         let by_name: Vec<(String, KeyEvent)> = all_keys().into_iter().map(|k| (name(&k), k)).collect();
         for (keys, _) in KEYS {
             for token in keys.split_whitespace() {
+                // Ctrl-Z belongs to the event loops (job control), not to the panes' keys.
+                if token == "Ctrl-Z" {
+                    let z = KeyEvent::new(
+                        crossterm::event::KeyCode::Char('z'),
+                        crossterm::event::KeyModifiers::CONTROL,
+                    );
+                    assert!(crate::ui::terminal::is_suspend_key(&z));
+                    continue;
+                }
                 let key = by_name.iter().find(|(n, _)| n == token).map(|(_, k)| *k);
                 let key = key.unwrap_or_else(|| panic!("help names a key {token:?} the test cannot press"));
                 assert_ne!(busy_state().handle_key(key), Action::None, "{token} does nothing");
