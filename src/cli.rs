@@ -130,10 +130,10 @@ pub struct ServeArgs {
     #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
     pub interval: Duration,
     /// Also export the N processes with the most disk I/O (pid and comm labels).
-    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_top)]
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
     pub top_processes: usize,
     /// Also export the N files with the most disk I/O (device and path labels; needs eBPF).
-    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_top)]
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
     pub top_files: usize,
     /// Also export disk I/O per cgroup (one series per cgroup and disk; needs eBPF).
     #[arg(long)]
@@ -147,7 +147,7 @@ pub struct ServeArgs {
 /// Prometheus indexes, and churns as the top list changes.
 pub const MAX_TOP: usize = 1000;
 
-fn parse_top(s: &str) -> Result<usize, String> {
+fn parse_series_top(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if n <= MAX_TOP => Ok(n),
         Ok(_) => Err(format!("at most {MAX_TOP} (each is a set of series in Prometheus)")),
