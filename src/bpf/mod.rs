@@ -44,11 +44,14 @@ pub struct BpfOptions {
     /// A block program's BTF twin to treat as refused by the kernel (tests of the fallback: the
     /// block programs must then all be classic). None in the product.
     pub refuse_block_twin: Option<String>,
+    /// Tracepoints ("category:event") to treat as missing, as on an older kernel (tests of the
+    /// fallbacks that this kernel also has). Empty in the product.
+    pub hidden_tracepoints: Vec<String>,
 }
 
 impl Default for BpfOptions {
     fn default() -> Self {
-        BpfOptions { btf_tracepoints: true, refuse_block_twin: None }
+        BpfOptions { btf_tracepoints: true, refuse_block_twin: None, hidden_tracepoints: Vec::new() }
     }
 }
 
@@ -90,7 +93,8 @@ impl BpfCollector {
 
         // Per program, what it needs from tracefs; a program whose needs fail is not attached but
         // the others still are.
-        let (mut block_layout, block_ready) = block::layout(&tracefs);
+        let (mut block_layout, block_ready, block_events) =
+            block::layout(&tracefs, &options.hidden_tracepoints);
         // HZ is measured across the (slow) load: a first jiffies reading now.
         let jiffies_before = page_cache::jiffies_now();
         let (cache_layout, cache_layouts) = page_cache::layout(&tracefs);
@@ -142,8 +146,13 @@ impl BpfCollector {
         // Every program with whether its needs were met; each is attached on its own, so one that
         // fails leaves the others working (the block programs all as BTF twins or all classic,
         // see block::attach).
-        let (mut programs, block_attached, block_fallback_note) =
-            block::attach(&mut ebpf, &block_ready, block_btf, options.refuse_block_twin.as_deref());
+        let (mut programs, block_attached, block_fallback_note) = block::attach(
+            &mut ebpf,
+            &block_ready,
+            &block_events,
+            block_btf,
+            options.refuse_block_twin.as_deref(),
+        );
         let request_ring = match block_files::RequestRing::take(&mut ebpf) {
             Ok(r) => Some(r),
             Err(e) => {
@@ -320,7 +329,10 @@ fn attach_btf_tracepoint(
     let tp: &mut aya::programs::BtfTracePoint = prog.try_into()?;
     tp.load(event, btf)?;
     tp.attach()?;
-    Ok(program_status(program, category, event, Ok(())))
+    Ok(BpfProgramStatus {
+        mechanism: "BTF tracepoint".into(),
+        ..program_status(program, category, event, Ok(()))
+    })
 }
 
 /// Loads and attaches one tracepoint program of the object.
@@ -348,6 +360,8 @@ fn program_status(
         tracepoint: format!("{category}:{event}"),
         attached: result.is_ok(),
         error: result.err(),
+        mechanism: "tracepoint".to_string(),
+        ..Default::default()
     }
 }
 

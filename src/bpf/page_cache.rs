@@ -234,14 +234,20 @@ const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw
 fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
     const PROGRAM: &str = "cache_sched_switch";
     let r = load_and_attach_raw(ebpf, PROGRAM, "sched_switch");
-    super::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
+    BpfProgramStatus {
+        mechanism: "raw tracepoint".into(),
+        ..super::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
+    }
 }
 
 /// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
 /// (the kernel refuses the attach when the program reads more of them than there are).
 fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramStatus> {
     load_and_attach_raw(ebpf, program, p.event)?;
-    Ok(super::program_status(program, p.category, p.event, Ok(())))
+    Ok(BpfProgramStatus {
+        mechanism: "raw tracepoint".into(),
+        ..super::program_status(program, p.category, p.event, Ok(()))
+    })
 }
 
 /// Loads raw-tracepoint program `program` and attaches it to `event`.
