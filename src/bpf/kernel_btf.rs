@@ -11,6 +11,13 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// A kernel's BTF, parsed once.
 pub struct KernelBtf(Btf);
 
+/// A function parameter: its name and whether it is a pointer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    pub pointer: bool,
+}
+
 /// A struct member: its byte offset and its size in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field {
@@ -43,6 +50,25 @@ impl KernelBtf {
             bail!("struct {strukt} member `{member}` is {} bytes, expected {size}", f.size);
         }
         Ok(f.offset)
+    }
+
+    /// The parameters of kernel function `name` (a `FUNC` in the BTF: the kernel has it as a
+    /// function of its own, not only inlined), in order. Err when the BTF has no such function.
+    pub fn function_params(&self, name: &str) -> Result<Vec<Param>> {
+        let types = self.0.resolve_types_by_name(name).map_err(|_| anyhow!("not in the kernel's BTF"))?;
+        for t in types {
+            let Type::Func(f) = t else { continue };
+            let Type::FuncProto(proto) = self.0.resolve_chained_type(&f).map_err(|e| anyhow!("{e}"))? else {
+                bail!("its BTF type is not a function prototype");
+            };
+            let mut params = Vec::new();
+            for p in &proto.parameters {
+                let ty = self.0.resolve_chained_type(p).map_err(|e| anyhow!("{e}"))?;
+                params.push(Param { name: self.name(p)?, pointer: matches!(self.strip(ty)?, Type::Ptr(_)) });
+            }
+            return Ok(params);
+        }
+        bail!("not a function in the kernel's BTF")
     }
 
     /// The value of `name` in `enum enum_name`.
@@ -163,6 +189,19 @@ mod tests {
         assert_eq!(btf.field("task_struct", "comm").unwrap().size, 16, "an array: char[16]");
         let e = btf.offset_sized("sk_buff", "len", 8).unwrap_err().to_string();
         assert!(e.contains("struct sk_buff member `len` is 4 bytes, expected 8"), "{e}");
+    }
+
+    #[test]
+    fn finds_functions_and_their_parameters() {
+        let Some(btf) = kernel() else { return };
+        let params = btf.function_params("vfs_read").unwrap();
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["file", "buf", "count", "pos"]);
+        assert_eq!(params.iter().map(|p| p.pointer).collect::<Vec<_>>(), [true, true, false, true]);
+        let e = btf.function_params("no_such_function_ioscope").unwrap_err().to_string();
+        assert!(e.contains("not in the kernel's BTF"), "{e}");
+        // A struct is not a function.
+        assert!(btf.function_params("task_struct").is_err());
     }
 
     #[test]
