@@ -301,3 +301,171 @@ fn a_filesystem_refusing_o_direct_still_runs_the_buffered_jobs() {
     assert!(buffered["skipped"].is_null() && buffered["bytes"] == 4u64 << 20, "{buffered}");
     assert!(v["notes"].to_string().contains("refuses O_DIRECT"), "{}", v["notes"]);
 }
+
+/// A loop device over an image with an MBR partition table (one partition from 1 MiB to the end),
+/// scanned with `losetup -P`: `/dev/loopNp1` exists. Detached and deleted on drop.
+struct PartitionedLoop {
+    disk: String,
+    part: String,
+    image: std::path::PathBuf,
+}
+
+impl PartitionedLoop {
+    fn new(size_mib: u64) -> PartitionedLoop {
+        let image =
+            std::path::PathBuf::from(format!("/var/tmp/ioscope-test-part-{}.img", std::process::id()));
+        let mut mbr = vec![0u8; 512];
+        let sectors = (size_mib << 20) / 512;
+        let entry = &mut mbr[446..462];
+        entry[4] = 0x83; // Linux
+        entry[8..12].copy_from_slice(&2048u32.to_le_bytes());
+        entry[12..16].copy_from_slice(&((sectors - 2048) as u32).to_le_bytes());
+        mbr[510] = 0x55;
+        mbr[511] = 0xAA;
+        std::fs::write(&image, &mbr).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&image).unwrap().set_len(size_mib << 20).unwrap();
+        let disk =
+            common::run("losetup", &["--find", "--show", "-P", image.to_str().unwrap()]).trim().to_string();
+        let part = format!("{disk}p1");
+        // A kernel built without partition-table parsers (this CI VM's: no CONFIG_MSDOS_PARTITION)
+        // finds no partition: add it as `partx` does (the BLKPG ioctl), same start and length.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if !Path::new(&part).exists() {
+            let len = ((sectors - 2048) as u32).to_string();
+            common::run("addpart", &[&disk, "1", "2048", &len]);
+        }
+        for _ in 0..100 {
+            if Path::new(&part).exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(Path::new(&part).exists(), "{part} did not appear after losetup -P");
+        PartitionedLoop { disk, part, image }
+    }
+}
+
+impl Drop for PartitionedLoop {
+    fn drop(&mut self) {
+        for (cmd, arg) in [("umount", &self.part), ("swapoff", &self.part), ("losetup", &self.disk)] {
+            let args: &[&str] = if cmd == "losetup" { &["-d", arg] } else { &[arg] };
+            let _ = Command::new(cmd).args(args).stderr(Stdio::null()).status();
+        }
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+/// Issue 23 item 1: a whole disk is never written while one of its partitions is mounted, is
+/// swap, or is held open exclusively; the partition itself neither. The filesystem stays intact.
+#[test]
+fn a_device_with_a_partition_in_use_is_never_written() {
+    if !common::require_root("a_device_with_a_partition_in_use_is_never_written") {
+        return;
+    }
+    let lo = PartitionedLoop::new(64);
+    let write = |dev: &str| {
+        bench(&[
+            "--device",
+            dev,
+            "--destructive",
+            "--rw",
+            "write",
+            "--bs",
+            "64k",
+            "--size",
+            "4m",
+            "--modes",
+            "direct",
+            "--runtime",
+            "0.2",
+            "--json",
+        ])
+    };
+    common::run("mkfs.ext4", &["-q", "-F", &lo.part]);
+    let mnt = tempfile::tempdir().unwrap();
+    common::run("mount", &[&lo.part, mnt.path().to_str().unwrap()]);
+    std::fs::write(mnt.path().join("data"), b"precious").unwrap();
+    let p1 = Path::new(&lo.part).file_name().unwrap().to_str().unwrap().to_string();
+    for (dev, want) in [
+        (&lo.disk, format!("its partition {p1} is mounted on {}", mnt.path().display())),
+        (&lo.part, format!("it is mounted on {}", mnt.path().display())),
+    ] {
+        let o = write(dev);
+        assert_eq!(o.status.code(), Some(2), "{dev}: {}", stderr(&o));
+        assert!(stderr(&o).contains("refusing to write to") && stderr(&o).contains(&want), "{}", stderr(&o));
+    }
+    common::run("umount", &[mnt.path().to_str().unwrap()]);
+    let fsck = Command::new("fsck.ext4").args(["-n", "-f", &lo.part]).output().unwrap();
+    assert!(fsck.status.success(), "fsck after the refusals: {}", String::from_utf8_lossy(&fsck.stdout));
+
+    // Active swap on the partition.
+    common::run("mkswap", &[&lo.part]);
+    common::run("swapon", &[&lo.part]);
+    let o = write(&lo.disk);
+    common::run("swapoff", &[&lo.part]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("its partition {p1} is active swap")), "{}", stderr(&o));
+
+    // A program holding the partition with O_EXCL (what mkfs, a mount or a database does).
+    let held = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(&lo.part).unwrap()
+    };
+    let o = write(&lo.disk);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("it is in use"), "{}", stderr(&o));
+    drop(held);
+
+    // Nothing uses it any more: the write job runs.
+    let o = write(&lo.disk);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// Issue 23 item 2: `-o FILE` refuses an existing file unless --force, and never overwrites the
+/// file being benchmarked, --force or not.
+#[test]
+fn output_never_replaces_an_existing_file_without_force_nor_the_benchmarked_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("db.ibd");
+    std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
+    let data_s = data.to_str().unwrap();
+    let args = ["--bs", "64k", "--modes", "buffered", "--rw", "read", "--runtime", "0.1"];
+    let run = |extra: &[&str]| {
+        let mut a = vec![data_s];
+        a.extend_from_slice(&args);
+        a.extend_from_slice(extra);
+        bench(&a)
+    };
+    for extra in
+        [&["-o", data_s][..], &["-o", data_s, "--force"], &["--write", "--force", "--output", data_s]]
+    {
+        let o = run(extra);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("is the file being benchmarked"), "{}", stderr(&o));
+        assert_eq!(
+            std::fs::read(&data).unwrap(),
+            vec![7u8; 1 << 20],
+            "{extra:?} changed the benchmarked file"
+        );
+    }
+    // Through a hard link too.
+    let link = dir.path().join("link");
+    std::fs::hard_link(&data, &link).unwrap();
+    let o = run(&["-o", link.to_str().unwrap(), "--force"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    let report = dir.path().join("before.json");
+    std::fs::write(&report, "keep me").unwrap();
+    let o = run(&["-o", report.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("already exists") && stderr(&o).contains("--force"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "keep me");
+    let o = run(&["-o", report.to_str().unwrap(), "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 1);
+    // --force is not --write: the existing file still gets read jobs only.
+    let o = bench(&[data_s, "--rw", "write", "--force", "--runtime", "0.1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("add --write"), "{}", stderr(&o));
+}

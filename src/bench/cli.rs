@@ -82,8 +82,12 @@ pub struct BenchArgs {
     pub drop_caches: bool,
 
     /// Allow write jobs on an existing file (its contents are overwritten).
-    #[arg(long, visible_alias = "force")]
+    #[arg(long)]
     pub write: bool,
+
+    /// Overwrite an existing --output FILE (never the file or device being benchmarked).
+    #[arg(long)]
+    pub force: bool,
 
     /// Allow write jobs on a block device (its contents are destroyed).
     #[arg(long)]
@@ -222,12 +226,7 @@ fn run(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> Result<ExitC
     let mut created_output = None;
     if let Some(out) = &args.output {
         // Fail now, not after a minute of benchmarking (and remove the file again if the run fails).
-        let existed = out.exists();
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(out)
-            .map_err(|e| BenchError::Usage(format!("cannot write --output {}: {e}", out.display())))?;
+        let existed = check_output(out, &plan.target, args.force).map_err(BenchError::Usage)?;
         created_output = (!existed).then(|| out.clone());
     }
     let result = run_plan(args, &plan, no_color_env);
@@ -235,6 +234,61 @@ fn run(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> Result<ExitC
         let _ = std::fs::remove_file(out);
     }
     result
+}
+
+/// Checks `-o FILE` before the run: an existing file is refused unless --force, and the file or
+/// device being benchmarked is refused always. Creates the file when it does not exist (so a bad
+/// path fails now, not after the run) and returns whether it existed.
+fn check_output(out: &std::path::Path, target: &target::Target, force: bool) -> Result<bool, String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let what = |e: &dyn std::fmt::Display| format!("cannot write --output {}: {e}", out.display());
+    match std::fs::metadata(out) {
+        Ok(meta) => {
+            let same = std::fs::metadata(&target.path).is_ok_and(|t| {
+                (t.dev(), t.ino()) == (meta.dev(), meta.ino())
+                    || (t.file_type().is_block_device()
+                        && meta.file_type().is_block_device()
+                        && t.rdev() == meta.rdev())
+            });
+            if same {
+                return Err(format!(
+                    "--output {} is the {} being benchmarked: refusing to overwrite it with the report",
+                    out.display(),
+                    if target.kind == target::TargetKind::Device { "device" } else { "file" }
+                ));
+            }
+            if meta.is_dir() {
+                return Err(what(&"it is a directory"));
+            }
+            if meta.file_type().is_block_device() {
+                return Err(what(&"it is a block device"));
+            }
+            if meta.is_file() && !force {
+                return Err(format!(
+                    "--output {} already exists (remove it, or add --force to overwrite it)",
+                    out.display()
+                ));
+            }
+            // A regular file with --force, or a FIFO or character device (nothing to lose): it
+            // must be writable. Nothing is truncated before the report is ready, and a FIFO is not
+            // opened (that would wait for its reader).
+            if meta.is_file() {
+                std::fs::OpenOptions::new().write(true).open(out).map_err(|e| what(&e))?;
+            } else {
+                let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(out.as_os_str()))
+                    .map_err(|e| what(&e))?;
+                // SAFETY: c is a valid C string.
+                if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+                    return Err(what(&std::io::Error::last_os_error()));
+                }
+            }
+            Ok(true)
+        }
+        Err(_) => {
+            std::fs::OpenOptions::new().write(true).create_new(true).open(out).map_err(|e| what(&e))?;
+            Ok(false)
+        }
+    }
 }
 
 fn run_plan(

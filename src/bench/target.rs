@@ -54,6 +54,10 @@ pub struct Target {
     pub dio_mem_align: u64,
     /// Why O_DIRECT is not available, when it is not.
     pub dio_note: Option<String>,
+    /// A device benchmarked with writes, opened with O_EXCL for the whole run: nothing can mount
+    /// it, swapon it or stack a device on it while the jobs overwrite it.
+    #[serde(skip)]
+    pub exclusive: Option<std::sync::Arc<fs::File>>,
 }
 
 /// What the user asked for on the command line.
@@ -65,7 +69,7 @@ pub struct TargetRequest {
     pub size: Option<u64>,
     /// Write jobs are in the matrix.
     pub wants_write: bool,
-    /// --write / --force: overwriting an existing file is allowed.
+    /// --write: overwriting an existing file is allowed.
     pub write: bool,
     /// --destructive: writing to a block device is allowed.
     pub destructive: bool,
@@ -98,11 +102,15 @@ fn resolve_device(dev: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
         );
     }
     let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
-    if req.wants_write {
-        if let Some(why) = device_in_use(dev, major, minor) {
-            bail!("refusing to write to {}: {why}", dev.display());
+    let exclusive = if req.wants_write {
+        let claimed = device_in_use(major, minor).map_or_else(|| claim(dev), Err);
+        match claimed {
+            Ok(file) => Some(std::sync::Arc::new(file)),
+            Err(why) => bail!("refusing to write to {}: {why}", dev.display()),
         }
-    }
+    } else {
+        None
+    };
     let file = fs::File::open(dev).with_context(|| format!("cannot open {}", dev.display()))?;
     let dev_size =
         block_device_size(&file).with_context(|| format!("cannot read the size of {}", dev.display()))?;
@@ -127,6 +135,7 @@ fn resolve_device(dev: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
         dio_offset_align: lbs,
         dio_mem_align: lbs,
         dio_note: None,
+        exclusive,
     })
 }
 
@@ -159,8 +168,8 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
     } else if ft.is_file() {
         if req.wants_write && !req.write {
             bail!(
-                "refusing to write to {}: it exists and write jobs would overwrite it; add --write \
-                 (or --force), or use --rw read,randread",
+                "refusing to write to {}: it exists and write jobs would overwrite it; add --write, \
+                 or use --rw read,randread",
                 path.display()
             );
         }
@@ -199,6 +208,7 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
         dio_offset_align: off,
         dio_mem_align: mem,
         dio_note: None,
+        exclusive: None,
     })
 }
 
@@ -245,20 +255,108 @@ fn logical_block_size(name: &str) -> Option<u64> {
     [own, parent].iter().find_map(|p| fs::read_to_string(p).ok()?.trim().parse().ok())
 }
 
-/// Why writing to a device would destroy something in use: mounted, or held (LVM, md, dm).
-fn device_in_use(dev: &Path, major: u32, minor: u32) -> Option<String> {
+/// Why writing to a device would destroy something in use, or None when nothing uses it. Counts
+/// the device and, for a whole disk, each of its partitions: a mounted filesystem
+/// (/proc/self/mountinfo, by device number), a holder stacked on it (device-mapper, LVM, md, bcache:
+/// /sys/class/block/NAME/holders), active swap (/proc/swaps). For a partition, the disk it is on
+/// counts too (a holder of the whole disk, e.g. multipath). [`claim`] then catches any other
+/// exclusive user.
+fn device_in_use(major: u32, minor: u32) -> Option<String> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let devnum = format!("{major}:{minor}");
-    if let Some(line) = mountinfo.lines().find(|l| l.split_whitespace().nth(2) == Some(devnum.as_str())) {
-        let mnt = line.split_whitespace().nth(4).unwrap_or("?");
-        return Some(format!("it is mounted on {mnt}; unmount it first"));
+    let swaps = fs::read_to_string("/proc/swaps").unwrap_or_default();
+    for part in related_devices(major, minor) {
+        let what = if (part.major, part.minor) == (major, minor) {
+            "it".to_string()
+        } else {
+            format!("{} {}", part.relation, part.name)
+        };
+        let devnum = format!("{}:{}", part.major, part.minor);
+        if let Some(line) = mountinfo.lines().find(|l| l.split_whitespace().nth(2) == Some(devnum.as_str())) {
+            let mnt = unescape_mount(line.split_whitespace().nth(4).unwrap_or("?"));
+            return Some(format!("{what} is mounted on {mnt}; unmount it first"));
+        }
+        let holders = format!("/sys/class/block/{}/holders", part.name);
+        let held: Vec<String> = fs::read_dir(&holders)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        if !held.is_empty() {
+            return Some(format!(
+                "{what} is in use by {} (device-mapper, LVM, md or similar; see {holders})",
+                held.join(", ")
+            ));
+        }
+        if let Some(swap) = swap_on(&swaps, part.major, part.minor) {
+            return Some(format!("{what} is active swap ({swap}); swapoff it first"));
+        }
     }
-    let holders = format!("/sys/dev/block/{devnum}/holders");
-    if fs::read_dir(&holders).map(|mut d| d.next().is_some()).unwrap_or(false) {
-        return Some(format!("it is in use by another device (see {holders})"));
-    }
-    let _ = dev;
     None
+}
+
+/// A block device related to the one benchmarked: itself, its partitions, or the disk it is on.
+struct RelatedDevice {
+    name: String,
+    major: u32,
+    minor: u32,
+    /// "partition" or "disk" (how it relates to the benchmarked device).
+    relation: &'static str,
+}
+
+/// The device itself, then each of its partitions (a whole disk) or its disk (a partition), from
+/// /sys/dev/block/MAJ:MIN.
+fn related_devices(major: u32, minor: u32) -> Vec<RelatedDevice> {
+    let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    let name = sysfs_name(major, minor).unwrap_or_else(|| format!("{major}:{minor}"));
+    let mut out = vec![RelatedDevice { name, major, minor, relation: "it" }];
+    let numbers = |dir: &Path| -> Option<(String, u32, u32)> {
+        let dev = fs::read_to_string(dir.join("dev")).ok()?;
+        let (ma, mi) = dev.trim().split_once(':')?;
+        let uevent = fs::read_to_string(dir.join("uevent")).unwrap_or_default();
+        let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?.to_string();
+        Some((name, ma.parse().ok()?, mi.parse().ok()?))
+    };
+    if sys.join("partition").exists() {
+        if let Some((name, major, minor)) = numbers(&sys.join("..")) {
+            out.push(RelatedDevice { name, major, minor, relation: "its disk" });
+        }
+    } else if let Ok(entries) = fs::read_dir(&sys) {
+        let mut parts: Vec<RelatedDevice> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.join("partition").exists())
+            .filter_map(|p| numbers(&p))
+            .map(|(name, major, minor)| RelatedDevice { name, major, minor, relation: "its partition" })
+            .collect();
+        parts.sort_by_key(|p| p.minor);
+        out.extend(parts);
+    }
+    out
+}
+
+/// The /proc/swaps entry (a partition, or a swap file on a filesystem of the device) whose device
+/// is `major:minor`.
+fn swap_on(swaps: &str, major: u32, minor: u32) -> Option<String> {
+    swaps.lines().skip(1).find_map(|line| {
+        let name = unescape_mount(line.split_whitespace().next()?);
+        let meta = fs::metadata(&name).ok()?;
+        let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+        (libc::major(dev) == major && libc::minor(dev) == minor).then_some(name)
+    })
+}
+
+/// Opens the device with O_EXCL and keeps it: the kernel refuses (EBUSY) while anyone holds the
+/// device or one of its partitions exclusively (a mounted filesystem, swap, a device-mapper/md
+/// holder, mkfs, a program that opened it with O_EXCL, another bench); once open, nothing else can
+/// mount it, swapon it or stack a device on it until the file is closed.
+fn claim(dev: &Path) -> Result<fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(dev) {
+        Ok(f) => Ok(f),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err("it is in use: the kernel refuses \
+             exclusive access (a mounted filesystem, swap, a device-mapper/md holder, or a program \
+             holding it open; see lsblk and fuser)"
+            .to_string()),
+        Err(e) => Err(format!("cannot open it exclusively: {e}")),
+    }
 }
 
 /// The filesystem type holding `path`: the /proc/self/mountinfo entry for the same device whose

@@ -1,15 +1,36 @@
 //! The running kernel's own type information (BTF, /sys/kernel/btf/vmlinux): where the fields of
-//! its structs are and what its enums' values are, read at run time for the programs that use
-//! the kernel's structs directly (BTF tracepoints). Nothing of a kernel's layout is compiled in.
+//! its structs are, what its enums' values are and which functions exist, read at run time for the
+//! programs that use the kernel's structs directly (BTF tracepoints). Nothing of a kernel's layout
+//! is compiled in.
+//!
+//! One read of the file, one pass over it, shared by everything that needs it: the struct-layout
+//! lookups here, and the type ids aya needs to load BTF tracepoints (and fentry programs), which
+//! get a reduced [`aya::Btf`] built from the same bytes ([`KernelBtf::aya`]). The general-purpose
+//! parsers (aya's, btf-rs) turn all ~150,000 types into owned objects: 0.3–1.2 s and 15–40 MB on
+//! this machine, most of ioscope's start-up and peak memory. Here a type is only an offset into
+//! the bytes until a lookup reads it.
+//!
+//! Format: the kernel's Documentation/bpf/btf.rst. A type is a 12-byte header (name offset,
+//! info = vlen | kind << 24 | kflag << 31, size or type) followed by kind-specific data.
+
+use std::cell::OnceCell;
 
 use anyhow::{anyhow, bail, Context, Result};
-use btf_rs::{Btf, BtfType, Type};
 
 /// Where the running kernel keeps its BTF.
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
-/// A kernel's BTF, parsed once.
-pub struct KernelBtf(Btf);
+/// A kernel's BTF: its bytes, read once, and where each type starts.
+pub struct KernelBtf {
+    data: Vec<u8>,
+    /// Byte range of the type section and of the string section in `data`.
+    types: (usize, usize),
+    strings: (usize, usize),
+    /// Type id → offset of its header in `data` (id 0 is `void` and has none: index 0 unused).
+    offsets: Vec<u32>,
+    /// The same ids as aya sees them, built on first use.
+    aya: OnceCell<aya::Btf>,
+}
 
 /// A function parameter: its name and whether it is a pointer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,22 +46,88 @@ pub struct Field {
     pub size: u32,
 }
 
+// BTF kinds (include/uapi/linux/btf.h).
+const INT: u32 = 1;
+const PTR: u32 = 2;
+const ARRAY: u32 = 3;
+const STRUCT: u32 = 4;
+const UNION: u32 = 5;
+const ENUM: u32 = 6;
+const TYPEDEF: u32 = 8;
+const VOLATILE: u32 = 9;
+const CONST: u32 = 10;
+const RESTRICT: u32 = 11;
+const FUNC: u32 = 12;
+const FUNC_PROTO: u32 = 13;
+const VAR: u32 = 14;
+const DATASEC: u32 = 15;
+const DECL_TAG: u32 = 17;
+const TYPE_TAG: u32 = 18;
+const ENUM64: u32 = 19;
+const MAX_KIND: u32 = 19;
+
+const MAGIC: u16 = 0xeb9f;
+const HEADER_LEN: usize = 24;
+/// How deep typedef/qualifier chains and anonymous members are followed.
+const MAX_DEPTH: usize = 32;
+
+/// One type's header, decoded.
+#[derive(Clone, Copy, Debug)]
+struct Header {
+    name_off: u32,
+    kind: u32,
+    vlen: usize,
+    kflag: bool,
+    /// `size` for ints, enums, structs and unions; `type` for pointers, typedefs, qualifiers.
+    size_or_type: u32,
+    /// Offset of the kind-specific data that follows the header.
+    rest: usize,
+}
+
 impl KernelBtf {
     pub fn load() -> Result<KernelBtf> {
         KernelBtf::from_file(VMLINUX_BTF)
     }
 
     pub fn from_file(path: &str) -> Result<KernelBtf> {
-        Ok(KernelBtf(
-            Btf::from_file(path).map_err(|e| anyhow!("{e}")).with_context(|| format!("reading {path}"))?,
-        ))
+        let data = std::fs::read(path).with_context(|| format!("reading {path}"))?;
+        KernelBtf::from_bytes(data).with_context(|| format!("reading {path}"))
+    }
+
+    /// Indexes the types of a BTF blob (native byte order, as the kernel writes it).
+    pub fn from_bytes(data: Vec<u8>) -> Result<KernelBtf> {
+        if data.len() < HEADER_LEN || u16::from_ne_bytes([data[0], data[1]]) != MAGIC {
+            bail!("not BTF (bad magic)");
+        }
+        let word = |at: usize| u32::from_ne_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+        let hdr_len = word(4);
+        let section = |off: usize, len: usize| -> Result<(usize, usize)> {
+            let start = hdr_len.checked_add(off).ok_or_else(|| anyhow!("bad header"))?;
+            match start.checked_add(len) {
+                Some(end) if end <= data.len() => Ok((start, end)),
+                _ => bail!("a section runs past the end ({} bytes)", data.len()),
+            }
+        };
+        let types = section(word(8), word(12))?;
+        let strings = section(word(16), word(20))?;
+        let mut btf = KernelBtf { data, types, strings, offsets: vec![0], aya: OnceCell::new() };
+        let mut at = types.0;
+        while at < types.1 {
+            btf.offsets.push(at as u32);
+            let h = btf.header_at(at)?;
+            at = h.rest + btf.data_len(&h)?;
+        }
+        if at != types.1 {
+            bail!("the last type runs past the type section");
+        }
+        Ok(btf)
     }
 
     /// `strukt.member` (a member of an anonymous struct or union inside it is found too). Bit
     /// fields are refused: they cannot be loaded by offset.
     pub fn field(&self, strukt: &str, member: &str) -> Result<Field> {
         let s = self.named_struct(strukt)?;
-        self.find_member(&s, member, 0)?.ok_or_else(|| anyhow!("struct {strukt} has no member `{member}`"))
+        self.find_member(s, member, 0, 0)?.ok_or_else(|| anyhow!("struct {strukt} has no member `{member}`"))
     }
 
     /// The byte offset of `strukt.member`, which must be `size` bytes (what the program loads).
@@ -52,73 +139,132 @@ impl KernelBtf {
         Ok(f.offset)
     }
 
+    /// The value of `name` in `enum enum_name`.
+    pub fn enum_value(&self, enum_name: &str, name: &str) -> Result<u32> {
+        let mut found_enum = false;
+        for id in self.ids_named(enum_name, &[ENUM, ENUM64]) {
+            found_enum = true;
+            let h = self.header(id)?;
+            let step = if h.kind == ENUM { 8 } else { 12 };
+            for i in 0..h.vlen {
+                let at = h.rest + i * step;
+                if self.str_at(self.u32_at(at))? == name {
+                    return Ok(self.u32_at(at + 4));
+                }
+            }
+        }
+        match found_enum {
+            true => bail!("the kernel's BTF has no {name} in enum {enum_name}"),
+            false => bail!("the kernel's BTF has no type {enum_name} (looking for {name})"),
+        }
+    }
+
+    /// Whether the kernel has a function `name` that BTF describes (what fentry/fexit programs
+    /// attach to; a function inlined everywhere or static without BTF is not there).
+    pub fn has_function(&self, name: &str) -> bool {
+        self.ids_named(name, &[FUNC]).next().is_some()
+    }
+
     /// The parameters of kernel function `name` (a `FUNC` in the BTF: the kernel has it as a
     /// function of its own, not only inlined), in order. Err when the BTF has no such function.
     pub fn function_params(&self, name: &str) -> Result<Vec<Param>> {
-        let types = self.0.resolve_types_by_name(name).map_err(|_| anyhow!("not in the kernel's BTF"))?;
-        for t in types {
-            let Type::Func(f) = t else { continue };
-            let Type::FuncProto(proto) = self.0.resolve_chained_type(&f).map_err(|e| anyhow!("{e}"))? else {
-                bail!("its BTF type is not a function prototype");
-            };
-            let mut params = Vec::new();
-            for p in &proto.parameters {
-                let ty = self.0.resolve_chained_type(p).map_err(|e| anyhow!("{e}"))?;
-                params.push(Param { name: self.name(p)?, pointer: matches!(self.strip(ty)?, Type::Ptr(_)) });
-            }
-            return Ok(params);
+        let id = self.ids_named(name, &[FUNC]).next().ok_or_else(|| anyhow!("not in the kernel's BTF"))?;
+        let proto = self.header(self.header(id)?.size_or_type as usize)?;
+        if proto.kind != FUNC_PROTO {
+            bail!("its BTF type is not a function prototype");
         }
-        bail!("not a function in the kernel's BTF")
-    }
-
-    /// The value of `name` in `enum enum_name`.
-    pub fn enum_value(&self, enum_name: &str, name: &str) -> Result<u32> {
-        for t in self.types(enum_name)? {
-            if let Type::Enum(e) = t {
-                for m in &e.members {
-                    if self.name(m)? == name {
-                        return Ok(m.val());
-                    }
-                }
-            }
-        }
-        bail!("the kernel's BTF has no {name} in enum {enum_name}")
-    }
-
-    fn types(&self, name: &str) -> Result<Vec<Type>> {
-        self.0.resolve_types_by_name(name).map_err(|e| anyhow!("the kernel's BTF has no type {name}: {e}"))
-    }
-
-    fn named_struct(&self, name: &str) -> Result<btf_rs::Struct> {
-        self.types(name)?
-            .into_iter()
-            .find_map(|t| match t {
-                Type::Struct(s) if !s.members.is_empty() => Some(s),
-                _ => None,
+        (0..proto.vlen)
+            .map(|i| {
+                let at = proto.rest + i * 8;
+                let ty = self.u32_at(at + 4) as usize;
+                // Type 0 is void (a `...` parameter).
+                let pointer = ty != 0 && self.header(self.strip(ty)?)?.kind == PTR;
+                Ok(Param { name: self.str_at(self.u32_at(at))?.to_string(), pointer })
             })
-            .ok_or_else(|| anyhow!("the kernel's BTF has no struct {name}"))
+            .collect()
     }
 
-    fn name(&self, t: &dyn BtfType) -> Result<String> {
-        self.0.resolve_name(t).map_err(|e| anyhow!("{e}"))
+    /// The kernel's type ids as aya needs them to load programs that attach by BTF id (BTF
+    /// tracepoints find `btf_trace_<event>` typedefs, fentry/fexit find functions). Reduced: every
+    /// type keeps its id, typedefs and functions keep their names, all else is a nameless pointer.
+    /// (aya's loader itself needs no kernel BTF: our object has no CO-RE relocations, see the
+    /// test `object_needs_no_kernel_btf_to_load`.)
+    pub fn aya(&self) -> &aya::Btf {
+        self.aya.get_or_init(|| self.reduced_for_aya())
     }
 
-    /// `member` in `s` at byte `base`, looking into anonymous struct/union members.
-    fn find_member(&self, s: &btf_rs::Struct, member: &str, base: u32) -> Result<Option<Field>> {
-        for m in &s.members {
-            let name = self.name(m)?;
-            let bit_offset = m.bit_offset();
+    fn reduced_for_aya(&self) -> aya::Btf {
+        let count = self.offsets.len() - 1;
+        let mut strings = vec![0u8];
+        let mut types = Vec::with_capacity(count * 12);
+        for id in 1..self.offsets.len() {
+            let h = self.header_at(self.offsets[id] as usize).expect("indexed at load");
+            let (name_off, info, rest) = match h.kind {
+                TYPEDEF | FUNC => {
+                    let name = self.str_bytes(h.name_off).unwrap_or_default();
+                    let off = strings.len() as u32;
+                    strings.extend_from_slice(name);
+                    strings.push(0);
+                    // A function keeps its linkage (vlen); the type it points at is not needed.
+                    (off, (h.kind << 24) | (h.vlen as u32), 0u32)
+                }
+                _ => (0, PTR << 24, 0),
+            };
+            for w in [name_off, info, rest] {
+                types.extend_from_slice(&w.to_ne_bytes());
+            }
+        }
+        let mut blob = Vec::with_capacity(HEADER_LEN + types.len() + strings.len());
+        blob.extend_from_slice(&MAGIC.to_ne_bytes());
+        blob.extend_from_slice(&[1, 0]); // version, flags
+        for w in [HEADER_LEN as u32, 0, types.len() as u32, types.len() as u32, strings.len() as u32] {
+            blob.extend_from_slice(&w.to_ne_bytes());
+        }
+        blob.extend_from_slice(&types);
+        blob.extend_from_slice(&strings);
+        aya::Btf::parse(&blob, aya::Endianness::default()).expect("a well-formed reduced BTF")
+    }
+
+    /// Ids of the types of one of `kinds` named `name`.
+    fn ids_named<'a>(&'a self, name: &'a str, kinds: &'a [u32]) -> impl Iterator<Item = usize> + 'a {
+        (1..self.offsets.len()).filter(move |&id| {
+            let at = self.offsets[id] as usize;
+            let kind = (self.u32_at(at + 4) >> 24) & 0x1f;
+            kinds.contains(&kind) && self.str_bytes(self.u32_at(at)).is_ok_and(|n| n == name.as_bytes())
+        })
+    }
+
+    fn named_struct(&self, name: &str) -> Result<Header> {
+        for id in self.ids_named(name, &[STRUCT]) {
+            let h = self.header(id)?;
+            if h.vlen > 0 {
+                return Ok(h);
+            }
+        }
+        bail!("the kernel's BTF has no struct {name}")
+    }
+
+    /// `member` in the struct or union `s` at byte `base`, looking into anonymous members.
+    fn find_member(&self, s: Header, member: &str, base: u32, depth: usize) -> Result<Option<Field>> {
+        if depth > MAX_DEPTH {
+            bail!("anonymous members nested too deep");
+        }
+        for i in 0..s.vlen {
+            let at = s.rest + i * 12;
+            let name = self.str_at(self.u32_at(at))?;
+            let ty = self.u32_at(at + 4) as usize;
+            let raw = self.u32_at(at + 8);
+            let (bit_offset, bitfield_size) = if s.kflag { (raw & 0xff_ffff, raw >> 24) } else { (raw, 0) };
             if name == member {
-                if m.bitfield_size().is_some_and(|b| b != 0) || bit_offset % 8 != 0 {
+                if bitfield_size != 0 || bit_offset % 8 != 0 {
                     bail!("member `{member}` is a bit field");
                 }
-                let ty = self.0.resolve_chained_type(m).map_err(|e| anyhow!("{e}"))?;
                 return Ok(Some(Field { offset: base + bit_offset / 8, size: self.size_of(ty)? }));
             }
             if name.is_empty() {
-                let ty = self.0.resolve_chained_type(m).map_err(|e| anyhow!("{e}"))?;
-                if let Type::Struct(inner) | Type::Union(inner) = self.strip(ty)? {
-                    if let Some(f) = self.find_member(&inner, member, base + bit_offset / 8)? {
+                let inner = self.header(self.strip(ty)?)?;
+                if matches!(inner.kind, STRUCT | UNION) {
+                    if let Some(f) = self.find_member(inner, member, base + bit_offset / 8, depth + 1)? {
                         return Ok(Some(f));
                     }
                 }
@@ -127,35 +273,82 @@ impl KernelBtf {
         Ok(None)
     }
 
-    /// `t` without typedefs and qualifiers.
-    fn strip(&self, mut t: Type) -> Result<Type> {
-        for _ in 0..32 {
-            t = match t {
-                Type::Typedef(ref x) => self.0.resolve_chained_type(x),
-                Type::Const(ref x) => self.0.resolve_chained_type(x),
-                Type::Volatile(ref x) => self.0.resolve_chained_type(x),
-                Type::Restrict(ref x) => self.0.resolve_chained_type(x),
-                Type::TypeTag(ref x) => self.0.resolve_chained_type(x),
-                _ => return Ok(t),
+    /// The id of `id` without typedefs and qualifiers.
+    fn strip(&self, mut id: usize) -> Result<usize> {
+        for _ in 0..MAX_DEPTH {
+            let h = self.header(id)?;
+            match h.kind {
+                TYPEDEF | VOLATILE | CONST | RESTRICT | TYPE_TAG => id = h.size_or_type as usize,
+                _ => return Ok(id),
             }
-            .map_err(|e| anyhow!("{e}"))?;
         }
         bail!("type chain too long")
     }
 
-    fn size_of(&self, t: Type) -> Result<u32> {
-        Ok(match self.strip(t)? {
-            Type::Int(i) => i.size() as u32,
-            Type::Ptr(_) => 8,
-            Type::Enum(e) => e.size() as u32,
-            Type::Enum64(e) => e.size() as u32,
-            Type::Struct(s) | Type::Union(s) => s.size() as u32,
-            Type::Array(a) => {
-                let elem = self.0.resolve_chained_type(&a).map_err(|e| anyhow!("{e}"))?;
-                a.len() as u32 * self.size_of(elem)?
+    fn size_of(&self, id: usize) -> Result<u32> {
+        let id = self.strip(id)?;
+        let h = self.header(id)?;
+        Ok(match h.kind {
+            INT | ENUM | ENUM64 | STRUCT | UNION => h.size_or_type,
+            PTR => 8,
+            ARRAY => {
+                let (elem, n) = (self.u32_at(h.rest) as usize, self.u32_at(h.rest + 8));
+                n * self.size_of(elem)?
             }
-            other => bail!("unexpected member type {}", other.name()),
+            other => bail!("unexpected member type (BTF kind {other})"),
         })
+    }
+
+    fn header(&self, id: usize) -> Result<Header> {
+        let at = *self.offsets.get(id).filter(|_| id > 0).ok_or_else(|| anyhow!("no BTF type {id}"))?;
+        self.header_at(at as usize)
+    }
+
+    fn header_at(&self, at: usize) -> Result<Header> {
+        if at + 12 > self.types.1 {
+            bail!("a type header runs past the type section");
+        }
+        let info = self.u32_at(at + 4);
+        let kind = (info >> 24) & 0x1f;
+        if kind == 0 || kind > MAX_KIND {
+            bail!("unknown BTF kind {kind} at byte {at}");
+        }
+        Ok(Header {
+            name_off: self.u32_at(at),
+            kind,
+            vlen: (info & 0xffff) as usize,
+            kflag: info >> 31 != 0,
+            size_or_type: self.u32_at(at + 8),
+            rest: at + 12,
+        })
+    }
+
+    /// The length of the data after a type's header.
+    fn data_len(&self, h: &Header) -> Result<usize> {
+        Ok(match h.kind {
+            INT | VAR | DECL_TAG => 4,
+            ARRAY => 12,
+            STRUCT | UNION | DATASEC | ENUM64 => h.vlen * 12,
+            ENUM | FUNC_PROTO => h.vlen * 8,
+            _ => 0,
+        })
+    }
+
+    fn u32_at(&self, at: usize) -> u32 {
+        u32::from_ne_bytes(self.data[at..at + 4].try_into().unwrap())
+    }
+
+    fn str_bytes(&self, off: u32) -> Result<&[u8]> {
+        let start = self.strings.0 + off as usize;
+        if start >= self.strings.1 {
+            bail!("string offset {off} past the string section");
+        }
+        let s = &self.data[start..self.strings.1];
+        Ok(&s[..s.iter().position(|&b| b == 0).unwrap_or(s.len())])
+    }
+
+    fn str_at(&self, off: u32) -> Result<&str> {
+        std::str::from_utf8(self.str_bytes(off)?).map_err(|e| anyhow!("BTF string at {off}: {e}"))
     }
 }
 
@@ -176,6 +369,19 @@ mod tests {
     }
 
     #[test]
+    fn finds_functions_and_their_parameters() {
+        let Some(btf) = kernel() else { return };
+        let params = btf.function_params("vfs_read").unwrap();
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["file", "buf", "count", "pos"]);
+        assert_eq!(params.iter().map(|p| p.pointer).collect::<Vec<_>>(), [true, true, false, true]);
+        let e = btf.function_params("no_such_function_ioscope").unwrap_err().to_string();
+        assert!(e.contains("not in the kernel's BTF"), "{e}");
+        // A struct is not a function.
+        assert!(btf.function_params("task_struct").is_err());
+    }
+
+    #[test]
     fn finds_members_with_their_sizes_also_inside_anonymous_unions() {
         let Some(btf) = kernel() else { return };
         assert_eq!(btf.field("request", "__sector").unwrap().size, 8);
@@ -192,19 +398,6 @@ mod tests {
     }
 
     #[test]
-    fn finds_functions_and_their_parameters() {
-        let Some(btf) = kernel() else { return };
-        let params = btf.function_params("vfs_read").unwrap();
-        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["file", "buf", "count", "pos"]);
-        assert_eq!(params.iter().map(|p| p.pointer).collect::<Vec<_>>(), [true, true, false, true]);
-        let e = btf.function_params("no_such_function_ioscope").unwrap_err().to_string();
-        assert!(e.contains("not in the kernel's BTF"), "{e}");
-        // A struct is not a function.
-        assert!(btf.function_params("task_struct").is_err());
-    }
-
-    #[test]
     fn names_what_is_missing() {
         let Some(btf) = kernel() else { return };
         let e = btf.field("request", "no_such_member").unwrap_err().to_string();
@@ -215,5 +408,44 @@ mod tests {
         assert!(e.contains("REQ_OP_NONSENSE"), "{e}");
         let Err(e) = KernelBtf::from_file("/nonexistent/btf") else { panic!("a missing file parsed") };
         assert!(format!("{e:#}").contains("/nonexistent/btf"), "{e:#}");
+        let Err(e) = KernelBtf::from_bytes(vec![0; 64]) else { panic!("zeros parsed as BTF") };
+        assert!(format!("{e:#}").contains("bad magic"), "{e:#}");
+    }
+
+    #[test]
+    fn knows_which_functions_exist() {
+        let Some(btf) = kernel() else { return };
+        assert!(btf.has_function("vfs_read"));
+        assert!(!btf.has_function("no_such_function_ioscope"));
+        assert!(!btf.has_function("task_struct"), "a struct is not a function");
+    }
+
+    /// Every type id aya would find in the full BTF, it finds in the reduced one. (Checked against
+    /// aya's own parse of the whole file: the oracle for the ids BTF tracepoints load with.)
+    #[test]
+    fn reduced_btf_gives_aya_the_kernel_type_ids() {
+        use aya_obj::btf::BtfKind;
+        let Some(btf) = kernel() else { return };
+        let full = aya::Btf::from_sys_fs().unwrap();
+        for (name, kind) in [
+            ("btf_trace_block_rq_issue", BtfKind::Typedef),
+            ("btf_trace_block_rq_complete", BtfKind::Typedef),
+            ("btf_trace_iomap_iter", BtfKind::Typedef),
+            ("vfs_read", BtfKind::Func),
+            ("submit_bio", BtfKind::Func),
+        ] {
+            let want = full.id_by_type_name_kind(name, kind).unwrap();
+            assert_eq!(btf.aya().id_by_type_name_kind(name, kind).unwrap(), want, "{name}");
+        }
+        assert!(btf.aya().id_by_type_name_kind("task_struct", BtfKind::Struct).is_err());
+    }
+
+    /// The loader is given no kernel BTF: that is only right while the object carries no BTF of its
+    /// own to relocate (CO-RE). If a build starts emitting it, the loader needs
+    /// `EbpfLoader::btf(Some(..))` with the full kernel BTF.
+    #[test]
+    fn object_needs_no_kernel_btf_to_load() {
+        let object = aya_obj::Object::parse(super::super::OBJECT).unwrap();
+        assert!(!object.has_btf_relocations(), "the eBPF object has CO-RE relocations now");
     }
 }

@@ -105,32 +105,33 @@ impl BpfCollector {
         let (mut file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
         let (ra_layout, ra_layouts) = readahead::layout(&tracefs);
 
-        // The kernel's BTF, parsed once here and shared (aya's loader, the BTF tracepoints and
-        // the function fallbacks use the same copy). The programs on the busiest events (every
+        // The kernel's BTF, read once here and shared (struct layouts, the BTF tracepoints and the
+        // function fallbacks: see kernel_btf). The programs on the busiest events (every
         // block request, every direct I/O) run as BTF tracepoints where the kernel's BTF
         // describes the structs they read (far cheaper per event: no record is built, the fields
         // are plain loads); else as classic ones.
         let mut btf_notes = Vec::new();
-        let btf = KernelBtfs::load().map_err(|e| btf_notes.push(format!("no kernel BTF: {e:#}"))).ok();
+        let btf =
+            kernel_btf::KernelBtf::load().map_err(|e| btf_notes.push(format!("no kernel BTF: {e:#}"))).ok();
         let mut block_btf = None;
         let mut iomap_btf = None;
         let mut fn_layout = FnLayout::UNSET;
         let mut cache_fallbacks = Vec::new();
         if let Some(k) = &btf {
             if options.btf_tracepoints {
-                match block::request_layout(&k.ours) {
+                match block::request_layout(k) {
                     Ok(request) => {
                         block_layout.request = request;
-                        block_btf = Some(&k.aya);
+                        block_btf = Some(k.aya());
                     }
                     Err(e) => btf_notes.push(format!("block probes on classic tracepoints: {e:#}")),
                 }
             }
-            match files::iomap_btf_layout(&k.ours) {
+            match files::iomap_btf_layout(k) {
                 Ok(l) => {
                     file_layout.btf = l;
                     if options.btf_tracepoints {
-                        iomap_btf = Some(&k.aya);
+                        iomap_btf = Some(k.aya());
                     }
                 }
                 Err(e) => btf_notes.push(format!("iomap probes on classic tracepoints: {e:#}")),
@@ -142,7 +143,7 @@ impl BpfCollector {
                     &mut cache_layouts,
                     &mut cache_layout,
                     &mut fn_layout,
-                    &k.ours,
+                    k,
                     &traceable,
                     file_layout.btf.configured != 0,
                 );
@@ -150,7 +151,9 @@ impl BpfCollector {
         }
 
         let mut loader = EbpfLoader::new();
-        loader.btf(btf.as_ref().map(|k| &k.aya));
+        // The object has no CO-RE relocations: the loader needs no kernel BTF (by default it would
+        // parse the whole file once more). See kernel_btf's object_needs_no_kernel_btf_to_load.
+        loader.btf(None);
         loader.override_global(FN_LAYOUT_GLOBAL, &fn_layout, true);
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
@@ -201,7 +204,7 @@ impl BpfCollector {
             jiffies_before,
             iomap_btf,
             &cache_fallbacks,
-            btf.as_ref().map(|k| &k.aya),
+            btf.as_ref().map(|k| k.aya()),
         );
         programs.extend(cache_statuses);
         let dio_has_direction = file_layout.btf.dio_direction != 0
@@ -348,19 +351,6 @@ fn locate_tracefs(
             tracefs::TRACEFS_MOUNT
         )),
         TracefsState::Absent => mount().map_err(|e| format!("tracefs is not mounted and {e:#}")),
-    }
-}
-
-/// The kernel's BTF, parsed twice: by aya (to load the programs, BTF tracepoints and fentry/fexit)
-/// and by us (to read struct layouts and functions' parameters, which aya does not offer).
-struct KernelBtfs {
-    ours: kernel_btf::KernelBtf,
-    aya: aya::Btf,
-}
-
-impl KernelBtfs {
-    fn load() -> Result<KernelBtfs> {
-        Ok(KernelBtfs { ours: kernel_btf::KernelBtf::load()?, aya: aya::Btf::from_sys_fs()? })
     }
 }
 
