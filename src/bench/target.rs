@@ -234,8 +234,9 @@ fn block_device_size(file: &fs::File) -> std::io::Result<u64> {
     use std::os::fd::AsRawFd;
     const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
     let mut size: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes one u64 to the pointer we pass.
-    if unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size) } != 0 {
+    // SAFETY: BLKGETSIZE64 writes one u64 to the pointer we pass. The request's type is c_ulong in
+    // glibc and c_int in musl: `as _` keeps the same bits for either.
+    if unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64 as _, &mut size) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(size)
