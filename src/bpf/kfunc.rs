@@ -96,6 +96,16 @@ pub fn attach(ebpf: &mut aya::Ebpf, program: &str, hook: Hook, function: &str, b
     Ok(())
 }
 
+/// Loads kprobe `program` and attaches it to the entry of `function`.
+pub fn attach_kprobe(ebpf: &mut aya::Ebpf, program: &str, function: &str) -> Result<()> {
+    let prog =
+        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
+    let p: &mut aya::programs::KProbe = prog.try_into()?;
+    p.load()?;
+    p.attach(function, 0)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -209,7 +209,8 @@ impl BpfCollector {
         programs.extend(cache_statuses);
         let dio_has_direction = file_layout.btf.dio_direction != 0
             && programs.iter().any(|p| {
-                (p.program == page_cache::DIO_BTF.1 || p.program == page_cache::DIO_FENTRY) && p.attached
+                (p.program == page_cache::DIO_BTF.1 || page_cache::DIO_FENTRY.contains(&p.program.as_str()))
+                    && p.attached
             });
         let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready, iomap_btf, dio_has_direction);
         programs.extend(file_statuses);

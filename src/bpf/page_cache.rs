@@ -58,6 +58,9 @@ pub struct FnFallback {
     pub program: &'static str,
     pub hook: Hook,
     pub functions: &'static [&'static str],
+    /// The same as a kprobe, tried when the fentry/fexit program is refused (a function with
+    /// more arguments than the kernel's BPF trampoline takes, or no trampolines at all).
+    pub kprobe: Option<&'static str>,
 }
 
 /// The fallbacks, for the filemap tracepoints (Linux 6.12+) and iomap_dio_rw_begin (6.5+).
@@ -65,24 +68,28 @@ pub const FN_FALLBACKS: [FnFallback; 4] = [
     FnFallback {
         probe: "filemap_get_pages",
         program: "filemap_get_pages_fexit",
+        kprobe: None,
         hook: Hook::Fexit,
         functions: &["filemap_get_pages"],
     },
     FnFallback {
         probe: "filemap_map_pages",
         program: "filemap_map_pages_fentry",
+        kprobe: None,
         hook: Hook::Fentry,
         functions: &["filemap_map_pages"],
     },
     FnFallback {
         probe: "filemap_fault",
         program: "filemap_fault_fentry",
+        kprobe: None,
         hook: Hook::Fentry,
         functions: &["filemap_fault"],
     },
     FnFallback {
         probe: "iomap_dio_rw_begin",
         program: "iomap_dio_rw_fentry",
+        kprobe: Some("iomap_dio_rw_kprobe"),
         hook: Hook::Fentry,
         functions: &["__iomap_dio_rw", "iomap_dio_rw"],
     },
@@ -298,16 +305,33 @@ pub fn attach(
                 (fallbacks.iter().find(|f| f.fallback.probe == p.program), fn_btf)
             {
                 let fb = plan.fallback;
-                let r = kfunc::attach(ebpf, fb.program, fb.hook, plan.function, btf);
-                return BpfProgramStatus {
+                let mut status = BpfProgramStatus {
                     program: fb.program.to_string(),
                     tracepoint: plan.function.to_string(),
-                    attached: r.is_ok(),
-                    error: r.err().map(|e| format!("{e:#}")),
+                    attached: true,
                     mechanism: fb.hook.name().to_string(),
                     fallback_for: Some(format!("{}:{}", p.category, p.event)),
                     ..Default::default()
                 };
+                let Err(refused) = kfunc::attach(ebpf, fb.program, fb.hook, plan.function, btf) else {
+                    return status;
+                };
+                let refused = format!("{} refused: {refused:#}", fb.hook.name());
+                match fb.kprobe.map(|k| (k, kfunc::attach_kprobe(ebpf, k, plan.function))) {
+                    Some((program, Ok(()))) => {
+                        status.program = program.to_string();
+                        status.mechanism = "kprobe".to_string();
+                    }
+                    Some((_, Err(e))) => {
+                        status.attached = false;
+                        status.error = Some(format!("{refused}; kprobe: {e:#}"));
+                    }
+                    None => {
+                        status.attached = false;
+                        status.error = Some(refused);
+                    }
+                }
+                return status;
             }
             // The hot read path as a raw tracepoint first (no record is built: far cheaper).
             if p.program == GET_PAGES_RAW.0 {
@@ -358,7 +382,7 @@ pub fn symbol_value(format_text: &str, name: &str) -> Option<u32> {
 }
 
 /// The direct-I/O fallback's program (on `__iomap_dio_rw`): reads as the BTF twin does.
-pub const DIO_FENTRY: &str = "iomap_dio_rw_fentry";
+pub const DIO_FENTRY: [&str; 2] = ["iomap_dio_rw_fentry", "iomap_dio_rw_kprobe"];
 
 /// The probe that has a BTF-tracepoint twin, and the twin's program name.
 pub const DIO_BTF: (&str, &str) = ("iomap_dio_rw_begin", "iomap_dio_rw_begin_btf");

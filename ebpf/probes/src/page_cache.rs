@@ -6,12 +6,15 @@
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{btf_tracepoint, fentry, fexit, map, raw_tracepoint, tracepoint},
+    macros::{btf_tracepoint, fentry, fexit, kprobe, map, raw_tracepoint, tracepoint},
     maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
-    programs::{BtfTracePointContext, FEntryContext, FExitContext, RawTracePointContext, TracePointContext},
+    programs::{
+        BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RawTracePointContext,
+        TracePointContext,
+    },
 };
 
-use crate::kernel::kernel_field;
+use crate::kernel::{kernel_field, Mem, Plain, Probe};
 use ioscope_common::fallback::{read_pages_range, FnLayout};
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch, DioMemo,
@@ -206,15 +209,17 @@ pub fn filemap_get_pages_fexit(ctx: FExitContext) -> i32 {
     if fn_layout!(configured) == 0 {
         return 0;
     }
+    // Both arguments read first, at constant offsets from the context (the verifier refuses a
+    // load through a context pointer moved by a branch's arithmetic).
+    let iocb: *const u8 = ctx.arg(0);
+    let second: *const u8 = ctx.arg(1);
     if !matches!(ctx.ret::<i32>(), Ok(0)) {
         return 0;
     }
-    let iocb: *const u8 = ctx.arg(0);
     let count: u64 = if fn_layout!(get_pages_iter) != 0 {
-        let iter: *const u8 = ctx.arg(1);
-        kernel_field(iter, fn_layout!(iov_count))
+        kernel_field(second, fn_layout!(iov_count))
     } else {
-        ctx.arg(1)
+        second as u64
     };
     let filp: *const u8 = kernel_field(iocb, fn_layout!(kiocb_filp));
     let mapping: *const u8 = kernel_field(filp, fn_layout!(file_mapping));
@@ -509,7 +514,7 @@ fn try_dio(ctx: &TracePointContext) -> Result<u32, i64> {
 /// `iov_iter_count(iter)`, its `flags` `iocb->ki_flags`).
 #[btf_tracepoint(function = "iomap_dio_rw_begin")]
 pub fn iomap_dio_rw_begin_btf(ctx: BtfTracePointContext) -> i32 {
-    dio_begin(ctx.arg(0), ctx.arg(1));
+    dio_begin::<Plain>(ctx.arg(0), ctx.arg(1));
     0
 }
 
@@ -518,13 +523,22 @@ pub fn iomap_dio_rw_begin_btf(ctx: BtfTracePointContext) -> i32 {
 /// same first two arguments.
 #[fentry(function = "__iomap_dio_rw")]
 pub fn iomap_dio_rw_fentry(ctx: FEntryContext) -> i32 {
-    dio_begin(ctx.arg(0), ctx.arg(1));
+    dio_begin::<Plain>(ctx.arg(0), ctx.arg(1));
     0
 }
 
-/// A direct I/O starting with `iocb` and `iter` (BTF pointers: plain loads).
+/// The same as a kprobe, where fentry cannot attach (`__iomap_dio_rw` has 7 arguments: BPF
+/// trampolines take at most 6 on x86-64 before Linux 6.6). Reads through bpf_probe_read_kernel.
+#[kprobe(function = "__iomap_dio_rw")]
+pub fn iomap_dio_rw_kprobe(ctx: ProbeContext) -> u32 {
+    let (Some(iocb), Some(iter)) = (ctx.arg::<*const u8>(0), ctx.arg::<*const u8>(1)) else { return 0 };
+    dio_begin::<Probe>(iocb, iter);
+    0
+}
+
+/// A direct I/O starting with `iocb` and `iter`, read with `M` (plain loads for BTF pointers).
 #[inline(always)]
-fn dio_begin(iocb: *const u8, iter: *const u8) {
+fn dio_begin<M: Mem>(iocb: *const u8, iter: *const u8) {
     // SAFETY (both): see layout(); one field each, not the whole layout.
     let (dio_ok, write_flag) = unsafe {
         (
@@ -536,17 +550,17 @@ fn dio_begin(iocb: *const u8, iter: *const u8) {
     if dio_ok == 0 {
         return;
     }
-    let bytes: u64 = kernel_field(iter, count);
-    let file = crate::files::dio_file_btf(iocb);
+    let bytes: u64 = M::get(iter, count);
+    let file = crate::files::dio_file_btf::<M>(iocb);
     if let Some(data_source) = crate::files::dio_direction_btf() {
         // The iterator says which way the data goes: the direction is known here and now.
-        let write = kernel_field::<u8>(iter, data_source) != 0;
+        let write = M::get::<u8>(iter, data_source) != 0;
         let bytes = if write {
             bytes
         } else {
             // A read reads no further than the end of the file (the size it asked for is the
             // event's count); at or past the end it reads nothing and is not counted.
-            let left = crate::files::dio_bytes_left_btf(iocb);
+            let left = crate::files::dio_bytes_left_btf::<M>(iocb);
             if left <= 0 {
                 return;
             }
@@ -555,7 +569,7 @@ fn dio_begin(iocb: *const u8, iter: *const u8) {
         count_dio_memo(file, bytes, write);
         return;
     }
-    let flags: u32 = kernel_field(iocb, ki_flags);
+    let flags: u32 = M::get(iocb, ki_flags);
     on_dio(write_flag, bytes, flags, file);
 }
 
