@@ -64,6 +64,8 @@ pub struct Cli {
 pub enum Command {
     /// Benchmark direct vs buffered I/O on a file, directory or device, with what the system did.
     Bench(crate::bench::cli::BenchArgs),
+    /// Export the figures to Prometheus: an HTTP server answering GET /metrics.
+    Serve(ServeArgs),
     /// Record samples to a file, without a terminal (replay it with `ioscope replay FILE`).
     Record(RecordArgs),
     /// Replay a recording in the TUI, or print it with --batch, --json or --csv.
@@ -101,6 +103,10 @@ pub struct ReplayArgs {
     /// Print one JSON model per sample (NDJSON) instead of the TUI.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print the recording as OpenMetrics with timestamps, for
+    /// `promtool tsdb create-blocks-from openmetrics` (backfilling Prometheus).
+    #[arg(long, conflicts_with_all = ["csv", "batch", "json"])]
+    pub openmetrics: bool,
     /// Print one pane's series as CSV: memory, devices or processes.
     #[arg(long, value_name = "PANE", value_parser = ["memory", "devices", "processes"])]
     pub csv: Option<String>,
@@ -113,6 +119,40 @@ pub struct ReplayArgs {
     /// Do not use colours (also when NO_COLOR is set and not empty).
     #[arg(long)]
     pub no_color: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on (any address other than loopback only when given here).
+    #[arg(long, value_name = "ADDR:PORT", default_value = crate::serve::DEFAULT_LISTEN)]
+    pub listen: std::net::SocketAddr,
+    /// Seconds between samples (fractions allowed, 0.1 to 3600); scrapes read the latest.
+    #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Also export the N processes with the most disk I/O (pid and comm labels).
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_top)]
+    pub top_processes: usize,
+    /// Also export the N files with the most disk I/O (device and path labels; needs eBPF).
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_top)]
+    pub top_files: usize,
+    /// Also export disk I/O per cgroup (one series per cgroup and disk; needs eBPF).
+    #[arg(long)]
+    pub cgroups: bool,
+    /// Do not load eBPF programs: the procfs and sysfs figures only.
+    #[arg(long)]
+    pub no_bpf: bool,
+}
+
+/// The most per-process or per-file series sets `serve` exports: each is a label value that
+/// Prometheus indexes, and churns as the top list changes.
+pub const MAX_TOP: usize = 1000;
+
+fn parse_top(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n <= MAX_TOP => Ok(n),
+        Ok(_) => Err(format!("at most {MAX_TOP} (each is a set of series in Prometheus)")),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -153,6 +193,8 @@ pub enum Mode {
     Compare(crate::compare::CompareOptions),
     /// `ioscope bench`.
     Bench(Box<crate::bench::cli::BenchArgs>),
+    /// `ioscope serve`.
+    Serve(crate::serve::ServeOptions),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -210,6 +252,16 @@ fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mo
     let usage = |kind: ErrorKind, msg: &str| Cli::command().error(kind, msg);
     Ok(match command {
         Command::Bench(a) => Mode::Bench(Box::new(a.clone())),
+        Command::Serve(a) => Mode::Serve(crate::serve::ServeOptions {
+            listen: a.listen,
+            interval: a.interval,
+            export: crate::output::prometheus::ExportOptions {
+                top_processes: a.top_processes,
+                top_files: a.top_files,
+                cgroups: a.cgroups,
+            },
+            bpf: !a.no_bpf,
+        }),
         Command::Record(a) => Mode::Record(crate::record::recorder::RecordOptions {
             output: a.output.clone(),
             interval: a.interval,
@@ -223,13 +275,14 @@ fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mo
                     return Err(usage(ErrorKind::ValueValidation, "--to must be later than --from"));
                 }
             }
-            if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json {
+            if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json && !a.openmetrics {
                 return Err(usage(
                     ErrorKind::ArgumentConflict,
                     "--to needs --batch, --json or --csv (in the TUI, press t to go to a time)",
                 ));
             }
-            let output = match (&a.csv, a.batch, a.json) {
+            let output = match (&a.csv, a.batch, a.json || a.openmetrics) {
+                (None, false, true) if a.openmetrics => crate::replay::ReplayOutput::OpenMetrics,
                 (Some(pane), _, _) => crate::replay::ReplayOutput::Csv(
                     pane.parse().map_err(|e: String| usage(ErrorKind::InvalidValue, &e))?,
                 ),
@@ -480,6 +533,32 @@ mod tests {
             let err = parse(args).expect_err(&format!("{args:?} should fail"));
             assert_eq!(err.exit_code(), USAGE_EXIT_CODE, "{args:?}");
         }
+    }
+
+    #[test]
+    fn serve_listens_on_loopback_by_default_with_no_per_entity_series() {
+        let Mode::Serve(s) = parse(&["serve"]).unwrap() else { panic!("expected serve") };
+        assert_eq!(s.listen, crate::serve::DEFAULT_LISTEN.parse().unwrap());
+        assert!(s.listen.ip().is_loopback());
+        assert_eq!((s.interval, s.bpf), (Duration::from_secs(1), true));
+        assert_eq!(s.export, crate::output::prometheus::ExportOptions::default());
+        let Mode::Serve(s) =
+            parse(&["serve", "--listen", "[::]:9100", "--top-files", "5", "--cgroups", "--no-bpf"]).unwrap()
+        else {
+            panic!("expected serve")
+        };
+        assert_eq!((s.listen.port(), s.export.top_files, s.export.cgroups, s.bpf), (9100, 5, true, false));
+        for args in [
+            &["serve", "--top-processes", "1001"][..],
+            &["serve", "--listen", "nowhere"],
+            &["serve", "-i", "0"],
+        ] {
+            assert_eq!(parse(args).unwrap_err().exit_code(), USAGE_EXIT_CODE, "{args:?}");
+        }
+        assert!(
+            matches!(parse(&["replay", "x.rec", "--openmetrics"]).unwrap(), Mode::Replay(r) if r.output == crate::replay::ReplayOutput::OpenMetrics)
+        );
+        assert!(parse(&["replay", "x.rec", "--openmetrics", "--json"]).is_err());
     }
 
     #[test]

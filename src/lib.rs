@@ -15,4 +15,5 @@ pub mod record;
 pub mod replay;
 pub mod sample;
 pub mod sample_readahead;
+pub mod serve;
 pub mod ui;

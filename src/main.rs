@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Mode::Record(opts) => ioscope::record::recorder::run(&opts),
         Mode::Replay(opts) => ioscope::replay::run(&opts),
         Mode::Compare(opts) => ioscope::compare::run(&opts),
+        Mode::Serve(opts) => ioscope::serve::run(&opts),
         Mode::Bench(args) => {
             return ioscope::bench::cli::main(&args, std::env::var_os("NO_COLOR").as_deref())
         }

@@ -268,8 +268,8 @@ pub struct BpfProgramStatus {
     pub tracepoint: String,
     pub attached: bool,
     pub error: Option<String>,
-    /// How: "tracepoint", "raw tracepoint", "BTF tracepoint", "fentry", "fexit", "kprobe" (empty
-    /// in recordings made before it was recorded: a tracepoint then).
+    /// How it is attached: "tracepoint", "btf_tracepoint", "raw_tracepoint", "fentry", "fexit",
+    /// "kprobe"... (empty in recordings made before this was recorded).
     pub mechanism: String,
     /// The tracepoint ("category:event") this program stands in for when the kernel lacks it: the
     /// figures it feeds keep their definition (ebpf/README.md says how, and where they cannot).

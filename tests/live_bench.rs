@@ -469,3 +469,101 @@ fn output_never_replaces_an_existing_file_without_force_nor_the_benchmarked_file
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("add --write"), "{}", stderr(&o));
 }
+
+/// Issue 23 item 5: a --size that overflows size + headroom is refused like any other too-large
+/// size, not taken as fitting.
+#[test]
+fn a_size_near_u64_max_is_refused_by_the_free_space_check() {
+    if !common::require_root("a_size_near_u64_max_is_refused_by_the_free_space_check") {
+        return;
+    }
+    let small = common::LoopDevice::with_fs(48, "ext4");
+    let mnt = small.mount_point().to_str().unwrap();
+    for size in ["18446744073709551615", "18446744073000000000", "18446744073709551615B"] {
+        let o = bench(&[mnt, "--size", size, "--rw", "write", "--runtime", "0.2"]);
+        assert_eq!(o.status.code(), Some(2), "--size {size}: {}", stderr(&o));
+        assert!(stderr(&o).contains("not enough free space"), "--size {size}: {}", stderr(&o));
+        assert!(leftovers(small.mount_point()).is_empty());
+    }
+}
+
+/// Starts a long bench on `dir` and returns it once its first job runs (the test file exists).
+fn start_long_bench(dir: &Path) -> std::process::Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ioscope"))
+        .args(["bench", dir.to_str().unwrap(), "--size", "16m", "--rw", "randread", "--bs", "4k"])
+        .args(["--modes", "buffered", "--runtime", "60", "--time-based", "--cache", "warm"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut buf = Vec::new();
+    while !seen.contains("[1/1]") {
+        buf.clear();
+        if err.read_until(b' ', &mut buf).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buf));
+    }
+    assert!(seen.contains("[1/1]"), "no progress: {seen}");
+    // Keep draining stderr so the child never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
+/// Issue 23 item 6: every catchable terminating signal removes the test file; what SIGKILL
+/// leaves behind is removed (and said) by the next run; a test file still in use is named by the
+/// free-space refusal instead of being counted silently.
+#[test]
+fn test_files_are_removed_on_every_signal_and_after_sigkill_by_the_next_run() {
+    if !common::require_root("test_files_are_removed_on_every_signal_and_after_sigkill_by_the_next_run") {
+        return;
+    }
+    let lo = common::LoopDevice::with_fs(100, "ext4");
+    let mnt = lo.mount_point();
+    for sig in [libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGALRM, libc::SIGTERM] {
+        let child = start_long_bench(mnt);
+        assert_eq!(leftovers(mnt).len(), 1);
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(130), "signal {sig}");
+        assert!(leftovers(mnt).is_empty(), "signal {sig} left {:?}", leftovers(mnt));
+    }
+
+    let mut child = start_long_bench(mnt);
+    let left = leftovers(mnt);
+    assert_eq!(left.len(), 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(leftovers(mnt), left, "SIGKILL cannot be caught: the file stays");
+    let o =
+        bench(&[mnt.to_str().unwrap(), "--size", "4m", "--rw", "read", "--bs", "64k", "--runtime", "0.1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("removed {}", mnt.join(&left[0]).display()))
+            && stderr(&o).contains("killed"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(leftovers(mnt).is_empty(), "{:?}", leftovers(mnt));
+
+    // A running bench's file is never removed, and a refusal for space names it.
+    let mut running = start_long_bench(mnt);
+    let theirs = leftovers(mnt);
+    let o = bench(&[mnt.to_str().unwrap(), "--size", "95m"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not enough free space")
+            && stderr(&o).contains(&theirs[0])
+            && stderr(&o).contains("in use by a running ioscope bench"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(leftovers(mnt), theirs);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(running.id() as i32, libc::SIGINT) };
+    running.wait().unwrap();
+    assert!(leftovers(mnt).is_empty());
+}

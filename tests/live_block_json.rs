@@ -34,9 +34,14 @@ impl Drop for Running {
 /// `ioscope --batch --json` every 0.5 s for `reports` reports, and its output past the first
 /// report; None (the test skipped) when it runs without eBPF.
 fn start_ioscope(reports: u32) -> Option<(Running, Lines<BufReader<ChildStdout>>)> {
+    start_ioscope_every("0.5", reports)
+}
+
+/// [`start_ioscope`] every `interval` seconds.
+fn start_ioscope_every(interval: &str, reports: u32) -> Option<(Running, Lines<BufReader<ChildStdout>>)> {
     let mut ioscope = Running(
         Command::new(env!("CARGO_BIN_EXE_ioscope"))
-            .args(["--batch", "--json", "--interval", "0.5", "-n", &reports.to_string()])
+            .args(["--batch", "--json", "--interval", interval, "-n", &reports.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -259,5 +264,56 @@ fn latencies_agree_with_fio() {
             let queue = dev["bpf"]["block"]["read"]["queue_ms_avg"].as_f64().unwrap();
             assert!(queue <= fio_ms, "queue time {queue} ms, above fio's whole latency {fio_ms} ms");
         }
+    }
+}
+
+/// A device with no request before an interval, then 400 × 64 KiB direct writes in it: the
+/// documented `devices[].bpf` rates count them in that same interval (they read 0.0 when a device
+/// first seen was taken for "no rate yet", though the probes were on for the whole interval).
+#[test]
+fn a_device_first_seen_in_an_interval_has_its_rates_in_it() {
+    let Some(_serial) = start_test() else { return };
+    let Some((ioscope, mut lines)) = start_ioscope_every("3", 20) else { return };
+    // Just after a report (a sample was taken), a new device (no request before: even udev's
+    // probing of it is in the interval) and its writes: they fall in the next interval unless
+    // they take longer than it (checked below).
+    lines.next().unwrap().unwrap();
+    let started = std::time::Instant::now();
+    let lo = LoopDevice::new(64);
+    common::run(
+        "dd",
+        &["if=/dev/zero", &format!("of={}", lo.path.display()), "oflag=direct", "bs=64k", "count=400"],
+    );
+    let dd_secs = started.elapsed().as_secs_f64();
+    let mut first = None;
+    let mut total_writes = 0.0;
+    for line in lines.by_ref().take(3) {
+        let report: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let interval = report["interval_s"].as_f64().unwrap();
+        let dev =
+            report["devices"].as_array().unwrap().iter().find(|d| d["name"] == lo.name.as_str()).cloned();
+        let Some(bpf) = dev.map(|d| d["bpf"].clone()).filter(|b| !b.is_null()) else { continue };
+        let writes = bpf["write_iops"].as_f64().unwrap() * interval;
+        total_writes += writes;
+        if first.is_none() && bpf["block"]["write"]["iops"].as_f64().unwrap() > 0.0 {
+            first = Some((report.clone(), interval));
+        }
+    }
+    drop(ioscope);
+    let (report, interval) = first.expect("the loop device's writes were never reported");
+    let dev = report["devices"].as_array().unwrap().iter().find(|d| d["name"] == lo.name.as_str()).unwrap();
+    let bpf = &dev["bpf"];
+    let writes = bpf["write_iops"].as_f64().unwrap() * interval;
+    let bytes = bpf["write_bytes_s"].as_f64().unwrap() * interval;
+    let block_writes = bpf["block"]["write"]["iops"].as_f64().unwrap() * interval;
+    // The interval the device first appears in: the two counts of its writes agree.
+    assert!((writes - block_writes).abs() <= 0.05 * block_writes, "{writes} vs block {block_writes}: {bpf}");
+    assert!((bytes - writes * 65536.0).abs() <= 0.05 * bytes.max(1.0), "{bytes} B for {writes} writes");
+    assert!((total_writes - 400.0).abs() <= 20.0, "{total_writes} writes reported in all");
+    if dd_secs < 2.0 {
+        // dd finished well within the interval: all 400 are in it.
+        assert!((writes - 400.0).abs() <= 20.0, "{writes} writes in the first interval (dd {dd_secs:.2} s)");
+    } else {
+        eprintln!("dd took {dd_secs:.2} s: its writes may straddle two intervals");
     }
 }

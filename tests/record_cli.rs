@@ -141,3 +141,33 @@ fn bad_input_gets_exit_2_or_a_clear_message() {
     assert_eq!(code, 1);
     assert!(err.contains("not an ioscope recording"), "{err}");
 }
+
+/// Issue 23 item 7: a recording streams into a FIFO (with or without --force) and to standard
+/// output (`-o -`): nothing tries to fsync a pipe, and what arrives is a whole recording.
+#[test]
+fn record_streams_into_a_fifo_and_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("stream");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for force in [true, false] {
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let mut args = vec!["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", fifo.to_str().unwrap()];
+        if force {
+            args.push("--force");
+        }
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 0, "--force {force}: {err}");
+        let bytes = reader.join().unwrap();
+        let rec = Recording::from_bytes(bytes).unwrap();
+        assert!(rec.len() >= 3 && rec.problem.is_none(), "{} samples, {:?}", rec.len(), rec.problem);
+    }
+    let out = ioscope().args(["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", "-"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rec = Recording::from_bytes(out.stdout).unwrap();
+    assert!(rec.len() >= 3 && rec.problem.is_none());
+}

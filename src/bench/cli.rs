@@ -158,6 +158,7 @@ impl BenchArgs {
             destructive: self.destructive,
         };
         let target = target::resolve(&req).map_err(|e| usage(format!("{e:#}")))?;
+        notes.extend(target.notes.iter().cloned());
         let jobs = spec::matrix(&rws, &sizes, &qds, &modes);
         if let Some(bs) = sizes.iter().find(|&&bs| bs > target.size) {
             return Err(usage(format!(

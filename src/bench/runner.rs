@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -112,30 +112,118 @@ pub enum Event {
     },
 }
 
-/// Removes the test file when dropped: on success, on error, and on a panic's unwinding.
-struct Cleanup(Option<PathBuf>);
+/// Removes the test file when dropped: on success, on error, and on a panic's unwinding. While it
+/// lives, the test file's path is where [`on_fatal_signal`] finds it, and `lock` holds the file's
+/// flock: a later run that can take the lock knows the run that made the file is dead.
+struct Cleanup {
+    path: Option<PathBuf>,
+    lock: Option<File>,
+}
+
+impl Cleanup {
+    fn new(path: Option<PathBuf>) -> Cleanup {
+        if let Some(p) = &path {
+            if let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) {
+                let old = TEST_FILE.swap(c.into_raw(), Ordering::SeqCst);
+                if !old.is_null() {
+                    // SAFETY: every non-null pointer stored in TEST_FILE came from CString::into_raw.
+                    drop(unsafe { std::ffi::CString::from_raw(old) });
+                }
+            }
+        }
+        Cleanup { path, lock: None }
+    }
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Some(p) = &self.0 {
+        if let Some(p) = &self.path {
             let _ = std::fs::remove_file(p);
+            let old = TEST_FILE.swap(std::ptr::null_mut(), Ordering::SeqCst);
+            if !old.is_null() {
+                // SAFETY: see Cleanup::new.
+                drop(unsafe { std::ffi::CString::from_raw(old) });
+            }
         }
     }
 }
 
-/// Set by SIGINT/SIGTERM/SIGHUP (see [`install_stop_handlers`]) or by the TUI's Ctrl-C.
+/// The test file being used, for the fatal-signal handler (null when there is none).
+static TEST_FILE: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Set by SIGINT/SIGTERM/SIGHUP and the other terminating signals (see [`install_stop_handlers`])
+/// or by the TUI's Ctrl-C.
 pub static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by a signal (not a key): the TUI quits once the runner has cleaned up.
+pub static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+    SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+/// A fault (or abort) cannot be resumed: remove the test file, then die of the signal as before
+/// (the handler was reset on entry; unlink and raise are async-signal-safe).
+extern "C" fn on_fatal_signal(sig: libc::c_int) {
+    let path = TEST_FILE.load(Ordering::SeqCst);
+    if !path.is_null() {
+        // SAFETY: a valid C string owned by the live Cleanup (leaked while the process dies).
+        unsafe { libc::unlink(path) };
+    }
+    // SAFETY: re-raises with the default action (SA_RESETHAND).
+    unsafe { libc::raise(sig) };
+}
+
+/// The signals whose default action ends the process, other than SIGINT/SIGTERM/SIGHUP (which the
+/// TUI takes through tokio): each stops the benchmark within one request instead, so the test
+/// file is removed and the results so far are printed. (SIGPIPE is ignored by Rust programs;
+/// SIGKILL and SIGSTOP cannot be caught: a later run removes what a SIGKILL left behind.)
+const OTHER_STOP_SIGNALS: [libc::c_int; 10] = [
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGIO,
+    libc::SIGPWR,
+];
+
+/// Faults and aborts: the test file is removed, then the process dies of the signal.
+const FATAL_SIGNALS: [libc::c_int; 7] =
+    [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGABRT, libc::SIGSYS, libc::SIGTRAP];
+
+fn set_handler(sig: libc::c_int, handler: extern "C" fn(libc::c_int), flags: libc::c_int) {
+    // SAFETY: a zeroed sigaction with a handler that only touches atomics and async-signal-safe
+    // calls; sigemptyset on its own mask.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as *const () as libc::sighandler_t;
+        sa.sa_flags = flags;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
 }
 
 /// Ctrl-C, kill and a closed terminal stop the benchmark within one request instead of killing
 /// the process, so the test file is removed and the results so far are printed.
 pub fn install_stop_handlers() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { libc::signal(sig, on_stop_signal as *const () as libc::sighandler_t) };
+        set_handler(sig, on_stop_signal, libc::SA_RESTART);
+    }
+    install_other_signal_handlers();
+}
+
+/// Every catchable terminating signal but SIGINT/SIGTERM/SIGHUP (for the TUI, which hears those
+/// through tokio): the others stop the run, faults remove the test file before dying.
+pub fn install_other_signal_handlers() {
+    for sig in OTHER_STOP_SIGNALS {
+        set_handler(sig, on_stop_signal, libc::SA_RESTART);
+    }
+    for sig in FATAL_SIGNALS {
+        set_handler(sig, on_fatal_signal, libc::SA_RESETHAND | libc::SA_NODEFER | libc::SA_ONSTACK);
     }
 }
 
@@ -160,9 +248,9 @@ pub fn run(
     for n in &plan.notes {
         events(Event::Note(n.clone()));
     }
-    let _cleanup = Cleanup((target.kind == TargetKind::TestFile).then(|| target.path.clone()));
+    let mut cleanup = Cleanup::new((target.kind == TargetKind::TestFile).then(|| target.path.clone()));
     if target.kind == TargetKind::TestFile {
-        layout(&target.path, target.size, stop, events)?;
+        cleanup.lock = Some(layout(&target.path, target.size, stop, events)?);
         target::refresh_dio_alignment(&mut target);
         report.settings.dio_offset_align = target.dio_offset_align;
         report.settings.dio_mem_align = target.dio_mem_align;
@@ -227,13 +315,16 @@ pub fn run(
 
 /// Writes the test file once (1 MiB buffered writes, then fsync), like fio's layout step, so read
 /// jobs read real blocks and write jobs overwrite allocated ones.
-fn layout(path: &Path, size: u64, stop: &AtomicBool, events: &mut dyn FnMut(Event)) -> anyhow::Result<()> {
+/// Returns the file, flocked: the lock lives as long as the run (see [`target::stale_test_files`]).
+fn layout(path: &Path, size: u64, stop: &AtomicBool, events: &mut dyn FnMut(Event)) -> anyhow::Result<File> {
     use std::io::Write;
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
         .with_context(|| format!("creating the test file {}", path.display()))?;
+    // SAFETY: flock on an open descriptor.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     let chunk: Vec<u8> = (0..1u64 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     let mut done = 0;
     let mut last_event = Instant::now();
@@ -248,7 +339,7 @@ fn layout(path: &Path, size: u64, stop: &AtomicBool, events: &mut dyn FnMut(Even
     }
     f.sync_all().context("fsync of the test file")?;
     events(Event::Layout { done, total: size });
-    Ok(())
+    Ok(f)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -58,6 +58,9 @@ pub struct Target {
     /// it, swapon it or stack a device on it while the jobs overwrite it.
     #[serde(skip)]
     pub exclusive: Option<std::sync::Arc<fs::File>>,
+    /// What resolving did that the user should hear (stale test files removed).
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// What the user asked for on the command line.
@@ -79,7 +82,8 @@ pub struct TargetRequest {
 pub const DEFAULT_TEST_FILE_SIZE: u64 = 512 << 20;
 
 /// Checks the request against the safety rules and the system, and describes the target.
-/// Nothing is created or written here.
+/// Nothing is created or written here; the only change is the removal of test files that killed
+/// runs left in the directory (said in `notes`).
 pub fn resolve(req: &TargetRequest) -> anyhow::Result<Target> {
     match (&req.path, &req.device) {
         (Some(_), Some(_)) => bail!("give either a PATH or --device DEV, not both"),
@@ -136,6 +140,7 @@ fn resolve_device(dev: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
         dio_mem_align: lbs,
         dio_note: None,
         exclusive,
+        notes: Vec::new(),
     })
 }
 
@@ -149,14 +154,34 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
             path.display()
         );
     }
+    let mut notes = Vec::new();
     let (kind, file_path, size, writable) = if meta.is_dir() {
         let size = req.size.unwrap_or(DEFAULT_TEST_FILE_SIZE);
+        // Test files of killed runs (SIGKILL, a crash, a power cut) go first: they are ours.
+        let mut kept = Vec::new();
+        for stale in stale_test_files(path) {
+            let label = format!("{} ({}", stale.path.display(), size_label_approx(stale.bytes));
+            // Only a dead run's file is removed.
+            match &stale.owner {
+                Some(owner) => kept.push(format!("{label}, {owner})")),
+                None => match fs::remove_file(&stale.path) {
+                    Ok(()) => notes
+                        .push(format!("removed {label}), the test file of an earlier run that was killed")),
+                    Err(e) => kept.push(format!("{label}, left by a killed run; cannot remove it: {e})")),
+                },
+            }
+        }
         let (free, total) = free_bytes(path)?;
         let headroom = headroom(total);
-        if free < size + headroom {
+        if size.checked_add(headroom).is_none_or(|need| free < need) {
+            let others = if kept.is_empty() {
+                String::new()
+            } else {
+                format!("; other bench test files there: {}", kept.join(", "))
+            };
             bail!(
                 "not enough free space in {}: the test file needs {} plus {} headroom, {} is free \
-                 (use a smaller --size)",
+                 (use a smaller --size){others}",
                 path.display(),
                 size_label_approx(size),
                 size_label_approx(headroom),
@@ -209,7 +234,58 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
         dio_mem_align: mem,
         dio_note: None,
         exclusive: None,
+        notes,
     })
+}
+
+/// A `.ioscope-bench-PID.tmp` file other than ours in a test directory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StaleTestFile {
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// Who still uses it ("in use by the running ioscope bench pid 123"), or None: its run is dead.
+    pub owner: Option<String>,
+}
+
+/// The bench test files in `dir` left by other runs. A run holds an flock on its test file for
+/// its whole life, and the kernel drops the lock when the process dies however it dies (SIGKILL
+/// included): a file whose lock can be taken, and whose PID is not a running ioscope (a run of an
+/// older ioscope took no lock), belongs to a dead run.
+pub fn stale_test_files(dir: &Path) -> Vec<StaleTestFile> {
+    use std::os::fd::AsRawFd;
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut out = Vec::new();
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(".ioscope-bench-")
+            .and_then(|n| n.strip_suffix(".tmp"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = e.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else { continue };
+        if !meta.is_file() || pid == std::process::id() {
+            continue;
+        }
+        let locked = match fs::File::open(&path) {
+            // SAFETY: flock on an open descriptor; the lock goes with the file when it is closed.
+            Ok(f) => (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) != 0,
+            Err(_) => false,
+        };
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let owner = if locked {
+            Some(format!("in use by a running ioscope bench (pid {pid}, or in another PID namespace)"))
+        } else if comm.trim() == "ioscope" {
+            Some(format!("perhaps in use by the running ioscope pid {pid}"))
+        } else {
+            None
+        };
+        out.push(StaleTestFile { path, bytes: meta.len(), owner });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
 }
 
 /// Sizes in free-space messages: binary units with one decimal ("1.5G").

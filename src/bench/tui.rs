@@ -38,6 +38,7 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    runner::install_other_signal_handlers();
     let ui = UiState::new(SAMPLE_EVERY, color);
     let mut view = BenchView {
         target_line: view::target_line(&plan.target),
@@ -134,6 +135,9 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
             r.elapsed_s = job_started.elapsed().as_secs_f64();
             r.ops = progress.ops.load(Ordering::Relaxed);
             r.bytes = progress.bytes.load(Ordering::Relaxed);
+        }
+        if runner::SIGNALLED.load(Ordering::SeqCst) {
+            view.stopping = true;
         }
         // A signal (not a key) ends the program once the runner has cleaned up.
         if view.finished && view.stopping {

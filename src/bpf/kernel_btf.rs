@@ -6,7 +6,7 @@
 //! One read of the file, one pass over it, shared by everything that needs it: the struct-layout
 //! lookups here, and the type ids aya needs to load BTF tracepoints (and fentry programs), which
 //! get a reduced [`aya::Btf`] built from the same bytes ([`KernelBtf::aya`]). The general-purpose
-//! parsers (aya's, btf-rs) turn all ~150,000 types into owned objects: 0.3–1.2 s and 15–40 MB on
+//! parsers (aya's, btf-rs) turn all ~127,000 types into owned objects: 0.3–1.2 s and 15–40 MB on
 //! this machine, most of ioscope's start-up and peak memory. Here a type is only an offset into
 //! the bytes until a lookup reads it.
 //!
@@ -28,8 +28,9 @@ pub struct KernelBtf {
     strings: (usize, usize),
     /// Type id → offset of its header in `data` (id 0 is `void` and has none: index 0 unused).
     offsets: Vec<u32>,
-    /// The same ids as aya sees them, built on first use.
+    /// The same ids as aya sees them, built on first use: for BTF tracepoints, and with functions.
     aya: OnceCell<aya::Btf>,
+    aya_functions: OnceCell<aya::Btf>,
 }
 
 /// A function parameter: its name and whether it is a pointer.
@@ -110,7 +111,14 @@ impl KernelBtf {
         };
         let types = section(word(8), word(12))?;
         let strings = section(word(16), word(20))?;
-        let mut btf = KernelBtf { data, types, strings, offsets: vec![0], aya: OnceCell::new() };
+        let mut btf = KernelBtf {
+            data,
+            types,
+            strings,
+            offsets: vec![0],
+            aya: OnceCell::new(),
+            aya_functions: OnceCell::new(),
+        };
         let mut at = types.0;
         while at < types.1 {
             btf.offsets.push(at as u32);
@@ -184,33 +192,45 @@ impl KernelBtf {
             .collect()
     }
 
-    /// The kernel's type ids as aya needs them to load programs that attach by BTF id (BTF
-    /// tracepoints find `btf_trace_<event>` typedefs, fentry/fexit find functions). Reduced: every
-    /// type keeps its id, typedefs and functions keep their names, all else is a nameless pointer.
-    /// (aya's loader itself needs no kernel BTF: our object has no CO-RE relocations, see the
-    /// test `object_needs_no_kernel_btf_to_load`.)
+    /// The kernel's type ids as aya needs them to load BTF tracepoints (it finds the typedef
+    /// `btf_trace_<event>` by name and loads with its id). Reduced: every type keeps its id, the
+    /// `btf_trace_` typedefs keep their names, all else is a nameless pointer, and the types after
+    /// the last such typedef are left out. aya holds 72 bytes per type: ~45,000 types here (3 MB)
+    /// where the whole BTF would be ~127,000 (9 MB) and its full parse 15 MB. (aya's loader itself
+    /// needs no kernel BTF: our object has no CO-RE relocations, see the test
+    /// `object_needs_no_kernel_btf_to_load`.)
     pub fn aya(&self) -> &aya::Btf {
-        self.aya.get_or_init(|| self.reduced_for_aya())
+        self.aya.get_or_init(|| self.reduced_for_aya(false))
     }
 
-    fn reduced_for_aya(&self) -> aya::Btf {
-        let count = self.offsets.len() - 1;
+    /// [`KernelBtf::aya`] with the functions too (their names, for fentry/fexit programs, which aya
+    /// loads by the function's id): all the kernel's types, ~9 MB here, so built only when asked.
+    pub fn aya_with_functions(&self) -> &aya::Btf {
+        self.aya_functions.get_or_init(|| self.reduced_for_aya(true))
+    }
+
+    fn reduced_for_aya(&self, functions: bool) -> aya::Btf {
+        let kept = |h: &Header| match h.kind {
+            TYPEDEF => self.str_bytes(h.name_off).is_ok_and(|n| n.starts_with(b"btf_trace_")),
+            FUNC => functions,
+            _ => false,
+        };
+        let headers =
+            || (1..self.offsets.len()).map(|id| self.header_at(self.offsets[id] as usize).expect("indexed"));
+        let count = headers().enumerate().filter(|(_, h)| kept(h)).map(|(i, _)| i + 1).last().unwrap_or(0);
         let mut strings = vec![0u8];
         let mut types = Vec::with_capacity(count * 12);
-        for id in 1..self.offsets.len() {
-            let h = self.header_at(self.offsets[id] as usize).expect("indexed at load");
-            let (name_off, info, rest) = match h.kind {
-                TYPEDEF | FUNC => {
-                    let name = self.str_bytes(h.name_off).unwrap_or_default();
-                    let off = strings.len() as u32;
-                    strings.extend_from_slice(name);
-                    strings.push(0);
-                    // A function keeps its linkage (vlen); the type it points at is not needed.
-                    (off, (h.kind << 24) | (h.vlen as u32), 0u32)
-                }
-                _ => (0, PTR << 24, 0),
+        for h in headers().take(count) {
+            let (name_off, info) = if kept(&h) {
+                let off = strings.len() as u32;
+                strings.extend_from_slice(self.str_bytes(h.name_off).unwrap_or_default());
+                strings.push(0);
+                // A function keeps its linkage (vlen); the type either points at is not needed.
+                (off, (h.kind << 24) | (h.vlen as u32))
+            } else {
+                (0, PTR << 24)
             };
-            for w in [name_off, info, rest] {
+            for w in [name_off, info, 0] {
                 types.extend_from_slice(&w.to_ne_bytes());
             }
         }
@@ -427,16 +447,18 @@ mod tests {
         use aya_obj::btf::BtfKind;
         let Some(btf) = kernel() else { return };
         let full = aya::Btf::from_sys_fs().unwrap();
-        for (name, kind) in [
-            ("btf_trace_block_rq_issue", BtfKind::Typedef),
-            ("btf_trace_block_rq_complete", BtfKind::Typedef),
-            ("btf_trace_iomap_iter", BtfKind::Typedef),
-            ("vfs_read", BtfKind::Func),
-            ("submit_bio", BtfKind::Func),
-        ] {
-            let want = full.id_by_type_name_kind(name, kind).unwrap();
-            assert_eq!(btf.aya().id_by_type_name_kind(name, kind).unwrap(), want, "{name}");
+        let tracepoints = ["btf_trace_block_rq_issue", "btf_trace_block_rq_complete", "btf_trace_iomap_iter"];
+        for name in tracepoints {
+            let want = full.id_by_type_name_kind(name, BtfKind::Typedef).unwrap();
+            assert_eq!(btf.aya().id_by_type_name_kind(name, BtfKind::Typedef).unwrap(), want, "{name}");
+            let with_functions = btf.aya_with_functions();
+            assert_eq!(with_functions.id_by_type_name_kind(name, BtfKind::Typedef).unwrap(), want, "{name}");
         }
+        for name in ["vfs_read", "submit_bio"] {
+            let want = full.id_by_type_name_kind(name, BtfKind::Func).unwrap();
+            assert_eq!(btf.aya_with_functions().id_by_type_name_kind(name, BtfKind::Func).unwrap(), want);
+        }
+        assert!(btf.aya().id_by_type_name_kind("vfs_read", BtfKind::Func).is_err(), "functions left out");
         assert!(btf.aya().id_by_type_name_kind("task_struct", BtfKind::Struct).is_err());
     }
 

@@ -150,10 +150,7 @@ impl BpfCollector {
             }
         }
 
-        let mut loader = EbpfLoader::new();
-        // The object has no CO-RE relocations: the loader needs no kernel BTF (by default it would
-        // parse the whole file once more). See kernel_btf's object_needs_no_kernel_btf_to_load.
-        loader.btf(None);
+        let (mut loader, _) = loader_without_kernel_btf();
         loader.override_global(FN_LAYOUT_GLOBAL, &fn_layout, true);
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
@@ -204,7 +201,7 @@ impl BpfCollector {
             jiffies_before,
             iomap_btf,
             &cache_fallbacks,
-            btf.as_ref().map(|k| k.aya()),
+            btf.as_ref().filter(|_| !cache_fallbacks.is_empty()).map(|k| k.aya_with_functions()),
         );
         programs.extend(cache_statuses);
         let dio_has_direction = file_layout.btf.dio_direction != 0
@@ -220,6 +217,9 @@ impl BpfCollector {
         });
         let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
         programs.extend(ra_statuses);
+        for p in &mut programs {
+            p.mechanism = mechanism(&ebpf, &p.program).to_string();
+        }
         let program_fds = programs
             .iter()
             .map(|p| {
@@ -334,6 +334,85 @@ impl BpfCollector {
     }
 }
 
+/// Detaching a classic tracepoint program waits for the kernel's RCU grace periods (closing its
+/// perf event runs tracepoint_synchronize_unregister): 20–70 ms each, over a second for all of
+/// them one after the other, which every `--once` and every quit waited for. Detached from one
+/// thread each, the waits overlap.
+impl Drop for BpfCollector {
+    fn drop(&mut self) {
+        let Some(ebpf) = self._ebpf.as_mut() else { return };
+        std::thread::scope(|scope| {
+            for (_, program) in ebpf.programs_mut() {
+                scope.spawn(move || unload(program));
+            }
+        });
+    }
+}
+
+/// Detaches and unloads `program` (what dropping it does), ignoring errors (nothing to report on
+/// the way out). Kinds not listed are left to the drop.
+fn unload(program: &mut aya::programs::Program) {
+    use aya::programs::Program;
+    let _ = match program {
+        Program::TracePoint(p) => p.unload(),
+        Program::BtfTracePoint(p) => p.unload(),
+        Program::RawTracePoint(p) => p.unload(),
+        Program::KProbe(p) => p.unload(),
+        Program::FEntry(p) => p.unload(),
+        Program::FExit(p) => p.unload(),
+        _ => Ok(()),
+    };
+}
+
+/// An object loader that has not parsed the kernel's BTF, and whether that could be avoided.
+///
+/// The object has no CO-RE relocations, so the loader needs no kernel BTF (kernel_btf's test
+/// `object_needs_no_kernel_btf_to_load`), but aya's `EbpfLoader::new()` parses all of
+/// /sys/kernel/btf/vmlinux before `.btf(None)` can say so (aya issue #1172): 0.25 s and a 17 MB
+/// peak here, most of what is left of start-up and memory once our own lookups are cheap. So the
+/// loader is made on a thread of its own that has its own mount namespace (unshare: the rest of
+/// the process and the machine see nothing of it) in which the file is covered by an empty one:
+/// the parse fails at once and the loader has no BTF, as `.btf(None)` asks. Where that cannot be
+/// done (no CAP_SYS_ADMIN: CAP_BPF and CAP_PERFMON suffice for the rest) the loader parses as
+/// aya does and the BTF is then dropped.
+fn loader_without_kernel_btf() -> (EbpfLoader<'static>, bool) {
+    let made = std::thread::spawn(|| hide_kernel_btf_from_this_thread().then(EbpfLoader::new)).join();
+    match made {
+        Ok(Some(loader)) => (loader, true),
+        _ => {
+            let mut loader = EbpfLoader::new();
+            loader.btf(None);
+            (loader, false)
+        }
+    }
+}
+
+/// Gives the calling thread a private mount namespace in which the kernel's BTF file reads as
+/// empty. False (nothing changed that matters) when any step fails.
+fn hide_kernel_btf_from_this_thread() -> bool {
+    use std::ffi::CString;
+    let (Ok(btf), Ok(root), Ok(null)) =
+        (CString::new(kernel_btf::VMLINUX_BTF), CString::new("/"), CString::new("/dev/null"))
+    else {
+        return false;
+    };
+    // SAFETY: plain syscalls with valid NUL-terminated strings. unshare(CLONE_FS | CLONE_NEWNS)
+    // affects this thread only; the mounts are made in its new namespace, and private (MS_PRIVATE)
+    // first so that nothing propagates back to the namespace the machine uses.
+    unsafe {
+        libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS) == 0
+            && libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) == 0
+            && libc::mount(null.as_ptr(), btf.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
+                == 0
+    }
+}
+
 /// Finds mounted tracefs, or mounts it when allowed; Err is the reason to show the user.
 fn locate_tracefs(
     caps: Capabilities,
@@ -401,8 +480,22 @@ fn program_status(
         tracepoint: format!("{category}:{event}"),
         attached: result.is_ok(),
         error: result.err(),
-        mechanism: "tracepoint".to_string(),
         ..Default::default()
+    }
+}
+
+/// How `program` is attached, from its type in the loaded object.
+fn mechanism(ebpf: &Ebpf, program: &str) -> &'static str {
+    use aya::programs::Program;
+    match ebpf.program(program) {
+        Some(Program::TracePoint(_)) => "tracepoint",
+        Some(Program::BtfTracePoint(_)) => "btf_tracepoint",
+        Some(Program::RawTracePoint(_)) => "raw_tracepoint",
+        Some(Program::FEntry(_)) => "fentry",
+        Some(Program::FExit(_)) => "fexit",
+        Some(Program::KProbe(_)) => "kprobe",
+        Some(_) => "other",
+        None => "unknown",
     }
 }
 
@@ -446,6 +539,23 @@ mod tests {
     const ROOT: &str = "000001ffffffffff";
     /// CAP_BPF (39) and CAP_PERFMON (38) only.
     const BPF_PERFMON: &str = "000000c000000000";
+
+    /// As root the loader is made without parsing the kernel's BTF, and the machine's view of the
+    /// file is untouched.
+    #[test]
+    fn loader_is_made_without_the_kernel_btf_and_hides_nothing_from_the_rest() {
+        let before = std::fs::metadata(kernel_btf::VMLINUX_BTF).map(|m| m.len()).ok();
+        let (_, avoided) = loader_without_kernel_btf();
+        if Capabilities::current().can_mount() && before.is_some() {
+            assert!(avoided, "as root the loader should be made without parsing the kernel's BTF");
+        }
+        assert_eq!(std::fs::metadata(kernel_btf::VMLINUX_BTF).map(|m| m.len()).ok(), before);
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(
+            !mountinfo.contains(kernel_btf::VMLINUX_BTF),
+            "a mount over the BTF file leaked: {mountinfo}"
+        );
+    }
 
     #[test]
     fn disabled_collector_reports_its_reason_and_no_counts() {

@@ -126,11 +126,12 @@ fn find<'a>(s: &'a Sample, disk: &DiskStat) -> Option<&'a BlockDeviceCounters> {
 }
 
 /// The block model of one disk, or None when the probes have not seen it (eBPF off, a partition,
-/// a bio-based device such as dm or md, or no request yet). A device absent from `prev` counted
-/// from zero since the probes attached, which was after `prev` was taken: its counters are all of
-/// this interval. With no previous sample at all, there is no interval: None.
+/// a bio-based device such as dm or md, or no request yet). A device absent from a `prev` taken
+/// with the probes on started from zero within the interval: its counters are all of this
+/// interval. With no previous sample, or one taken before the probes were on, there is no
+/// interval they covered: None.
 pub fn device(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) -> Option<BlockDeviceModel> {
-    let prev = prev?;
+    let prev = prev.filter(|p| p.bpf.status.enabled)?;
     let c = find(cur, disk)?;
     let zero = BlockDeviceCounters::default();
     let p = find(prev, disk).unwrap_or(&zero);
@@ -158,9 +159,13 @@ pub fn device(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) -
 pub fn crosscheck(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat) -> Option<CrossCheck> {
     let prev = prev?;
     let c = find(cur, disk)?;
-    // Without the device in the previous sample (probes attached in between, or the previous
-    // sample had no eBPF) the two sources cover different spans: no comparison.
-    let p = find(prev, disk)?;
+    // A previous sample without eBPF: the two sources cover different spans, no comparison. With
+    // eBPF on in it, a device absent from it had no request yet: its counters start from zero.
+    if !prev.bpf.status.enabled {
+        return None;
+    }
+    let zero = BlockDeviceCounters::default();
+    let p = find(prev, disk).unwrap_or(&zero);
     let pd = prev.disks.iter().find(|d| (d.major, d.minor) == (disk.major, disk.minor))?;
     let bpf_bytes = delta(p.read.completed_bytes, c.read.completed_bytes)
         + delta(p.write.completed_bytes, c.write.completed_bytes);
@@ -406,6 +411,7 @@ mod tests {
         let mut s = Sample::default();
         s.disks.push(DiskStat { major: 8, minor: 0, name: "sda".into(), sectors_read, ..Default::default() });
         s.bpf.block_devices.extend(c);
+        s.bpf.status.enabled = true;
         s
     }
 
@@ -441,9 +447,15 @@ mod tests {
         // Without a previous sample there is no interval; without the device, no eBPF figures.
         assert!(device(None, &cur, &cur.disks[0], 2.0).is_none());
         assert!(device(Some(&prev), &sample(None, 0), &cur.disks[0], 2.0).is_none());
-        // A device the previous sample lacked is counted from zero (probes attached in between)…
+        // A device a previous sample with the probes on lacked had no request yet: its counters
+        // started from zero within the interval, and cross-check from zero.
         assert_eq!(device(Some(&sample(None, 0)), &cur, &cur.disks[0], 2.0).unwrap().read.iops, 200.0);
-        // …but not cross-checked (the two sources cover different spans).
-        assert!(crosscheck(Some(&sample(None, 0)), &cur, &cur.disks[0]).is_none());
+        let x = crosscheck(Some(&sample(None, 0)), &cur, &cur.disks[0]).unwrap();
+        assert_eq!((x.bpf_bytes, x.diskstats_bytes), (1_638_400, 1_638_400));
+        // A previous sample taken before the probes were on: no interval they covered.
+        let mut before_attach = sample(None, 0);
+        before_attach.bpf.status.enabled = false;
+        assert!(device(Some(&before_attach), &cur, &cur.disks[0], 2.0).is_none());
+        assert!(crosscheck(Some(&before_attach), &cur, &cur.disks[0]).is_none());
     }
 }

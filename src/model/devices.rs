@@ -165,17 +165,22 @@ fn rates(prev: Option<&DiskStat>, cur: &DiskStat, secs: f64) -> DeviceModel {
     }
 }
 
-/// What block_rq_issue counted for this device, matched by major:minor. None when eBPF is off or
-/// the probe has not seen the device; zero rates for the first interval it is seen in.
+/// What block_rq_issue counted for this device, matched by major:minor. None when eBPF is off, the
+/// probe has not seen the device, or there is no interval the probes covered whole (no previous
+/// sample, or eBPF was not on in it): counts since attach are not a rate, and are not shown as 0.
+/// A device absent from a previous sample that had eBPF on started from zero within the interval
+/// (the probes were attached the whole time and its first request is in this interval): its
+/// counters are all of this interval.
 fn bpf_rates(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) -> Option<BpfDeviceRates> {
     if !cur.bpf.status.enabled {
         return None;
     }
+    let prev = prev.filter(|p| p.bpf.status.enabled)?;
     let find = |s: &Sample| -> Option<BpfDeviceCounters> {
         s.bpf.rq_issue.iter().find(|c| (c.major, c.minor) == (disk.major, disk.minor)).cloned()
     };
     let c = find(cur)?;
-    let p = prev.and_then(find).unwrap_or_else(|| c.clone());
+    let p = find(prev).unwrap_or_default();
     let r = |a: u64, b: u64| per_second(delta(a, b), secs);
     Some(BpfDeviceRates {
         read_iops: r(p.read_requests, c.read_requests),
@@ -183,7 +188,7 @@ fn bpf_rates(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) ->
         read_bytes_s: r(p.read_bytes, c.read_bytes),
         write_bytes_s: r(p.write_bytes, c.write_bytes),
         other_iops: r(p.other_requests, c.other_requests),
-        ..block_rates(prev, cur, disk, secs)
+        ..block_rates(Some(prev), cur, disk, secs)
     })
 }
 
@@ -283,8 +288,13 @@ mod tests {
         assert_eq!(bpf.read_iops, 100.0); // (300 − 100) / 2
         assert_eq!(bpf.read_bytes_s, 4096.0); // 8192 / 2
         assert_eq!(bpf.other_iops, 50.0); // (150 − 50) / 2
-                                          // First interval the probe sees the device: zeros, not None.
-        assert_eq!(compute(Some(&with_bpf(true, vec![])), &cur, 2.0)[0].bpf.as_ref().unwrap().read_iops, 0.0);
+
+        // First seen in an interval eBPF covered whole: its requests are all of this interval.
+        let first = compute(Some(&with_bpf(true, vec![])), &cur, 2.0)[0].bpf.clone().unwrap();
+        assert_eq!((first.read_iops, first.read_bytes_s), (150.0, 6144.0));
+        // No interval the probes covered (no previous sample, or eBPF off in it): no rate, not 0.
+        assert!(compute(None, &cur, 2.0)[0].bpf.is_none());
+        assert!(compute(Some(&with_bpf(false, vec![])), &cur, 2.0)[0].bpf.is_none());
         // Not seen, or eBPF off: None.
         assert!(compute(Some(&prev), &with_bpf(true, vec![]), 2.0)[0].bpf.is_none());
         assert!(compute(Some(&prev), &with_bpf(false, vec![counters(300, 0)]), 2.0)[0].bpf.is_none());

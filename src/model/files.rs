@@ -100,7 +100,7 @@ pub fn block_files(prev: Option<&Sample>, cur: &Sample) -> Option<BlockFilesMode
 
 /// A file's writeback so far: the larger of the two counts (the filesystem's own count also
 /// sees fsync; writeback_single_inode is there for filesystems without one).
-fn writeback_so_far(f: &FileIoSample, page: u64) -> u64 {
+pub fn writeback_so_far(f: &FileIoSample, page: u64) -> u64 {
     (f.writeback_pages * page).max(f.fs_writeback_bytes)
 }
 

@@ -17,6 +17,7 @@ pub mod devices;
 pub mod files;
 pub mod io_processes;
 pub mod memory;
+pub mod panes;
 pub mod processes;
 pub mod psi;
 pub mod readahead;
@@ -68,6 +69,8 @@ pub struct BpfModel {
     pub programs: Vec<crate::sample::BpfProgramStatus>,
     /// The block probes' health over the interval; null without them.
     pub block_health: Option<BlockHealthModel>,
+    /// Per eBPF-fed pane: live, or what is missing and why (src/model/panes.rs).
+    pub panes: Vec<panes::PaneStatus>,
 }
 
 impl Model {
@@ -92,6 +95,7 @@ impl Model {
                 reason: cur.bpf.status.reason.clone(),
                 programs: cur.bpf.status.programs.clone(),
                 block_health: block_health::compute(prev, cur, secs),
+                panes: panes::compute(&cur.bpf.status),
             },
             io_processes: io_processes::compute(prev, cur, secs),
             cache: cache::compute(prev, cur, secs),

@@ -7,5 +7,6 @@ pub mod block_text;
 pub mod cache_text;
 pub mod files_text;
 pub mod headless;
+pub mod prometheus;
 pub mod readahead_text;
 pub mod text;

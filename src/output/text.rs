@@ -134,6 +134,11 @@ fn bpf_line(s: &mut String, m: &Model) {
             let _ = writeln!(s, "eBPF:   {state}");
         }
     }
+    if b.enabled {
+        for p in b.panes.iter().filter(|p| !p.missing.is_empty()) {
+            let _ = writeln!(s, "        no {}: {}", p.title, p.needs());
+        }
+    }
 }
 
 /// Idle virtual devices (loop, ram, zram, ...) are noise on most machines: the TUI hides them by
@@ -230,6 +235,9 @@ fn rate(b: f64) -> String {
 
 /// "YYYY-MM-DD HH:MM:SS" in the local time zone (TZ / /etc/localtime, via the C library).
 fn local_time(unix_ms: u64) -> String {
+    // libc marks musl's time_t deprecated (it is to become 64-bit there): it is the type
+    // localtime_r takes, whichever it is.
+    #[allow(deprecated)]
     let t = (unix_ms / 1000) as libc::time_t;
     // SAFETY: localtime_r writes only into `tm`, which we own; a zeroed tm is a valid value.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };

@@ -172,15 +172,40 @@ impl RecordingWriter {
     }
 
     /// Makes the file durable (fsync). Not needed for crash safety against a killed process, only
-    /// against a power loss; called when recording stops.
+    /// against a power loss; called when recording stops. A stream (a pipe, a FIFO, a terminal,
+    /// a socket) has nothing to sync: only a regular file is synced.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data()
+        if self.file.metadata().is_ok_and(|m| m.is_file()) {
+            self.file.sync_data()
+        } else {
+            Ok(())
+        }
     }
 }
 
 /// Creates the output file, refusing to overwrite an existing one unless `overwrite`: done before
-/// anything slow (loading eBPF) so a bad path is reported at once.
+/// anything slow (loading eBPF) so a bad path is reported at once. `-` is standard output, and an
+/// existing FIFO or character device is written as a stream (there is nothing in it to lose); a
+/// block device is refused even with `overwrite`.
 pub fn open_output(path: &Path, overwrite: bool) -> anyhow::Result<File> {
+    use std::os::unix::fs::FileTypeExt;
+    if path.as_os_str() == "-" {
+        use std::os::fd::AsFd;
+        let fd = io::stdout().as_fd().try_clone_to_owned().context("cannot use standard output")?;
+        return Ok(File::from(fd));
+    }
+    if let Ok(meta) = std::fs::metadata(path) {
+        let ft = meta.file_type();
+        if ft.is_block_device() {
+            bail!("{} is a block device: refusing to write a recording over it", path.display());
+        }
+        if ft.is_fifo() || ft.is_char_device() || ft.is_socket() {
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("cannot open {}", path.display()));
+        }
+    }
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true);
     if overwrite {

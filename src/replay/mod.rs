@@ -15,6 +15,7 @@ use crate::record::Recording;
 use crate::sample::Sample;
 
 pub mod flatten;
+pub mod openmetrics;
 pub mod player;
 pub mod timeline;
 pub mod tui;
@@ -30,10 +31,14 @@ pub struct ReplayOptions {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplayOutput {
-    Tui { color: bool },
+    Tui {
+        color: bool,
+    },
     Text,
     Json,
     Csv(CsvPane),
+    /// OpenMetrics with timestamps, for `promtool tsdb create-blocks-from openmetrics`.
+    OpenMetrics,
 }
 
 /// The pane whose series `--csv` prints.
@@ -77,7 +82,11 @@ pub fn run(opts: &ReplayOptions) -> anyhow::Result<()> {
         ReplayOutput::Tui { color } => tui::run(rec, color, opts.from),
         output => {
             let out = io::stdout().lock();
-            match print(rec, output, opts.from, opts.to, out) {
+            let printed = match output {
+                ReplayOutput::OpenMetrics => openmetrics::write(rec, opts.from, opts.to, out),
+                _ => print(rec, output, opts.from, opts.to, out),
+            };
+            match printed {
                 Err(e)
                     if e.downcast_ref::<io::Error>()
                         .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
@@ -97,6 +106,15 @@ pub fn models<'a>(
     from: Option<Duration>,
     to: Option<Duration>,
 ) -> impl Iterator<Item = anyhow::Result<Model>> + 'a {
+    intervals(rec, from, to).map(|r| r.map(|(_, model)| model))
+}
+
+/// [`models`], each with the interval's later sample.
+pub fn intervals<'a>(
+    rec: &'a mut Recording,
+    from: Option<Duration>,
+    to: Option<Duration>,
+) -> impl Iterator<Item = anyhow::Result<(Sample, Model)>> + 'a {
     let mut start_ns: Option<u64> = None;
     let mut prev: Option<(Sample, Duration)> = None;
     let from = from.unwrap_or_default();
@@ -109,7 +127,7 @@ pub fn models<'a>(
         let offset = Duration::from_nanos(s.mono_ns.saturating_sub(t0));
         let model = match &prev {
             Some((p, p_offset)) if *p_offset >= from && to.is_none_or(|to| offset <= to) => {
-                Some(Model::between(p, &s))
+                Some((s.clone(), Model::between(p, &s)))
             }
             _ => None,
         };
@@ -135,7 +153,7 @@ pub fn print<W: Write>(
             ReplayOutput::Text => write_report(&mut out, &model, Format::Text, written == 0)?,
             ReplayOutput::Json => write_report(&mut out, &model, Format::JsonLines, written == 0)?,
             ReplayOutput::Csv(pane) => write_csv(&mut out, &model, pane, t0, &mut csv_columns)?,
-            ReplayOutput::Tui { .. } => unreachable!("the TUI does not print"),
+            ReplayOutput::Tui { .. } | ReplayOutput::OpenMetrics => unreachable!("printed elsewhere"),
         }
         written += 1;
     }

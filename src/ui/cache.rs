@@ -12,6 +12,7 @@ use ratatui::widgets::{Block, Paragraph, TableState};
 use ratatui::Frame;
 
 use crate::model::cache::{CacheModel, CacheProcessModel};
+use crate::model::panes::{self, PaneStatus};
 use crate::model::{MemoryModel, Model, ProcessModel};
 use crate::ui::columns::{self, Column};
 use crate::ui::format::{self, Units};
@@ -166,7 +167,14 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         render_estimate(frame, inner, model, state, theme);
         return;
     };
-    let lines = system_lines(cache, model.interval_s, state.units, theme, inner.width);
+    let lines = system_lines(
+        cache,
+        panes::not_live(&model.bpf.panes, "cache"),
+        model.interval_s,
+        state.units,
+        theme,
+        inner.width,
+    );
     let top_h = (lines.len() as u16).min(inner.height);
     let [top, table_area] = Layout::vertical([Constraint::Length(top_h), Constraint::Fill(1)]).areas(inner);
     frame.render_widget(Paragraph::new(lines), top);
@@ -188,7 +196,14 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
 }
 
 /// The cachestat-like line, and the cross-check's warning when the figures do not add up.
-fn system_lines(c: &CacheModel, interval_s: f64, u: Units, theme: Theme, width: u16) -> Vec<Line<'static>> {
+fn system_lines(
+    c: &CacheModel,
+    missing: Option<&PaneStatus>,
+    interval_s: f64,
+    u: Units,
+    theme: Theme,
+    width: u16,
+) -> Vec<Line<'static>> {
     if interval_s == 0.0 {
         return vec![Line::from(Span::styled(
             "page-cache rates pending: first interval not over yet",
@@ -199,9 +214,11 @@ fn system_lines(c: &CacheModel, interval_s: f64, u: Units, theme: Theme, width: 
         vec![Span::styled(format!("{label} "), theme.dim()), Span::styled(value, style)]
     };
     let per_s = |v: f64| format!("{}/s", format::count(v, u));
-    let hit = match c.hit_pct {
-        Some(p) => item("hit", format!("{p:.1}%"), theme.level(hit_level(p, c.accesses_s))),
-        None => item("hit", "-".into(), theme.dim()),
+    let hit = match (c.hit_pct, missing) {
+        // Accesses are not traced on this kernel: what is missing, not a "-" or a 0 %.
+        (_, Some(p)) => item("hit", format!("n/a, {}", p.needs()), theme.level(Level::Warn)),
+        (Some(p), None) => item("hit", format!("{p:.1}%"), theme.level(hit_level(p, c.accesses_s))),
+        (None, None) => item("hit", "-".into(), theme.dim()),
     };
     let items = vec![
         item("hits", per_s(c.hits_s), Style::new()),

@@ -216,9 +216,16 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         Some(p) if p < 99.95 => format!(" ({p:.0}% of requests sampled)"),
         _ => String::new(),
     };
+    // Figures this kernel cannot give, named before the legend (not shown as zeros).
+    let missing: Vec<String> = ["direct_io", "files_writeback_ext4", "files_writeback_iomap"]
+        .iter()
+        .filter_map(|id| crate::model::panes::not_live(&model.bpf.panes, id))
+        .map(|p| format!("no {}: {}; ", p.title.trim_start_matches("files: "), p.needs()))
+        .collect();
     let foot_text = format!(
-        "{} files with I/O; read = pages read into the cache (ra = readahead), wb = written back, dio = direct I/O, \
+        "{}{} files with I/O; read = pages read into the cache (ra = readahead), wb = written back, dio = direct I/O, \
          blk = block requests mapped by extent{sampled}",
+        missing.concat(),
         crate::model::files::file_rows(&model.files)
     );
     frame.render_widget(msg(format::shorten(&foot_text, inner.width as usize)), foot);

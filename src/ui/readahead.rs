@@ -61,10 +61,16 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(ra) = model.readahead.as_ref() else {
-        let why = if model.bpf.enabled {
-            "the readahead probes are not attached (see the probe health view, e)"
-        } else {
-            "eBPF is off: readahead needs the readahead:* and filemap:* tracepoints (run as root)"
+        let why = match crate::model::panes::not_live(&model.bpf.panes, "readahead") {
+            Some(p) if model.bpf.enabled => format!(
+                "no readahead on this kernel: {} (see the probe health view, e)",
+                p.reason.as_deref().unwrap_or_default()
+            ),
+            _ if model.bpf.enabled => {
+                "readahead figures pending: the first interval is not over yet".to_string()
+            }
+            _ => "eBPF is off: readahead needs the readahead:* and filemap:* tracepoints (run as root)"
+                .to_string(),
         };
         frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), inner);
         return;

@@ -6,6 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub mod exporter;
+
 /// Set (to 1) in CI: root/eBPF tests must run and pass instead of skipping.
 pub const REQUIRE_ENV: &str = "IOSCOPE_REQUIRE_BPF";
 

@@ -1,16 +1,22 @@
-//! Chores: `cargo xtask setup|ebpf|check-ebpf|perf|bench-fio|overhead|cache-overhead`. See README
-//! "Developing".
+//! Chores: `cargo xtask setup|ebpf|check-ebpf|dist|vm|support-table|perf|serve-perf|bench-fio|overhead|
+//! cache-overhead`. See README "Developing" and xtask/README.md.
 
 mod bench_fio;
 mod cache_overhead;
+mod dist;
 mod ebpf;
 mod empty_program;
 mod fio;
 mod overhead;
 mod perf;
+mod serve_perf;
 mod setup;
 mod stats;
+// Also compiled into the lab guest (src/bin/lab-guest.rs), which reads the parts unused here.
+#[allow(dead_code)]
+mod support;
 mod toolchain;
+mod vm;
 mod watcher;
 
 use clap::{Parser, Subcommand};
@@ -35,8 +41,23 @@ enum Command {
     Ebpf,
     /// Rebuild the eBPF object in a temporary directory and fail if the committed one differs.
     CheckEbpf,
+    /// Build the static release binary (x86_64-unknown-linux-musl) into target/dist/ioscope.
+    Dist,
+    /// Boot a Debian kernel under qemu and run the kernel lab's suite in it with the static
+    /// binary: `cargo xtask vm --kernel 6.1 [-- CHECK...]`.
+    Vm {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Print the kernel support table (markdown) that the README carries.
+    SupportTable,
     /// Measure ioscope's own CPU, memory and first-frame time (arguments go to the perf tool).
     Perf {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Measure `ioscope serve`: scrape time, CPU at 15 s scrapes, memory (arguments go to the tool).
+    ServePerf {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -62,7 +83,14 @@ fn main() -> anyhow::Result<()> {
         Command::Setup { force } => setup::run(force),
         Command::Ebpf => ebpf::build_and_install(),
         Command::CheckEbpf => ebpf::check(),
+        Command::Dist => dist::run().map(|_| ()),
+        Command::Vm { args } => vm::run(&args),
+        Command::SupportTable => {
+            print!("{}", support::markdown());
+            Ok(())
+        }
         Command::Perf { args } => perf::run(&args),
+        Command::ServePerf { args } => serve_perf::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
         Command::CacheOverhead { args } => cache_overhead::run(&args),

@@ -171,7 +171,7 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn verdict(ok: bool) -> &'static str {
+pub(crate) fn verdict(ok: bool) -> &'static str {
     if ok {
         "PASS"
     } else {
@@ -179,7 +179,7 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-fn mb(bytes: u64) -> f64 {
+pub(crate) fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
 
@@ -212,7 +212,7 @@ pub(crate) fn clock_ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
-fn count_processes() -> Result<usize> {
+pub(crate) fn count_processes() -> Result<usize> {
     let entries = std::fs::read_dir("/proc").context("reading /proc")?;
     Ok(entries
         .filter_map(|e| e.ok())
@@ -238,7 +238,7 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
 }
 
 /// (VmHWM, VmRSS) in bytes.
-fn memory(pid: u32) -> Result<(u64, u64)> {
+pub(crate) fn memory(pid: u32) -> Result<(u64, u64)> {
     let status =
         std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| format!("pid {pid} gone"))?;
     let kb = |key: &str| -> Result<u64> {
@@ -251,10 +251,10 @@ fn memory(pid: u32) -> Result<(u64, u64)> {
 }
 
 /// Idle `sleep` processes that make the machine look busy to a /proc scan; killed on drop.
-struct Fillers(Vec<Child>);
+pub(crate) struct Fillers(pub(crate) Vec<Child>);
 
 impl Fillers {
-    fn spawn(n: usize) -> Result<Fillers> {
+    pub(crate) fn spawn(n: usize) -> Result<Fillers> {
         let mut fillers = Fillers(Vec::with_capacity(n));
         for _ in 0..n {
             let child = Command::new("sleep")

@@ -664,12 +664,13 @@ fn rq_issue(e: &Event) {
         d.issued_bytes += e.bytes;
         bump(&mut d.size_hist, log2_bucket(e.bytes), 1);
     }
+    // Without branches: each doubled the paths the verifier walks through the rest of the
+    // program (421,000 verified instructions with them, 43,000 without: 0.5–1.9 s of start-up).
     let mut bit = 0usize;
     while bit < RWBS_FLAG_COUNT {
-        if e.rwbs.0 & (1 << bit) != 0 {
-            bump(&mut s.flag_requests, bit, 1);
-            bump(&mut s.flag_bytes, bit, e.bytes);
-        }
+        let set = u64::from(e.rwbs.0 >> bit) & 1;
+        bump(&mut s.flag_requests, bit, set);
+        bump(&mut s.flag_bytes, bit, e.bytes & set.wrapping_neg());
         bit += 1;
     }
     if let Some(depth) = depth {

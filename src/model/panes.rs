@@ -1,0 +1,232 @@
+//! Which eBPF-fed panes (and figures of panes) the running kernel feeds, and for the others what
+//! is missing and why: a pane whose programs did not attach says so, in the TUI and in the JSON
+//! (`bpf.panes[]`), instead of showing zeros or "-".
+//!
+//! A pure function of the programs' attach status. Each pane needs one or more events; a need is
+//! met when a program on any of its alternatives attached (an alternative is what a program's
+//! status names in `tracepoint`: a tracepoint "category:event", or a fallback's own name).
+
+use serde::Serialize;
+
+use crate::sample::BpfStatus;
+
+/// One pane's (or figure's) state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PaneStatus {
+    /// Stable id: `devices_bpf`, `io_processes`, `cache`, `files`, `files_writeback_ext4`,
+    /// `files_writeback_iomap`, `direct_io`, `readahead`.
+    pub pane: &'static str,
+    /// What the user sees it as.
+    pub title: &'static str,
+    /// Every need is met: the figures are live.
+    pub live: bool,
+    /// Fed (in part) by a fallback for a tracepoint the kernel lacks: `sources` says which.
+    pub fallback: bool,
+    /// The events that feed it (the first attached alternative of each need).
+    pub sources: Vec<String>,
+    /// Needs not met: the event wanted (the first alternative), each once.
+    pub missing: Vec<String>,
+    /// Why it is not live, for the user: "needs tracepoint readahead:page_cache_ra_order (kernel
+    /// 6.18+): <attach error>"; null when live.
+    pub reason: Option<String>,
+}
+
+/// A need: any one of these events.
+type Need = &'static [&'static str];
+
+/// (pane, title, needs). Alternatives are tried in order; fallbacks add theirs after the
+/// tracepoint.
+const PANES: &[(&str, &str, &[Need])] = &[
+    ("devices_bpf", "devices: eBPF request counts", &[&["block:block_rq_issue"]]),
+    (
+        "io_processes",
+        "disk I/O by submitting process",
+        &[&["block:block_io_start"], &["block:block_rq_complete"]],
+    ),
+    (
+        "cache",
+        "page cache: accesses and hit %",
+        &[&["filemap:mm_filemap_get_pages"], &["filemap:mm_filemap_add_to_page_cache"]],
+    ),
+    (
+        "files",
+        "files: disk reads and dirtied bytes",
+        &[&["filemap:mm_filemap_add_to_page_cache"], &["writeback:writeback_dirty_folio"]],
+    ),
+    ("files_writeback_ext4", "files: writeback on ext4", &[&["ext4:ext4_writepages_result"]]),
+    (
+        "files_writeback_iomap",
+        "files: writeback on iomap filesystems (xfs)",
+        &[&["iomap:iomap_writeback_folio"]],
+    ),
+    ("direct_io", "direct I/O per file and process", &[&["iomap:iomap_dio_rw_begin"]]),
+    (
+        "readahead",
+        "readahead",
+        &[&["readahead:page_cache_ra_order"], &["filemap:mm_filemap_add_to_page_cache"]],
+    ),
+];
+
+/// The kernel release that brought an event, for the reason's hint; None when it is older than
+/// any kernel ioscope runs on.
+fn since(event: &str) -> Option<&'static str> {
+    match event {
+        "block:block_io_start" | "block:block_io_done" | "iomap:iomap_dio_rw_begin" => Some("6.5"),
+        "filemap:mm_filemap_get_pages" | "filemap:mm_filemap_map_pages" | "filemap:mm_filemap_fault" => {
+            Some("6.12")
+        }
+        e if e.starts_with("readahead:") => Some("6.18"),
+        _ => None,
+    }
+}
+
+/// Every pane's state under this eBPF status.
+pub fn compute(status: &BpfStatus) -> Vec<PaneStatus> {
+    PANES
+        .iter()
+        .map(|&(pane, title, needs)| {
+            let mut sources = Vec::new();
+            let mut missing = Vec::new();
+            let mut why = Vec::new();
+            let mut tried = false;
+            let mut fallback = false;
+            for need in needs {
+                // A program on a fallback (ebpf/README.md) stands in for the tracepoint it replaces.
+                let stands_for = |p: &crate::sample::BpfProgramStatus| -> String {
+                    p.fallback_for.clone().unwrap_or_else(|| p.tracepoint.clone())
+                };
+                let on_it: Vec<_> =
+                    status.programs.iter().filter(|p| need.contains(&stands_for(p).as_str())).collect();
+                // No program on it at all: a recording from an ioscope that did not have one.
+                if on_it.is_empty() {
+                    continue;
+                }
+                tried = true;
+                let hit =
+                    need.iter().find_map(|alt| on_it.iter().find(|p| p.attached && stands_for(p) == *alt));
+                match hit {
+                    Some(p) if p.fallback_for.is_some() => {
+                        let how = if p.mechanism.is_empty() { "tracepoint" } else { p.mechanism.as_str() };
+                        sources.push(format!("{how} {} (fallback for {})", p.tracepoint, stands_for(p)));
+                        fallback = true;
+                    }
+                    Some(p) => sources.push(p.tracepoint.clone()),
+                    None => {
+                        let wanted = need[0];
+                        if missing.iter().any(|m| m == wanted) {
+                            continue;
+                        }
+                        missing.push(wanted.to_string());
+                        let kind = if wanted.contains(':') { "tracepoint " } else { "" };
+                        let mut text = format!("needs {kind}{wanted}");
+                        if let Some(v) = since(wanted) {
+                            text.push_str(&format!(" (kernel {v}+)"));
+                        }
+                        // The attach error of a program on it.
+                        // Its first line: a verifier's log follows on the next ones.
+                        if let Some(e) = on_it.iter().find_map(|p| p.error.as_deref()?.lines().next()) {
+                            text.push_str(&format!(": {e}"));
+                        }
+                        why.push(text);
+                    }
+                }
+            }
+            if !tried && status.enabled {
+                why.push("no program for it was loaded".to_string());
+            }
+            let live = status.enabled && tried && missing.is_empty();
+            let reason = match (live, status.enabled) {
+                (true, _) => None,
+                (false, false) => {
+                    Some(format!("eBPF is off: {}", status.reason.as_deref().unwrap_or("no reason given")))
+                }
+                (false, true) => Some(why.join("; ")),
+            };
+            PaneStatus { pane, title, live, fallback, sources, missing, reason }
+        })
+        .collect()
+}
+
+/// The state of one pane by id.
+pub fn find<'a>(panes: &'a [PaneStatus], pane: &str) -> Option<&'a PaneStatus> {
+    panes.iter().find(|p| p.pane == pane)
+}
+
+/// The pane's state when it is not live (None when live or not in the table): what the views
+/// show in place of its figures.
+pub fn not_live<'a>(panes: &'a [PaneStatus], pane: &str) -> Option<&'a PaneStatus> {
+    find(panes, pane).filter(|p| !p.live)
+}
+
+impl PaneStatus {
+    /// The short form, for a cell or a line: "needs readahead:page_cache_ra_order (6.18+)", or
+    /// eBPF's own reason when it is off.
+    pub fn needs(&self) -> String {
+        if self.missing.is_empty() {
+            return self.reason.clone().unwrap_or_default();
+        }
+        let each: Vec<String> = self
+            .missing
+            .iter()
+            .map(|m| match since(m) {
+                Some(v) => format!("{m} ({v}+)"),
+                None => m.clone(),
+            })
+            .collect();
+        format!("needs {}", each.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::BpfProgramStatus;
+
+    fn prog(tracepoint: &str, attached: bool, error: Option<&str>) -> BpfProgramStatus {
+        BpfProgramStatus {
+            program: tracepoint.replace(':', "_"),
+            tracepoint: tracepoint.into(),
+            attached,
+            error: error.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_pane_whose_tracepoint_did_not_attach_says_what_and_why() {
+        let status = BpfStatus {
+            enabled: true,
+            reason: None,
+            programs: vec![
+                prog("filemap:mm_filemap_add_to_page_cache", true, None),
+                prog("readahead:page_cache_ra_order", false, Some("tracepoint not found")),
+                prog("block:block_rq_issue", true, None),
+            ],
+        };
+        let panes = compute(&status);
+        let ra = find(&panes, "readahead").unwrap();
+        assert!(!ra.live);
+        assert_eq!(ra.missing, ["readahead:page_cache_ra_order"]);
+        assert_eq!(
+            ra.reason.as_deref(),
+            Some("needs tracepoint readahead:page_cache_ra_order (kernel 6.18+): tracepoint not found")
+        );
+        let dev = find(&panes, "devices_bpf").unwrap();
+        assert!(dev.live && dev.reason.is_none());
+        assert_eq!(dev.sources, ["block:block_rq_issue"]);
+        // No program on any of its events (an older recording): not live, but nothing named
+        // missing.
+        let io = find(&panes, "io_processes").unwrap();
+        assert!(!io.live && io.missing.is_empty());
+        assert_eq!(io.reason.as_deref(), Some("no program for it was loaded"));
+    }
+
+    #[test]
+    fn with_ebpf_off_every_pane_gives_ebpfs_reason() {
+        let status = BpfStatus { enabled: false, reason: Some("not root".into()), programs: vec![] };
+        for p in compute(&status) {
+            assert!(!p.live);
+            assert_eq!(p.reason.as_deref(), Some("eBPF is off: not root"), "{}", p.pane);
+        }
+    }
+}

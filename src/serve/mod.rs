@@ -1,0 +1,252 @@
+//! `ioscope serve`: a Prometheus exporter. One sampling thread takes a Sample every interval and
+//! derives the Model from the previous one (as the TUI and `--batch` do); the HTTP server answers
+//! `GET /metrics` from the newest of them. A scrape never triggers nor waits for collection: it
+//! encodes the latest state (src/output/prometheus) and returns.
+//!
+//! HTTP is hyper's HTTP/1 server on the current-thread tokio runtime. What a bad client can do is
+//! bounded: request heads larger than [`MAX_HEAD_BYTES`] get 431, a head not received within
+//! [`HEAD_TIMEOUT`] closes the connection, at most [`MAX_CONNECTIONS`] are served at once (the
+//! rest wait in the listen backlog), and a connection lives at most [`CONNECTION_LIFETIME`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpSocket;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Semaphore;
+
+use crate::bpf::BpfCollector;
+use crate::collect::{Sampler, SystemRoot};
+use crate::model::Model;
+use crate::output::prometheus::{self, encode, ExportOptions, Format, SelfStats, Totals};
+use crate::sample::Sample;
+
+/// The default address: loopback only (any other address must be asked for). 9977 is in the
+/// range Prometheus's exporter port list covers (9100–9999, all of it allocated by now).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9977";
+/// A request head (request line and headers) larger than this is refused with 431.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// A client that has not sent a whole request head this long after connecting (or after its
+/// previous response, on a kept-alive connection) is disconnected.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; more wait in the kernel's listen backlog.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// Any connection is closed after this long, kept alive or not.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
+const LISTEN_BACKLOG: u32 = 1024;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    pub interval: Duration,
+    pub export: ExportOptions,
+    /// False with --no-bpf.
+    pub bpf: bool,
+}
+
+/// The newest sample, its Model and the running totals: what every scrape reads.
+struct Snapshot {
+    sample: Sample,
+    model: Model,
+    totals: Totals,
+}
+
+#[derive(Default)]
+struct Shared {
+    latest: Mutex<Option<Arc<Snapshot>>>,
+    samples: AtomicU64,
+    sample_ns: AtomicU64,
+    scrapes: AtomicU64,
+    scrape_ns: AtomicU64,
+    rejected: AtomicU64,
+}
+
+/// Runs the exporter until SIGTERM or SIGINT.
+pub fn run(opts: &ServeOptions) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(serve(opts))
+}
+
+async fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let listener = listen(opts.listen).with_context(|| format!("cannot listen on {}", opts.listen))?;
+    let shared = Arc::new(Shared::default());
+    let _stop = spawn_sampler(opts, shared.clone())?;
+    eprintln!(
+        "ioscope serve: listening on http://{}/metrics, sampling every {} s",
+        listener.local_addr()?,
+        opts.interval.as_secs_f64()
+    );
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let export = opts.export;
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            _ = sigint.recv() => break,
+            _ = sigterm.recv() => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Out of file descriptors and the like: wait a moment rather than spin.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = sigint.recv() => break,
+            _ = sigterm.recv() => break,
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, std::convert::Infallible>(respond(&req, &shared, &export)) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES)
+                .serve_connection(TokioIo::new(stream), service);
+            // Errors here are the client's (reset, timed out, malformed): nothing to do but close.
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
+            drop(permit);
+        });
+    }
+    eprintln!("ioscope serve: stopping");
+    Ok(())
+}
+
+/// A listening socket with a backlog deep enough for hundreds of simultaneous connects.
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// The answer to one request: /metrics, a short index at /, 404 and 405 otherwise.
+fn respond(req: &Request<Incoming>, shared: &Shared, export: &ExportOptions) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    let known = matches!(path, "/" | "/metrics");
+    if !known {
+        return reject(shared, StatusCode::NOT_FOUND, "not found: the metrics are at /metrics\n");
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = reject(shared, StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD are served\n");
+        r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    if path == "/" {
+        return text(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            "<html><head><title>ioscope</title></head><body><h1>ioscope exporter</h1>\
+             <p><a href=\"/metrics\">Metrics</a></p></body></html>\n"
+                .into(),
+        );
+    }
+    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    let started = Instant::now();
+    let snapshot = shared.latest.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some(snap) = snapshot else {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain; charset=utf-8",
+            "ioscope is taking its first sample; try again in a second\n".into(),
+        );
+    };
+    let stats = SelfStats {
+        samples: shared.samples.load(Ordering::Relaxed),
+        sample_duration_s: shared.sample_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+        scrapes: shared.scrapes.load(Ordering::Relaxed),
+        scrape_duration_s: shared.scrape_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+        rejected_requests: shared.rejected.load(Ordering::Relaxed),
+    };
+    let families = prometheus::families(&snap.sample, &snap.model, &snap.totals, export, Some(&stats));
+    let body = encode::encode(&families, format);
+    shared.scrapes.fetch_add(1, Ordering::Relaxed);
+    shared.scrape_ns.store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    text(StatusCode::OK, format.content_type(), body)
+}
+
+fn reject(shared: &Shared, status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    shared.rejected.fetch_add(1, Ordering::Relaxed);
+    text(status, "text/plain; charset=utf-8", body.into())
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// Starts the sampling thread: it loads eBPF (unless --no-bpf), then samples every interval,
+/// on fixed deadlines, publishing each Sample with its Model. It stops when the returned sender
+/// is dropped.
+fn spawn_sampler(opts: &ServeOptions, shared: Arc<Shared>) -> anyhow::Result<std_mpsc::Sender<()>> {
+    let (stop_tx, stop) = std_mpsc::channel::<()>();
+    let (bpf, interval) = (opts.bpf, opts.interval);
+    thread::Builder::new()
+        .name("ioscope-sampler".into())
+        .spawn(move || {
+            let collector =
+                if bpf { BpfCollector::start() } else { BpfCollector::disabled("--no-bpf was given") };
+            match (&collector.status().enabled, &collector.status().reason) {
+                (true, None) => eprintln!("ioscope serve: eBPF on"),
+                (true, Some(r)) => eprintln!("ioscope serve: eBPF partly on: {r}"),
+                (false, r) => eprintln!(
+                    "ioscope serve: eBPF off ({}); serving the procfs figures only \
+                     (ioscope_bpf_status_info says why)",
+                    r.as_deref().unwrap_or("unknown reason")
+                ),
+            }
+            let mut sampler = Sampler::new(SystemRoot::live(), collector);
+            let mut prev: Option<Arc<Snapshot>> = None;
+            let start = Instant::now();
+            let mut tick: u32 = 0;
+            loop {
+                let t0 = Instant::now();
+                let cur = sampler.sample();
+                let before = prev.as_ref().map(|p| &p.sample);
+                let model = match before {
+                    Some(p) => Model::between(p, &cur),
+                    None => Model::compute(None, &cur, Duration::ZERO),
+                };
+                let mut totals = prev.as_ref().map(|p| p.totals.clone()).unwrap_or_default();
+                totals.observe(&model);
+                let snap = Arc::new(Snapshot { sample: cur, model, totals });
+                *shared.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snap.clone());
+                shared.sample_ns.store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                shared.samples.fetch_add(1, Ordering::Relaxed);
+                prev = Some(snap);
+                // The next deadline still ahead (a slow sample skips deadlines, never bunches).
+                tick += 1;
+                let mut deadline = start + interval * tick;
+                let now = Instant::now();
+                if deadline <= now {
+                    tick = ((now - start).as_secs_f64() / interval.as_secs_f64()).ceil() as u32;
+                    deadline = start + interval * tick;
+                }
+                match stop.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })
+        .context("starting the sampling thread")?;
+    Ok(stop_tx)
+}

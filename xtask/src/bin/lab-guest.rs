@@ -1,0 +1,751 @@
+//! The kernel lab's guest side (`cargo xtask vm`, xtask/src/vm.rs): /init runs `lab-guest suite`
+//! inside each kernel, once. It runs the static `/bin/ioscope` (the `cargo xtask dist` binary)
+//! with `--batch --json` around known workloads on the ext4 (/mnt/ext4, vda) and xfs (/mnt/xfs,
+//! vdb) disks and checks its figures with the same thresholds as the host's live tests
+//! (tests/live_*.rs). Which figures the kernel is claimed to have comes from the kernel support
+//! table (xtask/src/support.rs, the README's table): a claimed cell must pass its check; an
+//! unclaimed one must be reported by ioscope itself as missing, with a reason (`bpf.panes[]`).
+//!
+//! Output, on the serial console: `IOSCOPE-LAB START|PASS|FAIL|MISSING|INFO <check> <detail>`
+//! lines and a final `IOSCOPE-LAB DONE`.
+//!
+//! Also its own workload helper: `lab-guest mmap-read FILE [random]` touches random pages of a
+//! mapping of FILE (with MADV_RANDOM when asked), as tests/live_readahead.rs's child does.
+
+#[path = "../support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{Cell, Feature, FEATURES};
+
+const MARK: &str = "IOSCOPE-LAB";
+const MIB: u64 = 1 << 20;
+const PAGE: u64 = 4096;
+/// Random pages the mmap reader touches (tests/live_readahead.rs's TOUCHES).
+const TOUCHES: u64 = 1000;
+const EXT4: &str = "/mnt/ext4";
+const XFS: &str = "/mnt/xfs";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("mmap-read") => mmap_read(&args[1], args.get(2).is_some_and(|a| a == "random")),
+        Some("suite") => {
+            let code = suite();
+            std::process::exit(code);
+        }
+        _ => {
+            eprintln!("usage: lab-guest suite | lab-guest mmap-read FILE [random]");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn say(kind: &str, check: &str, detail: &str) {
+    // One line each, whatever the detail holds: the host parses the console line by line.
+    let detail = detail.replace('\n', " | ");
+    println!("{MARK} {kind} {check} {detail}");
+    let _ = std::io::stdout().flush();
+}
+
+/// `lab_kernel=` and `lab_filter=` from the kernel command line (set by xtask/src/vm.rs).
+fn cmdline(key: &str) -> Option<String> {
+    let line = std::fs::read_to_string("/proc/cmdline").ok()?;
+    line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{key}=")).map(str::to_string))
+}
+
+/// The results of one suite run: per check, its verdict.
+struct Suite {
+    kernel: String,
+    filter: Vec<String>,
+    passed: u32,
+    failed: u32,
+    missing: u32,
+    /// The checks run, to find table rows without one.
+    ran: Vec<String>,
+}
+
+impl Suite {
+    fn selected(&self, check: &str) -> bool {
+        self.filter.is_empty() || self.filter.iter().any(|f| check.contains(f.as_str()))
+    }
+
+    /// Runs a check that must pass on every kernel.
+    fn always(&mut self, check: &str, f: impl FnOnce() -> Result<String, String>) {
+        if !self.selected(check) {
+            return;
+        }
+        self.ran.push(check.to_string());
+        say("START", check, "");
+        match f() {
+            Ok(detail) => {
+                self.passed += 1;
+                say("PASS", check, &detail);
+            }
+            Err(e) => {
+                self.failed += 1;
+                say("FAIL", check, &e);
+            }
+        }
+    }
+
+    /// Runs a feature's check where the table claims it for this kernel; where it does not,
+    /// checks that ioscope reports the pane as missing, with a reason.
+    fn feature(&mut self, id: &str, report: Option<&Value>, f: impl FnOnce() -> Result<String, String>) {
+        if !self.selected(id) {
+            return;
+        }
+        let feature =
+            FEATURES.iter().find(|f| f.id == id).unwrap_or_else(|| panic!("{id} is not in the table"));
+        match feature.cell(&self.kernel) {
+            Some(Cell::Works(_)) | None => self.always(id, f),
+            Some(Cell::Missing(why)) | Some(Cell::Untested(why)) => {
+                self.ran.push(id.to_string());
+                say("START", id, "");
+                match missing_reported(feature, report) {
+                    Ok(reason) => {
+                        self.missing += 1;
+                        self.passed += 1;
+                        say(
+                            "PASS",
+                            id,
+                            &format!("not claimed on {} ({why}); ioscope says: {reason}", self.kernel),
+                        );
+                    }
+                    Err(e) => {
+                        self.failed += 1;
+                        say("FAIL", id, &format!("not claimed on {} ({why}), and {e}", self.kernel));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The reason ioscope gives (`bpf.panes[]`) for a pane the kernel cannot feed.
+fn missing_reported(feature: &Feature, report: Option<&Value>) -> Result<String, String> {
+    let Some(pane) = feature.pane else { return Err("the feature has no pane status to report".into()) };
+    let Some(report) = report else { return Err("no ioscope report to look in".into()) };
+    let panes = report["bpf"]["panes"].as_array().ok_or("the report has no bpf.panes[]")?;
+    let p = panes.iter().find(|p| p["pane"] == pane).ok_or_else(|| format!("bpf.panes[] has no {pane}"))?;
+    match (p["live"].as_bool(), p["reason"].as_str()) {
+        (Some(false), Some(r)) if !r.is_empty() => Ok(r.to_string()),
+        (Some(true), _) => Err(format!("ioscope shows {pane} as live (the table may be out of date): {p}")),
+        _ => Err(format!("ioscope shows {pane} without a reason: {p}")),
+    }
+}
+
+fn suite() -> i32 {
+    let kernel = cmdline("lab_kernel").unwrap_or_default();
+    let filter = cmdline("lab_filter")
+        .filter(|f| f != "-")
+        .map(|f| f.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut s = Suite { kernel, filter, passed: 0, failed: 0, missing: 0, ran: Vec::new() };
+    let uname = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    say("INFO", "kernel", &format!("{} (table column {})", uname.trim(), s.kernel));
+    let started = Instant::now();
+
+    for dir in [EXT4, XFS] {
+        if !is_mounted(dir) {
+            say("FAIL", "disks", &format!("{dir} is not mounted (see the console above)"));
+            s.failed += 1;
+        }
+    }
+
+    // Privileges and BTF first: short `--once` runs.
+    s.always("nonroot", nonroot);
+
+    // One ioscope for every eBPF check: starting it (loading, verifying) is the slow part.
+    say("START", "ioscope_start", "ioscope --batch --json, waiting for its first two reports");
+    let mon = match Monitor::start() {
+        Ok(m) => Some(m),
+        Err(e) => {
+            s.failed += 1;
+            say("FAIL", "ioscope_start", &e);
+            None
+        }
+    };
+    if let Some(mon) = &mon {
+        let first = mon.reports.lock().unwrap().first().cloned();
+        if let Some(first) = &first {
+            let programs = first["bpf"]["programs"].as_array().cloned().unwrap_or_default();
+            let attached = programs.iter().filter(|p| p["attached"] == true).count();
+            say(
+                "INFO",
+                "bpf",
+                &format!(
+                    "enabled={} {attached}/{} programs attached; reason: {}",
+                    first["bpf"]["enabled"],
+                    programs.len(),
+                    first["bpf"]["reason"]
+                ),
+            );
+            for p in &programs {
+                if p["attached"] != true {
+                    say(
+                        "INFO",
+                        "bpf_program",
+                        &format!("{} ({}) not attached: {}", p["program"], p["tracepoint"], p["error"]),
+                    );
+                }
+            }
+            for p in first["bpf"]["panes"].as_array().into_iter().flatten() {
+                say("INFO", "pane", &p.to_string());
+            }
+        }
+        s.always("dirty_thresholds", || dirty_thresholds(first.as_ref()));
+        run_features(&mut s, mon);
+    }
+    let mon_ok = mon.is_some();
+    drop(mon);
+
+    s.always("no_btf", no_btf);
+
+    // A row of the table the suite has no check for is a table nobody verified.
+    for f in FEATURES {
+        if s.selected(f.id) && !s.ran.iter().any(|r| r == f.id) && mon_ok {
+            s.failed += 1;
+            say("FAIL", f.id, "in the kernel support table, but the lab has no check for it");
+        }
+    }
+
+    say(
+        "DONE",
+        "suite",
+        &format!(
+            "passed={} failed={} (of which unclaimed and reported missing: {}) in {:.0} s",
+            s.passed,
+            s.failed,
+            s.missing,
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    i32::from(s.failed > 0)
+}
+
+fn is_mounted(dir: &str) -> bool {
+    std::fs::read_to_string("/proc/mounts")
+        .is_ok_and(|m| m.lines().any(|l| l.split_whitespace().nth(1) == Some(dir)))
+}
+
+/// `ioscope --batch --json` every second, its reports kept as they come.
+struct Monitor {
+    child: Child,
+    reports: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Monitor {
+    fn start() -> Result<Monitor, String> {
+        let mut child = Command::new("/bin/ioscope")
+            .args(["--batch", "--json", "--interval", "1", "-n", "100000"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create("/tmp/ioscope.stderr").map_err(|e| e.to_string())?)
+            .spawn()
+            .map_err(|e| format!("starting /bin/ioscope: {e}"))?;
+        let out = child.stdout.take().unwrap();
+        let reports = Arc::new(Mutex::new(Vec::new()));
+        let sink = reports.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => sink.lock().unwrap().push(v),
+                    Err(e) => say("INFO", "ioscope_output", &format!("not JSON ({e}): {line}")),
+                }
+            }
+        });
+        let mon = Monitor { child, reports };
+        // Loading and verifying the programs under TCG takes a while: the first two reports.
+        mon.wait_reports(2, Duration::from_secs(300))
+            .map_err(|e| format!("{e}; stderr: {}", stderr_tail()))?;
+        Ok(mon)
+    }
+
+    fn count(&self) -> usize {
+        self.reports.lock().unwrap().len()
+    }
+
+    fn wait_reports(&self, n: usize, limit: Duration) -> Result<(), String> {
+        let t = Instant::now();
+        while self.count() < n {
+            if t.elapsed() > limit {
+                return Err(format!(
+                    "ioscope gave {} reports in {:.0} s, {n} awaited",
+                    self.count(),
+                    limit.as_secs_f64()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Runs a workload and returns the reports covering it: from the report before it started to
+    /// two reports after it ended (an exited process is reported in the next report).
+    fn around<T>(&self, work: impl FnOnce() -> T) -> (T, Vec<Value>) {
+        let from = self.count().saturating_sub(1);
+        let out = work();
+        let after = self.count() + 2;
+        let _ = self.wait_reports(after, Duration::from_secs(60));
+        let reports = self.reports.lock().unwrap()[from..].to_vec();
+        (out, reports)
+    }
+
+    /// The latest report.
+    fn last(&self) -> Option<Value> {
+        self.reports.lock().unwrap().last().cloned()
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let err = stderr_tail();
+        if err.contains("panicked") {
+            say("FAIL", "ioscope_stderr", &err);
+        }
+    }
+}
+
+fn stderr_tail() -> String {
+    let s = std::fs::read_to_string("/tmp/ioscope.stderr").unwrap_or_default();
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// Runs a command to its end; Ok(pid) when it succeeded.
+fn run_pid(cmd: &str, args: &[&str]) -> Result<u32, String> {
+    let child = Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    let pid = child.id();
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd} {args:?}: {} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(pid)
+}
+
+fn sh(script: &str) -> Result<(), String> {
+    run_pid("/bin/sh", &["-c", script]).map(|_| ())
+}
+
+fn drop_caches() -> Result<(), String> {
+    sh("sync; echo 3 > /proc/sys/vm/drop_caches")
+}
+
+/// Drops the file's cached pages from `offset` on (POSIX_FADV_DONTNEED).
+fn uncache_from(path: &str, offset: u64) -> Result<(), String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    // SAFETY: advice on a file descriptor we own.
+    let rc =
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), offset as libc::off_t, 0, libc::POSIX_FADV_DONTNEED) };
+    (rc == 0).then_some(()).ok_or(format!("posix_fadvise({path}): error {rc}"))
+}
+
+/// Sum over reports of `key` (a per-second rate) × the interval, in rows of `array` matching.
+fn sum_rows(reports: &[Value], array: &str, key: &str, matches: impl Fn(&Value) -> bool) -> f64 {
+    reports
+        .iter()
+        .map(|r| {
+            let interval = r["interval_s"].as_f64().unwrap_or(0.0);
+            r[array]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|row| matches(row))
+                .map(|row| row[key].as_f64().unwrap_or(0.0) * interval)
+                .sum::<f64>()
+        })
+        .sum()
+}
+
+/// Sum over reports of an interval count (not a rate) in rows of `array` matching.
+fn sum_counts(reports: &[Value], array: &str, key: &str, matches: impl Fn(&Value) -> bool) -> u64 {
+    reports
+        .iter()
+        .flat_map(|r| r[array].as_array().cloned().unwrap_or_default())
+        .filter(|row| matches(row))
+        .map(|row| row[key].as_u64().unwrap_or(0))
+        .sum()
+}
+
+fn within(got: f64, want: f64, tol: f64) -> bool {
+    (got - want).abs() <= want * tol
+}
+
+fn run_features(s: &mut Suite, mon: &Monitor) {
+    let status = mon.last();
+    let status = status.as_ref();
+
+    // dd with O_DIRECT: every byte is one block request of the dd process.
+    let dd_file = format!("{EXT4}/dd-direct");
+    let (dd, reports) = mon.around(|| {
+        run_pid("dd", &["if=/dev/zero", &format!("of={dd_file}"), "oflag=direct", "bs=64k", "count=200"])
+    });
+    let want = 200.0 * 65536.0;
+    s.always("devices_diskstats", || {
+        dd.as_ref().map_err(Clone::clone)?;
+        let w = sum_rows(&reports, "devices", "wkb_s", |d| d["name"] == "vda") * 1024.0;
+        (w >= want * 0.99)
+            .then(|| format!("vda wrote {w:.0} bytes by diskstats, dd {want:.0}"))
+            .ok_or(format!("vda wrote {w:.0} bytes by diskstats, dd wrote {want:.0}"))
+    });
+    s.feature("devices_bpf", status, || {
+        dd.as_ref().map_err(Clone::clone)?;
+        let w: f64 = reports
+            .iter()
+            .map(|r| {
+                let i = r["interval_s"].as_f64().unwrap_or(0.0);
+                r["devices"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|d| d["name"] == "vda")
+                    .map(|d| d["bpf"]["write_bytes_s"].as_f64().unwrap_or(0.0) * i)
+                    .sum::<f64>()
+            })
+            .sum();
+        (w >= want * 0.99)
+            .then(|| format!("vda: {w:.0} bytes written by eBPF, dd {want:.0}"))
+            .ok_or(format!("vda: {w:.0} bytes written by eBPF, dd wrote {want:.0}"))
+    });
+    s.feature("io_submitter", status, || {
+        let pid = u64::from(*dd.as_ref().map_err(Clone::clone)?);
+        let rows = |r: &Value| r["pid"].as_u64() == Some(pid) && r["device"] == "vda";
+        let w = sum_rows(&reports, "io_processes", "write_bytes_s", rows);
+        let comm_ok = reports
+            .iter()
+            .flat_map(|r| r["io_processes"].as_array().cloned().unwrap_or_default())
+            .filter(|r| rows(r))
+            .all(|r| r["comm"] == "dd");
+        let exited = reports
+            .iter()
+            .flat_map(|r| r["io_processes"].as_array().cloned().unwrap_or_default())
+            .any(|r| rows(&r) && r["exited"] == true);
+        // The live test's bound (tests/live_block_json.rs), without its skipped-run slack: one
+        // dd, no other eBPF tool in the guest.
+        if !(w <= want + 1.0 && w >= want - 128.0 * 1024.0) {
+            return Err(format!("dd (pid {pid}) credited with {w:.0} bytes written on vda, wrote {want:.0}"));
+        }
+        if !comm_ok || !exited {
+            return Err(format!("dd's rows: comm dd {comm_ok}, reported exited {exited}"));
+        }
+        Ok(format!("dd credited with {w:.0} of {want:.0} bytes on vda, named dd, reported exited"))
+    });
+
+    // The page cache: cold, warm and half-cached reads of a 16 MiB file (tests/live_page_cache.rs).
+    let file = format!("{EXT4}/cache16");
+    let prep = run_pid("dd", &["if=/dev/urandom", &format!("of={file}"), "bs=1M", "count=16"])
+        .and_then(|_| drop_caches());
+    let (cold, cold_r) = mon.around(|| run_pid("cat", &[&file]));
+    let (warm, warm_r) = mon.around(|| run_pid("cat", &[&file]));
+    let (half, half_r) = mon.around(|| {
+        drop_caches()?;
+        run_pid("dd", &[&format!("if={file}"), "of=/dev/null", "bs=1M", "count=8"])?;
+        // What readahead brought in beyond the first half goes too: exactly half is cached.
+        uncache_from(&file, 8 * MIB)?;
+        run_pid("cat", &[&file])
+    });
+    let hit = |pid: &Result<u32, String>, reports: &[Value]| -> Result<(f64, u64), String> {
+        prep.clone()?;
+        let pid = u64::from(*pid.as_ref().map_err(Clone::clone)?);
+        let acc = sum_counts(reports, "cache_processes", "accesses", |r| r["pid"].as_u64() == Some(pid));
+        let miss = sum_counts(reports, "cache_processes", "misses", |r| r["pid"].as_u64() == Some(pid));
+        if acc == 0 {
+            return Err(format!("cat (pid {pid}) has no page-cache accesses"));
+        }
+        Ok((100.0 * acc.saturating_sub(miss) as f64 / acc as f64, acc))
+    };
+    s.feature("cache_hit", status, || {
+        let (c, ca) = hit(&cold, &cold_r)?;
+        let (w, wa) = hit(&warm, &warm_r)?;
+        let (h, ha) = hit(&half, &half_r)?;
+        let detail = format!("hit % cold {c:.1} ({ca} accesses), warm {w:.1} ({wa}), half {h:.1} ({ha})");
+        (c <= 10.0 && w >= 95.0 && (40.0..=60.0).contains(&h)).then_some(detail.clone()).ok_or(detail)
+    });
+    s.feature("files_read", status, || {
+        cold.as_ref().map_err(Clone::clone)?;
+        let read = sum_counts(&cold_r, "files", "disk_read_bytes", |f| f["path"] == file.as_str());
+        let want = 16 * MIB;
+        within(read as f64, want as f64, 0.1)
+            .then(|| format!("{file}: {read} bytes read from disk, 16 MiB file"))
+            .ok_or(format!(
+                "{file}: {read} bytes read from disk by a cold cat of 16 MiB ({})",
+                files_seen(&cold_r)
+            ))
+    });
+
+    // Writes with fsync: dirtied then written back, per file, on ext4 and on xfs.
+    for (fs, dir) in [("ext4", EXT4), ("xfs", XFS)] {
+        let path = format!("{dir}/fsync8");
+        // Held open meanwhile, as a database or log keeps its files: dd itself is gone before
+        // ioscope's next sample, and a path is found through the processes that have it open.
+        let holder = hold_open(&path);
+        let (dd, r) = mon.around(|| {
+            run_pid("dd", &["if=/dev/zero", &format!("of={path}"), "bs=1M", "count=8", "conv=fsync"])
+        });
+        drop(holder);
+        for (check, key, what) in [
+            ("files_dirty", "dirtied_bytes", "dirtied"),
+            ("files_writeback", "writeback_bytes", "written back"),
+        ] {
+            s.feature(&format!("{check}_{fs}"), status, || {
+                dd.as_ref().map_err(Clone::clone)?;
+                let got = sum_counts(&r, "files", key, |f| f["path"] == path.as_str());
+                let detail = format!("{path}: {got} bytes {what}, 8 MiB written with fsync");
+                within(got as f64, (8 * MIB) as f64, 0.1)
+                    .then_some(detail.clone())
+                    .ok_or_else(|| format!("{detail} ({})", files_seen(&r)))
+            });
+        }
+    }
+
+    // O_DIRECT reads of the 16 MiB file, per file and per process.
+    let (dio, dio_r) =
+        mon.around(|| run_pid("dd", &[&format!("if={file}"), "of=/dev/null", "iflag=direct", "bs=1M"]));
+    s.feature("files_direct", status, || {
+        let pid = u64::from(*dio.as_ref().map_err(Clone::clone)?);
+        let per_file = sum_counts(&dio_r, "files", "direct_read_bytes", |f| f["path"] == file.as_str());
+        let per_proc =
+            sum_rows(&dio_r, "cache_processes", "dio_read_bytes_s", |r| r["pid"].as_u64() == Some(pid));
+        let want = (16 * MIB) as f64;
+        let detail =
+            format!("{file}: {per_file} direct bytes read; dd (pid {pid}): {per_proc:.0}; 16 MiB read");
+        (within(per_file as f64, want, 0.1) && within(per_proc, want, 0.1))
+            .then_some(detail.clone())
+            .ok_or(detail)
+    });
+
+    // Readahead: a cold sequential read (tests/live_readahead.rs: used ≥ 95 %).
+    let seq = format!("{EXT4}/seq32");
+    let prep = run_pid("dd", &["if=/dev/zero", &format!("of={seq}"), "bs=1M", "count=32"])
+        .and_then(|_| drop_caches());
+    let (cat, seq_r) = mon.around(|| run_pid("cat", &[&seq]));
+    s.feature("readahead_seq", status, || {
+        prep.clone()?;
+        cat.as_ref().map_err(Clone::clone)?;
+        let rows: Vec<Value> = seq_r
+            .iter()
+            .filter_map(|r| r["readahead"]["files"].as_array().cloned())
+            .flatten()
+            .filter(|f| f["path"] == seq.as_str())
+            .collect();
+        let ra: u64 = rows.iter().map(|f| f["ra_pages"].as_u64().unwrap_or(0)).sum();
+        let used: u64 = rows.iter().map(|f| f["used_pages"].as_u64().unwrap_or(0)).sum();
+        let pages = 32 * MIB / PAGE;
+        let detail = format!("{seq}: {ra} pages read ahead, {used} used, file {pages} pages");
+        (ra >= pages * 95 / 100 && used * 100 >= ra * 95).then_some(detail.clone()).ok_or(detail)
+    });
+
+    // mmap read-around: random touches waste most of it; MADV_RANDOM cuts it several-fold.
+    let map = format!("{EXT4}/mmap256");
+    let prep = run_pid("dd", &["if=/dev/zero", &format!("of={map}"), "bs=1M", "count=256"])
+        .and_then(|_| drop_caches());
+    let ra_of = |random: bool| -> Result<(u64, u64), String> {
+        prep.clone()?;
+        let (done, r) = mon.around(|| {
+            let mut args = vec!["mmap-read", map.as_str()];
+            if random {
+                args.push("random");
+            }
+            let pid = run_pid("/bin/lab-guest", &args);
+            // Wasted pages are counted when they leave the cache unused.
+            drop_caches()?;
+            pid
+        });
+        done?;
+        let rows: Vec<Value> = r
+            .iter()
+            .filter_map(|r| r["readahead"]["files"].as_array().cloned())
+            .flatten()
+            .filter(|f| f["path"] == map.as_str())
+            .collect();
+        Ok((
+            rows.iter().map(|f| f["ra_pages"].as_u64().unwrap_or(0)).sum(),
+            rows.iter().map(|f| f["wasted_pages"].as_u64().unwrap_or(0)).sum(),
+        ))
+    };
+    let claimed = matches!(
+        FEATURES.iter().find(|f| f.id == "readahead_mmap").and_then(|f| f.cell(&s.kernel)),
+        Some(Cell::Works(_)) | None
+    );
+    let (normal, random) = if claimed && s.selected("readahead_mmap") {
+        (ra_of(false), ra_of(true))
+    } else {
+        (Err(String::new()), Err(String::new()))
+    };
+    s.feature("readahead_mmap", status, || {
+        let (n_ra, n_wasted) = normal?;
+        let (r_ra, _) = random?;
+        let detail = format!(
+            "read-around pages: normal {n_ra} ({n_wasted} wasted), MADV_RANDOM {r_ra}; {TOUCHES} touches"
+        );
+        (n_ra >= 4 * TOUCHES && n_wasted >= n_ra / 4 && n_wasted > 2 * TOUCHES && r_ra * 4 <= n_ra)
+            .then_some(detail.clone())
+            .ok_or(detail)
+    });
+}
+
+/// A process (`sleep`) holding the file open until dropped; the file is created if missing.
+struct Holder(Option<Child>);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn hold_open(path: &str) -> Holder {
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+    Holder(file.ok().and_then(|f| Command::new("sleep").arg("600").stdin(f).spawn().ok()))
+}
+
+/// The files ioscope listed, for a failure's message.
+fn files_seen(reports: &[Value]) -> String {
+    let mut seen = BTreeMap::new();
+    for f in reports.iter().flat_map(|r| r["files"].as_array().cloned().unwrap_or_default()) {
+        let key = f["path"].as_str().map_or_else(|| format!("{}:{}", f["dev"], f["ino"]), str::to_string);
+        let e: &mut [u64; 4] = seen.entry(key).or_default();
+        for (i, k) in
+            ["disk_read_bytes", "dirtied_bytes", "writeback_bytes", "direct_read_bytes"].iter().enumerate()
+        {
+            e[i] += f[*k].as_u64().unwrap_or(0);
+        }
+    }
+    let list: Vec<String> = seen
+        .iter()
+        .take(8)
+        .map(|(k, v)| format!("{k} read {} dirtied {} wb {} direct {}", v[0], v[1], v[2], v[3]))
+        .collect();
+    format!("files seen: {}", if list.is_empty() { "none".to_string() } else { list.join("; ") })
+}
+
+/// `memory.dirty_threshold` and the background one equal the kernel's own (/proc/vmstat), as
+/// tests/live_dirty_thresholds.rs checks.
+fn dirty_thresholds(report: Option<&Value>) -> Result<String, String> {
+    let r = report.ok_or("no report")?;
+    let m = &r["memory"];
+    let pairs = [
+        ("dirty_threshold", "kernel_dirty_threshold"),
+        ("dirty_background_threshold", "kernel_dirty_background_threshold"),
+    ];
+    let mut detail = Vec::new();
+    for (ours, kernel) in pairs {
+        let (a, b) = (m[ours].as_u64(), m[kernel].as_u64());
+        let Some(b) = b else { return Err(format!("memory.{kernel} is {}", m[kernel])) };
+        // The kernel's figure is a moment's; free memory moves between the two reads: 1 %.
+        let a = a.ok_or(format!("memory.{ours} is {}", m[ours]))?;
+        if a.abs_diff(b) > b / 100 {
+            return Err(format!("memory.{ours} {a} vs the kernel's {b}"));
+        }
+        detail.push(format!("{ours} {a} (kernel {b})"));
+    }
+    Ok(detail.join(", "))
+}
+
+/// `ioscope --once --json` as an unprivileged user: exits 0, procfs panes filled, eBPF off with a
+/// reason.
+fn nonroot() -> Result<String, String> {
+    let out = Command::new("/bin/ioscope")
+        .args(["--once", "--json", "--interval", "1"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .map_err(|e| format!("starting ioscope as nobody: {e}"))?;
+    once_checks(&out, "as nobody", |bpf| match (bpf["enabled"].as_bool(), bpf["reason"].as_str()) {
+        (Some(false), Some(r)) if !r.is_empty() => Ok(format!("eBPF off: {r}")),
+        _ => Err(format!("eBPF status as nobody: {bpf}")),
+    })
+}
+
+/// The kernel's BTF hidden (an empty file bind-mounted over /sys/kernel/btf/vmlinux) before
+/// ioscope starts: procfs panes work, the JSON says why eBPF is (partly) off, nothing panics.
+fn no_btf() -> Result<String, String> {
+    std::fs::write("/tmp/empty-btf", b"").map_err(|e| e.to_string())?;
+    let vmlinux = "/sys/kernel/btf/vmlinux";
+    if std::path::Path::new(vmlinux).exists() {
+        sh(&format!("mount --bind /tmp/empty-btf {vmlinux}"))?;
+    }
+    let out = Command::new("/bin/ioscope").args(["--once", "--json", "--interval", "1"]).output();
+    let _ = sh(&format!("umount {vmlinux}"));
+    let out = out.map_err(|e| format!("starting ioscope: {e}"))?;
+    once_checks(&out, "without BTF", |bpf| {
+        let reason = bpf["reason"].as_str().unwrap_or("");
+        if reason.contains("BTF") {
+            Ok(format!("eBPF enabled={}: {reason}", bpf["enabled"]))
+        } else {
+            Err(format!("the eBPF status does not say BTF is missing: {bpf}"))
+        }
+    })
+}
+
+fn once_checks(
+    out: &std::process::Output,
+    how: &str,
+    bpf: impl FnOnce(&Value) -> Result<String, String>,
+) -> Result<String, String> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || stderr.contains("panicked") {
+        return Err(format!("ioscope {how}: {}; stderr: {}", out.status, stderr.trim()));
+    }
+    let v: Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("ioscope {how}: not JSON: {e}"))?;
+    if v["memory"]["total"].as_u64().unwrap_or(0) == 0 {
+        return Err(format!("ioscope {how}: memory.total is {}", v["memory"]["total"]));
+    }
+    if !v["devices"].as_array().is_some_and(|d| d.iter().any(|d| d["name"] == "vda")) {
+        return Err(format!("ioscope {how}: no vda in devices[]"));
+    }
+    if v["processes"].as_array().is_none() {
+        return Err(format!("ioscope {how}: no processes[]"));
+    }
+    bpf(&v["bpf"]).map(|b| format!("procfs panes filled; {b}"))
+}
+
+/// Touches TOUCHES random pages of a shared read-only mapping of the file (with MADV_RANDOM when
+/// asked), as tests/live_readahead.rs's child does.
+fn mmap_read(path: &str, random: bool) {
+    let f = std::fs::File::open(path).expect(path);
+    let len = f.metadata().unwrap().len() as usize;
+    // SAFETY: a shared read-only mapping of a file nobody truncates while we read it.
+    let p =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+    assert_ne!(p, libc::MAP_FAILED);
+    if random {
+        // SAFETY: advice on our own mapping.
+        assert_eq!(unsafe { libc::madvise(p, len, libc::MADV_RANDOM) }, 0);
+    }
+    let pages = len as u64 / PAGE;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut sum = 0u64;
+    for _ in 0..TOUCHES {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let off = (x % pages * PAGE) as usize;
+        // SAFETY: off is within the mapping.
+        sum = sum.wrapping_add(u64::from(unsafe { *(p as *const u8).add(off) }));
+    }
+    std::hint::black_box(sum);
+}

@@ -1,0 +1,236 @@
+//! The kernel support table: per feature (a pane, or a figure of one) and kernel series, the
+//! mechanism that feeds it, or what is missing. The README's "Kernel support" table is generated
+//! from it (`cargo xtask support-table`, checked by a test), and the kernel lab's guest
+//! (src/bin/lab-guest.rs) checks every cell on its kernel: a `Works` cell must pass its accuracy
+//! check; a `Missing` one must be reported missing, with a reason, by ioscope itself
+//! (`bpf.panes[]`). The 6.18 column is this machine's kernel, checked by the host's live tests
+//! (tests/live_*.rs).
+
+/// The kernel series of the table's columns.
+pub const KERNELS: [&str; 4] = ["5.10", "6.1", "6.12", "6.18"];
+
+pub enum Cell {
+    /// Claimed: the mechanism that feeds it.
+    Works(&'static str),
+    /// Not available on that kernel: what is missing.
+    Missing(&'static str),
+    /// Not verified on that kernel (no lab run).
+    Untested(&'static str),
+}
+
+pub struct Feature {
+    /// The check's name in the lab (`cargo xtask vm -- ID`).
+    pub id: &'static str,
+    /// The row's label in the README.
+    pub label: &'static str,
+    /// The pane's name in ioscope's `bpf.panes[]` (eBPF features), which says why it is missing.
+    pub pane: Option<&'static str>,
+    /// One cell per [`KERNELS`] entry.
+    pub cells: [Cell; 4],
+}
+
+impl Feature {
+    /// This feature's cell for a kernel series; None for a series not in the table.
+    pub fn cell(&self, kernel: &str) -> Option<&Cell> {
+        KERNELS.iter().position(|k| *k == kernel).map(|i| &self.cells[i])
+    }
+}
+
+use Cell::{Missing, Works};
+
+const PROCFS: Cell = Works("procfs");
+/// 5.10's verifier refuses the block programs' object code ("BPF_STX uses reserved fields": an
+/// instruction encoding newer than it; to be pinned down by the fallbacks' work).
+const ATOMICS: &str = "a verifier that loads the block programs (5.10's: \"BPF_STX uses reserved fields\")";
+/// 5.10 has writeback:writeback_dirty_page; the folio tracepoint came later.
+const NO_DIRTY_FOLIO: Cell = Missing("writeback:writeback_dirty_folio");
+const DIRTY: Cell = Works("writeback:writeback_dirty_folio");
+const WB_EXT4: Cell = Works("ext4:ext4_writepages_result");
+
+/// The table. Its cells are what the lab verified (see each check in src/bin/lab-guest.rs).
+pub const FEATURES: &[Feature] = &[
+    Feature {
+        id: "devices_diskstats",
+        label: "Devices: iostat -x columns",
+        pane: None,
+        cells: [
+            Works("/proc/diskstats"),
+            Works("/proc/diskstats"),
+            Works("/proc/diskstats"),
+            Works("/proc/diskstats"),
+        ],
+    },
+    Feature {
+        id: "dirty_thresholds",
+        label: "Memory: dirty thresholds (equal to the kernel's)",
+        pane: None,
+        cells: [PROCFS, PROCFS, PROCFS, PROCFS],
+    },
+    Feature {
+        id: "nonroot",
+        label: "Without root: procfs panes, eBPF off with the reason",
+        pane: None,
+        cells: [PROCFS, PROCFS, PROCFS, PROCFS],
+    },
+    Feature {
+        id: "no_btf",
+        label: "Without BTF: procfs panes, the reason in the header",
+        pane: None,
+        cells: [PROCFS, PROCFS, PROCFS, PROCFS],
+    },
+    Feature {
+        id: "devices_bpf",
+        label: "Devices: eBPF request counts",
+        pane: Some("devices_bpf"),
+        cells: [
+            Missing(ATOMICS),
+            Works("block:block_rq_issue"),
+            Works("block:block_rq_issue (BTF)"),
+            Works("block:block_rq_issue (BTF)"),
+        ],
+    },
+    Feature {
+        id: "io_submitter",
+        label: "Disk I/O by submitting process",
+        pane: Some("io_processes"),
+        cells: [
+            Missing("block:block_io_start (6.5+)"),
+            Missing("block:block_io_start (6.5+)"),
+            Works("block:block_io_start"),
+            Works("block:block_io_start (BTF)"),
+        ],
+    },
+    Feature {
+        id: "cache_hit",
+        label: "Page cache: hit % per process",
+        pane: Some("cache"),
+        cells: [
+            Missing("filemap:mm_filemap_get_pages (6.12+)"),
+            Missing("filemap:mm_filemap_get_pages (6.12+)"),
+            Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
+            Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
+        ],
+    },
+    Feature {
+        id: "files_read",
+        label: "Files: disk reads per file",
+        pane: Some("files"),
+        cells: [
+            Missing("filemap:mm_filemap_add_to_page_cache with its `order` field (folios)"),
+            Works("filemap:mm_filemap_add_to_page_cache"),
+            Works("filemap:mm_filemap_add_to_page_cache"),
+            Works("filemap:mm_filemap_add_to_page_cache"),
+        ],
+    },
+    Feature {
+        id: "files_dirty_ext4",
+        label: "Files: dirtied bytes per file (ext4)",
+        pane: Some("files"),
+        cells: [NO_DIRTY_FOLIO, DIRTY, DIRTY, DIRTY],
+    },
+    Feature {
+        id: "files_writeback_ext4",
+        label: "Files: written-back bytes per file (ext4)",
+        pane: Some("files_writeback_ext4"),
+        cells: [WB_EXT4, WB_EXT4, WB_EXT4, WB_EXT4],
+    },
+    Feature {
+        id: "files_dirty_xfs",
+        label: "Files: dirtied bytes per file (xfs)",
+        pane: Some("files"),
+        cells: [NO_DIRTY_FOLIO, DIRTY, DIRTY, DIRTY],
+    },
+    Feature {
+        id: "files_writeback_xfs",
+        label: "Files: written-back bytes per file (xfs)",
+        pane: Some("files_writeback_iomap"),
+        cells: [
+            Missing("iomap:iomap_writeback_folio"),
+            Missing("iomap:iomap_writeback_folio"),
+            Missing("iomap:iomap_writeback_folio"),
+            Works("iomap:iomap_writeback_folio"),
+        ],
+    },
+    Feature {
+        id: "files_direct",
+        label: "Files and processes: direct I/O bytes",
+        pane: Some("direct_io"),
+        cells: [
+            Missing("iomap:iomap_dio_rw_begin (6.5+)"),
+            Missing("iomap:iomap_dio_rw_begin (6.5+)"),
+            Works("iomap:iomap_dio_rw_begin (BTF)"),
+            Works("iomap:iomap_dio_rw_begin (BTF)"),
+        ],
+    },
+    Feature {
+        id: "readahead_seq",
+        label: "Readahead: sequential windows, used %",
+        pane: Some("readahead"),
+        cells: [
+            Missing("readahead:* (6.18+)"),
+            Missing("readahead:* (6.18+)"),
+            Missing("readahead:* (6.18+)"),
+            Works("readahead:page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra"),
+        ],
+    },
+    Feature {
+        id: "readahead_mmap",
+        label: "Readahead: mmap read-around wasted",
+        pane: Some("readahead"),
+        cells: [
+            Missing("readahead:* (6.18+)"),
+            Missing("readahead:* (6.18+)"),
+            Missing("readahead:* (6.18+)"),
+            Works("readahead:page_cache_ra_order, filemap:mm_filemap_fault"),
+        ],
+    },
+];
+
+/// The README's table (markdown), generated from [`FEATURES`].
+pub fn markdown() -> String {
+    let mut s = format!("| Feature | {} |\n|---|{}\n", KERNELS.join(" | "), "---|".repeat(KERNELS.len()));
+    for f in FEATURES {
+        let cells: Vec<String> = f
+            .cells
+            .iter()
+            .map(|c| match c {
+                Cell::Works(how) => format!("✓ {how}"),
+                Cell::Missing(what) => format!("✗ needs {what}"),
+                Cell::Untested(why) => format!("untested ({why})"),
+            })
+            .collect();
+        s.push_str(&format!("| {} | {} |\n", f.label, cells.join(" | ")));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README carries the table as generated (`cargo xtask support-table`).
+    #[test]
+    fn the_readme_carries_this_table() {
+        let readme = include_str!("../../README.md");
+        assert!(
+            readme.contains(&markdown()),
+            "README.md's kernel support table differs from xtask/src/support.rs: paste the output of \
+             `cargo xtask support-table` into README.md"
+        );
+    }
+
+    /// Every pane named here is one ioscope reports in `bpf.panes[]` (src/model/panes.rs).
+    #[test]
+    fn panes_are_ioscopes() {
+        let panes = include_str!("../../src/model/panes.rs");
+        for f in FEATURES {
+            if let Some(p) = f.pane {
+                assert!(
+                    panes.contains(&format!("(\"{p}\",")) || panes.contains(&format!("\"{p}\",\n")),
+                    "{}: no pane {p}",
+                    f.id
+                );
+            }
+        }
+    }
+}
