@@ -35,7 +35,7 @@ const fn probe(program: &'static str, category: &'static str, event: &'static st
 }
 
 /// Every page-cache program, in the order [`fill_layout`] handles them.
-pub const PROBES: [Probe; 11] = [
+pub const PROBES: [Probe; 12] = [
     probe("filemap_get_pages", "filemap", "mm_filemap_get_pages"),
     probe("filemap_map_pages", "filemap", "mm_filemap_map_pages"),
     probe("filemap_fault", "filemap", "mm_filemap_fault"),
@@ -47,6 +47,7 @@ pub const PROBES: [Probe; 11] = [
     probe("iomap_dio_rw_begin", "iomap", "iomap_dio_rw_begin"),
     probe("kmem_rss_stat", "kmem", "rss_stat"),
     probe("sched_process_exec", "sched", "sched_process_exec"),
+    probe("cache_task_rename", "task", "task_rename"),
 ];
 
 /// A program on a kernel function standing in for probe `probe` (of [`PROBES`]) where its
@@ -258,6 +259,12 @@ pub fn fill_layout(l: &mut CacheLayout, index: usize, text: &str) -> Result<()> 
         }
         // sched_process_exec reads no field (it renames the process after exec).
         10 => {}
+        // A renamed process's new name (`pid` is the task renamed).
+        11 => {
+            l.rename_pid = f.field_sized("pid", 4)?.offset;
+            l.rename_newcomm = f.field_sized("newcomm", 16)?.offset;
+            l.rename_ok = 1;
+        }
         _ => return Err(anyhow!("no page-cache probe number {index}")),
     }
     Ok(())

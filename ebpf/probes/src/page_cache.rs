@@ -136,6 +136,46 @@ pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
     0
 }
 
+/// `task:task_rename`: a task's name changes: at exec, and without exec by `prctl(PR_SET_NAME)`
+/// (a shell running a built-in applet in a forked child, a program naming itself). The process's
+/// entry takes the new name when its main thread is renamed (a thread's own name is not the
+/// process's). Raised before the name is copied: the new one is read from the record.
+#[tracepoint]
+pub fn cache_task_rename(ctx: TracePointContext) -> u32 {
+    try_rename(&ctx).unwrap_or(0)
+}
+
+fn try_rename(ctx: &TracePointContext) -> Result<u32, i64> {
+    // SAFETY (both): see layout(); one field each, not the whole layout.
+    let (ok, pid_at, comm_at) = unsafe {
+        (
+            core::ptr::read_volatile(&raw const CACHE_LAYOUT.rename_ok),
+            core::ptr::read_volatile(&raw const CACHE_LAYOUT.rename_pid),
+            core::ptr::read_volatile(&raw const CACHE_LAYOUT.rename_newcomm),
+        )
+    };
+    if ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let pid = unsafe { field::<i32>(ctx, pid_at)? } as u32;
+    let (tgid, _) = current_ids();
+    // The renamed task is the current one in every caller but a write to /proc/PID/comm; the
+    // process's name is its main thread's.
+    if pid != tgid {
+        return Ok(0);
+    }
+    if let Some(p) = CACHE_PROCS.get_ptr_mut(tgid) {
+        // SAFETY: offset from the format file; this CPU's value, see totals().
+        let comm = unsafe { field::<[u8; 16]>(ctx, comm_at)? };
+        let p = unsafe { &mut *p };
+        p.comm = comm;
+        // SAFETY: helper without preconditions.
+        p.comm_ns = unsafe { bpf_ktime_get_ns() };
+    }
+    Ok(0)
+}
+
 /// Applies `f` to the system-wide and the current process's counters.
 #[inline(always)]
 fn count(tgid: u32, f: impl Fn(&mut CacheCounters)) {
