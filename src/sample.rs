@@ -263,13 +263,21 @@ pub struct BpfStatus {
 #[serde(default)]
 pub struct BpfProgramStatus {
     pub program: String,
-    /// "category:event".
+    /// Where it is attached: "category:event" for a tracepoint, the kernel function's name for
+    /// fentry/fexit and kprobes.
     pub tracepoint: String,
     pub attached: bool,
     pub error: Option<String>,
-    /// How it is attached: "tracepoint", "btf_tracepoint", "raw_tracepoint", "fentry", "kprobe"...
-    /// (empty in recordings made before this was recorded).
+    /// How it is attached: "tracepoint", "btf_tracepoint", "raw_tracepoint", "fentry", "fexit",
+    /// "kprobe"... (empty in recordings made before this was recorded).
     pub mechanism: String,
+    /// The tracepoint ("category:event") this program stands in for when the kernel lacks it: the
+    /// figures it feeds keep their definition (ebpf/README.md says how, and where they cannot).
+    pub fallback_for: Option<String>,
+    /// The kernel's count of the program's runs and the time they took (bpf_stats, when
+    /// `kernel.bpf_stats_enabled` is on; else 0), as of the sample.
+    pub run_cnt: u64,
+    pub run_time_ns: u64,
 }
 
 /// Cumulative per-device request counters (sum over CPUs), keyed by the device's major:minor.

@@ -100,7 +100,18 @@ fn the_classic_tracepoint_programs_count_and_credit_the_same() {
 #[test]
 fn one_refused_btf_twin_makes_every_block_program_classic() {
     let refused = ioscope::bpf::block::btf_twin("block_rq_issue");
-    counts_and_credits_with(&BpfOptions { btf_tracepoints: true, refuse_block_twin: Some(refused) }, false);
+    let options = BpfOptions { refuse_block_twin: Some(refused), ..Default::default() };
+    counts_and_credits_with(&options, false);
+}
+
+/// A kernel without `block:block_io_start` (before 6.5: Debian 12, Amazon Linux 2023, RHEL 9,
+/// Ubuntu 22.04): the submitter is seen at `block:block_getrq` instead, and every figure is the
+/// same, to the request and the byte.
+#[test]
+fn without_block_io_start_the_submitter_comes_from_block_getrq_with_the_same_figures() {
+    let options =
+        BpfOptions { hidden_tracepoints: vec!["block:block_io_start".into()], ..Default::default() };
+    counts_and_credits_with(&options, false);
 }
 
 fn counts_and_credits(btf: bool) {
@@ -133,7 +144,15 @@ fn counts_and_credits_with(options: &BpfOptions, btf: bool) {
             .find(|p| p.program == name)
             .unwrap_or_else(|| panic!("{name}: {status:#?}"));
         assert!(p.attached && p.error.is_none(), "{name} on {event}: {:?}", p.error);
-        assert_eq!(p.tracepoint, format!("block:{event}"));
+        let getrq = program == "block_io_start"
+            && options.hidden_tracepoints.iter().any(|h| h == "block:block_io_start");
+        if getrq {
+            assert_eq!(p.tracepoint, "block:block_getrq");
+            assert_eq!(p.fallback_for.as_deref(), Some("block:block_io_start"));
+        } else {
+            assert_eq!(p.tracepoint, format!("block:{event}"));
+            assert_eq!(p.fallback_for, None);
+        }
     }
     assert!(!status.programs.iter().any(|p| p.program == ioscope::bpf::block::RETIRED));
     if !btf {

@@ -153,7 +153,8 @@ pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
         rq_io_start_time_ns: field("request", "io_start_time_ns", 8)?,
         rq_start_time_ns: field("request", "start_time_ns", 8)?,
         task_plug: field("task_struct", "plug", 8)?,
-        plug_cur_ktime: field("blk_plug", "cur_ktime", 8)?,
+        // Linux 6.9+ (blk_time_get_ns): without it (0) the programs read the clock instead.
+        plug_cur_ktime: field("blk_plug", "cur_ktime", 8).unwrap_or(0),
     })
 }
 
@@ -169,10 +170,12 @@ pub fn btf_twin(program: &str) -> String {
 /// block_io_start and a classic block_rq_issue would never find each other's requests. Returns
 /// each one's status and the name of the program attached in each slot of [`PROGRAMS`] (to read
 /// its run counts), and a note when a BTF twin was refused. `refuse`: a twin to treat as refused
-/// (tests of the fallback).
+/// (tests of the fallback). `events`: where each program attaches ([`layout`]'s choice); with the
+/// submitter on a fallback event (no request address) the programs are all classic.
 pub fn attach(
     ebpf: &mut Ebpf,
     ready: &[Result<(), String>],
+    events: &BlockEvents,
     request: Option<&aya::Btf>,
     refuse: Option<&str>,
 ) -> (Vec<BpfProgramStatus>, Vec<Option<String>>, Option<String>) {
@@ -180,10 +183,21 @@ pub fn attach(
         .into_iter()
         .enumerate()
         .filter(|(_, (p, _))| *p != RETIRED)
-        .map(|(slot, (program, event))| (slot, program, event))
+        .map(|(slot, (program, event))| (slot, program, events.event_of(program, event)))
         .collect();
     let mut attached = vec![None; PROGRAMS.len()];
     let mut note = None;
+    let request = match (request, events.io_start_fallback()) {
+        (Some(_), true) => {
+            note = Some(format!(
+                "block probes on classic tracepoints: the submitter comes from {CATEGORY}:{} \
+                 ({CATEGORY}:{} is Linux 6.5+), which carries no request address",
+                events.io_start, IO_START_EVENTS[0]
+            ));
+            None
+        }
+        (r, _) => r,
+    };
     if let Some(btf) = request {
         match attach_twins(ebpf, &live, btf, refuse) {
             Ok(statuses) => {
@@ -202,10 +216,13 @@ pub fn attach(
     }
     let mut statuses = Vec::new();
     for (&(slot, program, event), ready) in live.iter().zip(ready) {
-        let status = match ready {
+        let mut status = match ready {
             Ok(()) => super::attach_tracepoint(ebpf, program, CATEGORY, event),
             Err(e) => super::program_status(program, CATEGORY, event, Err(e.clone())),
         };
+        if program == "block_io_start" && events.io_start_fallback() {
+            status.fallback_for = Some(format!("{CATEGORY}:{}", IO_START_EVENTS[0]));
+        }
         if status.attached {
             attached[slot] = Some(program.to_string());
         }
@@ -254,14 +271,69 @@ fn unload_btf_tracepoint(ebpf: &mut Ebpf, name: &str) {
     }
 }
 
+/// Where the submitter is seen, best first: `block_io_start` (Linux 6.5+, in
+/// `blk_account_io_start()`), else `block_getrq`, which older kernels raise in the same place for
+/// the same requests: in `blk_mq_submit_bio()`, in the submitter's context, once per new request
+/// (a bio merged into a request already made raises neither), just before the bio becomes the
+/// request (`blk_mq_bio_to_request()`, which calls `blk_account_io_start()`). Its record's `dev`
+/// is the whole disk's and `sector` the request's first, as the request events tell them, so the
+/// classic tag (device, sector) finds the request at insert, issue and completion. It carries no
+/// request address: with it the block programs are all classic (see [`attach`]).
+pub const IO_START_EVENTS: [&str; 2] = ["block_io_start", "block_getrq"];
+
+/// The events the block programs attach to, as chosen by [`layout`]: the live programs' events
+/// with block_io_start's replaced by the one found (see [`IO_START_EVENTS`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockEvents {
+    pub io_start: &'static str,
+}
+
+impl BlockEvents {
+    /// The event `program` (a live program of [`PROGRAMS`]) attaches to.
+    pub fn event_of(&self, program: &str, event: &'static str) -> &'static str {
+        if program == "block_io_start" {
+            self.io_start
+        } else {
+            event
+        }
+    }
+
+    /// Whether the submitter comes from a fallback event (then the BTF twins are not used).
+    pub fn io_start_fallback(&self) -> bool {
+        self.io_start != IO_START_EVENTS[0]
+    }
+}
+
 /// Reads the format files. An event whose format is missing or unusable stays unconfigured
 /// (its program counts nothing) and its error is returned in its place of [`live_programs`].
-/// The request layout for the BTF programs is filled in by the caller.
-pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
+/// The request layout for the BTF programs is filled in by the caller. `hidden`: tracepoints
+/// ("category:event") to treat as missing (tests of the fallbacks).
+pub fn layout(tracefs: &Path, hidden: &[String]) -> (BlockLayout, Vec<Result<(), String>>, BlockEvents) {
     let mut layout = BlockLayout::UNSET;
     let mut results = Vec::new();
+    let read = |event: &str| -> Result<EventLayout> {
+        if hidden.iter().any(|h| *h == format!("{CATEGORY}:{event}")) {
+            bail!("tracepoint {CATEGORY}:{event} hidden on request");
+        }
+        tracefs::read_event_format(tracefs, CATEGORY, event).and_then(|f| event_layout(&f))
+    };
+    let mut events = BlockEvents { io_start: IO_START_EVENTS[0] };
     for (_, event) in live_programs() {
-        let r = tracefs::read_event_format(tracefs, CATEGORY, event).and_then(|f| event_layout(&f));
+        let r = if event == IO_START_EVENTS[0] {
+            let first = read(event);
+            match first {
+                Ok(l) => Ok(l),
+                Err(e) => match read(IO_START_EVENTS[1]) {
+                    Ok(l) => {
+                        events.io_start = IO_START_EVENTS[1];
+                        Ok(l)
+                    }
+                    Err(e2) => Err(anyhow!("{e:#}; fallback {CATEGORY}:{}: {e2:#}", IO_START_EVENTS[1])),
+                },
+            }
+        } else {
+            read(event)
+        };
         let slot = match event {
             "block_io_start" => &mut layout.io_start,
             "block_rq_insert" => &mut layout.rq_insert,
@@ -277,7 +349,7 @@ pub fn layout(tracefs: &Path) -> (BlockLayout, Vec<Result<(), String>>) {
             Err(e) => Err(format!("{e:#}")),
         });
     }
-    (layout, results)
+    (layout, results, events)
 }
 
 /// The probe's maps, taken from the loaded object.
@@ -728,18 +800,36 @@ mod tests {
             };
             fs::copy(fixtures.join(source), events.join("format")).unwrap();
         }
-        let (layout, results) = layout(dir.path());
+        let (l, results, events) = layout(dir.path(), &[]);
         assert_eq!(results.len(), live_programs().count());
         for ((program, _), r) in live_programs().zip(&results) {
             if program == "block_io_start" {
                 let err = r.as_ref().unwrap_err();
                 assert!(err.contains("events/block/block_io_start/format"), "{err}");
+                assert!(err.contains("fallback block:block_getrq"), "{err}");
             } else {
                 assert!(r.is_ok(), "{program}: {r:?}");
             }
         }
-        assert_eq!(layout.io_start.configured, 0);
-        assert_eq!((layout.rq_issue.configured, layout.rq_complete.size_in_sectors), (1, 1));
+        assert_eq!(l.io_start.configured, 0);
+        assert_eq!(events.io_start, "block_io_start");
+        assert_eq!((l.rq_issue.configured, l.rq_complete.size_in_sectors), (1, 1));
+
+        // With block_getrq there (every kernel has it), the submitter is seen there instead: its
+        // record has the request's dev, sector and size (nr_sector) and rwbs.
+        let getrq = dir.path().join("events/block/block_getrq");
+        fs::create_dir_all(&getrq).unwrap();
+        fs::copy(fixtures.join("block_getrq-6.18.format"), getrq.join("format")).unwrap();
+        let (l, results, events) = layout(dir.path(), &[]);
+        assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+        assert_eq!(events.io_start, "block_getrq");
+        assert!(events.io_start_fallback());
+        assert_eq!(events.event_of("block_io_start", "block_io_start"), "block_getrq");
+        assert_eq!(events.event_of("block_rq_issue", "block_rq_issue"), "block_rq_issue");
+        assert_eq!((l.io_start.configured, l.io_start.size_in_sectors, l.io_start.dev_offset), (1, 1, 8));
+        // A tracepoint hidden on request is treated as missing.
+        let (_, results, _) = layout(dir.path(), &["block:block_getrq".to_string()]);
+        assert!(results[0].as_ref().unwrap_err().contains("hidden on request"), "{results:?}");
     }
 
     #[test]

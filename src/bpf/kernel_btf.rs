@@ -33,6 +33,13 @@ pub struct KernelBtf {
     aya_functions: OnceCell<aya::Btf>,
 }
 
+/// A function parameter: its name and whether it is a pointer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    pub pointer: bool,
+}
+
 /// A struct member: its byte offset and its size in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field {
@@ -164,6 +171,25 @@ impl KernelBtf {
     /// attach to; a function inlined everywhere or static without BTF is not there).
     pub fn has_function(&self, name: &str) -> bool {
         self.ids_named(name, &[FUNC]).next().is_some()
+    }
+
+    /// The parameters of kernel function `name` (a `FUNC` in the BTF: the kernel has it as a
+    /// function of its own, not only inlined), in order. Err when the BTF has no such function.
+    pub fn function_params(&self, name: &str) -> Result<Vec<Param>> {
+        let id = self.ids_named(name, &[FUNC]).next().ok_or_else(|| anyhow!("not in the kernel's BTF"))?;
+        let proto = self.header(self.header(id)?.size_or_type as usize)?;
+        if proto.kind != FUNC_PROTO {
+            bail!("its BTF type is not a function prototype");
+        }
+        (0..proto.vlen)
+            .map(|i| {
+                let at = proto.rest + i * 8;
+                let ty = self.u32_at(at + 4) as usize;
+                // Type 0 is void (a `...` parameter).
+                let pointer = ty != 0 && self.header(self.strip(ty)?)?.kind == PTR;
+                Ok(Param { name: self.str_at(self.u32_at(at))?.to_string(), pointer })
+            })
+            .collect()
     }
 
     /// The kernel's type ids as aya needs them to load BTF tracepoints (it finds the typedef
@@ -360,6 +386,19 @@ mod tests {
             }
             Err(e) => panic!("IOSCOPE_REQUIRE_BPF is set but the kernel's BTF is unreadable: {e:#}"),
         }
+    }
+
+    #[test]
+    fn finds_functions_and_their_parameters() {
+        let Some(btf) = kernel() else { return };
+        let params = btf.function_params("vfs_read").unwrap();
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["file", "buf", "count", "pos"]);
+        assert_eq!(params.iter().map(|p| p.pointer).collect::<Vec<_>>(), [true, true, false, true]);
+        let e = btf.function_params("no_such_function_ioscope").unwrap_err().to_string();
+        assert!(e.contains("not in the kernel's BTF"), "{e}");
+        // A struct is not a function.
+        assert!(btf.function_params("task_struct").is_err());
     }
 
     #[test]

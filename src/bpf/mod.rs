@@ -8,6 +8,7 @@ pub mod block_files;
 pub mod cgroup;
 pub mod files;
 pub mod kernel_btf;
+pub mod kfunc;
 pub mod mapped_keys;
 pub mod page_cache;
 pub mod privileges;
@@ -22,6 +23,7 @@ use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
 use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
 use ioscope_common::block_files::BLOCK_RQ_CONFIG_GLOBAL;
+use ioscope_common::fallback::{FnLayout, FN_LAYOUT_GLOBAL};
 use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
@@ -44,11 +46,14 @@ pub struct BpfOptions {
     /// A block program's BTF twin to treat as refused by the kernel (tests of the fallback: the
     /// block programs must then all be classic). None in the product.
     pub refuse_block_twin: Option<String>,
+    /// Tracepoints ("category:event") to treat as missing, as on an older kernel (tests of the
+    /// fallbacks that this kernel also has). Empty in the product.
+    pub hidden_tracepoints: Vec<String>,
 }
 
 impl Default for BpfOptions {
     fn default() -> Self {
-        BpfOptions { btf_tracepoints: true, refuse_block_twin: None }
+        BpfOptions { btf_tracepoints: true, refuse_block_twin: None, hidden_tracepoints: Vec::new() }
     }
 }
 
@@ -67,6 +72,8 @@ pub struct BpfCollector {
     /// Completed requests from `block_rq_complete`, and their mapping to files.
     request_ring: Option<block_files::RequestRing>,
     block_file_mapper: crate::collect::block_files::BlockFileMapper,
+    /// Each program of the status (same order), when attached: to read the kernel's run counts.
+    program_fds: Vec<Option<aya::programs::ProgramFd>>,
 }
 
 impl BpfCollector {
@@ -90,43 +97,61 @@ impl BpfCollector {
 
         // Per program, what it needs from tracefs; a program whose needs fail is not attached but
         // the others still are.
-        let (mut block_layout, block_ready) = block::layout(&tracefs);
+        let (mut block_layout, block_ready, block_events) =
+            block::layout(&tracefs, &options.hidden_tracepoints);
         // HZ is measured across the (slow) load: a first jiffies reading now.
         let jiffies_before = page_cache::jiffies_now();
-        let (cache_layout, cache_layouts) = page_cache::layout(&tracefs);
+        let (mut cache_layout, mut cache_layouts) = page_cache::layout(&tracefs, &options.hidden_tracepoints);
         let (mut file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
         let (ra_layout, ra_layouts) = readahead::layout(&tracefs);
 
-        // The programs on the busiest events (every block request, every direct I/O) run as BTF
-        // tracepoints where the kernel's BTF describes the structs they read (far cheaper per
-        // event: no record is built, the fields are plain loads); else as classic ones.
+        // The kernel's BTF, read once here and shared (struct layouts, the BTF tracepoints and the
+        // function fallbacks: see kernel_btf). The programs on the busiest events (every
+        // block request, every direct I/O) run as BTF tracepoints where the kernel's BTF
+        // describes the structs they read (far cheaper per event: no record is built, the fields
+        // are plain loads); else as classic ones.
         let mut btf_notes = Vec::new();
-        let btf = match options.btf_tracepoints {
-            true => kernel_btf::KernelBtf::load()
-                .map_err(|e| btf_notes.push(format!("no BTF tracepoints: {e:#}")))
-                .ok(),
-            false => None,
-        };
+        let btf =
+            kernel_btf::KernelBtf::load().map_err(|e| btf_notes.push(format!("no kernel BTF: {e:#}"))).ok();
         let mut block_btf = None;
         let mut iomap_btf = None;
+        let mut fn_layout = FnLayout::UNSET;
+        let mut cache_fallbacks = Vec::new();
         if let Some(k) = &btf {
-            match block::request_layout(k) {
-                Ok(request) => {
-                    block_layout.request = request;
-                    block_btf = Some(k.aya());
+            if options.btf_tracepoints {
+                match block::request_layout(k) {
+                    Ok(request) => {
+                        block_layout.request = request;
+                        block_btf = Some(k.aya());
+                    }
+                    Err(e) => btf_notes.push(format!("block probes on classic tracepoints: {e:#}")),
                 }
-                Err(e) => btf_notes.push(format!("block probes on classic tracepoints: {e:#}")),
             }
             match files::iomap_btf_layout(k) {
                 Ok(l) => {
                     file_layout.btf = l;
-                    iomap_btf = Some(k.aya());
+                    if options.btf_tracepoints {
+                        iomap_btf = Some(k.aya());
+                    }
                 }
                 Err(e) => btf_notes.push(format!("iomap probes on classic tracepoints: {e:#}")),
+            }
+            // Tracepoints this kernel lacks: programs on the functions they sit in.
+            if cache_layouts.iter().any(|l| l.is_err()) {
+                let traceable = kfunc::Traceable::read(&tracefs);
+                cache_fallbacks = page_cache::plan_fallbacks(
+                    &mut cache_layouts,
+                    &mut cache_layout,
+                    &mut fn_layout,
+                    k,
+                    &traceable,
+                    file_layout.btf.configured != 0,
+                );
             }
         }
 
         let (mut loader, _) = loader_without_kernel_btf();
+        loader.override_global(FN_LAYOUT_GLOBAL, &fn_layout, true);
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
@@ -144,8 +169,13 @@ impl BpfCollector {
         // Every program with whether its needs were met; each is attached on its own, so one that
         // fails leaves the others working (the block programs all as BTF twins or all classic,
         // see block::attach).
-        let (mut programs, block_attached, block_fallback_note) =
-            block::attach(&mut ebpf, &block_ready, block_btf, options.refuse_block_twin.as_deref());
+        let (mut programs, block_attached, block_fallback_note) = block::attach(
+            &mut ebpf,
+            &block_ready,
+            &block_events,
+            block_btf,
+            options.refuse_block_twin.as_deref(),
+        );
         let request_ring = match block_files::RequestRing::take(&mut ebpf) {
             Ok(r) => Some(r),
             Err(e) => {
@@ -165,19 +195,38 @@ impl BpfCollector {
                 None
             }
         };
-        let (cache_statuses, page_cache, hz_note) =
-            page_cache::attach(&mut ebpf, &cache_layouts, jiffies_before, iomap_btf);
+        let (cache_statuses, page_cache, hz_note) = page_cache::attach(
+            &mut ebpf,
+            &cache_layouts,
+            jiffies_before,
+            iomap_btf,
+            &cache_fallbacks,
+            btf.as_ref().filter(|_| !cache_fallbacks.is_empty()).map(|k| k.aya_with_functions()),
+        );
         programs.extend(cache_statuses);
         let dio_has_direction = file_layout.btf.dio_direction != 0
-            && programs.iter().any(|p| p.program == page_cache::DIO_BTF.1 && p.attached);
+            && programs.iter().any(|p| {
+                (p.program == page_cache::DIO_BTF.1 || page_cache::DIO_FENTRY.contains(&p.program.as_str()))
+                    && p.attached
+            });
         let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready, iomap_btf, dio_has_direction);
         programs.extend(file_statuses);
-        let raw_read = programs.iter().any(|p| p.program == "filemap_get_pages_raw" && p.attached);
+        // The read path's program that also feeds readahead (the raw tracepoint or its fallback).
+        let raw_read = programs.iter().any(|p| {
+            (p.program == "filemap_get_pages_raw" || p.program == "filemap_get_pages_fexit") && p.attached
+        });
         let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
         programs.extend(ra_statuses);
         for p in &mut programs {
             p.mechanism = mechanism(&ebpf, &p.program).to_string();
         }
+        let program_fds = programs
+            .iter()
+            .map(|p| {
+                let prog = ebpf.program(&p.program).filter(|_| p.attached)?;
+                prog.fd().ok().and_then(|fd| fd.try_clone().ok())
+            })
+            .collect();
         let mut status = overall_status(programs);
         for note in btf_notes.into_iter().chain(block_fallback_note).chain(hz_note).chain(file_notes) {
             status.reason = Some(match status.reason {
@@ -195,6 +244,7 @@ impl BpfCollector {
             readahead,
             request_ring,
             block_file_mapper: Default::default(),
+            program_fds,
         }
     }
 
@@ -210,6 +260,7 @@ impl BpfCollector {
             readahead: None,
             request_ring: None,
             block_file_mapper: Default::default(),
+            program_fds: Vec::new(),
         }
     }
 
@@ -221,6 +272,13 @@ impl BpfCollector {
     /// The cumulative counters as of now.
     pub fn read(&mut self) -> BpfSample {
         let mut sample = BpfSample { status: self.status.clone(), ..Default::default() };
+        // Every program's kernel-timed runs (bpf_stats): what each mechanism costs per event.
+        for (p, fd) in sample.status.programs.iter_mut().zip(&self.program_fds) {
+            if let Some(stats) = fd.as_ref().and_then(|fd| prog_stats::prog_stats(fd).ok()) {
+                p.run_cnt = stats.run_cnt;
+                p.run_time_ns = stats.run_time_ns;
+            }
+        }
         if let Some(block) = &mut self.block {
             if let Err(e) = block.read(&mut sample) {
                 sample.status.reason = Some(format!("{e:#}"));
@@ -391,7 +449,10 @@ fn attach_btf_tracepoint(
     let tp: &mut aya::programs::BtfTracePoint = prog.try_into()?;
     tp.load(event, btf)?;
     tp.attach()?;
-    Ok(program_status(program, category, event, Ok(())))
+    Ok(BpfProgramStatus {
+        mechanism: "BTF tracepoint".into(),
+        ..program_status(program, category, event, Ok(()))
+    })
 }
 
 /// Loads and attaches one tracepoint program of the object.
@@ -419,7 +480,7 @@ fn program_status(
         tracepoint: format!("{category}:{event}"),
         attached: result.is_ok(),
         error: result.err(),
-        mechanism: String::new(),
+        ..Default::default()
     }
 }
 

@@ -8,11 +8,14 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
+use ioscope_common::fallback::FnLayout;
 use ioscope_common::page_cache::{
     CacheCounters, CacheLayout, CacheScratch, DioMemo, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_SCRATCH_MAP,
     CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP,
 };
 
+use super::kernel_btf::KernelBtf;
+use super::kfunc::{self, Hook, Traceable};
 use super::tracefs::{self, EventFormat};
 use crate::sample::{
     BpfProgramStatus, CacheCountersSample, CacheProcessSample, KernelDirtyState, PageCacheSample,
@@ -32,7 +35,7 @@ const fn probe(program: &'static str, category: &'static str, event: &'static st
 }
 
 /// Every page-cache program, in the order [`fill_layout`] handles them.
-pub const PROBES: [Probe; 11] = [
+pub const PROBES: [Probe; 12] = [
     probe("filemap_get_pages", "filemap", "mm_filemap_get_pages"),
     probe("filemap_map_pages", "filemap", "mm_filemap_map_pages"),
     probe("filemap_fault", "filemap", "mm_filemap_fault"),
@@ -44,7 +47,124 @@ pub const PROBES: [Probe; 11] = [
     probe("iomap_dio_rw_begin", "iomap", "iomap_dio_rw_begin"),
     probe("kmem_rss_stat", "kmem", "rss_stat"),
     probe("sched_process_exec", "sched", "sched_process_exec"),
+    probe("cache_task_rename", "task", "task_rename"),
 ];
+
+/// A program on a kernel function standing in for probe `probe` (of [`PROBES`]) where its
+/// tracepoint is missing: `program` as `hook` on the first of `functions` the kernel has
+/// (see super::kfunc and ebpf/README.md).
+#[derive(Clone, Copy, Debug)]
+pub struct FnFallback {
+    pub probe: &'static str,
+    pub program: &'static str,
+    pub hook: Hook,
+    pub functions: &'static [&'static str],
+    /// The same as a kprobe, tried when the fentry/fexit program is refused (a function with
+    /// more arguments than the kernel's BPF trampoline takes, or no trampolines at all).
+    pub kprobe: Option<&'static str>,
+}
+
+/// The fallbacks, for the filemap tracepoints (Linux 6.12+) and iomap_dio_rw_begin (6.5+).
+pub const FN_FALLBACKS: [FnFallback; 4] = [
+    FnFallback {
+        probe: "filemap_get_pages",
+        program: "filemap_get_pages_fexit",
+        kprobe: None,
+        hook: Hook::Fexit,
+        functions: &["filemap_get_pages"],
+    },
+    FnFallback {
+        probe: "filemap_map_pages",
+        program: "filemap_map_pages_fentry",
+        kprobe: None,
+        hook: Hook::Fentry,
+        functions: &["filemap_map_pages"],
+    },
+    FnFallback {
+        probe: "filemap_fault",
+        program: "filemap_fault_fentry",
+        kprobe: None,
+        hook: Hook::Fentry,
+        functions: &["filemap_fault"],
+    },
+    FnFallback {
+        probe: "iomap_dio_rw_begin",
+        program: "iomap_dio_rw_fentry",
+        kprobe: Some("iomap_dio_rw_kprobe"),
+        hook: Hook::Fentry,
+        functions: &["__iomap_dio_rw", "iomap_dio_rw"],
+    },
+];
+
+/// A fallback chosen for this kernel: what to attach where.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub fallback: FnFallback,
+    pub function: &'static str,
+}
+
+/// Chooses, for each probe whose tracepoint is missing (`layouts`), its function fallback when
+/// the kernel has one, and fills what that program reads: `fns` (from BTF) and the probe's part of
+/// the cache layout. `iomap_btf`: the iomap BTF layout is known (the direct-I/O fallback reads
+/// it). A probe without a usable fallback keeps its error, with the fallback's reason added.
+pub fn plan_fallbacks(
+    layouts: &mut [Result<(), String>],
+    cache: &mut CacheLayout,
+    fns: &mut FnLayout,
+    btf: &KernelBtf,
+    traceable: &Traceable,
+    iomap_btf: bool,
+) -> Vec<Planned> {
+    let mut planned = Vec::new();
+    for fb in FN_FALLBACKS {
+        let Some(i) = PROBES.iter().position(|p| p.program == fb.probe) else { continue };
+        let Err(missing) = &layouts[i] else { continue };
+        let chosen = kfunc::choose(btf, traceable, fb.functions).and_then(|f| {
+            match fb.probe {
+                "filemap_get_pages" => fill_get_pages(fns, btf, &f)?,
+                "iomap_dio_rw_begin" => {
+                    if !iomap_btf {
+                        anyhow::bail!("the kernel's BTF lacks the iomap structs' fields");
+                    }
+                    cache.dio_ok = 1;
+                    cache.dio_write_flag = DEFAULT_IOCB_WRITE;
+                }
+                _ => {}
+            }
+            Ok(f)
+        });
+        match chosen {
+            Ok(f) => {
+                layouts[i] = Ok(());
+                planned.push(Planned { fallback: fb, function: f.name });
+            }
+            Err(e) => layouts[i] = Err(format!("{missing}; no {} fallback: {e:#}", fb.hook.name())),
+        }
+    }
+    planned
+}
+
+/// What the `filemap_get_pages` fallback reads, from BTF: the file's mapping and position from
+/// the kiocb, and the count (an argument, or the iov_iter's before 6.5).
+fn fill_get_pages(fns: &mut FnLayout, btf: &KernelBtf, f: &kfunc::Function) -> Result<()> {
+    let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
+    let first_is_kiocb = f.params.first().is_some_and(|p| p.pointer && p.name == "iocb");
+    let Some(count) = f.params.get(1).filter(|_| first_is_kiocb) else {
+        anyhow::bail!("{}'s parameters are not (iocb, count or iter, ...)", f.name);
+    };
+    fns.kiocb_filp = field("kiocb", "ki_filp", 8)?;
+    fns.kiocb_pos = field("kiocb", "ki_pos", 8)?;
+    fns.file_mapping = field("file", "f_mapping", 8)?;
+    if count.pointer {
+        fns.get_pages_iter = 1;
+        fns.iov_count = field("iov_iter", "count", 8)?;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    fns.page_shift = page.trailing_zeros();
+    fns.configured = 1;
+    Ok(())
+}
 
 /// `IOCB_WRITE` on the kernels this was written against (include/linux/fs.h), used when the
 /// event's print format does not name the bit.
@@ -52,12 +172,16 @@ const DEFAULT_IOCB_WRITE: u32 = 1 << 18;
 
 /// Reads each probe's format file and fills its part of the layout. Returns the layout and, per
 /// probe (in [`PROBES`] order), Ok or why it cannot be attached.
-pub fn layout(tracefs_dir: &Path) -> (CacheLayout, Vec<Result<(), String>>) {
+/// `hidden`: tracepoints ("category:event") to treat as missing (tests).
+pub fn layout(tracefs_dir: &Path, hidden: &[String]) -> (CacheLayout, Vec<Result<(), String>>) {
     let mut layout = CacheLayout::UNSET;
     let results = PROBES
         .iter()
         .enumerate()
         .map(|(i, p)| {
+            if hidden.iter().any(|h| *h == format!("{}:{}", p.category, p.event)) {
+                return Err(format!("tracepoint {}:{} hidden on request", p.category, p.event));
+            }
             let text = std::fs::read_to_string(
                 tracefs_dir.join("events").join(p.category).join(p.event).join("format"),
             )
@@ -135,6 +259,12 @@ pub fn fill_layout(l: &mut CacheLayout, index: usize, text: &str) -> Result<()> 
         }
         // sched_process_exec reads no field (it renames the process after exec).
         10 => {}
+        // A renamed process's new name (`pid` is the task renamed).
+        11 => {
+            l.rename_pid = f.field_sized("pid", 4)?.offset;
+            l.rename_newcomm = f.field_sized("newcomm", 16)?.offset;
+            l.rename_ok = 1;
+        }
         _ => return Err(anyhow!("no page-cache probe number {index}")),
     }
     Ok(())
@@ -167,6 +297,8 @@ pub fn attach(
     layouts: &[Result<(), String>],
     jiffies_before: Option<((u64, u64), Instant)>,
     iomap_btf: Option<&aya::Btf>,
+    fallbacks: &[Planned],
+    fn_btf: Option<&aya::Btf>,
 ) -> (Vec<BpfProgramStatus>, Option<PageCacheMaps>, Option<String>) {
     // Before the read path, so that its task memo works from the first reads (the switch
     // program turns the memo on for a CPU by running there).
@@ -175,6 +307,39 @@ pub fn attach(
         .iter()
         .zip(layouts)
         .map(|(p, l)| {
+            // The tracepoint missing, a program on the function it sits in.
+            if let (Some(plan), Some(btf)) =
+                (fallbacks.iter().find(|f| f.fallback.probe == p.program), fn_btf)
+            {
+                let fb = plan.fallback;
+                let mut status = BpfProgramStatus {
+                    program: fb.program.to_string(),
+                    tracepoint: plan.function.to_string(),
+                    attached: true,
+                    mechanism: fb.hook.name().to_string(),
+                    fallback_for: Some(format!("{}:{}", p.category, p.event)),
+                    ..Default::default()
+                };
+                let Err(refused) = kfunc::attach(ebpf, fb.program, fb.hook, plan.function, btf) else {
+                    return status;
+                };
+                let refused = format!("{} refused: {refused:#}", fb.hook.name());
+                match fb.kprobe.map(|k| (k, kfunc::attach_kprobe(ebpf, k, plan.function))) {
+                    Some((program, Ok(()))) => {
+                        status.program = program.to_string();
+                        status.mechanism = "kprobe".to_string();
+                    }
+                    Some((_, Err(e))) => {
+                        status.attached = false;
+                        status.error = Some(format!("{refused}; kprobe: {e:#}"));
+                    }
+                    None => {
+                        status.attached = false;
+                        status.error = Some(refused);
+                    }
+                }
+                return status;
+            }
             // The hot read path as a raw tracepoint first (no record is built: far cheaper).
             if p.program == GET_PAGES_RAW.0 {
                 if let Ok(status) = attach_raw(ebpf, GET_PAGES_RAW.1, p) {
@@ -223,6 +388,9 @@ pub fn symbol_value(format_text: &str, name: &str) -> Option<u32> {
     fmt[open + 1..at].trim().trim_end_matches(',').trim().parse().ok()
 }
 
+/// The direct-I/O fallback's program (on `__iomap_dio_rw`): reads as the BTF twin does.
+pub const DIO_FENTRY: [&str; 2] = ["iomap_dio_rw_fentry", "iomap_dio_rw_kprobe"];
+
 /// The probe that has a BTF-tracepoint twin, and the twin's program name.
 pub const DIO_BTF: (&str, &str) = ("iomap_dio_rw_begin", "iomap_dio_rw_begin_btf");
 
@@ -234,14 +402,20 @@ const GET_PAGES_RAW: (&str, &str) = ("filemap_get_pages", "filemap_get_pages_raw
 fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
     const PROGRAM: &str = "cache_sched_switch";
     let r = load_and_attach_raw(ebpf, PROGRAM, "sched_switch");
-    super::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
+    BpfProgramStatus {
+        mechanism: "raw tracepoint".into(),
+        ..super::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
+    }
 }
 
 /// Attaches `program` as a raw tracepoint on `p.event`. Its arguments are the event's `TP_PROTO`
 /// (the kernel refuses the attach when the program reads more of them than there are).
 fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramStatus> {
     load_and_attach_raw(ebpf, program, p.event)?;
-    Ok(super::program_status(program, p.category, p.event, Ok(())))
+    Ok(BpfProgramStatus {
+        mechanism: "raw tracepoint".into(),
+        ..super::program_status(program, p.category, p.event, Ok(()))
+    })
 }
 
 /// Loads raw-tracepoint program `program` and attaches it to `event`.

@@ -20,6 +20,8 @@ pub struct PaneStatus {
     pub title: &'static str,
     /// Every need is met: the figures are live.
     pub live: bool,
+    /// Fed (in part) by a fallback for a tracepoint the kernel lacks: `sources` says which.
+    pub fallback: bool,
     /// The events that feed it (the first attached alternative of each need).
     pub sources: Vec<String>,
     /// Needs not met: the event wanted (the first alternative), each once.
@@ -87,17 +89,28 @@ pub fn compute(status: &BpfStatus) -> Vec<PaneStatus> {
             let mut missing = Vec::new();
             let mut why = Vec::new();
             let mut tried = false;
+            let mut fallback = false;
             for need in needs {
+                // A program on a fallback (ebpf/README.md) stands in for the tracepoint it replaces.
+                let stands_for = |p: &crate::sample::BpfProgramStatus| -> String {
+                    p.fallback_for.clone().unwrap_or_else(|| p.tracepoint.clone())
+                };
                 let on_it: Vec<_> =
-                    status.programs.iter().filter(|p| need.contains(&p.tracepoint.as_str())).collect();
+                    status.programs.iter().filter(|p| need.contains(&stands_for(p).as_str())).collect();
                 // No program on it at all: a recording from an ioscope that did not have one.
                 if on_it.is_empty() {
                     continue;
                 }
                 tried = true;
-                let hit = need.iter().find(|alt| on_it.iter().any(|p| p.attached && p.tracepoint == **alt));
+                let hit =
+                    need.iter().find_map(|alt| on_it.iter().find(|p| p.attached && stands_for(p) == *alt));
                 match hit {
-                    Some(alt) => sources.push(alt.to_string()),
+                    Some(p) if p.fallback_for.is_some() => {
+                        let how = if p.mechanism.is_empty() { "tracepoint" } else { p.mechanism.as_str() };
+                        sources.push(format!("{how} {} (fallback for {})", p.tracepoint, stands_for(p)));
+                        fallback = true;
+                    }
+                    Some(p) => sources.push(p.tracepoint.clone()),
                     None => {
                         let wanted = need[0];
                         if missing.iter().any(|m| m == wanted) {
@@ -129,7 +142,7 @@ pub fn compute(status: &BpfStatus) -> Vec<PaneStatus> {
                 }
                 (false, true) => Some(why.join("; ")),
             };
-            PaneStatus { pane, title, live, sources, missing, reason }
+            PaneStatus { pane, title, live, fallback, sources, missing, reason }
         })
         .collect()
 }

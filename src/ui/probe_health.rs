@@ -1,4 +1,5 @@
-//! The probe-health view (`e`): every eBPF program, its tracepoint, attached or not and why, events
+//! The probe-health view (`e`): every eBPF program, where and how it is attached (a tracepoint, or
+//! a kernel function standing in for a missing one), attached or not and why, events
 //! per second; events the probes could not use; how full each map is. It says plainly what ioscope
 //! is and is not measuring.
 
@@ -68,7 +69,22 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let events = |name: &str| health.and_then(|h| h.programs.iter().find(|p| p.program == name));
     let mut cols = vec![
         col("program", 0, programs.iter().map(|p| (p.program.clone(), Style::new())).collect()).left(),
-        col("tracepoint", 0, programs.iter().map(|p| (p.tracepoint.clone(), Style::new())).collect()).left(),
+        col("attached to", 0, programs.iter().map(|p| (p.tracepoint.clone(), Style::new())).collect()).left(),
+        col(
+            "mechanism",
+            0,
+            programs
+                .iter()
+                .map(|p| {
+                    let how = if p.mechanism.is_empty() { "tracepoint" } else { p.mechanism.as_str() };
+                    match &p.fallback_for {
+                        Some(tp) => (format!("{how}, for {tp}"), theme.level(Level::Warn)),
+                        None => (how.to_string(), Style::new()),
+                    }
+                })
+                .collect(),
+        )
+        .left(),
         col(
             "state",
             0,
@@ -113,12 +129,11 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
             programs
                 .iter()
                 .map(|p| {
-                    (
-                        events(&p.program)
-                            .and_then(|e| e.ns_per_run)
-                            .map_or("-".into(), |ns| format!("{ns:.0}")),
-                        Style::new(),
-                    )
+                    // The interval's (block programs), else the average since start.
+                    let ns = events(&p.program).and_then(|e| e.ns_per_run).or_else(|| {
+                        (p.run_cnt > 0 && p.run_time_ns > 0).then(|| p.run_time_ns as f64 / p.run_cnt as f64)
+                    });
+                    (ns.map_or("-".into(), |ns| format!("{ns:.0}")), Style::new())
                 })
                 .collect(),
         ),
@@ -128,7 +143,9 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
             programs
                 .iter()
                 .map(|p| {
-                    (events(&p.program).map_or("-".into(), |e| e.events_total.to_string()), Style::new())
+                    let total =
+                        events(&p.program).map(|e| e.events_total).or((p.run_cnt > 0).then_some(p.run_cnt));
+                    (total.map_or("-".into(), |t| t.to_string()), Style::new())
                 })
                 .collect(),
         ),

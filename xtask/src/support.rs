@@ -95,7 +95,7 @@ pub const FEATURES: &[Feature] = &[
         pane: Some("io_processes"),
         cells: [
             Missing("block:block_io_start (6.5+)"),
-            Missing("block:block_io_start (6.5+)"),
+            Works("block:block_getrq (fallback for block_io_start)"),
             Works("block:block_io_start"),
             Works("block:block_io_start (BTF)"),
         ],
@@ -106,7 +106,7 @@ pub const FEATURES: &[Feature] = &[
         pane: Some("cache"),
         cells: [
             Missing("filemap:mm_filemap_get_pages (6.12+)"),
-            Missing("filemap:mm_filemap_get_pages (6.12+)"),
+            Works("fexit filemap_get_pages (fallback), filemap:mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
         ],
@@ -157,7 +157,7 @@ pub const FEATURES: &[Feature] = &[
         pane: Some("direct_io"),
         cells: [
             Missing("iomap:iomap_dio_rw_begin (6.5+)"),
-            Missing("iomap:iomap_dio_rw_begin (6.5+)"),
+            Works("kprobe __iomap_dio_rw (fallback: fentry takes 6 arguments before 6.6)"),
             Works("iomap:iomap_dio_rw_begin (BTF)"),
             Works("iomap:iomap_dio_rw_begin (BTF)"),
         ],

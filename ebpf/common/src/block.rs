@@ -231,7 +231,8 @@ pub struct RequestLayout {
     /// The block layer's clock in a task (`blk_time_get_ns()`): `task_struct.plug` (pointer) and
     /// `blk_plug.cur_ktime` (u64), the time the kernel read once for the task's current batch of
     /// requests and stamps them all with (0: not read yet). Reading it costs two loads where the
-    /// clock itself costs ~50 ns in a VM.
+    /// clock itself costs ~50 ns in a VM. `plug_cur_ktime` is 0 on kernels before 6.9, whose
+    /// plug has no time: the programs read the clock.
     pub task_plug: u32,
     pub plug_cur_ktime: u32,
 }

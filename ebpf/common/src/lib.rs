@@ -7,6 +7,7 @@
 
 pub mod block;
 pub mod block_files;
+pub mod fallback;
 pub mod files;
 pub mod page_cache;
 pub mod readahead;

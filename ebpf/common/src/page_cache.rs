@@ -96,6 +96,11 @@ pub struct CacheLayout {
     pub rss_size: u32,
     /// `MM_FILEPAGES` in the event's `member` symbols (0 on every kernel so far).
     pub rss_file_member: u32,
+
+    /// `task:task_rename`: `pid` (i32) and `newcomm` (char[16]).
+    pub rename_ok: u32,
+    pub rename_pid: u32,
+    pub rename_newcomm: u32,
 }
 
 impl CacheLayout {
@@ -139,6 +144,9 @@ impl CacheLayout {
         rss_member: 0,
         rss_size: 0,
         rss_file_member: 0,
+        rename_ok: 0,
+        rename_pid: 0,
+        rename_newcomm: 0,
     };
 }
 
@@ -402,7 +410,7 @@ mod tests {
 
     #[test]
     fn sizes_have_no_hidden_padding() {
-        assert_eq!(core::mem::size_of::<CacheLayout>(), 38 * 4);
+        assert_eq!(core::mem::size_of::<CacheLayout>(), 41 * 4);
         assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
         assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);

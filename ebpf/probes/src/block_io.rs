@@ -303,14 +303,17 @@ fn current_task() -> *const u8 {
 /// The time as the block layer reads it in a task (`blk_time_get_ns()`): the current task's plug
 /// holds the time the kernel read once for its batch of requests (their start and, where the
 /// kernel stamps it, issue times are that time), so a program in the same batch reads it with two
-/// loads instead of reading the clock again. Without a plug or a time in it, the clock. BTF
+/// loads instead of reading the clock again. Without a plug, a time in it, or the field (before
+/// Linux 6.9), the clock. BTF
 /// programs in task context only: in an interrupt, `current` is whichever task was interrupted.
 /// `task`: the current task ([`current_task`]).
 #[inline(always)]
 fn block_clock(task: *const u8) -> u64 {
+    // 0: the kernel's plug has no time (before Linux 6.9): the clock.
+    let cur_ktime = layout!(request.plug_cur_ktime);
     let plug: *const u8 = kernel_field(task, layout!(request.task_plug));
-    if !plug.is_null() {
-        let t: u64 = kernel_field(plug, layout!(request.plug_cur_ktime));
+    if cur_ktime != 0 && !plug.is_null() {
+        let t: u64 = kernel_field(plug, cur_ktime);
         if t != 0 {
             return t;
         }

@@ -13,7 +13,7 @@ use ioscope_common::files::{
     FileKey, FileLayout, FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, KEY_BDI_DEV, KEY_SB_DEV,
 };
 
-use crate::kernel::kernel_field;
+use crate::kernel::{kernel_field, Mem, Plain};
 
 #[unsafe(no_mangle)]
 static FILE_LAYOUT: FileLayout = FileLayout::UNSET;
@@ -173,12 +173,12 @@ pub fn dio_file(ctx: &TracePointContext) -> Option<(u32, u64)> {
 /// The file of the kiocb of an `iomap_dio_rw_begin` BTF tracepoint: (dev, ino), as the record has
 /// them (`file_inode(iocb->ki_filp)->i_sb->s_dev`, `->i_ino`).
 #[inline(always)]
-pub fn dio_file_btf(iocb: *const u8) -> Option<(u32, u64)> {
+pub fn dio_file_btf<M: Mem>(iocb: *const u8) -> Option<(u32, u64)> {
     if layout_field!(btf.configured) == 0 {
         return None;
     }
-    let filp: *const u8 = kernel_field(iocb, layout_field!(btf.kiocb_filp));
-    Some(inode_file(kernel_field(filp, layout_field!(btf.file_inode))))
+    let filp: *const u8 = M::get(iocb, layout_field!(btf.kiocb_filp));
+    Some(inode_file::<M>(M::get(filp, layout_field!(btf.file_inode))))
 }
 
 /// The offsets of `iov_iter.count` and `kiocb.ki_flags` for the `iomap_dio_rw_begin` BTF
@@ -201,11 +201,11 @@ pub fn dio_direction_btf() -> Option<u32> {
 /// How many bytes a direct read at the kiocb's position can read before the end of its file
 /// (negative: none).
 #[inline(always)]
-pub fn dio_bytes_left_btf(iocb: *const u8) -> i64 {
-    let filp: *const u8 = kernel_field(iocb, layout_field!(btf.kiocb_filp));
-    let inode: *const u8 = kernel_field(filp, layout_field!(btf.file_inode));
-    kernel_field::<i64>(inode, layout_field!(btf.inode_size))
-        .saturating_sub(kernel_field::<i64>(iocb, layout_field!(btf.kiocb_pos)))
+pub fn dio_bytes_left_btf<M: Mem>(iocb: *const u8) -> i64 {
+    let filp: *const u8 = M::get(iocb, layout_field!(btf.kiocb_filp));
+    let inode: *const u8 = M::get(filp, layout_field!(btf.file_inode));
+    M::get::<i64>(inode, layout_field!(btf.inode_size))
+        .saturating_sub(M::get::<i64>(iocb, layout_field!(btf.kiocb_pos)))
 }
 
 /// Direct-I/O bytes moved from a CPU's memo (crate::page_cache, DioMemo) to the file's entry.
@@ -220,9 +220,9 @@ pub fn add_dio_bytes(dev: u32, ino: u64, read_bytes: u64, write_bytes: u64) {
 
 /// An inode's (dev, ino) as the iomap events' records have them.
 #[inline(always)]
-fn inode_file(inode: *const u8) -> (u32, u64) {
-    let sb: *const u8 = kernel_field(inode, layout_field!(btf.inode_sb));
-    (kernel_field(sb, layout_field!(btf.sb_dev)), kernel_field(inode, layout_field!(btf.inode_ino)))
+fn inode_file<M: Mem>(inode: *const u8) -> (u32, u64) {
+    let sb: *const u8 = M::get(inode, layout_field!(btf.inode_sb));
+    (M::get(sb, layout_field!(btf.sb_dev)), M::get(inode, layout_field!(btf.inode_ino)))
 }
 
 /// From `iomap_dio_rw_begin`: `bytes` of direct I/O on `file` (None: its identity could not be
@@ -290,7 +290,7 @@ pub fn file_iomap_iter_btf(ctx: BtfTracePointContext) -> i32 {
     let iter: *const u8 = ctx.arg(0);
     let flags: u32 = kernel_field(iter, layout_field!(btf.iter_flags));
     on_iter(flags, layout_field!(iter_direct_flag), layout_field!(iter_write_flag), || {
-        Some(inode_file(kernel_field(iter, layout_field!(btf.iter_inode))))
+        Some(inode_file::<Plain>(kernel_field(iter, layout_field!(btf.iter_inode))))
     });
     0
 }

@@ -11,3 +11,34 @@ pub fn kernel_field<T: Copy>(base: *const u8, offset: u32) -> T {
     // SAFETY: see above.
     unsafe { core::ptr::read(base.wrapping_add(offset as usize).cast::<T>()) }
 }
+
+/// How a program reads kernel memory: [`Plain`] loads (BTF tracepoints, fentry/fexit: pointers the
+/// verifier knows the type of) or [`Probe`] reads through `bpf_probe_read_kernel` (kprobes: their
+/// arguments are plain numbers to the verifier). One body serves both.
+pub trait Mem {
+    fn get<T: Copy>(base: *const u8, offset: u32) -> T;
+}
+
+pub struct Plain;
+
+impl Mem for Plain {
+    #[inline(always)]
+    fn get<T: Copy>(base: *const u8, offset: u32) -> T {
+        kernel_field(base, offset)
+    }
+}
+
+pub struct Probe;
+
+impl Mem for Probe {
+    /// A failed read gives zeros (a null pointer, a 0), as a faulting plain load does.
+    #[inline(always)]
+    fn get<T: Copy>(base: *const u8, offset: u32) -> T {
+        // SAFETY: the helper copes with any address; zeros are a valid value of every T used
+        // here (integers and pointers).
+        unsafe {
+            aya_ebpf::helpers::bpf_probe_read_kernel(base.wrapping_add(offset as usize).cast::<T>())
+                .unwrap_or_else(|_| core::mem::zeroed())
+        }
+    }
+}

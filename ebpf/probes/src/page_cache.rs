@@ -6,12 +6,16 @@
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
+    macros::{btf_tracepoint, fentry, fexit, kprobe, map, raw_tracepoint, tracepoint},
     maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
-    programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
+    programs::{
+        BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RawTracePointContext,
+        TracePointContext,
+    },
 };
 
-use crate::kernel::kernel_field;
+use crate::kernel::{kernel_field, Mem, Plain, Probe};
+use ioscope_common::fallback::{read_pages_range, FnLayout};
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch, DioMemo,
     DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, RSS_LAST_MAX, TASK_KNOWN,
@@ -21,6 +25,19 @@ use ioscope_common::page_cache::{
 /// Field offsets, written by the loader from the tracefs format files.
 #[unsafe(no_mangle)]
 static CACHE_LAYOUT: CacheLayout = CacheLayout::UNSET;
+
+/// Offsets in the kernel's structs for the programs on kernel functions (the fallbacks for the
+/// filemap tracepoints before Linux 6.12), written by the loader from the kernel's BTF.
+#[unsafe(no_mangle)]
+static FN_LAYOUT: FnLayout = FnLayout::UNSET;
+
+/// One field of FN_LAYOUT (volatile: the loader rewrites it before load).
+macro_rules! fn_layout {
+    ($field:ident) => {
+        // SAFETY: a plain read of a static; see CACHE_LAYOUT.
+        unsafe { core::ptr::read_volatile(&raw const FN_LAYOUT.$field) }
+    };
+}
 
 /// Allocated on insert: a per-CPU value per possible tgid preallocated would cost
 /// CACHE_MAX_PROCESSES × CPUs × 120 bytes up front.
@@ -119,6 +136,46 @@ pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
     0
 }
 
+/// `task:task_rename`: a task's name changes: at exec, and without exec by `prctl(PR_SET_NAME)`
+/// (a shell running a built-in applet in a forked child, a program naming itself). The process's
+/// entry takes the new name when its main thread is renamed (a thread's own name is not the
+/// process's). Raised before the name is copied: the new one is read from the record.
+#[tracepoint]
+pub fn cache_task_rename(ctx: TracePointContext) -> u32 {
+    try_rename(&ctx).unwrap_or(0)
+}
+
+fn try_rename(ctx: &TracePointContext) -> Result<u32, i64> {
+    // SAFETY (both): see layout(); one field each, not the whole layout.
+    let (ok, pid_at, comm_at) = unsafe {
+        (
+            core::ptr::read_volatile(&raw const CACHE_LAYOUT.rename_ok),
+            core::ptr::read_volatile(&raw const CACHE_LAYOUT.rename_pid),
+            core::ptr::read_volatile(&raw const CACHE_LAYOUT.rename_newcomm),
+        )
+    };
+    if ok == 0 {
+        return Ok(0);
+    }
+    // SAFETY: offsets from the format file.
+    let pid = unsafe { field::<i32>(ctx, pid_at)? } as u32;
+    let (tgid, _) = current_ids();
+    // The renamed task is the current one in every caller but a write to /proc/PID/comm; the
+    // process's name is its main thread's.
+    if pid != tgid {
+        return Ok(0);
+    }
+    if let Some(p) = CACHE_PROCS.get_ptr_mut(tgid) {
+        // SAFETY: offset from the format file; this CPU's value, see totals().
+        let comm = unsafe { field::<[u8; 16]>(ctx, comm_at)? };
+        let p = unsafe { &mut *p };
+        p.comm = comm;
+        // SAFETY: helper without preconditions.
+        p.comm_ns = unsafe { bpf_ktime_get_ns() };
+    }
+    Ok(0)
+}
+
 /// Applies `f` to the system-wide and the current process's counters.
 #[inline(always)]
 fn count(tgid: u32, f: impl Fn(&mut CacheCounters)) {
@@ -177,6 +234,61 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
     count_read(s, ids, 0, mapping, index, last);
     // Readahead pages this read uses (one extra program on the hot path would cost a dispatch).
     crate::readahead::on_read_raw(s, ids.1, mapping, index, last);
+    0
+}
+
+/// The same read where the kernel has no `mm_filemap_get_pages` (before Linux 6.12): on the return
+/// of `filemap_get_pages()`, the function that tracepoint sits in, when it returns 0 (the
+/// tracepoint is raised just before that return, and only there). Its arguments give what the
+/// tracepoint reports: the mapping (`iocb->ki_filp->f_mapping`), `index` (`ki_pos` in pages) and
+/// the last page of the read (`ki_pos + count`, rounded up, less one). The mapping is turned into
+/// a number as the block programs turn a request's address (a distance from a global): the same
+/// file gives the same number throughout the run, as the raw tracepoint's address does.
+#[fexit(function = "filemap_get_pages")]
+pub fn filemap_get_pages_fexit(ctx: FExitContext) -> i32 {
+    if fn_layout!(configured) == 0 {
+        return 0;
+    }
+    // Both arguments read first, at constant offsets from the context (the verifier refuses a
+    // load through a context pointer moved by a branch's arithmetic).
+    let iocb: *const u8 = ctx.arg(0);
+    let second: *const u8 = ctx.arg(1);
+    if !matches!(ctx.ret::<i32>(), Ok(0)) {
+        return 0;
+    }
+    let count: u64 = if fn_layout!(get_pages_iter) != 0 {
+        kernel_field(second, fn_layout!(iov_count))
+    } else {
+        second as u64
+    };
+    let filp: *const u8 = kernel_field(iocb, fn_layout!(kiocb_filp));
+    let mapping: *const u8 = kernel_field(filp, fn_layout!(file_mapping));
+    let pos: i64 = kernel_field(iocb, fn_layout!(kiocb_pos));
+    let Some((index, last)) = read_pages_range(pos, count, fn_layout!(page_shift)) else { return 0 };
+    let mapping = (mapping as u64).wrapping_sub(&raw const FN_LAYOUT as u64);
+    let Some(s) = scratch() else { return 0 };
+    let ids = cached_ids(s);
+    count_read(s, ids, 0, mapping, index, last);
+    crate::readahead::on_read_raw(s, ids.1, mapping, index, last);
+    0
+}
+
+/// `mm_filemap_map_pages`'s fallback: the entry of `filemap_map_pages(vmf, start_pgoff,
+/// end_pgoff)`, whose last two arguments are the tracepoint's range. The tracepoint is raised at
+/// the end, and not when no page of the range was in the cache (the entry counts the range then
+/// too: see ebpf/README.md).
+#[fentry(function = "filemap_map_pages")]
+pub fn filemap_map_pages_fentry(ctx: FEntryContext) -> i32 {
+    let (index, last): (u64, u64) = (ctx.arg(1), ctx.arg(2));
+    let pages = range_pages(index, last);
+    count(current_ids().0, |c| c.mapped_pages = c.mapped_pages.wrapping_add(pages));
+    0
+}
+
+/// `mm_filemap_fault`'s fallback: the entry of `filemap_fault(vmf)`, one page asked for.
+#[fentry(function = "filemap_fault")]
+pub fn filemap_fault_fentry(_ctx: FEntryContext) -> i32 {
+    count(current_ids().0, |c| c.faults = c.faults.wrapping_add(1));
     0
 }
 
@@ -442,6 +554,31 @@ fn try_dio(ctx: &TracePointContext) -> Result<u32, i64> {
 /// `iov_iter_count(iter)`, its `flags` `iocb->ki_flags`).
 #[btf_tracepoint(function = "iomap_dio_rw_begin")]
 pub fn iomap_dio_rw_begin_btf(ctx: BtfTracePointContext) -> i32 {
+    dio_begin::<Plain>(ctx.arg(0), ctx.arg(1));
+    0
+}
+
+/// The fallback where the kernel has no `iomap_dio_rw_begin` (before Linux 6.5): the entry of
+/// `__iomap_dio_rw()` (or `iomap_dio_rw()`), the function that raises it first thing, with the
+/// same first two arguments.
+#[fentry(function = "__iomap_dio_rw")]
+pub fn iomap_dio_rw_fentry(ctx: FEntryContext) -> i32 {
+    dio_begin::<Plain>(ctx.arg(0), ctx.arg(1));
+    0
+}
+
+/// The same as a kprobe, where fentry cannot attach (`__iomap_dio_rw` has 7 arguments: BPF
+/// trampolines take at most 6 on x86-64 before Linux 6.6). Reads through bpf_probe_read_kernel.
+#[kprobe(function = "__iomap_dio_rw")]
+pub fn iomap_dio_rw_kprobe(ctx: ProbeContext) -> u32 {
+    let (Some(iocb), Some(iter)) = (ctx.arg::<*const u8>(0), ctx.arg::<*const u8>(1)) else { return 0 };
+    dio_begin::<Probe>(iocb, iter);
+    0
+}
+
+/// A direct I/O starting with `iocb` and `iter`, read with `M` (plain loads for BTF pointers).
+#[inline(always)]
+fn dio_begin<M: Mem>(iocb: *const u8, iter: *const u8) {
     // SAFETY (both): see layout(); one field each, not the whole layout.
     let (dio_ok, write_flag) = unsafe {
         (
@@ -449,34 +586,31 @@ pub fn iomap_dio_rw_begin_btf(ctx: BtfTracePointContext) -> i32 {
             core::ptr::read_volatile(&raw const CACHE_LAYOUT.dio_write_flag),
         )
     };
-    let Some((count, ki_flags)) = crate::files::dio_args_btf() else { return 0 };
+    let Some((count, ki_flags)) = crate::files::dio_args_btf() else { return };
     if dio_ok == 0 {
-        return 0;
+        return;
     }
-    let iocb: *const u8 = ctx.arg(0);
-    let iter: *const u8 = ctx.arg(1);
-    let bytes: u64 = kernel_field(iter, count);
-    let file = crate::files::dio_file_btf(iocb);
+    let bytes: u64 = M::get(iter, count);
+    let file = crate::files::dio_file_btf::<M>(iocb);
     if let Some(data_source) = crate::files::dio_direction_btf() {
         // The iterator says which way the data goes: the direction is known here and now.
-        let write = kernel_field::<u8>(iter, data_source) != 0;
+        let write = M::get::<u8>(iter, data_source) != 0;
         let bytes = if write {
             bytes
         } else {
             // A read reads no further than the end of the file (the size it asked for is the
             // event's count); at or past the end it reads nothing and is not counted.
-            let left = crate::files::dio_bytes_left_btf(iocb);
+            let left = crate::files::dio_bytes_left_btf::<M>(iocb);
             if left <= 0 {
-                return 0;
+                return;
             }
             bytes.min(left as u64)
         };
         count_dio_memo(file, bytes, write);
-        return 0;
+        return;
     }
-    let flags: u32 = kernel_field(iocb, ki_flags);
+    let flags: u32 = M::get(iocb, ki_flags);
     on_dio(write_flag, bytes, flags, file);
-    0
 }
 
 /// A direct I/O of `bytes` with kiocb `flags` (IOCB_WRITE: `write_flag`) on `file`.
