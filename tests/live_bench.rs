@@ -247,16 +247,7 @@ fn ctrl_c_stops_cleanly_and_keeps_the_results() {
     // Wait for the first (60 s) job to start; it is the one interrupted. Progress lines go to
     // stderr: "[1/2] randread 4K qd1 …".
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    let mut buf = Vec::new();
-    while !seen.contains("[1/2]") {
-        buf.clear();
-        if err.read_until(b' ', &mut buf).unwrap() == 0 {
-            break;
-        }
-        seen.push_str(&String::from_utf8_lossy(&buf));
-    }
-    assert!(seen.contains("[1/2]"), "no progress: {seen}");
+    let seen = wait_for_progress(&mut err, "[1/2]");
     // The test file exists while the job runs. Let the job do some requests (it runs for 60 s):
     // a job stopped before its first one is dropped from the results.
     assert_eq!(leftovers(mnt).len(), 1);
@@ -487,6 +478,22 @@ fn a_size_near_u64_max_is_refused_by_the_free_space_check() {
     }
 }
 
+/// Reads bench's stderr until its progress line names `job` (e.g. "[1/2]": that job has started)
+/// and returns what was read; fails the test if stderr ends first.
+fn wait_for_progress(err: &mut BufReader<std::process::ChildStderr>, job: &str) -> String {
+    let mut seen = String::new();
+    let mut buf = Vec::new();
+    while !seen.contains(job) {
+        buf.clear();
+        if err.read_until(b' ', &mut buf).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buf));
+    }
+    assert!(seen.contains(job), "no progress: {seen}");
+    seen
+}
+
 /// Starts a long bench on `dir` and returns it once its first job runs (the test file exists).
 fn start_long_bench(dir: &Path) -> std::process::Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ioscope"))
@@ -497,16 +504,7 @@ fn start_long_bench(dir: &Path) -> std::process::Child {
         .spawn()
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    let mut buf = Vec::new();
-    while !seen.contains("[1/1]") {
-        buf.clear();
-        if err.read_until(b' ', &mut buf).unwrap() == 0 {
-            break;
-        }
-        seen.push_str(&String::from_utf8_lossy(&buf));
-    }
-    assert!(seen.contains("[1/1]"), "no progress: {seen}");
+    wait_for_progress(&mut err, "[1/1]");
     // Keep draining stderr so the child never blocks on it.
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     child
