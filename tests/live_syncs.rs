@@ -257,3 +257,42 @@ fn sync_calls_are_timed_on_their_file_and_process_while_they_run() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// On a kernel without a tracepoint (hidden here, as on an older kernel) the panes say which is
+/// missing, and the calls whose tracepoints exist are still timed.
+#[test]
+fn a_missing_tracepoint_is_named_and_the_other_calls_still_count() {
+    let test = "a_missing_tracepoint_is_named_and_the_other_calls_still_count";
+    if !common::require_root(test) {
+        return;
+    }
+    let options = ioscope::bpf::BpfOptions {
+        hidden_tracepoints: vec!["syscalls:sys_enter_fsync".into(), "io_uring:io_uring_complete".into()],
+        ..Default::default()
+    };
+    let mut bpf = BpfCollector::start_with(&options);
+    let before = sample(&mut bpf);
+    let panes = ioscope::model::panes::compute(&before.bpf.status);
+    let syncs = ioscope::model::panes::find(&panes, "syncs").expect("a syncs pane");
+    assert!(!syncs.live && syncs.missing.contains(&"syscalls:sys_enter_fsync".to_string()), "{syncs:?}");
+    assert!(syncs.reason.as_deref().unwrap_or("").contains("hidden on request"), "{syncs:?}");
+    let uring = ioscope::model::panes::find(&panes, "syncs_io_uring").expect("an io_uring pane");
+    assert!(!uring.live && uring.missing.contains(&"io_uring:io_uring_complete".to_string()), "{uring:?}");
+
+    let dir = std::env::temp_dir().join(format!("ioscope-syncs-hidden-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("f");
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&[1u8; 8192]).unwrap();
+    f.sync_data().unwrap();
+    f.sync_all().unwrap();
+    let r = rows(&before, &sample(&mut bpf));
+    let mine: Vec<_> = r.iter().filter(|x| x.pid == std::process::id()).collect();
+    assert!(
+        mine.iter().any(|x| x.syscall == "fdatasync" && x.calls == 1 && x.path.as_deref() == path.to_str()),
+        "fdatasync not counted: {mine:#?}"
+    );
+    assert!(!mine.iter().any(|x| x.syscall == "fsync"), "fsync counted without its tracepoint: {mine:#?}");
+    drop(f);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
