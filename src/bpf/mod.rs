@@ -232,10 +232,14 @@ impl BpfCollector {
         for p in &mut programs {
             p.mechanism = mechanism(&ebpf, &p.program).to_string();
         }
+        // A program attached to several events (the sync calls') has its runs counted once, on
+        // its first attachment's row.
+        let mut counted = std::collections::HashSet::new();
         let program_fds = programs
             .iter()
             .map(|p| {
-                let prog = ebpf.program(&p.program).filter(|_| p.attached)?;
+                let prog =
+                    ebpf.program(&p.program).filter(|_| p.attached && counted.insert(p.program.clone()))?;
                 prog.fd().ok().and_then(|fd| fd.try_clone().ok())
             })
             .collect();
