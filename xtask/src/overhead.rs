@@ -111,8 +111,12 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     println!(
-        "ioscope overhead: fio 4 KiB randread, direct, libaio, iodepth 32 on {}{}, {} s per run, {} pairs \
-         (alternating order)",
+        "ioscope overhead: fio {} on {}{}, {} s per run, {} pairs (alternating order)",
+        if args.fsync {
+            "4 KiB writes with fsync after each"
+        } else {
+            "4 KiB randread, direct, libaio, iodepth 32"
+        },
         device.display(),
         match (&args.device, args.buffered_loop) {
             (Some(_), _) => "",
