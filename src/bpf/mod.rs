@@ -74,6 +74,8 @@ pub struct BpfCollector {
     block_file_mapper: crate::collect::block_files::BlockFileMapper,
     /// Each program of the status (same order), when attached: to read the kernel's run counts.
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
+    /// cgroup v2 ids to paths, for the block and page-cache rows (one cache for both).
+    cgroups: cgroup::CgroupNames,
 }
 
 impl BpfCollector {
@@ -245,6 +247,7 @@ impl BpfCollector {
             request_ring,
             block_file_mapper: Default::default(),
             program_fds,
+            cgroups: Default::default(),
         }
     }
 
@@ -261,6 +264,7 @@ impl BpfCollector {
             request_ring: None,
             block_file_mapper: Default::default(),
             program_fds: Vec::new(),
+            cgroups: Default::default(),
         }
     }
 
@@ -290,6 +294,7 @@ impl BpfCollector {
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }
+        cgroup::name_rows(&mut sample, &mut self.cgroups);
         if let Some(maps) = &self.files {
             let raw = maps.read().and_then(|mut raw| {
                 if let Some(cache) = &self.page_cache {

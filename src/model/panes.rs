@@ -14,7 +14,7 @@ use crate::sample::BpfStatus;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PaneStatus {
     /// Stable id: `devices_bpf`, `io_processes`, `cache`, `files`, `files_writeback_ext4`,
-    /// `files_writeback_iomap`, `direct_io`, `readahead`.
+    /// `files_writeback_iomap`, `direct_io`, `readahead`, `cgroups_io`, `cgroups_cache`.
     pub pane: &'static str,
     /// What the user sees it as.
     pub title: &'static str,
@@ -64,6 +64,16 @@ const PANES: &[(&str, &str, &[Need])] = &[
         "readahead",
         "readahead",
         &[&["readahead:page_cache_ra_order"], &["filemap:mm_filemap_add_to_page_cache"]],
+    ),
+    (
+        "cgroups_io",
+        "cgroups: disk I/O by submitter",
+        &[&["block:block_io_start"], &["block:block_rq_complete"]],
+    ),
+    (
+        "cgroups_cache",
+        "cgroups: page cache, dirtying and throttling",
+        &[&["filemap:mm_filemap_get_pages"], &["filemap:mm_filemap_add_to_page_cache"]],
     ),
 ];
 
