@@ -181,6 +181,14 @@ pub struct UiState {
     pub readahead_view: bool,
     pub readahead_detail: bool,
     pub selected_readahead: usize,
+    /// `c`: the cgroup view fills the body (src/ui/cgroups.rs); its sort, selection, and the rows
+    /// on screen (id, name) for Enter, which limits the process panes to one cgroup (`C` clears).
+    pub cgroups_view: bool,
+    pub cgroups_sort: crate::ui::cgroups::CgroupSort,
+    pub cgroups_sort_reversed: bool,
+    pub selected_cgroup: usize,
+    pub cgroup_rows: Vec<(u64, String)>,
+    pub cgroup_filter: Option<crate::ui::cgroups::CgroupFilter>,
 }
 
 impl UiState {
@@ -223,6 +231,12 @@ impl UiState {
             readahead_view: false,
             readahead_detail: false,
             selected_readahead: 0,
+            cgroups_view: false,
+            cgroups_sort: Default::default(),
+            cgroups_sort_reversed: false,
+            selected_cgroup: 0,
+            cgroup_rows: Vec::new(),
+            cgroup_filter: None,
         }
     }
 
@@ -246,6 +260,9 @@ impl UiState {
         }
         if !self.help {
             if let Some(action) = crate::ui::readahead::handle_key(self, key.code) {
+                return action;
+            }
+            if let Some(action) = crate::ui::cgroups::handle_key(self, key.code) {
                 return action;
             }
         }
@@ -456,6 +473,10 @@ impl UiState {
             let files = crate::ui::files::visible(model, self).len();
             self.selected_file = self.selected_file.min(files.saturating_sub(1));
         }
+        if self.cgroups_view {
+            self.cgroup_rows = crate::ui::cgroups::rows_for_keys(model, self);
+            self.selected_cgroup = self.selected_cgroup.min(self.cgroup_rows.len().saturating_sub(1));
+        }
     }
 }
 
@@ -492,8 +513,9 @@ mod tests {
         let mut s = state();
         assert_eq!(s.handle_key(key('q')), Action::Quit);
         assert_eq!(s.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)), Action::Quit);
-        // Plain 'c' is not bound.
-        assert_eq!(s.handle_key(key('c')), Action::None);
+        // Plain 'c' opens the cgroup view.
+        assert_eq!(s.handle_key(key('c')), Action::Redraw);
+        assert!(s.cgroups_view);
     }
 
     #[test]
