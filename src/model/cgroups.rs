@@ -258,6 +258,31 @@ mod tests {
     }
 
     #[test]
+    fn samples_keep_the_raw_figures_and_old_recordings_still_load() {
+        // Recordings store Samples as JSON: the cgroup files and the cache rows' cgroups survive.
+        let mut s = Sample {
+            cgroups: vec![CgroupSample { id: 9, path: "/a".into(), ..Default::default() }],
+            ..Default::default()
+        };
+        s.bpf.page_cache = Some(crate::sample::PageCacheSample {
+            processes: vec![crate::sample::CacheProcessSample {
+                pid: 5,
+                cgroup_id: 9,
+                cgroup: "/a".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let back: Sample = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        // A sample recorded before: no `cgroups`, cache rows without cgroup fields.
+        let old = r#"{"mono_ns":1,"bpf":{"page_cache":{"processes":[{"pid":5,"comm":"cat","counters":{"read_pages":8}}]}}}"#;
+        let old: Sample = serde_json::from_str(old).unwrap();
+        assert!(old.cgroups.is_empty());
+        assert_eq!(old.bpf.page_cache.unwrap().processes[0].cgroup_id, 0);
+    }
+
+    #[test]
     fn file_figures_are_rates_of_the_same_source() {
         let files = |rb: u64, source: &str| CgroupSample {
             id: 7,
