@@ -15,6 +15,7 @@ pub mod privilege;
 pub mod record;
 pub mod replay;
 pub mod sample;
+pub mod sample_cgroup;
 pub mod sample_readahead;
 pub mod sample_syncs;
 pub mod serve;

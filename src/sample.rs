@@ -32,6 +32,9 @@ pub struct Sample {
     pub block_settings: Vec<BlockSettings>,
     pub processes: Vec<ProcessIo>,
     pub bpf: BpfSample,
+    /// The cgroup files of the cgroups the eBPF programs saw doing I/O (src/collect/cgroups.rs);
+    /// empty without eBPF and in recordings made before they were read.
+    pub cgroups: Vec<crate::sample_cgroup::CgroupSample>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -486,6 +489,10 @@ pub struct CacheProcessSample {
     /// /proc/PID was gone when this sample was taken: these are its final counts.
     pub exited: bool,
     pub counters: CacheCountersSample,
+    /// The process's cgroup v2 id as the probes last read it (0: unknown), and its path below the
+    /// cgroup2 mount ("" when unknown).
+    pub cgroup_id: u64,
+    pub cgroup: String,
 }
 
 /// The kernel's global dirty figures as `global_dirty_state` reported them, in pages.

@@ -368,7 +368,6 @@ pub struct BlockMaps {
     stale_evicted: u64,
     /// Kernel threads seen, by tgid (they rarely exit; saves reading their stat every interval).
     kthreads: StdHashMap<u32, bool>,
-    cgroups: super::cgroup::CgroupNames,
     /// The attached program's fd in each slot of PROGRAMS (None for the retired one, and for one
     /// not attached), to read the kernel's count of its runs and skipped runs.
     programs: Vec<Option<ProgramFd>>,
@@ -399,7 +398,6 @@ impl BlockMaps {
             last_purge: Instant::now(),
             stale_evicted: 0,
             kthreads: StdHashMap::new(),
-            cgroups: super::cgroup::CgroupNames::new(),
             programs: attached
                 .iter()
                 .map(|name| {
@@ -450,7 +448,6 @@ impl BlockMaps {
             }
             let mut p = sum_process(*key, &per_cpu);
             p.exited = dead.contains(&key.tgid);
-            p.cgroup = self.cgroups.path(p.cgroup_id);
             p.kernel_thread = self.kthreads.get(&key.tgid).copied().unwrap_or(false)
                 || (p.exited && looks_like_kernel_thread(&p.comm));
             processes.push(p);

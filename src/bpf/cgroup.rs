@@ -1,5 +1,5 @@
 //! cgroup v2 ids (what `bpf_get_current_cgroup_id()` returns: the cgroup directory's inode number)
-//! to paths, for the per-process block view. The cgroup2 hierarchy is walked once and again only
+//! to paths, for the per-process block and page-cache rows (and so the cgroup view). The cgroup2 hierarchy is walked once and again only
 //! when an unknown id shows up (at most every few seconds): cheap on machines with hundreds of
 //! cgroups, and nothing at all is read when every id is known.
 
@@ -13,6 +13,20 @@ use std::time::{Duration, Instant};
 const RESCAN_EVERY: Duration = Duration::from_secs(5);
 /// Deeper cgroup trees than this are not followed (a guard, not a real limit).
 const MAX_DEPTH: usize = 32;
+/// At most this many cgroups are mapped (a node with 300 pods has ~1,000); the walk stops there.
+const MAX_CGROUPS: usize = 65_536;
+
+/// Names the sample's block and page-cache rows' cgroups (their ids come from the probes).
+pub fn name_rows(sample: &mut crate::sample::BpfSample, names: &mut CgroupNames) {
+    for p in &mut sample.io_processes {
+        p.cgroup = names.path(p.cgroup_id);
+    }
+    if let Some(pc) = &mut sample.page_cache {
+        for p in &mut pc.processes {
+            p.cgroup = names.path(p.cgroup_id);
+        }
+    }
+}
 
 pub struct CgroupNames {
     root: Option<PathBuf>,
@@ -34,8 +48,13 @@ impl CgroupNames {
     /// The cgroup's path below the hierarchy's root ("/" for the root, "/system.slice/x.service"),
     /// or an empty string when unknown (id 0, no cgroup2, or the cgroup is already gone).
     pub fn path(&mut self, id: u64) -> String {
+        self.lookup(id).to_string()
+    }
+
+    /// The same, borrowed.
+    pub fn lookup(&mut self, id: u64) -> &str {
         if id == 0 {
-            return String::new();
+            return "";
         }
         if !self.by_id.contains_key(&id) && self.last_scan.is_none_or(|t| t.elapsed() >= RESCAN_EVERY) {
             if let Some(root) = &self.root {
@@ -43,7 +62,7 @@ impl CgroupNames {
             }
             self.last_scan = Some(Instant::now());
         }
-        self.by_id.get(&id).cloned().unwrap_or_default()
+        self.by_id.get(&id).map_or("", |p| p.as_str())
     }
 }
 
@@ -67,6 +86,9 @@ fn scan(root: &Path) -> HashMap<u64, String> {
     let mut out = HashMap::new();
     let mut stack = vec![(root.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = stack.pop() {
+        if out.len() >= MAX_CGROUPS {
+            break;
+        }
         let Ok(meta) = fs::metadata(&dir) else { continue };
         let rel = dir.strip_prefix(root).map(|p| format!("/{}", p.display())).unwrap_or_default();
         out.insert(meta.ino(), rel);

@@ -79,6 +79,8 @@ pub struct BpfCollector {
     sync_paths: crate::collect::syncs::SyncPathResolver,
     /// Each program of the status (same order), when attached: to read the kernel's run counts.
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
+    /// cgroup v2 ids to paths, for the block and page-cache rows (one cache for both).
+    cgroups: cgroup::CgroupNames,
 }
 
 impl BpfCollector {
@@ -270,6 +272,7 @@ impl BpfCollector {
             sync_attached,
             sync_paths: Default::default(),
             program_fds,
+            cgroups: Default::default(),
         }
     }
 
@@ -289,6 +292,7 @@ impl BpfCollector {
             sync_attached: Vec::new(),
             sync_paths: Default::default(),
             program_fds: Vec::new(),
+            cgroups: Default::default(),
         }
     }
 
@@ -318,6 +322,7 @@ impl BpfCollector {
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }
+        cgroup::name_rows(&mut sample, &mut self.cgroups);
         if let Some(maps) = &self.files {
             let raw = maps.read().and_then(|mut raw| {
                 if let Some(cache) = &self.page_cache {

@@ -472,7 +472,14 @@ impl PageCacheMaps {
             // An entry may vanish between listing and lookup (we are its only remover, but be calm).
             let Ok(per_cpu) = self.procs.get(&pid, 0) else { continue };
             let (counters, comm) = sum_cpus(&per_cpu);
-            processes.push(CacheProcessSample { pid, comm, exited: gone.contains(&pid), counters });
+            processes.push(CacheProcessSample {
+                pid,
+                comm,
+                exited: gone.contains(&pid),
+                counters,
+                cgroup_id: newest_cgroup(&per_cpu),
+                cgroup: String::new(),
+            });
         }
         for pid in &gone {
             let _ = self.procs.remove(pid);
@@ -539,6 +546,7 @@ pub fn add_pending(
                     comm: String::new(),
                     exited: !exists(pid),
                     counters: CacheCountersSample::default(),
+                    ..Default::default()
                 });
                 processes.len() - 1
             }
@@ -588,6 +596,12 @@ pub fn sum_cpus(per_cpu: &[CacheCounters]) -> (CacheCountersSample, String) {
         }
     }
     (t, comm)
+}
+
+/// The cgroup id read with the newest comm (the probes read both together; see
+/// ioscope_common::page_cache::CacheCounters::cgroup_id); 0 when no CPU set one.
+pub fn newest_cgroup(per_cpu: &[CacheCounters]) -> u64 {
+    per_cpu.iter().filter(|c| c.cgroup_id != 0).max_by_key(|c| c.comm_ns).map_or(0, |c| c.cgroup_id)
 }
 
 /// A reading of the kernel's jiffies counter and CLOCK_MONOTONIC together, from /proc/timer_list

@@ -9,6 +9,7 @@ use crate::sample::Sample;
 pub use processes::ProcessReader;
 
 pub mod block_files;
+pub mod cgroups;
 pub mod disks;
 pub mod extents;
 pub mod file_cache;
@@ -87,6 +88,7 @@ pub fn collect_with(root: &SystemRoot, process_reader: &mut ProcessReader) -> Sa
         block_settings,
         processes: process_reader.read(&root.proc),
         bpf: Default::default(),
+        cgroups: Vec::new(),
     }
 }
 
@@ -113,11 +115,12 @@ pub struct Sampler {
     root: SystemRoot,
     bpf: BpfCollector,
     processes: ProcessReader,
+    cgroups: cgroups::CgroupFiles,
 }
 
 impl Sampler {
     pub fn new(root: SystemRoot, bpf: BpfCollector) -> Sampler {
-        Sampler { root, bpf, processes: ProcessReader::new() }
+        Sampler { root, bpf, processes: ProcessReader::new(), cgroups: cgroups::CgroupFiles::new() }
     }
 
     pub fn sample(&mut self) -> Sample {
@@ -127,6 +130,7 @@ impl Sampler {
         s.mono_ns = mono_ns;
         s.wall_unix_ms = wall_unix_ms;
         s.bpf = self.bpf.read();
+        s.cgroups = self.cgroups.read(&s.bpf);
         s
     }
 }

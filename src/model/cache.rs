@@ -211,6 +211,9 @@ pub struct CacheProcessModel {
     pub dio_write_bytes_s: f64,
     /// The process exited during the interval: these are its last counts.
     pub exited: bool,
+    /// The cgroup v2 id and path the probes last saw the process in (0 and "" when unknown).
+    pub cgroup_id: u64,
+    pub cgroup: String,
 }
 
 impl CacheProcessModel {
@@ -332,6 +335,8 @@ pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<CachePro
                 dio_read_bytes_s: per_second(k.dio_read_bytes, secs),
                 dio_write_bytes_s: per_second(k.dio_write_bytes, secs),
                 exited: x.exited,
+                cgroup_id: x.cgroup_id,
+                cgroup: x.cgroup.clone(),
             }
         })
         .filter(CacheProcessModel::active)
@@ -433,7 +438,7 @@ mod tests {
     }
 
     fn proc(pid: u32, comm: &str, exited: bool, counters: CacheCountersSample) -> CacheProcessSample {
-        CacheProcessSample { pid, comm: comm.into(), exited, counters }
+        CacheProcessSample { pid, comm: comm.into(), exited, counters, ..Default::default() }
     }
 
     #[test]

@@ -12,6 +12,8 @@ use crate::sample::Sample;
 pub mod block;
 pub mod block_health;
 pub mod cache;
+pub mod cgroup_names;
+pub mod cgroups;
 pub mod counter;
 pub mod devices;
 pub mod files;
@@ -56,6 +58,8 @@ pub struct Model {
     /// Sync calls (fsync and friends) per process, call and file (src/model/syncs.rs); empty
     /// without their probes.
     pub syncs: Vec<syncs::SyncModel>,
+    /// Disk I/O, page cache and pressure per cgroup v2 (src/model/cgroups.rs); empty without eBPF.
+    pub cgroups: Vec<cgroups::CgroupModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -82,6 +86,9 @@ impl Model {
     /// `elapsed` is normally `cur.mono_ns - prev.mono_ns`; a zero elapsed yields zero rates.
     pub fn compute(prev: Option<&Sample>, cur: &Sample, elapsed: Duration) -> Model {
         let secs = elapsed.as_secs_f64();
+        let io_processes = io_processes::compute(prev, cur, secs);
+        let cache_processes = cache::processes(prev, cur, secs);
+        let cgroups = cgroups::compute(prev, cur, secs, &io_processes, &cache_processes);
         Model {
             interval_s: if prev.is_some() { secs } else { 0.0 },
             header: HeaderModel {
@@ -101,13 +108,14 @@ impl Model {
                 block_health: block_health::compute(prev, cur, secs),
                 panes: panes::compute(&cur.bpf.status),
             },
-            io_processes: io_processes::compute(prev, cur, secs),
+            io_processes,
             cache: cache::compute(prev, cur, secs),
-            cache_processes: cache::processes(prev, cur, secs),
+            cache_processes,
             files: files::compute(prev, cur, secs),
             block_files: files::block_files(prev, cur),
             readahead: readahead::compute(prev, cur, secs),
             syncs: syncs::compute(prev, cur, secs),
+            cgroups,
         }
     }
 

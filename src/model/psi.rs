@@ -33,7 +33,7 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, _secs: f64) -> PsiModel {
 
 /// avg10 is the kernel's own running average; the stall in this interval is
 /// `Δtotal_us / 1000` ms (0 on the first sample or when the previous sample lacked the line).
-fn view(prev: Option<&PsiResource>, cur: &PsiResource) -> PsiView {
+pub(crate) fn view(prev: Option<&PsiResource>, cur: &PsiResource) -> PsiView {
     let stall_ms = |p: Option<u64>, c: u64| p.map(|p| delta(p, c) as f64 / 1000.0).unwrap_or(0.0);
     PsiView {
         some_avg10: cur.some.avg10,

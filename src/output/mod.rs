@@ -5,6 +5,7 @@
 
 pub mod block_text;
 pub mod cache_text;
+pub mod cgroups_text;
 pub mod files_text;
 pub mod headless;
 pub mod prometheus;

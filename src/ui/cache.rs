@@ -87,6 +87,7 @@ pub fn visible_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CacheProce
         .filter(|p| {
             let probe = ProcessModel { pid: p.pid, comm: p.comm.clone(), ..Default::default() };
             rows::matches_filter(&probe, &state.filter)
+                && crate::ui::cgroups::admits(model, state, p.pid, Some(p.cgroup_id))
         })
         .collect();
     let asc = ascending(state);
@@ -124,6 +125,7 @@ fn estimate_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a ProcessModel>
         .iter()
         .filter(|p| p.io_readable && p.rchar_s + p.read_bytes_s > 0.0)
         .filter(|p| rows::matches_filter(p, &state.filter))
+        .filter(|p| crate::ui::cgroups::admits(model, state, p.pid, None))
         .collect();
     rows.sort_by(|a, b| {
         (b.cache_estimate_bytes_s + b.read_bytes_s)
@@ -156,6 +158,7 @@ pub fn title(model: &Model, state: &UiState) -> String {
     if !state.filter.is_empty() {
         t.push_str(&format!("  filter \"{}\"", state.filter));
     }
+    crate::ui::cgroups::title_note(&mut t, state);
     t
 }
 

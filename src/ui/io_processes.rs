@@ -78,6 +78,7 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a IoProcessModel>
                 || p.pid.to_string().contains(&needle)
                 || p.device.to_lowercase().contains(&needle)
         })
+        .filter(|p| crate::ui::cgroups::admits(model, state, p.pid, Some(p.cgroup_id)))
         .collect();
     let descending = state.io_sort.descending_by_default() != state.sort_reversed;
     rows.sort_by(|a, b| {
@@ -119,6 +120,7 @@ pub fn title(model: &Model, state: &UiState) -> String {
     if exited > 0 {
         t.push_str(&format!("  {exited} exited (shown this interval)"));
     }
+    crate::ui::cgroups::title_note(&mut t, state);
     t
 }
 

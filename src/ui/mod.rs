@@ -15,6 +15,7 @@ use crate::model::Model;
 
 pub mod baseline;
 pub mod cache;
+pub mod cgroups;
 pub mod columns;
 pub mod device_detail;
 pub mod devices;
@@ -62,6 +63,8 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         syncs::render(frame, body, model, state);
     } else if state.readahead_view {
         readahead::render(frame, body, model, state);
+    } else if state.cgroups_view {
+        cgroups::render(frame, body, model, state);
     } else if state.probe_health {
         probe_health::render(frame, body, model, state);
     } else if state.device_detail {

@@ -27,6 +27,7 @@ pub fn title(model: &Model, state: &UiState) -> String {
             t.push_str(&format!("  {idle} without I/O hidden (a)"));
         }
     }
+    crate::ui::cgroups::title_note(&mut t, state);
     t
 }
 

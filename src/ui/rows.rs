@@ -49,6 +49,7 @@ pub fn visible_processes<'a>(model: &'a Model, state: &UiState) -> Vec<&'a Proce
                 matches_filter(p, &state.filter)
             }
         })
+        .filter(|p| crate::ui::cgroups::admits(model, state, p.pid, None))
         .collect();
     let descending = state.sort_descending();
     rows.sort_by(|a, b| {

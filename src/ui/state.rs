@@ -184,6 +184,14 @@ pub struct UiState {
     /// `y`: the sync-call view fills the body (src/ui/syncs.rs).
     pub syncs_view: bool,
     pub selected_sync: usize,
+    /// `c`: the cgroup view fills the body (src/ui/cgroups.rs); its sort, selection, and the rows
+    /// on screen (id, name) for Enter, which limits the process panes to one cgroup (`C` clears).
+    pub cgroups_view: bool,
+    pub cgroups_sort: crate::ui::cgroups::CgroupSort,
+    pub cgroups_sort_reversed: bool,
+    pub selected_cgroup: usize,
+    pub cgroup_rows: Vec<(u64, String)>,
+    pub cgroup_filter: Option<crate::ui::cgroups::CgroupFilter>,
 }
 
 impl UiState {
@@ -228,6 +236,12 @@ impl UiState {
             selected_readahead: 0,
             syncs_view: false,
             selected_sync: 0,
+            cgroups_view: false,
+            cgroups_sort: Default::default(),
+            cgroups_sort_reversed: false,
+            selected_cgroup: 0,
+            cgroup_rows: Vec::new(),
+            cgroup_filter: None,
         }
     }
 
@@ -254,6 +268,9 @@ impl UiState {
                 return action;
             }
             if let Some(action) = crate::ui::syncs::handle_key(self, key.code) {
+                return action;
+            }
+            if let Some(action) = crate::ui::cgroups::handle_key(self, key.code) {
                 return action;
             }
         }
@@ -464,6 +481,10 @@ impl UiState {
             let files = crate::ui::files::visible(model, self).len();
             self.selected_file = self.selected_file.min(files.saturating_sub(1));
         }
+        if self.cgroups_view {
+            self.cgroup_rows = crate::ui::cgroups::rows_for_keys(model, self);
+            self.selected_cgroup = self.selected_cgroup.min(self.cgroup_rows.len().saturating_sub(1));
+        }
     }
 }
 
@@ -500,8 +521,9 @@ mod tests {
         let mut s = state();
         assert_eq!(s.handle_key(key('q')), Action::Quit);
         assert_eq!(s.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)), Action::Quit);
-        // Plain 'c' is not bound.
-        assert_eq!(s.handle_key(key('c')), Action::None);
+        // Plain 'c' opens the cgroup view.
+        assert_eq!(s.handle_key(key('c')), Action::Redraw);
+        assert!(s.cgroups_view);
     }
 
     #[test]

@@ -173,6 +173,11 @@ pub struct CacheCounters {
     /// bpf_ktime_get_ns() when `comm` was set on this CPU: userspace takes the newest CPU's comm
     /// (an exec renames the process after it may already have touched the cache).
     pub comm_ns: u64,
+    /// The process's cgroup v2 id (`bpf_get_current_cgroup_id()`), read with the comm: when the
+    /// entry is created on this CPU, at exec and at a rename (not on the read path: it costs one
+    /// helper call per entry). Userspace takes the one of the newest comm, and credits the
+    /// process's counts to that cgroup (0: never set here, or no cgroup v2).
+    pub cgroup_id: u64,
     /// The task's comm when the entry was created on this CPU (zeros when never set here).
     pub comm: [u8; 16],
 }
@@ -411,7 +416,7 @@ mod tests {
     #[test]
     fn sizes_have_no_hidden_padding() {
         assert_eq!(core::mem::size_of::<CacheLayout>(), 41 * 4);
-        assert_eq!(core::mem::size_of::<CacheCounters>(), 15 * 8 + 16);
+        assert_eq!(core::mem::size_of::<CacheCounters>(), 16 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
         assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
         assert_eq!(core::mem::size_of::<CacheScratch>(), 64 + 24 + 16);

@@ -5,7 +5,7 @@
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{btf_tracepoint, fentry, fexit, kprobe, map, raw_tracepoint, tracepoint},
     maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
     programs::{
@@ -40,7 +40,7 @@ macro_rules! fn_layout {
 }
 
 /// Allocated on insert: a per-CPU value per possible tgid preallocated would cost
-/// CACHE_MAX_PROCESSES × CPUs × 120 bytes up front.
+/// CACHE_MAX_PROCESSES × CPUs × 144 bytes up front.
 #[map]
 static CACHE_PROCS: PerCpuHashMap<u32, CacheCounters> =
     PerCpuHashMap::with_max_entries(CACHE_MAX_PROCESSES, BPF_F_NO_PREALLOC);
@@ -120,8 +120,9 @@ fn entry(tgid: u32) -> Option<&'static mut CacheCounters> {
 fn set_comm(counters: &mut CacheCounters) {
     if let Ok(comm) = bpf_get_current_comm() {
         counters.comm = comm;
-        // SAFETY: helper without preconditions.
+        // SAFETY: helpers without preconditions.
         counters.comm_ns = unsafe { bpf_ktime_get_ns() };
+        counters.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     }
 }
 
@@ -170,8 +171,9 @@ fn try_rename(ctx: &TracePointContext) -> Result<u32, i64> {
         let comm = unsafe { field::<[u8; 16]>(ctx, comm_at)? };
         let p = unsafe { &mut *p };
         p.comm = comm;
-        // SAFETY: helper without preconditions.
+        // SAFETY: helpers without preconditions.
         p.comm_ns = unsafe { bpf_ktime_get_ns() };
+        p.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     }
     Ok(0)
 }

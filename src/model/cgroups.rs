@@ -1,0 +1,306 @@
+//! Disk I/O, page cache, dirtying and throttling per cgroup v2 (JSON `cgroups[]`), and where the
+//! cgroup's files exist, the kernel's own per-cgroup figures.
+//!
+//! The eBPF figures are the per-process rows of the interval added up by the process's cgroup:
+//!
+//! ```text
+//! read_bytes_s, write_bytes_s, read_iops, write_iops = Σ io_processes[] of the cgroup
+//!     (disk I/O credited at submission: block_io_start runs in the submitter's context, which
+//!      gives its cgroup id; flusher writeback is the kernel threads', in the root cgroup)
+//! accesses_s, misses_s = Σ cache_processes[] of the cgroup (per second)
+//! hit_pct        = 100 × Σ hits / Σ accesses            (null without accesses)
+//! dirtied_pages_s = Σ dirtied / interval
+//! throttled_ms_s  = Σ ms paused in balance_dirty_pages / interval
+//! ```
+//!
+//! A process's page-cache counts go to the cgroup the probes last saw it in (read when its entry
+//! is made, at exec and at a rename): a process moved to another cgroup takes its interval along.
+//!
+//! The files' figures (`io_stat`, `io_pressure`, `memory_pressure`, `memory`) are rates of the
+//! cumulative counters between the two samples (null when the file is missing, e.g. v2 without
+//! the io controller: then on a hybrid host the v1 `blkio` counters, `io_stat.source` says which).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::cache::{hit_pct, CacheProcessModel};
+use super::cgroup_names::{self, CgroupName};
+use super::counter::{delta, per_second};
+use super::io_processes::IoProcessModel;
+use super::psi::{self, PsiView};
+use crate::sample::Sample;
+use crate::sample_cgroup::CgroupSample;
+
+/// JSON: `cgroups[]`, the busiest disk users first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CgroupModel {
+    /// cgroup v2 id (the directory's inode number; 0: processes whose cgroup is not known).
+    pub id: u64,
+    /// Path below the cgroup2 mount ("" when not known yet).
+    pub path: String,
+    #[serde(flatten)]
+    pub name: CgroupName,
+    /// Processes seen in the interval (pids of the block and page-cache rows).
+    pub pids: Vec<u32>,
+    pub read_bytes_s: f64,
+    pub write_bytes_s: f64,
+    pub read_iops: f64,
+    pub write_iops: f64,
+    pub accesses_s: f64,
+    pub misses_s: f64,
+    pub hit_pct: Option<f64>,
+    pub dirtied_pages_s: f64,
+    pub throttled_ms_s: f64,
+    /// The cgroup's `io.stat` (or v1 blkio) rates; null when neither file exists.
+    pub io_stat: Option<CgroupIoRates>,
+    pub io_pressure: Option<PsiView>,
+    pub memory_pressure: Option<PsiView>,
+    /// `memory.stat` gauges; null when the file does not exist.
+    pub memory: Option<CgroupMemoryModel>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CgroupIoRates {
+    /// "io.stat", or "blkio" (v1; "blkio /path" when the v1 cgroup's path differs from v2's).
+    pub source: String,
+    pub read_bytes_s: f64,
+    pub write_bytes_s: f64,
+    pub read_iops: f64,
+    pub write_iops: f64,
+}
+
+/// Bytes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CgroupMemoryModel {
+    pub source: String,
+    pub file: u64,
+    pub dirty: u64,
+    pub writeback: u64,
+}
+
+#[derive(Default)]
+struct Acc {
+    path: String,
+    pids: Vec<u32>,
+    read_bytes_s: f64,
+    write_bytes_s: f64,
+    read_iops: f64,
+    write_iops: f64,
+    accesses: u64,
+    misses: u64,
+    hits: u64,
+    dirtied: u64,
+    throttled_ms: f64,
+}
+
+impl Acc {
+    fn pid(&mut self, pid: u32, path: &str) {
+        if !self.pids.contains(&pid) {
+            self.pids.push(pid);
+        }
+        if self.path.is_empty() {
+            self.path = path.to_string();
+        }
+    }
+}
+
+/// One row per cgroup with eBPF activity in the interval or with files read in this sample.
+pub fn compute(
+    prev: Option<&Sample>,
+    cur: &Sample,
+    secs: f64,
+    io: &[IoProcessModel],
+    cache: &[CacheProcessModel],
+) -> Vec<CgroupModel> {
+    let Some(prev) = prev else { return Vec::new() };
+    let mut by_id: BTreeMap<u64, Acc> = BTreeMap::new();
+    for p in io {
+        let a = by_id.entry(p.cgroup_id).or_default();
+        a.pid(p.pid, &p.cgroup);
+        a.read_bytes_s += p.read_bytes_s;
+        a.write_bytes_s += p.write_bytes_s;
+        a.read_iops += p.read_iops;
+        a.write_iops += p.write_iops;
+    }
+    for p in cache {
+        let a = by_id.entry(p.cgroup_id).or_default();
+        a.pid(p.pid, &p.cgroup);
+        a.accesses += p.accesses;
+        a.misses += p.misses;
+        a.hits += p.accesses - p.misses.min(p.accesses);
+        a.dirtied += p.dirtied;
+        a.throttled_ms += p.throttled_ms;
+    }
+    for f in &cur.cgroups {
+        let a = by_id.entry(f.id).or_default();
+        if a.path.is_empty() {
+            a.path = f.path.clone();
+        }
+    }
+    let files = |s: &Sample, id: u64| s.cgroups.iter().find(|f| f.id == id).cloned();
+    let mut rows: Vec<CgroupModel> = by_id
+        .into_iter()
+        .map(|(id, mut a)| {
+            a.pids.sort_unstable();
+            let (p, c) = (files(prev, id), files(cur, id));
+            let name = if id == 0 {
+                CgroupName { kind: "other", name: "(unknown cgroup)".into(), ..Default::default() }
+            } else {
+                cgroup_names::parse(&a.path)
+            };
+            CgroupModel {
+                id,
+                name,
+                pids: a.pids,
+                read_bytes_s: a.read_bytes_s,
+                write_bytes_s: a.write_bytes_s,
+                read_iops: a.read_iops,
+                write_iops: a.write_iops,
+                accesses_s: per_second(a.accesses, secs),
+                misses_s: per_second(a.misses, secs),
+                hit_pct: hit_pct(a.hits, a.accesses),
+                dirtied_pages_s: per_second(a.dirtied, secs),
+                throttled_ms_s: if secs > 0.0 { a.throttled_ms / secs } else { 0.0 },
+                io_stat: io_rates(p.as_ref(), c.as_ref(), secs),
+                io_pressure: c.as_ref().and_then(|c| {
+                    let prev = p.as_ref().and_then(|p| p.io_pressure.as_ref());
+                    c.io_pressure.as_ref().map(|r| psi::view(prev, r))
+                }),
+                memory_pressure: c.as_ref().and_then(|c| {
+                    let prev = p.as_ref().and_then(|p| p.memory_pressure.as_ref());
+                    c.memory_pressure.as_ref().map(|r| psi::view(prev, r))
+                }),
+                memory: c.as_ref().and_then(|c| c.memory.as_ref()).map(|m| CgroupMemoryModel {
+                    source: m.source.clone(),
+                    file: m.file_bytes,
+                    dirty: m.dirty_bytes,
+                    writeback: m.writeback_bytes,
+                }),
+                path: a.path,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.read_bytes_s + b.write_bytes_s)
+            .total_cmp(&(a.read_bytes_s + a.write_bytes_s))
+            .then(b.accesses_s.total_cmp(&a.accesses_s))
+            .then(a.path.cmp(&b.path))
+    });
+    rows
+}
+
+/// Rates of the io counters; null unless both samples have them from the same source.
+fn io_rates(p: Option<&CgroupSample>, c: Option<&CgroupSample>, secs: f64) -> Option<CgroupIoRates> {
+    let (p, c) = (p?.io.as_ref()?, c?.io.as_ref()?);
+    (p.source == c.source).then(|| CgroupIoRates {
+        source: c.source.clone(),
+        read_bytes_s: per_second(delta(p.read_bytes, c.read_bytes), secs),
+        write_bytes_s: per_second(delta(p.write_bytes, c.write_bytes), secs),
+        read_iops: per_second(delta(p.reads, c.reads), secs),
+        write_iops: per_second(delta(p.writes, c.writes), secs),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample_cgroup::CgroupIoCounters;
+
+    fn io_row(pid: u32, cgroup_id: u64, cgroup: &str, read: f64, write: f64) -> IoProcessModel {
+        IoProcessModel {
+            pid,
+            cgroup_id,
+            cgroup: cgroup.into(),
+            read_bytes_s: read,
+            write_bytes_s: write,
+            read_iops: read / 4096.0,
+            write_iops: write / 4096.0,
+            ..Default::default()
+        }
+    }
+
+    fn cache_row(pid: u32, cgroup_id: u64, accesses: u64, misses: u64, dirtied: u64) -> CacheProcessModel {
+        CacheProcessModel {
+            pid,
+            cgroup_id,
+            accesses,
+            misses,
+            dirtied,
+            throttled_ms: 50.0,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rows_add_up_their_processes_and_hit_rate_weighs_accesses() {
+        let io = [
+            io_row(1, 10, "/a.service", 1000.0, 0.0),
+            io_row(1, 10, "/a.service", 500.0, 100.0), // same process, second disk
+            io_row(2, 20, "/b.service", 0.0, 8192.0),
+        ];
+        // a: 100 accesses all missed (a reader process), 300 accesses all hit (another) → 75 %.
+        let cache = [cache_row(1, 10, 100, 100, 0), cache_row(3, 10, 300, 0, 4), cache_row(2, 20, 0, 0, 8)];
+        let prev = Sample::default();
+        let rows = compute(Some(&prev), &Sample::default(), 2.0, &io, &cache);
+        assert_eq!(rows.len(), 2);
+        let a = rows.iter().find(|r| r.id == 10).unwrap();
+        assert_eq!((a.read_bytes_s, a.write_bytes_s, a.pids.clone()), (1500.0, 100.0, vec![1, 3]));
+        assert_eq!(a.hit_pct, Some(75.0));
+        assert_eq!((a.accesses_s, a.misses_s, a.dirtied_pages_s, a.throttled_ms_s), (200.0, 50.0, 2.0, 50.0));
+        assert_eq!((a.name.kind, a.name.name.as_str()), ("systemd", "a.service"));
+        let b = rows.iter().find(|r| r.id == 20).unwrap();
+        assert_eq!((b.write_bytes_s, b.hit_pct), (8192.0, None));
+        // The busiest first.
+        assert_eq!(rows[0].id, 20);
+        // No interval yet: no rows.
+        assert!(compute(None, &Sample::default(), 0.0, &io, &cache).is_empty());
+    }
+
+    #[test]
+    fn samples_keep_the_raw_figures_and_old_recordings_still_load() {
+        // Recordings store Samples as JSON: the cgroup files and the cache rows' cgroups survive.
+        let mut s = Sample {
+            cgroups: vec![CgroupSample { id: 9, path: "/a".into(), ..Default::default() }],
+            ..Default::default()
+        };
+        s.bpf.page_cache = Some(crate::sample::PageCacheSample {
+            processes: vec![crate::sample::CacheProcessSample {
+                pid: 5,
+                cgroup_id: 9,
+                cgroup: "/a".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let back: Sample = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        // A sample recorded before: no `cgroups`, cache rows without cgroup fields.
+        let old = r#"{"mono_ns":1,"bpf":{"page_cache":{"processes":[{"pid":5,"comm":"cat","counters":{"read_pages":8}}]}}}"#;
+        let old: Sample = serde_json::from_str(old).unwrap();
+        assert!(old.cgroups.is_empty());
+        assert_eq!(old.bpf.page_cache.unwrap().processes[0].cgroup_id, 0);
+    }
+
+    #[test]
+    fn file_figures_are_rates_of_the_same_source() {
+        let files = |rb: u64, source: &str| CgroupSample {
+            id: 7,
+            path: "/x".into(),
+            io: Some(CgroupIoCounters {
+                source: source.into(),
+                read_bytes: rb,
+                reads: rb / 4096,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let prev = Sample { cgroups: vec![files(4096, "io.stat")], ..Default::default() };
+        let cur = Sample { cgroups: vec![files(4096 * 11, "io.stat")], ..Default::default() };
+        let rows = compute(Some(&prev), &cur, 2.0, &[], &[]);
+        let io = rows[0].io_stat.as_ref().unwrap();
+        assert_eq!((rows[0].path.as_str(), io.read_bytes_s, io.read_iops), ("/x", 20480.0, 5.0));
+        let cur = Sample { cgroups: vec![files(4096 * 11, "blkio")], ..Default::default() };
+        assert_eq!(compute(Some(&prev), &cur, 2.0, &[], &[])[0].io_stat, None);
+    }
+}

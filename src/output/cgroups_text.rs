@@ -1,0 +1,72 @@
+//! The `--batch` text frame's cgroup part: the busiest cgroups by disk bytes (eBPF), with their
+//! hit rate, dirtying, throttling and I/O pressure (the TUI's cgroup view, `c`, in short).
+
+use std::fmt::Write as _;
+
+use crate::model::Model;
+use crate::ui::format::human_bytes;
+
+/// How many cgroups the frame lists.
+pub const TOP_CGROUPS: usize = 10;
+
+/// Appends the cgroup table; nothing when no cgroup did I/O (or without eBPF).
+pub fn append(s: &mut String, m: &Model) {
+    let busy: Vec<_> = m
+        .cgroups
+        .iter()
+        .filter(|c| c.read_bytes_s + c.write_bytes_s + c.accesses_s + c.dirtied_pages_s > 0.0)
+        .take(TOP_CGROUPS)
+        .collect();
+    if busy.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<40} {:>11} {:>11} {:>7} {:>9} {:>9} {:>7}",
+        "CGROUP", "READ/s", "WRITE/s", "HIT%", "DIRTY/s", "THR ms/s", "IO PSI"
+    );
+    for c in busy {
+        let name = if c.name.name.is_empty() { c.path.as_str() } else { c.name.name.as_str() };
+        let _ = writeln!(
+            s,
+            "{:<40} {:>11} {:>11} {:>7} {:>9} {:>9.1} {:>7}",
+            crate::ui::format::shorten(name, 40),
+            format!("{}/s", human_bytes(c.read_bytes_s)),
+            format!("{}/s", human_bytes(c.write_bytes_s)),
+            c.hit_pct.map_or("-".to_string(), |h| format!("{h:.1}")),
+            format!("{:.0}", c.dirtied_pages_s),
+            c.throttled_ms_s,
+            c.io_pressure.as_ref().map_or("-".to_string(), |p| format!("{:.1}", p.some_avg10)),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cgroups::CgroupModel;
+
+    #[test]
+    fn lists_busy_cgroups_by_name() {
+        let mut m = Model::default();
+        assert_eq!(
+            {
+                let mut s = String::new();
+                append(&mut s, &m);
+                s
+            },
+            ""
+        );
+        m.cgroups.push(CgroupModel {
+            path: "/system.slice/docker-0123456789abcdef.scope".into(),
+            name: crate::model::cgroup_names::parse("/system.slice/docker-0123456789abcdef.scope"),
+            write_bytes_s: 2.0 * 1048576.0,
+            hit_pct: Some(99.5),
+            ..Default::default()
+        });
+        let mut s = String::new();
+        append(&mut s, &m);
+        assert!(s.contains("docker 0123456789ab"), "{s}");
+        assert!(s.contains("2.0M/s") && s.contains("99.5"), "{s}");
+    }
+}

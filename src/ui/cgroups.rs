@@ -1,0 +1,405 @@
+//! The cgroup view (`c`): per cgroup v2, disk I/O credited at submission, page-cache hit rate,
+//! dirtying and throttling (eBPF), and the cgroup's own files (io.stat or v1 blkio, PSI,
+//! memory.stat). Sorted with `s`/`r`, filtered with `/` (name or path); Enter limits the process
+//! panes to the selected cgroup (`C` clears that). A pure render of the model's `cgroups`.
+
+use crossterm::event::KeyCode;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::Span;
+use ratatui::widgets::{Block, Borders, Paragraph, TableState, Wrap};
+use ratatui::Frame;
+
+use crate::model::cgroups::CgroupModel;
+use crate::model::Model;
+use crate::ui::columns::{self, Column};
+use crate::ui::format::{self, Units};
+use crate::ui::state::{Action, UiState};
+use crate::ui::theme::{Level, Theme};
+
+/// The view's sort key; `s` cycles through them in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CgroupSort {
+    /// read + write bytes per second (eBPF).
+    #[default]
+    Bytes,
+    Read,
+    Write,
+    Iops,
+    /// Page-cache misses per second.
+    Misses,
+    Dirtied,
+    Throttled,
+    /// io.pressure some avg10.
+    IoPressure,
+    Name,
+}
+
+impl CgroupSort {
+    const ORDER: [CgroupSort; 9] = [
+        CgroupSort::Bytes,
+        CgroupSort::Read,
+        CgroupSort::Write,
+        CgroupSort::Iops,
+        CgroupSort::Misses,
+        CgroupSort::Dirtied,
+        CgroupSort::Throttled,
+        CgroupSort::IoPressure,
+        CgroupSort::Name,
+    ];
+
+    pub fn next(self) -> CgroupSort {
+        let i = CgroupSort::ORDER.iter().position(|s| *s == self).unwrap_or(0);
+        CgroupSort::ORDER[(i + 1) % CgroupSort::ORDER.len()]
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            CgroupSort::Bytes => "read+write",
+            CgroupSort::Read => "read",
+            CgroupSort::Write => "write",
+            CgroupSort::Iops => "iops",
+            CgroupSort::Misses => "misses",
+            CgroupSort::Dirtied => "dirtied",
+            CgroupSort::Throttled => "throttled",
+            CgroupSort::IoPressure => "io psi",
+            CgroupSort::Name => "name",
+        }
+    }
+
+    fn key(self, c: &CgroupModel) -> f64 {
+        match self {
+            CgroupSort::Bytes => c.read_bytes_s + c.write_bytes_s,
+            CgroupSort::Read => c.read_bytes_s,
+            CgroupSort::Write => c.write_bytes_s,
+            CgroupSort::Iops => c.read_iops + c.write_iops,
+            CgroupSort::Misses => c.misses_s,
+            CgroupSort::Dirtied => c.dirtied_pages_s,
+            CgroupSort::Throttled => c.throttled_ms_s,
+            CgroupSort::IoPressure => c.io_pressure.as_ref().map_or(0.0, |p| p.some_avg10),
+            CgroupSort::Name => 0.0,
+        }
+    }
+}
+
+/// The panes' limit to one cgroup (Enter in the view): its id, and its name for the titles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CgroupFilter {
+    pub id: u64,
+    pub name: String,
+}
+
+/// Whether a process row passes the cgroup limit: by the row's own cgroup id where it has one
+/// (eBPF rows), else by the cgroup's processes in the interval (/proc rows).
+pub fn admits(model: &Model, state: &UiState, pid: u32, cgroup_id: Option<u64>) -> bool {
+    let Some(f) = &state.cgroup_filter else { return true };
+    match cgroup_id {
+        Some(id) => id == f.id,
+        None => model.cgroups.iter().find(|c| c.id == f.id).is_some_and(|c| c.pids.contains(&pid)),
+    }
+}
+
+/// Appends "cgroup NAME (C clears)" to a process pane's title while the panes are limited.
+pub fn title_note(title: &mut String, state: &UiState) {
+    if let Some(f) = &state.cgroup_filter {
+        title.push_str(&format!("  cgroup {} (C clears)", f.name));
+    }
+}
+
+/// The view's keys, handled before the general ones: `c` opens and closes it, `C` clears the
+/// panes' cgroup limit; while it is open, Esc closes, Enter limits the panes to the selected
+/// cgroup, `s`/`r` sort, j/k/arrows/g/G select (`/` is the general filter).
+pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
+    match code {
+        KeyCode::Char('c') => {
+            state.cgroups_view = !state.cgroups_view;
+            return Some(Action::Redraw);
+        }
+        KeyCode::Char('C') => {
+            state.cgroup_filter = None;
+            return Some(Action::Redraw);
+        }
+        _ => {}
+    }
+    if !state.cgroups_view {
+        return None;
+    }
+    let step = |state: &mut UiState, by: i64| {
+        state.selected_cgroup = (state.selected_cgroup as i64).saturating_add(by).max(0) as usize;
+        Some(Action::Redraw)
+    };
+    match code {
+        KeyCode::Esc => {
+            state.cgroups_view = false;
+            Some(Action::Redraw)
+        }
+        KeyCode::Enter => {
+            let rows = &state.cgroup_rows;
+            if let Some((id, name)) = rows.get(state.selected_cgroup.min(rows.len().saturating_sub(1))) {
+                state.cgroup_filter = Some(CgroupFilter { id: *id, name: name.clone() });
+                state.cgroups_view = false;
+                state.selected_process = 0;
+                state.selected_cache = 0;
+            }
+            Some(Action::Redraw)
+        }
+        KeyCode::Char('s') => {
+            state.cgroups_sort = state.cgroups_sort.next();
+            state.cgroups_sort_reversed = false;
+            Some(Action::Redraw)
+        }
+        KeyCode::Char('r') => {
+            state.cgroups_sort_reversed = !state.cgroups_sort_reversed;
+            Some(Action::Redraw)
+        }
+        KeyCode::Down | KeyCode::Char('j') => step(state, 1),
+        KeyCode::Up | KeyCode::Char('k') => step(state, -1),
+        KeyCode::PageDown => step(state, 10),
+        KeyCode::PageUp => step(state, -10),
+        KeyCode::Home | KeyCode::Char('g') => step(state, i64::MIN / 2),
+        KeyCode::End | KeyCode::Char('G') => step(state, i64::MAX / 2),
+        _ => None,
+    }
+}
+
+/// What Enter picks from: the rows on screen (id, name), as of the last model.
+pub fn rows_for_keys(model: &Model, state: &UiState) -> Vec<(u64, String)> {
+    visible(model, state).iter().map(|c| (c.id, label(c))).collect()
+}
+
+/// The name shown for a cgroup: the parsed name, or its path when it says nothing more.
+pub fn label(c: &CgroupModel) -> String {
+    if c.name.name.is_empty() {
+        c.path.clone()
+    } else {
+        c.name.name.clone()
+    }
+}
+
+/// The rows shown: matching the filter (name, path or kind), sorted; ties by path.
+pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CgroupModel> {
+    let needle = state.filter.to_lowercase();
+    let mut rows: Vec<&CgroupModel> = model
+        .cgroups
+        .iter()
+        .filter(|c| {
+            needle.is_empty()
+                || c.path.to_lowercase().contains(&needle)
+                || c.name.name.to_lowercase().contains(&needle)
+                || c.name.kind.contains(&needle)
+        })
+        .collect();
+    let sort = state.cgroups_sort;
+    let descending = (sort != CgroupSort::Name) != state.cgroups_sort_reversed;
+    rows.sort_by(|a, b| {
+        let ord = match sort {
+            CgroupSort::Name => label(a).cmp(&label(b)),
+            _ => sort.key(a).total_cmp(&sort.key(b)),
+        };
+        let ord = if descending { ord.reverse() } else { ord };
+        ord.then(a.path.cmp(&b.path))
+    });
+    rows
+}
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
+    let theme = Theme { color: state.color };
+    let arrow =
+        if (state.cgroups_sort != CgroupSort::Name) != state.cgroups_sort_reversed { "▼" } else { "▲" };
+    let mut title = format!(
+        "▶ cgroups  c/Esc back  Enter: limit the panes to it  sort {} {arrow}",
+        state.cgroups_sort.label()
+    );
+    if !state.filter.is_empty() || state.editing_filter {
+        title.push_str(&format!("  filter \"{}\"", state.filter));
+    }
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(theme.dim())
+        .title(Span::styled(format!("{title} "), theme.title(true)));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let rows = visible(model, state);
+    if rows.is_empty() {
+        let io = crate::model::panes::not_live(&model.bpf.panes, "cgroups_io");
+        let msg = if !model.bpf.enabled {
+            format!(
+                "eBPF is off ({}): the cgroup view needs the block and page-cache probes (run as root)",
+                model.bpf.reason.as_deref().unwrap_or("no reason given")
+            )
+        } else if let Some(p) = io {
+            format!("no disk I/O per cgroup on this kernel: {}", p.reason.as_deref().unwrap_or_default())
+        } else if model.interval_s == 0.0 {
+            "rates pending: the first interval is not over yet".to_string()
+        } else if !state.filter.is_empty() {
+            format!("no cgroup matches \"{}\"", state.filter)
+        } else {
+            "no cgroup did disk or page-cache I/O in this interval".to_string()
+        };
+        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())).wrap(Wrap { trim: true }), inner);
+        return;
+    }
+    // A pane that is not live says so on the last line.
+    let missing: Vec<String> = ["cgroups_io", "cgroups_cache"]
+        .iter()
+        .filter_map(|p| crate::model::panes::not_live(&model.bpf.panes, p))
+        .map(|p| format!("{}: {}", p.title, p.reason.as_deref().unwrap_or_default()))
+        .collect();
+    let (table_area, note_area) = if missing.is_empty() || inner.height < 4 {
+        (inner, None)
+    } else {
+        let [t, n] = ratatui::layout::Layout::vertical([
+            ratatui::layout::Constraint::Fill(1),
+            ratatui::layout::Constraint::Length(1),
+        ])
+        .areas(inner);
+        (t, Some(n))
+    };
+    let table = columns::table(cgroup_columns(&rows, state), table_area.width, theme.table_header())
+        .row_highlight_style(theme.selected_row());
+    let mut ts = TableState::new().with_selected(Some(state.selected_cgroup.min(rows.len() - 1)));
+    frame.render_stateful_widget(table, table_area, &mut ts);
+    if let Some(area) = note_area {
+        frame.render_widget(Paragraph::new(Span::styled(missing.join("; "), theme.dim())), area);
+    }
+}
+
+fn cgroup_columns(rows: &[&CgroupModel], state: &UiState) -> Vec<Column> {
+    let theme = Theme { color: state.color };
+    let u = state.units;
+    let descending = (state.cgroups_sort != CgroupSort::Name) != state.cgroups_sort_reversed;
+    let marker = if descending { "▼" } else { "▲" };
+    let title = |name: &str, sorts: &[CgroupSort]| -> String {
+        if sorts.contains(&state.cgroups_sort) {
+            format!("{name}{marker}")
+        } else {
+            name.to_string()
+        }
+    };
+    let col = |name: String, priority: u8, f: &dyn Fn(&CgroupModel) -> String| -> Column {
+        let mut c = Column::new(name, priority);
+        c.cells = rows.iter().map(|r| (f(r), Style::new())).collect();
+        c
+    };
+    let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
+    let dash = || "-".to_string();
+    let mut name = Column::new(title("cgroup", &[CgroupSort::Name]), 0).left().min_width(16);
+    name.cells = rows.iter().map(|c| (format::shorten(&label(c), 64), Style::new())).collect();
+    let mut kind = Column::new("kind", 2).left();
+    kind.cells = rows.iter().map(|c| (c.name.kind.to_string(), theme.dim())).collect();
+    let mut hit = Column::new("hit%", 0);
+    hit.cells = rows
+        .iter()
+        .map(|c| match c.hit_pct {
+            Some(h) => (format::percent(h), theme.level(Level::of(100.0 - h, 20.0, 50.0))),
+            None => (dash(), theme.dim()),
+        })
+        .collect();
+    let mut throttled = Column::new(title("thr ms/s", &[CgroupSort::Throttled]), 1);
+    throttled.cells = rows
+        .iter()
+        .map(|c| {
+            let style = if c.throttled_ms_s > 0.0 {
+                theme.level(Level::of(c.throttled_ms_s, 1.0, 100.0))
+            } else {
+                theme.dim()
+            };
+            (format::count(c.throttled_ms_s, u), style)
+        })
+        .collect();
+    let psi = |v: Option<&crate::model::PsiView>| v.map_or_else(dash, |p| format::percent(p.some_avg10));
+    // Issue 21's sync-call latency per cgroup goes here, beside throttling, once the sync probes
+    // exist (a column of their p99 per cgroup).
+    vec![
+        name,
+        kind,
+        col(title(&rate("read"), &[CgroupSort::Read, CgroupSort::Bytes]), 0, &|c| {
+            format::bytes(c.read_bytes_s, u)
+        }),
+        col(title(&rate("write"), &[CgroupSort::Write, CgroupSort::Bytes]), 0, &|c| {
+            format::bytes(c.write_bytes_s, u)
+        }),
+        col(title("r/s", &[CgroupSort::Iops]), 1, &|c| format::count(c.read_iops, u)),
+        col(title("w/s", &[CgroupSort::Iops]), 1, &|c| format::count(c.write_iops, u)),
+        hit,
+        col(title("miss pg/s", &[CgroupSort::Misses]), 1, &|c| format::count(c.misses_s, u)),
+        col(title("dirtied pg/s", &[CgroupSort::Dirtied]), 1, &|c| format::count(c.dirtied_pages_s, u)),
+        throttled,
+        col(title("io psi", &[CgroupSort::IoPressure]), 2, &|c| psi(c.io_pressure.as_ref())),
+        col("mem psi".into(), 3, &|c| psi(c.memory_pressure.as_ref())),
+        col(rate("io.stat rd"), 3, &|c| {
+            c.io_stat.as_ref().map_or_else(dash, |i| format::bytes(i.read_bytes_s, u))
+        }),
+        col(rate("io.stat wr"), 3, &|c| {
+            c.io_stat.as_ref().map_or_else(dash, |i| format::bytes(i.write_bytes_s, u))
+        }),
+        col("file".into(), 4, &|c| c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.file as f64, u))),
+        col("dirty".into(), 4, &|c| {
+            c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.dirty as f64, u))
+        }),
+        col("wback".into(), 4, &|c| {
+            c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.writeback as f64, u))
+        }),
+        col("procs".into(), 5, &|c| c.pids.len().to_string()),
+        col("path".into(), 6, &|c| format::shorten(&c.path, 60)).left(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::cgroup_names;
+    use std::time::Duration;
+
+    fn cg(id: u64, path: &str, read: f64, write: f64, pids: &[u32]) -> CgroupModel {
+        CgroupModel {
+            id,
+            path: path.into(),
+            name: cgroup_names::parse(path),
+            pids: pids.to_vec(),
+            read_bytes_s: read,
+            write_bytes_s: write,
+            ..Default::default()
+        }
+    }
+
+    fn model() -> Model {
+        Model {
+            interval_s: 1.0,
+            cgroups: vec![
+                cg(1, "/", 10.0, 0.0, &[1]),
+                cg(2, "/system.slice/postgresql.service", 0.0, 500.0, &[20]),
+                cg(3, "/system.slice/docker-0123456789abcdef0123.scope", 100.0, 0.0, &[30, 31]),
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn ids(m: &Model, s: &UiState) -> Vec<u64> {
+        visible(m, s).iter().map(|c| c.id).collect()
+    }
+
+    #[test]
+    fn sorts_filters_and_limits_the_panes() {
+        let m = model();
+        let mut s = UiState::new(Duration::from_secs(1), false);
+        assert_eq!(ids(&m, &s), [2, 3, 1]);
+        handle_key(&mut s, KeyCode::Char('c'));
+        assert!(s.cgroups_view);
+        handle_key(&mut s, KeyCode::Char('s')); // read
+        assert_eq!(ids(&m, &s), [3, 1, 2]);
+        handle_key(&mut s, KeyCode::Char('r'));
+        assert_eq!(ids(&m, &s), [2, 1, 3]);
+        s.filter = "docker".into();
+        assert_eq!(ids(&m, &s), [3]);
+        s.clamp_selection(&m);
+        // Enter: the panes show only the selected cgroup's processes.
+        handle_key(&mut s, KeyCode::Enter);
+        assert!(!s.cgroups_view);
+        assert_eq!(s.cgroup_filter, Some(CgroupFilter { id: 3, name: "docker 0123456789ab".into() }));
+        assert!(admits(&m, &s, 31, None) && !admits(&m, &s, 20, None));
+        assert!(admits(&m, &s, 99, Some(3)) && !admits(&m, &s, 30, Some(2)));
+        handle_key(&mut s, KeyCode::Char('C'));
+        assert!(admits(&m, &s, 20, None));
+    }
+}

@@ -1,0 +1,126 @@
+//! The cgroup view (`c`): its rows with the names people know, the process panes limited to one
+//! cgroup (Enter, `C` clears), and what it says when the kernel or the privileges cannot feed it.
+
+#[path = "fixtures/models/busy_box.rs"]
+mod busy_box;
+#[path = "fixtures/models/cache_box.rs"]
+mod cache_box;
+
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ioscope::model::cgroups::CgroupModel;
+use ioscope::model::{cgroup_names, panes, Model};
+use ioscope::sample::{BpfProgramStatus, BpfStatus};
+use ioscope::ui::{self, UiState};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+fn screen(model: &Model, state: &UiState) -> String {
+    let mut t = Terminal::new(TestBackend::new(200, 40)).unwrap();
+    t.draw(|f| ui::draw(f, model, state)).unwrap();
+    t.backend().to_string()
+}
+
+fn key(s: &mut UiState, code: KeyCode) {
+    s.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+const POD: &str = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod8c5e3b4a_1f2d_4c6b_9a7e_0d1c2b3a4f5e.slice/cri-containerd-3f1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a.scope";
+
+fn status(get_pages_error: Option<&str>) -> BpfStatus {
+    let prog = |tp: &str, error: Option<&str>| BpfProgramStatus {
+        program: tp.replace(':', "_"),
+        tracepoint: tp.into(),
+        attached: error.is_none(),
+        error: error.map(str::to_string),
+        ..Default::default()
+    };
+    BpfStatus {
+        enabled: true,
+        reason: None,
+        programs: vec![
+            prog("block:block_io_start", None),
+            prog("block:block_rq_complete", None),
+            prog("filemap:mm_filemap_get_pages", get_pages_error),
+            prog("filemap:mm_filemap_add_to_page_cache", None),
+        ],
+    }
+}
+
+/// The cache box with two cgroups: a pod's container (its processes: the box's cache rows) and
+/// a systemd service.
+fn model(get_pages_error: Option<&str>) -> Model {
+    let mut m = cache_box::with_cache();
+    m.bpf.enabled = true;
+    m.bpf.panes = panes::compute(&status(get_pages_error));
+    let pod_pids: Vec<u32> = m.cache_processes.iter().map(|p| p.pid).collect();
+    for p in &mut m.cache_processes {
+        p.cgroup_id = 40;
+    }
+    let row = |id: u64, path: &str, read: f64, pids: Vec<u32>| CgroupModel {
+        id,
+        path: path.into(),
+        name: cgroup_names::parse(path),
+        pids,
+        read_bytes_s: read,
+        hit_pct: Some(12.5),
+        ..Default::default()
+    };
+    m.cgroups = vec![row(40, POD, 50e6, pod_pids), row(41, "/system.slice/postgresql.service", 1e6, vec![1])];
+    m
+}
+
+#[test]
+fn the_view_names_pods_and_services_and_limits_the_panes_to_one() {
+    let m = model(None);
+    let mut s = UiState::new(Duration::from_secs(1), false);
+    key(&mut s, KeyCode::Char('c'));
+    let text = screen(&m, &s);
+    assert!(text.contains("pod 8c5e3b4a-1f2d-4c6b-9a7e-0d1c2b3a4f5e ctr 3f1c2a9b8d7e"), "{text}");
+    assert!(text.contains("postgresql.service"), "{text}");
+    assert!(text.contains("kubernetes") && text.contains("12.5"), "{text}");
+    // Enter on the first row (the pod, the busiest): the page-cache pane shows its processes only.
+    s.clamp_selection(&m);
+    key(&mut s, KeyCode::Enter);
+    assert!(!s.cgroups_view);
+    let limited = screen(&m, &s);
+    assert!(limited.contains("cgroup pod 8c5e3b4a"), "{limited}");
+    for p in &m.cache_processes {
+        assert!(limited.contains(&p.pid.to_string()), "pid {} missing: {limited}", p.pid);
+    }
+    // The service's cgroup has none of them.
+    key(&mut s, KeyCode::Char('c'));
+    key(&mut s, KeyCode::Down);
+    s.clamp_selection(&m);
+    key(&mut s, KeyCode::Enter);
+    let other = ioscope::ui::cache::visible_rows(&m, &s);
+    assert!(other.is_empty(), "{other:?}");
+    key(&mut s, KeyCode::Char('C'));
+    assert_eq!(ioscope::ui::cache::visible_rows(&m, &s).len(), m.cache_processes.len());
+}
+
+#[test]
+fn without_ebpf_the_view_says_what_it_needs() {
+    let mut m = cache_box::with_cache();
+    m.cgroups.clear();
+    m.bpf.enabled = false;
+    m.bpf.reason = Some("not root: eBPF needs CAP_BPF and CAP_PERFMON".into());
+    m.bpf.panes =
+        panes::compute(&BpfStatus { enabled: false, reason: m.bpf.reason.clone(), programs: vec![] });
+    let mut s = UiState::new(Duration::from_secs(1), false);
+    key(&mut s, KeyCode::Char('c'));
+    let text = screen(&m, &s);
+    assert!(text.contains("eBPF is off (not root: eBPF needs CAP_BPF and CAP_PERFMON)"), "{text}");
+    assert!(text.contains("block and page-cache probes"), "{text}");
+}
+
+#[test]
+fn a_missing_tracepoint_is_named_under_the_rows() {
+    let m = model(Some("tracepoint is not available on this kernel"));
+    let mut s = UiState::new(Duration::from_secs(1), false);
+    key(&mut s, KeyCode::Char('c'));
+    let text = screen(&m, &s);
+    assert!(text.contains("cgroups: page cache, dirtying and throttling: needs tracepoint"), "{text}");
+    assert!(text.contains("filemap:mm_filemap_get_pages (kernel 6.12+)"), "{text}");
+}
