@@ -25,10 +25,10 @@ pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
     if !state.readahead_view {
         return None;
     }
-    let step = |state: &mut UiState, by: i64| {
-        state.selected_readahead = (state.selected_readahead as i64 + by).max(0) as usize;
-        Some(Action::Redraw)
-    };
+    if let Some(by) = crate::ui::rows::list_step(code) {
+        state.selected_readahead = (state.selected_readahead as i64).saturating_add(by).max(0) as usize;
+        return Some(Action::Redraw);
+    }
     match code {
         KeyCode::Esc if state.readahead_detail => {
             state.readahead_detail = false;
@@ -42,10 +42,6 @@ pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
             state.readahead_detail = !state.readahead_detail;
             Some(Action::Redraw)
         }
-        KeyCode::Down | KeyCode::Char('j') => step(state, 1),
-        KeyCode::Up | KeyCode::Char('k') => step(state, -1),
-        KeyCode::Home | KeyCode::Char('g') => step(state, i64::MIN / 2),
-        KeyCode::End | KeyCode::Char('G') => step(state, i64::MAX / 2),
         _ => None,
     }
 }

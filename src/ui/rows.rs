@@ -6,6 +6,18 @@ use std::cmp::Ordering;
 use crate::model::{DeviceModel, Model, ProcessModel};
 use crate::ui::state::{ProcSort, UiState};
 
+/// How far a list-moving key moves the selection (↓ j, ↑ k, Home g, End G); None for any other key.
+pub fn list_step(code: crossterm::event::KeyCode) -> Option<i64> {
+    use crossterm::event::KeyCode;
+    match code {
+        KeyCode::Down | KeyCode::Char('j') => Some(1),
+        KeyCode::Up | KeyCode::Char('k') => Some(-1),
+        KeyCode::Home | KeyCode::Char('g') => Some(i64::MIN / 2),
+        KeyCode::End | KeyCode::Char('G') => Some(i64::MAX / 2),
+        _ => None,
+    }
+}
+
 /// Whole disks (plus partitions with `P`), hiding virtual devices that did no I/O (unless `i`).
 /// Model order is kept: it follows /proc/diskstats, so rows do not jump between samples.
 pub fn visible_devices<'a>(model: &'a Model, state: &UiState) -> Vec<&'a DeviceModel> {

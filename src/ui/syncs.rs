@@ -27,19 +27,15 @@ pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
     if !state.syncs_view {
         return None;
     }
-    let step = |state: &mut UiState, by: i64| {
+    if let Some(by) = crate::ui::rows::list_step(code) {
         state.selected_sync = (state.selected_sync as i64).saturating_add(by).max(0) as usize;
-        Some(Action::Redraw)
-    };
+        return Some(Action::Redraw);
+    }
     match code {
         KeyCode::Esc => {
             state.syncs_view = false;
             Some(Action::Redraw)
         }
-        KeyCode::Down | KeyCode::Char('j') => step(state, 1),
-        KeyCode::Up | KeyCode::Char('k') => step(state, -1),
-        KeyCode::Home | KeyCode::Char('g') => step(state, i64::MIN / 2),
-        KeyCode::End | KeyCode::Char('G') => step(state, i64::MAX / 2),
         _ => None,
     }
 }
