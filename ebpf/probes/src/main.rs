@@ -13,6 +13,7 @@ mod kernel;
 mod page_cache;
 mod readahead;
 mod readahead_fn;
+mod syncs;
 
 #[cfg(not(test))]
 #[panic_handler]
