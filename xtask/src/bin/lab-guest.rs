@@ -294,6 +294,7 @@ fn cost() -> i32 {
             (n > 0).then(|| (n, t as f64 / n as f64))
         };
         let floor = programs.iter().find(|p| p["program"] == "cache_sched_switch").and_then(per_run);
+        say("PASS", "cost", &format!("{run}: {} programs ran", programs.iter().filter_map(per_run).count()));
         for p in &programs {
             let Some((n, ns)) = per_run(p) else { continue };
             let ratio = floor.map_or(String::from("-"), |(_, f)| format!("{:.1}", ns / f));
