@@ -14,6 +14,7 @@ pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;
 pub mod readahead;
+pub mod readahead_fn;
 pub mod syncs;
 pub mod tracefs;
 
@@ -28,6 +29,7 @@ use ioscope_common::fallback::{FnLayout, FN_LAYOUT_GLOBAL};
 use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
+use ioscope_common::readahead_fn::{RaFnLayout, RA_FN_LAYOUT_GLOBAL};
 
 use self::block::BlockMaps;
 use self::privileges::Capabilities;
@@ -50,6 +52,19 @@ pub struct BpfOptions {
     /// Tracepoints ("category:event") to treat as missing, as on an older kernel (tests of the
     /// fallbacks that this kernel also has). Empty in the product.
     pub hidden_tracepoints: Vec<String>,
+}
+
+impl BpfOptions {
+    /// The defaults, with `IOSCOPE_HIDE_TRACEPOINTS` ("category:event,...") as
+    /// [`BpfOptions::hidden_tracepoints`]: measuring a fallback beside its tracepoint on one
+    /// kernel (the kernel lab's `cost` run). Unset in the product.
+    pub fn from_env() -> BpfOptions {
+        let hidden = std::env::var("IOSCOPE_HIDE_TRACEPOINTS").unwrap_or_default();
+        BpfOptions {
+            hidden_tracepoints: hidden.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect(),
+            ..BpfOptions::default()
+        }
+    }
 }
 
 impl Default for BpfOptions {
@@ -87,7 +102,7 @@ impl BpfCollector {
     /// Mounts tracefs if needed, loads the embedded object and attaches every program. Never fails:
     /// whatever cannot be done is described in the status (and the rest still works).
     pub fn start() -> BpfCollector {
-        BpfCollector::start_with(&BpfOptions::default())
+        BpfCollector::start_with(&BpfOptions::from_env())
     }
 
     /// [`BpfCollector::start`], with choices that tests (and a user comparing) can make.
@@ -110,7 +125,7 @@ impl BpfCollector {
         let jiffies_before = page_cache::jiffies_now();
         let (mut cache_layout, mut cache_layouts) = page_cache::layout(&tracefs, &options.hidden_tracepoints);
         let (mut file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
-        let (ra_layout, ra_layouts) = readahead::layout(&tracefs);
+        let (mut ra_layout, mut ra_layouts) = readahead::layout(&tracefs);
         let sync_plan_hidden = options.hidden_tracepoints.clone();
 
         // The kernel's BTF, read once here and shared (struct layouts, the BTF tracepoints and the
@@ -125,6 +140,7 @@ impl BpfCollector {
         let mut iomap_btf = None;
         let mut fn_layout = FnLayout::UNSET;
         let mut cache_fallbacks = Vec::new();
+        let (mut ra_fn_layout, mut ra_fallbacks) = (RaFnLayout::UNSET, Vec::new());
         if let Some(k) = &btf {
             if options.btf_tracepoints {
                 match block::request_layout(k) {
@@ -145,16 +161,43 @@ impl BpfCollector {
                 Err(e) => btf_notes.push(format!("iomap probes on classic tracepoints: {e:#}")),
             }
             // Tracepoints this kernel lacks: programs on the functions they sit in.
-            if cache_layouts.iter().any(|l| l.is_err()) {
-                let traceable = kfunc::Traceable::read(&tracefs);
+            let traceable = (cache_layouts.iter().chain(&ra_layouts).any(|l| l.is_err()))
+                .then(|| kfunc::Traceable::read(&tracefs));
+            if let (true, Some(traceable)) = (cache_layouts.iter().any(|l| l.is_err()), &traceable) {
                 cache_fallbacks = page_cache::plan_fallbacks(
                     &mut cache_layouts,
                     &mut cache_layout,
                     &mut fn_layout,
                     k,
-                    &traceable,
+                    traceable,
                     file_layout.btf.configured != 0,
                 );
+            }
+            // The readahead tracepoints (6.18+): fentry on the functions they sit in.
+            if let Some(traceable) = &traceable {
+                let missing = |program: &str| {
+                    let i = readahead::PROBES.iter().position(|(p, _, _)| *p == program)?;
+                    ra_layouts[i].as_ref().err().cloned()
+                };
+                let (layout, planned, refused) = readahead_fn::plan(missing, k, traceable);
+                for (program, why) in refused {
+                    if let Some(i) = readahead::PROBES.iter().position(|(p, _, _)| *p == program) {
+                        ra_layouts[i] = Err(why);
+                    }
+                }
+                (ra_fn_layout, ra_fallbacks) = (layout, planned);
+                // Faults seen by the page-cache fallbacks use readahead pages too.
+                let on_faults = ["filemap_fault", "filemap_map_pages"];
+                if cache_fallbacks.iter().any(|p| on_faults.contains(&p.fallback.probe)) {
+                    if let Err(e) = readahead_fn::fill_vm(&mut ra_fn_layout, k) {
+                        btf_notes
+                            .push(format!("readahead: faults without mm_filemap_fault are not uses: {e:#}"));
+                    }
+                }
+            }
+            // Reads through the read path's fallback (fexit on filemap_get_pages) are uses too.
+            if cache_fallbacks.iter().any(|p| p.fallback.probe == "filemap_get_pages") {
+                ra_layout.get_ok = 1;
             }
         }
 
@@ -164,6 +207,7 @@ impl BpfCollector {
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
         loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
+        loader.override_global(RA_FN_LAYOUT_GLOBAL, &ra_fn_layout, true);
         let sync_plan = syncs::plan(&tracefs, btf.as_ref(), &sync_plan_hidden);
         loader.override_global(ioscope_common::syncs::SYNC_LAYOUT_GLOBAL, &sync_plan.layout, true);
         let rq_config = block_files::config();
@@ -225,7 +269,9 @@ impl BpfCollector {
         let raw_read = programs.iter().any(|p| {
             (p.program == "filemap_get_pages_raw" || p.program == "filemap_get_pages_fexit") && p.attached
         });
-        let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
+        let ra_btf = btf.as_ref().filter(|_| !ra_fallbacks.is_empty()).map(|k| k.aya_with_functions());
+        let (ra_statuses, readahead) =
+            readahead::attach(&mut ebpf, &ra_layouts, raw_read, &ra_fallbacks, ra_btf);
         programs.extend(ra_statuses);
         let (sync_statuses, sync_maps) = syncs::attach(&mut ebpf, &sync_plan);
         let sync_attached =

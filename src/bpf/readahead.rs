@@ -149,23 +149,34 @@ pub fn fill_layout(l: &mut RaLayout, index: usize, text: &str) -> Result<()> {
 /// page-cache program on the raw `mm_filemap_get_pages` is attached), that program serves the
 /// read path for readahead too and `readahead_get_pages` (a regular tracepoint, whose record costs
 /// several times more per read) is not attached.
+/// `fallbacks`: programs on kernel functions for the readahead tracepoints the kernel lacks
+/// (super::readahead_fn), attached with `fn_btf`.
 pub fn attach(
     ebpf: &mut Ebpf,
     layouts: &[Result<(), String>],
     raw_read: bool,
+    fallbacks: &[super::readahead_fn::Planned],
+    fn_btf: Option<&aya::Btf>,
 ) -> (Vec<BpfProgramStatus>, Option<ReadaheadMaps>) {
     let mut statuses: Vec<BpfProgramStatus> = PROBES
         .iter()
         .zip(layouts)
         .filter(|((program, _, _), _)| !(raw_read && *program == GET_PAGES))
-        .map(|((program, category, event), l)| match l {
-            Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
-            Err(e) => super::program_status(program, category, event, Err(e.clone())),
+        .map(|((program, category, event), l)| {
+            let tracepoint = format!("{category}:{event}");
+            if let Some(s) = super::readahead_fn::attach(ebpf, fallbacks, fn_btf, program, &tracepoint) {
+                return s;
+            }
+            match l {
+                Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
+                Err(e) => super::program_status(program, category, event, Err(e.clone())),
+            }
         })
         .collect();
     // Without a window or an insertion nothing is ever remembered.
     let needed = ["readahead:page_cache_ra_order", "filemap:mm_filemap_add_to_page_cache"];
-    if !needed.iter().all(|t| statuses.iter().any(|s| s.attached && s.tracepoint == *t)) {
+    let stands_for = |s: &BpfProgramStatus| s.fallback_for.clone().unwrap_or_else(|| s.tracepoint.clone());
+    if !needed.iter().all(|t| statuses.iter().any(|s| s.attached && stands_for(s) == *t)) {
         return (statuses, None);
     }
     match ReadaheadMaps::take(ebpf, &statuses) {
@@ -192,7 +203,12 @@ impl ReadaheadMaps {
             |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} is not in the eBPF object"));
         let files = HashMap::try_from(take(RA_FILES_MAP)?)?;
         let totals = PerCpuArray::try_from(take(RA_TOTALS_MAP)?)?;
-        let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
+        // What each stands for: the tracepoint, also when a fallback feeds it.
+        let attached = statuses
+            .iter()
+            .filter(|s| s.attached)
+            .map(|s| s.fallback_for.clone().unwrap_or_else(|| s.tracepoint.clone()))
+            .collect();
         Ok(ReadaheadMaps { files, totals, attached, paths: PathCache::default() })
     }
 

@@ -179,6 +179,26 @@ pub fn not_live<'a>(panes: &'a [PaneStatus], pane: &str) -> Option<&'a PaneStatu
     find(panes, pane).filter(|p| !p.live)
 }
 
+/// What a view's title adds when fallbacks feed its panes (`ids`): "  [fallback: fentry
+/// page_cache_ra_order]", each fallback source once (ebpf/README.md says what each measures);
+/// empty when none does.
+pub fn fallback_note(panes: &[PaneStatus], ids: &[&str]) -> String {
+    let mut used: Vec<&str> = Vec::new();
+    for p in panes.iter().filter(|p| p.live && p.fallback && ids.contains(&p.pane)) {
+        for s in &p.sources {
+            if let Some((how, _)) = s.split_once(" (fallback for ") {
+                if !used.contains(&how) {
+                    used.push(how);
+                }
+            }
+        }
+    }
+    match used.is_empty() {
+        true => String::new(),
+        false => format!("  [fallback: {}]", used.join(", ")),
+    }
+}
+
 impl PaneStatus {
     /// The short form, for a cell or a line: "needs readahead:page_cache_ra_order (6.18+)", or
     /// eBPF's own reason when it is off.
@@ -240,6 +260,32 @@ mod tests {
         let io = find(&panes, "io_processes").unwrap();
         assert!(!io.live && io.missing.is_empty());
         assert_eq!(io.reason.as_deref(), Some("no program for it was loaded"));
+    }
+
+    #[test]
+    fn a_title_names_the_fallbacks_that_feed_its_panes() {
+        let fentry = |function: &str, for_tp: &str| BpfProgramStatus {
+            mechanism: "fentry".into(),
+            fallback_for: Some(for_tp.into()),
+            ..prog(function, true, None)
+        };
+        let status = BpfStatus {
+            enabled: true,
+            reason: None,
+            programs: vec![
+                prog("filemap:mm_filemap_add_to_page_cache", true, None),
+                fentry("page_cache_ra_order", "readahead:page_cache_ra_order"),
+                prog("block:block_rq_issue", true, None),
+            ],
+        };
+        let panes = compute(&status);
+        assert_eq!(fallback_note(&panes, &["readahead"]), "  [fallback: fentry page_cache_ra_order]");
+        assert_eq!(
+            fallback_note(&panes, &["readahead", "files"]),
+            "  [fallback: fentry page_cache_ra_order]"
+        );
+        assert_eq!(fallback_note(&panes, &["devices_bpf"]), "", "fed by its tracepoint");
+        assert_eq!(fallback_note(&panes, &["cache"]), "", "not live: its own message says why");
     }
 
     #[test]

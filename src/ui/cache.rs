@@ -147,7 +147,8 @@ pub fn title(model: &Model, state: &UiState) -> String {
     let mut t = match model.cache {
         Some(_) => {
             let arrow = if ascending(state) { "▲" } else { "▼" };
-            format!("Page cache  eBPF  sort {} {arrow}", state.cache_sort.label())
+            let fallback = panes::fallback_note(&model.bpf.panes, &["cache", "direct_io"]);
+            format!("Page cache  eBPF{fallback}  sort {} {arrow}", state.cache_sort.label())
         }
         None if model.interval_s == 0.0 => "Page cache".to_string(),
         None if model.bpf.enabled => {

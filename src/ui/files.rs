@@ -158,8 +158,12 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a FileModel> {
 }
 
 pub fn title(model: &Model, state: &UiState) -> String {
+    let fallback = crate::model::panes::fallback_note(
+        &model.bpf.panes,
+        &["files", "files_writeback_ext4", "files_writeback_iomap", "direct_io"],
+    );
     let mut t = format!(
-        "Files  sort {}{}",
+        "Files{fallback}  sort {}{}",
         state.files_sort.label(),
         if state.files_sort_reversed { " (rev)" } else { "" }
     );

@@ -111,8 +111,11 @@ fn compare(a: &IoProcessModel, b: &IoProcessModel, sort: IoSort) -> Ordering {
 pub fn title(model: &Model, state: &UiState) -> String {
     let descending = state.io_sort.descending_by_default() != state.sort_reversed;
     let arrow = if descending { "▼" } else { "▲" };
-    let mut t =
-        format!("Disk I/O by submitter (eBPF)  d: /proc view  sort {} {arrow}", state.io_sort.label());
+    let fallback = crate::model::panes::fallback_note(&model.bpf.panes, &["io_processes"]);
+    let mut t = format!(
+        "Disk I/O by submitter (eBPF){fallback}  d: /proc view  sort {} {arrow}",
+        state.io_sort.label()
+    );
     if !state.filter.is_empty() || state.editing_filter {
         t.push_str(&format!("  filter \"{}\"", state.filter));
     }

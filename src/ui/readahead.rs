@@ -50,10 +50,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let theme = Theme { color: state.color };
     let keys =
         if state.readahead_detail { "Enter/Esc back" } else { "w/Esc back  ↑↓ file  Enter detail" };
-    let block = Block::new()
-        .borders(Borders::TOP)
-        .border_style(theme.dim())
-        .title(Span::styled(format!("▶ Readahead  {keys} "), theme.title(true)));
+    let block = Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Span::styled(
+        format!(
+            "▶ Readahead{}  {keys} ",
+            crate::model::panes::fallback_note(&model.bpf.panes, &["readahead"])
+        ),
+        theme.title(true),
+    ));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(ra) = model.readahead.as_ref() else {

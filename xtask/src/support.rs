@@ -39,9 +39,10 @@ impl Feature {
 use Cell::{Missing, Works};
 
 const PROCFS: Cell = Works("procfs");
-/// 5.10's verifier refuses the block programs' object code ("BPF_STX uses reserved fields": an
-/// instruction encoding newer than it; to be pinned down by the fallbacks' work).
-const ATOMICS: &str = "a verifier that loads the block programs (5.10's: \"BPF_STX uses reserved fields\")";
+/// 5.10's verifier refuses the block programs: they claim their shared device and process slots
+/// with a compare-and-exchange (`BPF_ATOMIC | BPF_CMPXCHG`, imm 0xf1, Linux 5.12+), and before 5.12
+/// an atomic store must be a plain add (imm 0): "BPF_STX uses reserved fields".
+const ATOMICS: &str = "atomic compare-and-exchange in BPF (5.12+; the block programs claim slots with it)";
 /// 5.10 has writeback:writeback_dirty_page; the folio tracepoint came later.
 const NO_DIRTY_FOLIO: Cell = Missing("writeback:writeback_dirty_folio");
 const DIRTY: Cell = Works("writeback:writeback_dirty_folio");
@@ -168,8 +169,8 @@ pub const FEATURES: &[Feature] = &[
         pane: Some("readahead"),
         cells: [
             Missing("readahead:* (6.18+)"),
-            Missing("readahead:* (6.18+)"),
-            Missing("readahead:* (6.18+)"),
+            Works("fentry page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra (fallbacks), fexit filemap_get_pages"),
+            Works("fentry page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra (fallbacks)"),
             Works("readahead:page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra"),
         ],
     },
@@ -179,8 +180,8 @@ pub const FEATURES: &[Feature] = &[
         pane: Some("readahead"),
         cells: [
             Missing("readahead:* (6.18+)"),
-            Missing("readahead:* (6.18+)"),
-            Missing("readahead:* (6.18+)"),
+            Works("fentry page_cache_ra_order (fallback), fentry filemap_fault, filemap_map_pages"),
+            Works("fentry page_cache_ra_order (fallback), filemap:mm_filemap_fault"),
             Works("readahead:page_cache_ra_order, filemap:mm_filemap_fault"),
         ],
     },

@@ -281,16 +281,18 @@ pub fn filemap_get_pages_fexit(ctx: FExitContext) -> i32 {
 /// too: see ebpf/README.md).
 #[fentry(function = "filemap_map_pages")]
 pub fn filemap_map_pages_fentry(ctx: FEntryContext) -> i32 {
-    let (index, last): (u64, u64) = (ctx.arg(1), ctx.arg(2));
+    let (vmf, index, last): (*const u8, u64, u64) = (ctx.arg(0), ctx.arg(1), ctx.arg(2));
     let pages = range_pages(index, last);
     count(current_ids().0, |c| c.mapped_pages = c.mapped_pages.wrapping_add(pages));
+    crate::readahead_fn::on_vm_fault(vmf, Some((index, last)));
     0
 }
 
 /// `mm_filemap_fault`'s fallback: the entry of `filemap_fault(vmf)`, one page asked for.
 #[fentry(function = "filemap_fault")]
-pub fn filemap_fault_fentry(_ctx: FEntryContext) -> i32 {
+pub fn filemap_fault_fentry(ctx: FEntryContext) -> i32 {
     count(current_ids().0, |c| c.faults = c.faults.wrapping_add(1));
+    crate::readahead_fn::on_vm_fault(ctx.arg(0), None);
     0
 }
 

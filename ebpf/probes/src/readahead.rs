@@ -155,15 +155,22 @@ fn try_ra_event(ctx: &TracePointContext, is_async: bool) -> Result<u32, i64> {
     };
     // SAFETY: offset from the format file.
     let index = unsafe { field::<u64>(ctx, l.ra_index)? };
+    on_ra_event(is_async, dev, ino, index, ra_pages, mmap_miss);
+    Ok(0)
+}
+
+/// A sync or async readahead decision on file (dev, ino) at page `index` (the tracepoints', or
+/// their fallbacks' in crate::readahead_fn).
+#[inline(always)]
+pub fn on_ra_event(is_async: bool, dev: u32, ino: u64, index: u64, ra_pages: u32, mmap_miss: u32) {
     if let Some(s) = crate::page_cache::scratch() {
         s.ra_bind = RaBind { tid: bpf_get_current_pid_tgid() as u32, dev, ino, index };
     }
-    let f = file_or_new(dev, ino).ok_or(-1i64)?;
+    let Some(f) = file_or_new(dev, ino) else { return };
     add(if is_async { &mut f.async_events } else { &mut f.sync_events }, 1);
     f.max_window = ra_pages;
     f.mmap_miss = mmap_miss;
     note_trigger(f);
-    Ok(0)
 }
 
 #[tracepoint]
@@ -186,10 +193,16 @@ fn try_order(ctx: &TracePointContext) -> Result<u32, i64> {
             field::<u32>(ctx, l.order_ra_pages)?,
         )
     };
-    let f = file_or_new(dev, ino).ok_or(-1i64)?;
+    on_order(dev, ino, index, size, ra_pages);
+    Ok(0)
+}
+
+/// A readahead window of `size` pages from `index` (`page_cache_ra_order`'s, or its fallback's).
+#[inline(always)]
+pub fn on_order(dev: u32, ino: u64, index: u64, size: u32, ra_pages: u32) {
+    let Some(f) = file_or_new(dev, ino) else { return };
     f.max_window = ra_pages;
     open_window(f, dev, ino, index, size as u64);
-    Ok(0)
 }
 
 #[tracepoint]
@@ -211,17 +224,24 @@ fn try_unbounded(ctx: &TracePointContext) -> Result<u32, i64> {
             field::<u64>(ctx, l.unbounded_nr)?,
         )
     };
+    on_unbounded(dev, ino, index, nr);
+    Ok(0)
+}
+
+/// `nr` pages read from `index` (`page_cache_ra_unbounded`'s, or its fallback's): a window unless
+/// it is inside the thread's current one.
+#[inline(always)]
+pub fn on_unbounded(dev: u32, ino: u64, index: u64, nr: u64) {
     let tid = bpf_get_current_pid_tgid() as u32;
     // page_cache_ra_order() falls back to this for the rest of its own window: not a new window.
     // SAFETY: a plain copy of this thread's record.
     if let Some(w) = unsafe { RA_WINDOWS.get(&tid) }.copied() {
         if in_window(&w, dev, ino, index) {
-            return Ok(0);
+            return;
         }
     }
-    let f = file_or_new(dev, ino).ok_or(-1i64)?;
+    let Some(f) = file_or_new(dev, ino) else { return };
     open_window(f, dev, ino, index, nr);
-    Ok(0)
 }
 
 /// Records the thread's new window `index..index+size` and counts it.
@@ -322,6 +342,22 @@ pub fn readahead_get_pages(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn readahead_map_pages(ctx: TracePointContext) -> u32 {
     try_range(&ctx, true).unwrap_or(0)
+}
+
+/// Whether any readahead page is waiting for its first use, anywhere (one array read).
+#[inline(always)]
+pub fn any_pending() -> bool {
+    RA_SHARED.get(0).is_some_and(|s| s.pending != 0)
+}
+
+/// Pages `index..=last` of file (dev, ino) mapped by a fault (the fallbacks' in
+/// crate::readahead_fn): the readahead pages among them are used.
+#[inline(always)]
+pub fn use_mapped(dev: u32, ino: u64, index: u64, last: u64) {
+    let Some(f) = file(dev, ino) else { return };
+    if f.pending() != 0 {
+        use_range(f, dev, ino, index, last);
+    }
 }
 
 fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
