@@ -86,6 +86,16 @@ impl LoopDevice {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let devnum = fs::read_to_string(format!("/sys/block/{name}/dev")).expect("loop dev number");
         let (major, minor) = devnum.trim().split_once(':').expect("major:minor");
+        // A loop device keeps its queue limits across detach: a test that lowered max_sectors_kb
+        // (live_syncs makes its fsync slow with 4 KiB requests) left the next user of the device
+        // splitting its requests. Each test starts from the block layer's default, 1280 KiB capped
+        // by what the device takes.
+        let queue = format!("/sys/block/{name}/queue");
+        let hw: u64 = fs::read_to_string(format!("{queue}/max_hw_sectors_kb"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(1280);
+        let _ = fs::write(format!("{queue}/max_sectors_kb"), hw.min(1280).to_string());
         LoopDevice {
             path,
             name,
