@@ -17,5 +17,6 @@ pub mod replay;
 pub mod sample;
 pub mod sample_cgroup;
 pub mod sample_readahead;
+pub mod sample_syncs;
 pub mod serve;
 pub mod ui;

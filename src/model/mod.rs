@@ -23,6 +23,7 @@ pub mod panes;
 pub mod processes;
 pub mod psi;
 pub mod readahead;
+pub mod syncs;
 
 pub use block_health::BlockHealthModel;
 pub use devices::{BpfDeviceRates, DeviceModel};
@@ -56,6 +57,9 @@ pub struct Model {
     pub readahead: Option<readahead::ReadaheadModel>,
     /// Disk I/O, page cache and pressure per cgroup v2 (src/model/cgroups.rs); empty without eBPF.
     pub cgroups: Vec<cgroups::CgroupModel>,
+    /// Sync calls (fsync and friends) per process, call and file (src/model/syncs.rs); empty
+    /// without their probes.
+    pub syncs: Vec<syncs::SyncModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -111,6 +115,7 @@ impl Model {
             block_files: files::block_files(prev, cur),
             readahead: readahead::compute(prev, cur, secs),
             cgroups,
+            syncs: syncs::compute(prev, cur, secs),
         }
     }
 

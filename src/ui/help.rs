@@ -11,7 +11,7 @@ use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 20] = [
+pub const KEYS: [(&str, &str); 21] = [
     ("q  Ctrl-C", "quit"),
     ("Ctrl-Z", "suspend to the shell (fg resumes)"),
     ("?  F1", "this help (Esc closes it)"),
@@ -32,6 +32,7 @@ pub const KEYS: [(&str, &str); 20] = [
     ("f", "files by disk I/O (of the detail's device / selected process)"),
     ("w", "readahead: pages read ahead, used, wasted per file; Enter detail"),
     ("c  C", "cgroups: I/O, cache, PSI; Enter limits panes to one, C clears"),
+    ("y", "sync calls (fsync and friends) per process and file, running first"),
 ];
 
 /// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.

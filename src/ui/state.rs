@@ -189,6 +189,9 @@ pub struct UiState {
     pub selected_cgroup: usize,
     pub cgroup_rows: Vec<(u64, String)>,
     pub cgroup_filter: Option<crate::ui::cgroups::CgroupFilter>,
+    /// `y`: the sync-call view fills the body (src/ui/syncs.rs).
+    pub syncs_view: bool,
+    pub selected_sync: usize,
 }
 
 impl UiState {
@@ -237,6 +240,8 @@ impl UiState {
             selected_cgroup: 0,
             cgroup_rows: Vec::new(),
             cgroup_filter: None,
+            syncs_view: false,
+            selected_sync: 0,
         }
     }
 
@@ -263,6 +268,9 @@ impl UiState {
                 return action;
             }
             if let Some(action) = crate::ui::cgroups::handle_key(self, key.code) {
+                return action;
+            }
+            if let Some(action) = crate::ui::syncs::handle_key(self, key.code) {
                 return action;
             }
         }
