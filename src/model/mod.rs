@@ -55,11 +55,11 @@ pub struct Model {
     pub block_files: Option<files::BlockFilesModel>,
     /// Readahead per device and file (None without the readahead probes).
     pub readahead: Option<readahead::ReadaheadModel>,
+    /// Disk I/O, page cache and pressure per cgroup v2 (src/model/cgroups.rs); empty without eBPF.
+    pub cgroups: Vec<cgroups::CgroupModel>,
     /// Sync calls (fsync and friends) per process, call and file (src/model/syncs.rs); empty
     /// without their probes.
     pub syncs: Vec<syncs::SyncModel>,
-    /// Disk I/O, page cache and pressure per cgroup v2 (src/model/cgroups.rs); empty without eBPF.
-    pub cgroups: Vec<cgroups::CgroupModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -114,8 +114,8 @@ impl Model {
             files: files::compute(prev, cur, secs),
             block_files: files::block_files(prev, cur),
             readahead: readahead::compute(prev, cur, secs),
-            syncs: syncs::compute(prev, cur, secs),
             cgroups,
+            syncs: syncs::compute(prev, cur, secs),
         }
     }
 

@@ -14,8 +14,8 @@ use crate::sample::BpfStatus;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PaneStatus {
     /// Stable id: `devices_bpf`, `io_processes`, `cache`, `files`, `files_writeback_ext4`,
-    /// `files_writeback_iomap`, `direct_io`, `readahead`, `syncs`, `syncs_io_uring`, `cgroups_io`,
-    /// `cgroups_cache`.
+    /// `files_writeback_iomap`, `direct_io`, `readahead`, `cgroups_io`, `cgroups_cache`, `syncs`,
+    /// `syncs_io_uring`.
     pub pane: &'static str,
     /// What the user sees it as.
     pub title: &'static str,
@@ -67,16 +67,6 @@ const PANES: &[(&str, &str, &[Need])] = &[
         &[&["readahead:page_cache_ra_order"], &["filemap:mm_filemap_add_to_page_cache"]],
     ),
     (
-        "syncs",
-        "sync calls (fsync and friends)",
-        &[&["syscalls:sys_enter_fsync"], &["syscalls:sys_exit_fsync"]],
-    ),
-    (
-        "syncs_io_uring",
-        "io_uring sync calls",
-        &[&["io_uring:io_uring_submit_req", "io_uring:io_uring_submit_sqe"], &["io_uring:io_uring_complete"]],
-    ),
-    (
         "cgroups_io",
         "cgroups: disk I/O by submitter",
         &[&["block:block_io_start"], &["block:block_rq_complete"]],
@@ -85,6 +75,16 @@ const PANES: &[(&str, &str, &[Need])] = &[
         "cgroups_cache",
         "cgroups: page cache, dirtying and throttling",
         &[&["filemap:mm_filemap_get_pages"], &["filemap:mm_filemap_add_to_page_cache"]],
+    ),
+    (
+        "syncs",
+        "sync calls (fsync and friends)",
+        &[&["syscalls:sys_enter_fsync"], &["syscalls:sys_exit_fsync"]],
+    ),
+    (
+        "syncs_io_uring",
+        "io_uring sync calls",
+        &[&["io_uring:io_uring_submit_req", "io_uring:io_uring_submit_sqe"], &["io_uring:io_uring_complete"]],
     ),
 ];
 

@@ -44,8 +44,8 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
         }
     }
     super::readahead_text::append(&mut s, m);
-    super::syncs_text::append(&mut s, m);
     super::cgroups_text::append(&mut s, m);
+    super::syncs_text::append(&mut s, m);
     s
 }
 

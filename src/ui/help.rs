@@ -31,8 +31,8 @@ pub const KEYS: [(&str, &str); 21] = [
     ("e  d", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
     ("f", "files by disk I/O (of the detail's device / selected process)"),
     ("w", "readahead: pages read ahead, used, wasted per file; Enter detail"),
-    ("y", "sync calls (fsync and friends) per process and file, running first"),
     ("c  C", "cgroups: I/O, cache, PSI; Enter limits panes to one, C clears"),
+    ("y", "sync calls (fsync and friends) per process and file, running first"),
 ];
 
 /// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.

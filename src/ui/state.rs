@@ -181,9 +181,6 @@ pub struct UiState {
     pub readahead_view: bool,
     pub readahead_detail: bool,
     pub selected_readahead: usize,
-    /// `y`: the sync-call view fills the body (src/ui/syncs.rs).
-    pub syncs_view: bool,
-    pub selected_sync: usize,
     /// `c`: the cgroup view fills the body (src/ui/cgroups.rs); its sort, selection, and the rows
     /// on screen (id, name) for Enter, which limits the process panes to one cgroup (`C` clears).
     pub cgroups_view: bool,
@@ -192,6 +189,9 @@ pub struct UiState {
     pub selected_cgroup: usize,
     pub cgroup_rows: Vec<(u64, String)>,
     pub cgroup_filter: Option<crate::ui::cgroups::CgroupFilter>,
+    /// `y`: the sync-call view fills the body (src/ui/syncs.rs).
+    pub syncs_view: bool,
+    pub selected_sync: usize,
 }
 
 impl UiState {
@@ -234,14 +234,14 @@ impl UiState {
             readahead_view: false,
             readahead_detail: false,
             selected_readahead: 0,
-            syncs_view: false,
-            selected_sync: 0,
             cgroups_view: false,
             cgroups_sort: Default::default(),
             cgroups_sort_reversed: false,
             selected_cgroup: 0,
             cgroup_rows: Vec::new(),
             cgroup_filter: None,
+            syncs_view: false,
+            selected_sync: 0,
         }
     }
 
@@ -267,10 +267,10 @@ impl UiState {
             if let Some(action) = crate::ui::readahead::handle_key(self, key.code) {
                 return action;
             }
-            if let Some(action) = crate::ui::syncs::handle_key(self, key.code) {
+            if let Some(action) = crate::ui::cgroups::handle_key(self, key.code) {
                 return action;
             }
-            if let Some(action) = crate::ui::cgroups::handle_key(self, key.code) {
+            if let Some(action) = crate::ui::syncs::handle_key(self, key.code) {
                 return action;
             }
         }
