@@ -56,7 +56,7 @@ pub const WALK_EVERY: Duration = Duration::from_secs(30);
 /// Most files in one Sample: the busiest; the others are summed into one row labelled
 /// `[N other files]` (a burst of new files costs one row, not thousands, and paths are looked up
 /// for these only).
-pub const MAX_SAMPLE_FILES: usize = 1024;
+pub const MAX_SAMPLE_FILES: usize = 256;
 
 /// (major, minor, inode): a file as userspace names devices.
 pub type FileId = (u32, u32, u64);

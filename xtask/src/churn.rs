@@ -189,6 +189,8 @@ impl Drop for Mounted {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.mount).status();
         let _ = Command::new("losetup").arg("-d").arg(&self.loop_dev).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::env::var_os("IOSCOPE_CHURN_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
