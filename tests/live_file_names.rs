@@ -118,3 +118,46 @@ fn ext4_files_nobody_holds_open_have_their_paths() {
 fn xfs_files_nobody_holds_open_have_their_paths() {
     files_case("xfs");
 }
+
+/// After a burst of new files, a sample holds only the rows active in its interval: one file read
+/// cold afterwards is the device's only file row (the burst's rows were drained and are gone).
+#[test]
+fn a_sample_after_a_burst_holds_only_the_active_files() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "live_file_names_burst";
+    if !common::require_root(test) {
+        return;
+    }
+    let lo = LoopDevice::with_fs(128, "ext4");
+    let m = lo.mount_point().to_path_buf();
+    let mut bpf = BpfCollector::start_with(&BpfOptions { path_fallbacks: false, ..Default::default() });
+    if !bpf.status().programs.iter().any(|p| p.program == "file_name_add" && p.attached) {
+        common::skip(test, "file-name programs unavailable");
+        return;
+    }
+    let _ = sample(&mut bpf);
+    sh(&format!("for i in $(seq 1 600); do echo $i > {}/f$i; done; sync", m.display()));
+    let burst = sample(&mut bpf);
+    let dev = (lo.major, lo.minor);
+    let own_cache = (lo.major << 20 | lo.minor) as u64;
+    let mine = |s: &Sample| -> Vec<(u64, Option<String>)> {
+        s.bpf
+            .files
+            .iter()
+            .filter(|f| (f.major, f.minor) == dev && f.ino != own_cache && f.label.is_none())
+            .map(|f| (f.ino, f.path.clone()))
+            .collect()
+    };
+    assert!(mine(&burst).len() >= 200, "the burst's files: {:?}", mine(&burst).len());
+    let one = m.join("f7");
+    let f = std::fs::File::open(&one).unwrap();
+    // SAFETY: plain syscall on an open fd.
+    assert_eq!(
+        unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) },
+        0
+    );
+    drop(f);
+    sh(&format!("cat {} > /dev/null", one.display()));
+    let after = sample(&mut bpf);
+    assert_eq!(mine(&after), vec![(ino(&one), Some(one.to_str().unwrap().to_string()))]);
+}

@@ -1,9 +1,18 @@
 //! Turning the per-file map (src/bpf/files.rs) into [`FileIoSample`]s: writeback keyed by a
 //! backing disk merged onto the filesystem mounted from it, a path for each inode without
-//! debugfs, and only the files with recent activity in the Sample (recordings stay small).
+//! debugfs, and only the files active in the interval in the Sample (recordings stay small).
+//!
+//! The map is drained each sample (crate::bpf::files::FileMaps::drain): its rows are what
+//! happened since the last sample. A file's counters in the Sample run from the sample it entered
+//! the Sample in (the Model compares a file absent from the previous Sample with zero); a file idle
+//! for one interval leaves it. At most [`MAX_SAMPLE_FILES`] files, the busiest, have rows of their
+//! own; the rest are summed into one row labelled `[N other files]`, and paths are looked up
+//! for the listed files only.
 //!
 //! Inode → path, cheapest first, every answer cached and checked again before each use (a rename
 //! makes a cached path stale: it is dropped, never shown wrong):
+//! 0. the name the kernel programs read from the file's dentries at its first I/O
+//!    (crate::bpf::file_names): no process has to hold the file open; checked by stat;
 //! 1. /proc/PID/maps and /proc/PID/fd of the processes seen doing the file's I/O, at once when
 //!    a file is newly unknown (its opener may close it soon; a handful of processes, so cheap);
 //! 2. still unknown and new: /proc/*/fd of every running process, at once (one stat per open
