@@ -16,5 +16,6 @@ pub mod record;
 pub mod replay;
 pub mod sample;
 pub mod sample_readahead;
+pub mod sample_syncs;
 pub mod serve;
 pub mod ui;

@@ -247,6 +247,8 @@ pub struct BpfSample {
     /// Block requests mapped to files through extent maps (src/collect/block_files.rs); None
     /// when the request ring buffer is not available.
     pub block_files: Option<BlockFilesSample>,
+    /// Sync calls (fsync and friends); None when their probes are not attached.
+    pub syncs: Option<crate::sample_syncs::SyncSample>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

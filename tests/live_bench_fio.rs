@@ -9,6 +9,18 @@
 //! pages: src/bench/buffers.rs); latency from submission to completion (fio's `lat`, so `--lat_percentiles=1`); the write job's time includes its final
 //! fsync (fio `end_fsync=1`: fio counts it in the job's runtime too).
 //!
+//! Where the CPU, not the device, is the limit, the tools part: 4 KiB direct random reads at QD32
+//! on this 2-vCPU VM run ~90–120k IOPS through a loop device, and a bpftrace profile of both tools
+//! on that job found fio's threads with 3.4× ioscope's user-space CPU for the same number of
+//! requests (1,126 against 335 samples at 2,999 Hz, 35,389 and 38,003 requests: fio's per-request
+//! bookkeeping), so fio completed 20–25 % fewer requests in clean-clone CI runs, every round. fio
+//! is not tuned to hide that. That job is judged instead by what must hold whichever tool is the
+//! faster one: ioscope reaches at least fio's throughput less the tolerance (a bench that keeps
+//! fewer requests in flight than asked falls below it), each request is one read the device
+//! completed (its /proc/diskstats, within 2 %), and Little's law ties its figures together: mean
+//! latency × IOPS = the 32 requests in flight, within 10 %. Both tools' CPU per request is
+//! printed beside the ratios.
+//!
 //! Noise: a round runs the two tools within a second of each other, so load from other work
 //! shifts both runs of a round alike and the median of the ratios ignores the odd round it did
 //! not. When a job misses the tolerance after the first rounds, it gets more rounds and the median
@@ -40,6 +52,9 @@ struct Job {
     /// fio's side of its JSON: "read" or "write".
     dir: &'static str,
     check_p50: bool,
+    /// Judged by fio's figures both ways (true), or by the floor, the device and Little's law
+    /// where the CPU limits fio (false, see the module's comment).
+    fio_both_ways: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +63,12 @@ struct Figures {
     iops: f64,
     p50_us: f64,
     p99_us: f64,
+    mean_us: f64,
+    /// CPU time per request (µs): the tool's own user + system time.
+    cpu_us_per_req: f64,
+    /// ioscope only: requests made, and reads the device completed during the run.
+    requests: u64,
+    device_reads: u64,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -112,16 +133,25 @@ fn fio(file: &Path, job: &Job, engine: Engine, mem: &str) -> Figures {
     let v: Value = serde_json::from_slice(&out.stdout).expect("fio json");
     let side = &v["jobs"][0][job.dir];
     let pct = |p: &str| side["lat_ns"]["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
+    let ios = side["total_ios"].as_f64().unwrap_or(0.0).max(1.0);
+    let runtime_s = side["runtime"].as_f64().unwrap_or(0.0) / 1000.0;
+    let cpu_pct =
+        v["jobs"][0]["usr_cpu"].as_f64().unwrap_or(0.0) + v["jobs"][0]["sys_cpu"].as_f64().unwrap_or(0.0);
     Figures {
         mb_s: side["bw_bytes"].as_f64().unwrap() / 1e6,
         iops: side["iops"].as_f64().unwrap(),
         p50_us: pct("50.000000"),
         p99_us: pct("99.000000"),
+        mean_us: side["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,
+        cpu_us_per_req: cpu_pct / 100.0 * runtime_s * 1e6 / ios,
+        requests: 0,
+        device_reads: 0,
     }
 }
 
-fn ioscope(file: &Path, job: &Job, engine: Engine) -> Figures {
+fn ioscope(file: &Path, job: &Job, engine: Engine, device: &common::LoopDevice) -> Figures {
     settle(file, job);
+    let before = device.diskstats();
     let engine_name = match engine {
         Engine::IoUring => "io_uring",
         Engine::Threads => "threads",
@@ -131,23 +161,31 @@ fn ioscope(file: &Path, job: &Job, engine: Engine) -> Figures {
         .args(&job.ioscope)
         .output()
         .expect("run ioscope bench");
+    let after = device.diskstats();
     assert!(out.status.success(), "ioscope bench failed: {}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("bench json");
     let j = &v["jobs"][0];
     assert!(j["skipped"].is_null(), "job skipped: {j}");
     assert_eq!(j["engine"], engine_name, "the engine is in the job's result");
     assert_eq!(v["settings"]["engine"], engine_name, "and in the settings");
+    let requests = j["ops"].as_u64().unwrap();
     Figures {
         mb_s: j["mb_s"].as_f64().unwrap(),
         iops: j["iops"].as_f64().unwrap(),
         p50_us: j["lat_p50_us"].as_f64().unwrap(),
         p99_us: j["lat_p99_us"].as_f64().unwrap(),
+        mean_us: j["lat_mean_us"].as_f64().unwrap(),
+        cpu_us_per_req: j["cpu_pct"].as_f64().unwrap() / 100.0 * j["runtime_s"].as_f64().unwrap() * 1e6
+            / (requests.max(1) as f64),
+        requests,
+        device_reads: after[0] - before[0],
     }
 }
 
 /// Runs `rounds` more rounds of `job`, alternating which tool goes first.
 fn rounds(
     file: &Path,
+    device: &common::LoopDevice,
     job: &Job,
     (engine, mem): (Engine, &str),
     rounds: usize,
@@ -157,9 +195,9 @@ fn rounds(
     for _ in 0..rounds {
         if f.len().is_multiple_of(2) {
             f.push(fio(file, job, engine, mem));
-            i.push(ioscope(file, job, engine));
+            i.push(ioscope(file, job, engine, device));
         } else {
-            i.push(ioscope(file, job, engine));
+            i.push(ioscope(file, job, engine, device));
             f.push(fio(file, job, engine, mem));
         }
     }
@@ -171,13 +209,27 @@ fn ratios(f: &[Figures], i: &[Figures]) -> [f64; 4] {
     [r(|x| x.mb_s), r(|x| x.iops), r(|x| x.p50_us), r(|x| x.p99_us)]
 }
 
-fn misses(job: &Job, r: &[f64; 4]) -> Vec<String> {
+fn misses(job: &Job, r: &[f64; 4], i: &[Figures]) -> Vec<String> {
     let mut out = Vec::new();
-    if (r[0] - 1.0).abs() > THROUGHPUT_TOLERANCE || (r[1] - 1.0).abs() > THROUGHPUT_TOLERANCE {
+    let too_slow = r[0] < 1.0 - THROUGHPUT_TOLERANCE || r[1] < 1.0 - THROUGHPUT_TOLERANCE;
+    let too_fast = r[0] > 1.0 + THROUGHPUT_TOLERANCE || r[1] > 1.0 + THROUGHPUT_TOLERANCE;
+    if too_slow || (job.fio_both_ways && too_fast) {
         out.push(format!("{}: ioscope/fio MB/s {:.3}, IOPS {:.3}", job.name, r[0], r[1]));
     }
-    if job.check_p50 && (r[2] - 1.0).abs() > LATENCY_TOLERANCE {
+    let p50_off = if job.fio_both_ways { (r[2] - 1.0).abs() } else { r[2] - 1.0 };
+    if job.check_p50 && p50_off > LATENCY_TOLERANCE {
         out.push(format!("{}: ioscope/fio p50 latency {:.3}", job.name, r[2]));
+    }
+    if !job.fio_both_ways {
+        // Each request one device read; mean latency × IOPS = the requests kept in flight.
+        let reads = median(i.iter().map(|x| x.device_reads as f64 / x.requests.max(1) as f64).collect());
+        if (reads - 1.0).abs() > 0.02 {
+            out.push(format!("{}: device reads per ioscope request {reads:.3}", job.name));
+        }
+        let in_flight = median(i.iter().map(|x| x.mean_us * x.iops / 1e6).collect());
+        if (in_flight / job.qd as f64 - 1.0).abs() > 0.10 {
+            out.push(format!("{}: mean latency × IOPS = {in_flight:.1} in flight, not {}", job.name, job.qd));
+        }
     }
     out
 }
@@ -192,6 +244,7 @@ fn jobs() -> Vec<Job> {
             qd: 1,
             dir: "read",
             check_p50: true,
+            fio_both_ways: true,
         },
         Job {
             name: "4 KiB direct random reads, QD1",
@@ -200,6 +253,7 @@ fn jobs() -> Vec<Job> {
             qd: 1,
             dir: "read",
             check_p50: true,
+            fio_both_ways: true,
         },
         Job {
             name: "4 KiB direct random reads, QD32",
@@ -208,6 +262,8 @@ fn jobs() -> Vec<Job> {
             qd: 32,
             dir: "read",
             check_p50: true,
+            // fio's CPU per request limits it here (see the module's comment).
+            fio_both_ways: false,
         },
         Job {
             name: "1 MiB buffered sequential writes, fsync at end",
@@ -219,6 +275,7 @@ fn jobs() -> Vec<Job> {
             dir: "write",
             // Each write is a copy into the page cache; the p50 is printed, the fsync is the job.
             check_p50: false,
+            fio_both_ways: true,
         },
     ]
 }
@@ -274,13 +331,13 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
     for job in &jobs() {
         // One unmeasured run of each first: the first run of a job after another job is slower.
         let (mut f, mut i) = (Vec::new(), Vec::new());
-        rounds(&file, job, (engine, mem), 1, &mut f, &mut i);
+        rounds(&file, &lo, job, (engine, mem), 1, &mut f, &mut i);
         let (mut f, mut i) = (Vec::new(), Vec::new());
-        rounds(&file, job, (engine, mem), ROUNDS, &mut f, &mut i);
+        rounds(&file, &lo, job, (engine, mem), ROUNDS, &mut f, &mut i);
         let mut r = ratios(&f, &i);
-        if !misses(job, &r).is_empty() {
+        if !misses(job, &r, &i).is_empty() {
             eprintln!("{}: {:.3?} after {ROUNDS} rounds; {EXTRA_ROUNDS} more", job.name, r);
-            rounds(&file, job, (engine, mem), EXTRA_ROUNDS, &mut f, &mut i);
+            rounds(&file, &lo, job, (engine, mem), EXTRA_ROUNDS, &mut f, &mut i);
             r = ratios(&f, &i);
         }
         for (a, b) in f.iter().zip(&i) {
@@ -289,6 +346,8 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
                 a.mb_s, a.iops, a.p50_us, b.mb_s, b.iops, b.p50_us
             );
         }
+        let cpu = |v: &[Figures]| median(v.iter().map(|x| x.cpu_us_per_req).collect());
+        eprintln!("{}: CPU per request (median): fio {:.1} µs, ioscope {:.1} µs", job.name, cpu(&f), cpu(&i));
         eprintln!(
             "{}: median ioscope/fio over {} rounds: MB/s {:.3} IOPS {:.3} p50 {:.3} p99 {:.3}",
             job.name,
@@ -298,7 +357,7 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
             r[2],
             r[3]
         );
-        failures.extend(misses(job, &r));
+        failures.extend(misses(job, &r, &i));
     }
     eprintln!("agreement test took {:.0} s", started.elapsed().as_secs_f64());
     assert!(failures.is_empty(), "ioscope bench disagrees with fio:\n{}", failures.join("\n"));

@@ -247,11 +247,35 @@ fn kib(kb: f64) -> String {
 /// 9. QD1: latency-bound (one request at a time × its latency);
 /// 10. otherwise: not saturated, with the device's %util and queue depth.
 pub fn verdict(r: &JobResult) -> String {
-    let line = verdict_line(r);
+    let mut line = verdict_line(r);
+    if let Some(split) = split_note(r) {
+        line = format!("{line}; {split}");
+    }
     if r.interrupted && r.skipped.is_none() && r.ops > 0 {
         return format!("stopped after {:.1} s; {line}", r.runtime_s);
     }
     line
+}
+
+/// A direct job whose requests reached the device in pieces: each request issued became more than
+/// one device request (10 % margin for the odd metadata read). In ordinary pages a large direct
+/// request is cut at the device's segment limit (`max_segments` pages per request); buffered jobs are
+/// the page cache's business, not split requests.
+fn split_note(r: &JobResult) -> Option<String> {
+    if r.mode != Some(Mode::Direct) || r.ops == 0 || r.skipped.is_some() {
+        return None;
+    }
+    let requests = r.disk_reads + r.disk_writes;
+    let per_op = requests as f64 / r.ops as f64;
+    if r.amplification.is_none() || per_op < 1.1 {
+        return None;
+    }
+    Some(format!(
+        "split: each {} request reached the device as {per_op:.1} requests of {} on average (the device \
+         cuts a request whose buffer spans more pages than its segment limit)",
+        size_label(r.bs),
+        kib(r.dev_req_kb)
+    ))
 }
 
 fn verdict_line(r: &JobResult) -> String {
@@ -446,6 +470,28 @@ mod tests {
         );
     }
 
+    /// 1 MiB direct reads that reached the device as two requests each: the split is named.
+    #[test]
+    fn a_split_direct_request_is_named() {
+        let f = RunFigures { ops: 100, bytes: 100 << 20, elapsed_s: 1.0, ..Default::default() };
+        let before = sample(0, 0, 0, 0, 0, 0, 0);
+        let after = sample(200, 100 * 2048, 0, 0, 500, 500, 0);
+        let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &after);
+        assert_eq!(r.dev_req_kb, 512.0);
+        assert!(
+            r.verdict.ends_with(
+                "; split: each 1M request reached the device as 2.0 requests of 512 KiB on average (the \
+                 device cuts a request whose buffer spans more pages than its segment limit)"
+            ),
+            "{}",
+            r.verdict
+        );
+        // One device request per request: nothing to name.
+        let whole = sample(100, 100 * 2048, 0, 0, 500, 500, 0);
+        let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &whole);
+        assert!(!r.verdict.contains("split"), "{}", r.verdict);
+    }
+
     #[test]
     fn cached_reads_and_readahead_amplification() {
         let f = RunFigures { ops: 1000, bytes: 4_096_000, elapsed_s: 0.5, ..Default::default() };
@@ -484,7 +530,9 @@ mod tests {
         let r2 = on_loop0(spec(Rw::Write, 1 << 20, Mode::Direct, 1), &clean, &before, &after);
         assert_eq!(
             r2.verdict,
-            "fsync at end took 4.2 s with nothing dirty in the page cache: the device's cache flush and the journal (70% of the job)"
+            "fsync at end took 4.2 s with nothing dirty in the page cache: the device's cache flush and the journal \
+             (70% of the job); split: each 1M request reached the device as 2.0 requests of 512 KiB on average \
+             (the device cuts a request whose buffer spans more pages than its segment limit)"
         );
         // The same writes with a quick fsync: the flusher's 512 KiB requests for 1 MiB writes are
         // not ≥ 4× larger, so the device decides (5000 ms busy of 6000: not saturated, QD1).

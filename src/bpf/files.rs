@@ -125,9 +125,13 @@ const ITER_PROGRAM: (&str, &str) = ("file_iomap_iter", "file_iomap_iter_btf");
 /// [`IomapBtfLayout`]), each checked for the size the programs load.
 pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
     let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
-    // Optional: before Linux 6.1 the direction was a bit of `iov_iter.type`, and `iomap_iter`
-    // tells it instead.
-    let data_source = field("iov_iter", "data_source", 1).ok();
+    // Optional: the direction is `iov_iter.data_source` (a bool, Linux 5.14+), or before it the
+    // WRITE bit (bit 0) of `iov_iter.type` (`iov_iter_rw()`), whose low byte comes first on a
+    // little-endian machine: the programs read one byte there and test bit 0. Without either,
+    // `iomap_iter` tells the direction.
+    let data_source = field("iov_iter", "data_source", 1)
+        .ok()
+        .or_else(|| field("iov_iter", "type", 4).ok().filter(|_| cfg!(target_endian = "little")));
     let (kiocb_pos, inode_size) = (field("kiocb", "ki_pos", 8)?, field("inode", "i_size", 8)?);
     Ok(IomapBtfLayout {
         configured: 1,

@@ -15,6 +15,7 @@ pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;
 pub mod readahead;
+pub mod syncs;
 pub mod tracefs;
 
 use std::path::PathBuf;
@@ -85,6 +86,10 @@ pub struct BpfCollector {
     /// Completed requests from `block_rq_complete`, and their mapping to files.
     request_ring: Option<block_files::RequestRing>,
     block_file_mapper: crate::collect::block_files::BlockFileMapper,
+    /// Sync calls (fsync and friends) and the paths of their files.
+    syncs: Option<syncs::SyncMaps>,
+    sync_attached: Vec<String>,
+    sync_paths: crate::collect::syncs::SyncPathResolver,
     /// Each program of the status (same order), when attached: to read the kernel's run counts.
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
 }
@@ -117,6 +122,7 @@ impl BpfCollector {
         let (mut cache_layout, mut cache_layouts) = page_cache::layout(&tracefs, &options.hidden_tracepoints);
         let (mut file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
         let (ra_layout, ra_layouts) = readahead::layout(&tracefs);
+        let sync_plan_hidden = options.hidden_tracepoints.clone();
 
         // The kernel's BTF, read once here and shared (struct layouts, the BTF tracepoints and the
         // function fallbacks: see kernel_btf). The programs on the busiest events (every
@@ -175,6 +181,8 @@ impl BpfCollector {
         loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
         let names_global = name_layout.as_ref().copied().unwrap_or(NameLayout::UNSET);
         loader.override_global(NAME_LAYOUT_GLOBAL, &names_global, true);
+        let sync_plan = syncs::plan(&tracefs, btf.as_ref(), &sync_plan_hidden);
+        loader.override_global(ioscope_common::syncs::SYNC_LAYOUT_GLOBAL, &sync_plan.layout, true);
         let rq_config = block_files::config();
         loader.override_global(BLOCK_RQ_CONFIG_GLOBAL, &rq_config, true);
         let mut ebpf = match loader.load(OBJECT) {
@@ -248,18 +256,32 @@ impl BpfCollector {
         });
         let (ra_statuses, readahead) = readahead::attach(&mut ebpf, &ra_layouts, raw_read);
         programs.extend(ra_statuses);
+        let (sync_statuses, sync_maps) = syncs::attach(&mut ebpf, &sync_plan);
+        let sync_attached =
+            sync_statuses.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect();
+        programs.extend(sync_statuses);
         for p in &mut programs {
             p.mechanism = mechanism(&ebpf, &p.program).to_string();
         }
+        // A program attached to several events (the sync calls') has its runs counted once, on
+        // its first attachment's row.
+        let mut counted = std::collections::HashSet::new();
         let program_fds = programs
             .iter()
             .map(|p| {
-                let prog = ebpf.program(&p.program).filter(|_| p.attached)?;
+                let prog =
+                    ebpf.program(&p.program).filter(|_| p.attached && counted.insert(p.program.clone()))?;
                 prog.fd().ok().and_then(|fd| fd.try_clone().ok())
             })
             .collect();
         let mut status = overall_status(programs);
-        for note in btf_notes.into_iter().chain(block_fallback_note).chain(hz_note).chain(file_notes) {
+        for note in btf_notes
+            .into_iter()
+            .chain(block_fallback_note)
+            .chain(hz_note)
+            .chain(file_notes)
+            .chain(sync_plan.notes)
+        {
             status.reason = Some(match status.reason {
                 Some(r) => format!("{r}; {note}"),
                 None => note,
@@ -276,6 +298,9 @@ impl BpfCollector {
             readahead,
             request_ring,
             block_file_mapper: Default::default(),
+            syncs: sync_maps,
+            sync_attached,
+            sync_paths: Default::default(),
             program_fds,
         }
     }
@@ -293,6 +318,9 @@ impl BpfCollector {
             readahead: None,
             request_ring: None,
             block_file_mapper: Default::default(),
+            syncs: None,
+            sync_attached: Vec::new(),
+            sync_paths: Default::default(),
             program_fds: Vec::new(),
         }
     }
@@ -346,6 +374,20 @@ impl BpfCollector {
             let resolver = &mut self.file_resolver;
             match maps.read(&known, &mut |dev, ino| resolver.known_path(dev, ino)) {
                 Ok(ra) => sample.readahead = Some(ra),
+                Err(e) => sample.status.reason = Some(format!("{e:#}")),
+            }
+        }
+        if let Some(maps) = &self.syncs {
+            match maps.read() {
+                Ok((mut calls, mut running)) => {
+                    let wanted = calls
+                        .iter_mut()
+                        .map(|c| (&mut c.file, c.pid))
+                        .chain(running.iter_mut().map(|r| (&mut r.file, r.pid)));
+                    self.sync_paths.resolve(wanted, &sample.files, std::time::Instant::now());
+                    let attached = self.sync_attached.clone();
+                    sample.syncs = Some(crate::sample_syncs::SyncSample { attached, calls, running });
+                }
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod processes;
 pub mod psi;
 mod read;
+pub mod syncs;
 
 /// Where /proc and /sys are: the real ones live, fixture directories in tests.
 #[derive(Clone, Debug)]

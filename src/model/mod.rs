@@ -21,6 +21,7 @@ pub mod panes;
 pub mod processes;
 pub mod psi;
 pub mod readahead;
+pub mod syncs;
 
 pub use block_health::BlockHealthModel;
 pub use devices::{BpfDeviceRates, DeviceModel};
@@ -52,6 +53,9 @@ pub struct Model {
     pub block_files: Option<files::BlockFilesModel>,
     /// Readahead per device and file (None without the readahead probes).
     pub readahead: Option<readahead::ReadaheadModel>,
+    /// Sync calls (fsync and friends) per process, call and file (src/model/syncs.rs); empty
+    /// without their probes.
+    pub syncs: Vec<syncs::SyncModel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -103,6 +107,7 @@ impl Model {
             files: files::compute(prev, cur, secs),
             block_files: files::block_files(prev, cur),
             readahead: readahead::compute(prev, cur, secs),
+            syncs: syncs::compute(prev, cur, secs),
         }
     }
 

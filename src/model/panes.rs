@@ -14,7 +14,7 @@ use crate::sample::BpfStatus;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PaneStatus {
     /// Stable id: `devices_bpf`, `io_processes`, `cache`, `files`, `files_writeback_ext4`,
-    /// `files_writeback_iomap`, `direct_io`, `readahead`.
+    /// `files_writeback_iomap`, `direct_io`, `readahead`, `syncs`, `syncs_io_uring`.
     pub pane: &'static str,
     /// What the user sees it as.
     pub title: &'static str,
@@ -64,6 +64,16 @@ const PANES: &[(&str, &str, &[Need])] = &[
         "readahead",
         "readahead",
         &[&["readahead:page_cache_ra_order"], &["filemap:mm_filemap_add_to_page_cache"]],
+    ),
+    (
+        "syncs",
+        "sync calls (fsync and friends)",
+        &[&["syscalls:sys_enter_fsync"], &["syscalls:sys_exit_fsync"]],
+    ),
+    (
+        "syncs_io_uring",
+        "io_uring sync calls",
+        &[&["io_uring:io_uring_submit_req", "io_uring:io_uring_submit_sqe"], &["io_uring:io_uring_complete"]],
     ),
 ];
 

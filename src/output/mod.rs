@@ -9,4 +9,5 @@ pub mod files_text;
 pub mod headless;
 pub mod prometheus;
 pub mod readahead_text;
+pub mod syncs_text;
 pub mod text;

@@ -44,6 +44,7 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
         }
     }
     super::readahead_text::append(&mut s, m);
+    super::syncs_text::append(&mut s, m);
     s
 }
 

@@ -11,7 +11,7 @@ use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 19] = [
+pub const KEYS: [(&str, &str); 20] = [
     ("q  Ctrl-C", "quit"),
     ("Ctrl-Z", "suspend to the shell (fg resumes)"),
     ("?  F1", "this help (Esc closes it)"),
@@ -31,6 +31,7 @@ pub const KEYS: [(&str, &str); 19] = [
     ("e  d", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
     ("f", "files by disk I/O (of the detail's device / selected process)"),
     ("w", "readahead: pages read ahead, used, wasted per file; Enter detail"),
+    ("y", "sync calls (fsync and friends) per process and file, running first"),
 ];
 
 /// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.

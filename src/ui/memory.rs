@@ -30,7 +30,8 @@ const GAP: &str = "  ";
 pub fn wanted_height(model: &Model, state: &UiState, width: u16) -> u16 {
     let memory = crate::ui::cache::memory_for_display(model);
     let top = text_lines(&memory, model.interval_s, state, width).len() as u16;
-    let extra = crate::ui::cache::memory_lines(model, state).len() as u16;
+    let extra = (crate::ui::cache::memory_lines(model, state).len()
+        + crate::ui::syncs::memory_lines(model, state).len()) as u16;
     1 + top + extra + 1
 }
 
@@ -45,7 +46,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         .iter()
         .position(|l| l.spans.first().is_some_and(|s| s.content.starts_with("dirty+wb")))
         .map_or(lines.len(), |i| i + 1);
-    for (i, l) in crate::ui::cache::memory_lines(model, state).into_iter().enumerate() {
+    let extra = crate::ui::cache::memory_lines(model, state)
+        .into_iter()
+        .chain(crate::ui::syncs::memory_lines(model, state));
+    for (i, l) in extra.enumerate() {
         lines.insert(after_gauge + i, l);
     }
     let text_h = (lines.len() as u16).min(inner.height);

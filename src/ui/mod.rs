@@ -30,6 +30,7 @@ pub mod processes;
 pub mod readahead;
 pub mod rows;
 pub mod state;
+pub mod syncs;
 pub mod terminal;
 pub mod theme;
 
@@ -57,6 +58,8 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         let title = files::title(model, state);
         let block = pane_block('f', &title, true, state);
         files::render(frame, body, model, state, block);
+    } else if state.syncs_view {
+        syncs::render(frame, body, model, state);
     } else if state.readahead_view {
         readahead::render(frame, body, model, state);
     } else if state.probe_health {

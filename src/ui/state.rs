@@ -181,6 +181,9 @@ pub struct UiState {
     pub readahead_view: bool,
     pub readahead_detail: bool,
     pub selected_readahead: usize,
+    /// `y`: the sync-call view fills the body (src/ui/syncs.rs).
+    pub syncs_view: bool,
+    pub selected_sync: usize,
 }
 
 impl UiState {
@@ -223,6 +226,8 @@ impl UiState {
             readahead_view: false,
             readahead_detail: false,
             selected_readahead: 0,
+            syncs_view: false,
+            selected_sync: 0,
         }
     }
 
@@ -246,6 +251,9 @@ impl UiState {
         }
         if !self.help {
             if let Some(action) = crate::ui::readahead::handle_key(self, key.code) {
+                return action;
+            }
+            if let Some(action) = crate::ui::syncs::handle_key(self, key.code) {
                 return action;
             }
         }

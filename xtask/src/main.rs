@@ -9,6 +9,7 @@ mod ebpf;
 mod empty_program;
 mod fio;
 mod overhead;
+mod overhead_fsync;
 mod perf;
 mod serve_perf;
 mod setup;

@@ -53,6 +53,10 @@ struct OverheadArgs {
     /// no tool can go below.
     #[arg(long)]
     floor: bool,
+    /// The fsync-heavy job instead of direct reads: 4 KiB writes, each followed by fsync
+    /// (`--fsync=1`), to a file on ext4 made on the loop device (src/overhead_fsync.rs).
+    #[arg(long, conflicts_with_all = ["device", "file", "buffered_loop"])]
+    fsync: bool,
 }
 
 /// What runs beside fio in one run.
@@ -95,9 +99,24 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     };
     let ticks_per_s = clock_ticks_per_second();
+    let mount = if args.fsync { Some(crate::overhead_fsync::Ext4Mount::new(&device)?) } else { None };
+    let fsync_file = mount.as_ref().map(|m| m.dir.join("fio-fsync"));
+    let fio = |device: &Path, seconds: u32| match &fsync_file {
+        Some(f) => crate::overhead_fsync::fio_fsync(f, seconds),
+        None => fio(device, seconds),
+    };
+    if args.fsync {
+        println!(
+            "fsync job: fio 4 KiB writes, fsync after each (--fsync=1, psync), on ext4 on the loop device"
+        );
+    }
     println!(
-        "ioscope overhead: fio 4 KiB randread, direct, libaio, iodepth 32 on {}{}, {} s per run, {} pairs \
-         (alternating order)",
+        "ioscope overhead: fio {} on {}{}, {} s per run, {} pairs (alternating order)",
+        if args.fsync {
+            "4 KiB writes with fsync after each"
+        } else {
+            "4 KiB randread, direct, libaio, iodepth 32"
+        },
         device.display(),
         match (&args.device, args.buffered_loop) {
             (Some(_), _) => "",

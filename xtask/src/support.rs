@@ -156,7 +156,7 @@ pub const FEATURES: &[Feature] = &[
         label: "Files and processes: direct I/O bytes",
         pane: Some("direct_io"),
         cells: [
-            Missing("iomap:iomap_dio_rw_begin (6.5+)"),
+            Works("fentry __iomap_dio_rw (fallback for iomap_dio_rw_begin)"),
             Works("kprobe __iomap_dio_rw (fallback: fentry takes 6 arguments before 6.6)"),
             Works("iomap:iomap_dio_rw_begin (BTF)"),
             Works("iomap:iomap_dio_rw_begin (BTF)"),

@@ -190,8 +190,9 @@ pub struct IomapBtfLayout {
     pub file_inode: u32,
     /// `struct iov_iter`: `count` (u64): the event's `count`.
     pub iov_count: u32,
-    /// 1 when `struct iov_iter` has `data_source` (bool, Linux 6.1+: true when the iterator is the
-    /// source of the data, i.e. a write), at `iov_data_source`: the `iomap_dio_rw_begin` twin then
+    /// 1 when `struct iov_iter` has `data_source` (bool, Linux 5.14+: true when the iterator is the
+    /// source of the data, i.e. a write), or before it `type` (WRITE is its bit 0), at
+    /// `iov_data_source` (bit 0 of the byte there tells): the `iomap_dio_rw_begin` twin then
     /// knows the direct I/O's direction itself, and `iomap_iter` (two runs per direct I/O, on the
     /// hot path) is not traced at all.
     pub dio_direction: u32,

@@ -12,6 +12,7 @@ pub mod file_names;
 pub mod files;
 pub mod page_cache;
 pub mod readahead;
+pub mod syncs;
 
 /// Bits of a kernel-internal `dev_t` that hold the minor number (include/linux/kdev_t.h,
 /// MINORBITS). Tracepoints report this internal form, not the userspace encoding of `stat(2)`.

@@ -357,6 +357,7 @@ fn count_fs_writeback(dev: u32, ino: u64, bytes: u64) {
     if bytes == 0 {
         return;
     }
+    crate::syncs::on_writeback(bytes);
     if let Some(c) = file(&FileKey { dev, kind: KEY_SB_DEV, ino }) {
         c.fs_writeback_bytes = c.fs_writeback_bytes.wrapping_add(bytes);
     }

@@ -13,6 +13,7 @@ mod files;
 mod kernel;
 mod page_cache;
 mod readahead;
+mod syncs;
 
 #[cfg(not(test))]
 #[panic_handler]

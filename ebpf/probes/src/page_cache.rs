@@ -594,7 +594,8 @@ fn dio_begin<M: Mem>(iocb: *const u8, iter: *const u8) {
     let file = crate::files::dio_file_btf::<M>(iocb);
     if let Some(data_source) = crate::files::dio_direction_btf() {
         // The iterator says which way the data goes: the direction is known here and now.
-        let write = M::get::<u8>(iter, data_source) != 0;
+        // Bit 0: `data_source` (a bool), or WRITE in the low byte of the older `type`.
+        let write = M::get::<u8>(iter, data_source) & 1 != 0;
         let bytes = if write {
             bytes
         } else {

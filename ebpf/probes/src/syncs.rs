@@ -1,0 +1,217 @@
+//! Sync calls (ioscope_common::syncs): the syscall tracepoints of `fsync` and friends and
+//! io_uring's fsync, timed from entry (submission) to exit (completion), per process, call and
+//! file. The file is found from the fd at the call, in the caller's file table
+//! (`task->files->fdt->fd[fd]->f_inode`), with offsets from the kernel's BTF.
+
+use core::intrinsics::{atomic_xadd, AtomicOrdering};
+
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
+        bpf_ktime_get_ns,
+    },
+    macros::{map, tracepoint},
+    maps::{Array, LruHashMap, LruPerCpuHashMap},
+    programs::TracePointContext,
+};
+use ioscope_common::block::log2_bucket;
+use ioscope_common::syncs::{
+    syscall_kind, uring_kind, SyncInFlight, SyncKey, SyncLayout, SyncStats, MS_SYNC, REQ_F_FIXED_FILE,
+    SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MSYNC, SYNC_SYNC,
+};
+
+use crate::kernel::{Mem, Probe};
+
+#[unsafe(no_mangle)]
+static SYNC_LAYOUT: SyncLayout = SyncLayout::UNSET;
+
+#[map]
+static SYNC_STATS: LruPerCpuHashMap<SyncKey, SyncStats> =
+    LruPerCpuHashMap::with_max_entries(SYNC_MAX_ENTRIES, 0);
+
+#[map]
+static SYNC_INFLIGHT: LruHashMap<u64, SyncInFlight> = LruHashMap::with_max_entries(SYNC_INFLIGHT_MAX, 0);
+
+/// io_uring sync requests submitted and not completed: `io_uring_complete` (every completion of
+/// every ring) looks for its request in SYNC_INFLIGHT only when this is not 0.
+#[map]
+static SYNC_URING_PENDING: Array<u64> = Array::with_max_entries(1, 0);
+
+macro_rules! layout {
+    ($($f:ident).+) => {
+        // SAFETY: a read-only global, frozen before load (see page_cache::layout()).
+        unsafe { core::ptr::read_volatile(&raw const SYNC_LAYOUT.$($f).+) }
+    };
+}
+
+/// The record's `__syscall_nr`, and the syscall's arguments from offset 16, 8 bytes each (the
+/// layout of every `sys_enter_*` record; userspace checks the formats before attaching).
+const NR_OFFSET: usize = 8;
+const ARGS_OFFSET: usize = 16;
+
+/// `syscalls:sys_enter_{fsync,fdatasync,sync_file_range,msync,syncfs,sync}`.
+#[tracepoint]
+pub fn sync_enter(ctx: TracePointContext) -> u32 {
+    // SAFETY: offsets of every sys_enter record (checked against the formats by userspace).
+    let Ok(nr) = (unsafe { ctx.read_at::<i32>(NR_OFFSET) }) else { return 0 };
+    let nrs = layout!(nr);
+    let Some(kind) = syscall_kind(&nrs, nr as u32) else { return 0 };
+    let mut file = (0, 0);
+    if kind == SYNC_MSYNC {
+        // msync(start, len, flags): only MS_SYNC waits for I/O.
+        // SAFETY: as above.
+        let Ok(flags) = (unsafe { ctx.read_at::<u64>(ARGS_OFFSET + 16) }) else { return 0 };
+        if flags & MS_SYNC == 0 {
+            return 0;
+        }
+    } else if kind != SYNC_SYNC {
+        // SAFETY: as above; the first argument is the fd.
+        let Ok(fd) = (unsafe { ctx.read_at::<u64>(ARGS_OFFSET) }) else { return 0 };
+        file = fd_file(fd as u32);
+    }
+    let id = bpf_get_current_pid_tgid();
+    start(id & 0xffff_ffff, kind, file, id);
+    0
+}
+
+/// `syscalls:sys_exit_*` of the same calls.
+#[tracepoint]
+pub fn sync_exit(_ctx: TracePointContext) -> u32 {
+    let key = bpf_get_current_pid_tgid() & 0xffff_ffff;
+    // SAFETY: a plain copy of this thread's entry.
+    let Some(f) = (unsafe { SYNC_INFLIGHT.get(&key) }).copied() else { return 0 };
+    let _ = SYNC_INFLIGHT.remove(&key);
+    finish(&f);
+    0
+}
+
+/// `io_uring:io_uring_submit_req` (`io_uring_submit_sqe` before Linux 6.1... as named by the
+/// kernel): an fsync or sync_file_range request starts, keyed by the request's address.
+#[tracepoint]
+pub fn sync_uring_submit(ctx: TracePointContext) -> u32 {
+    let (opcode_at, req_at, flags_at) = (layout!(submit_opcode), layout!(submit_req), layout!(submit_flags));
+    // SAFETY: offsets from the format file.
+    let Ok(opcode) = (unsafe { ctx.read_at::<u8>(opcode_at as usize) }) else { return 0 };
+    let Some(kind) = uring_kind(u32::from(opcode)) else { return 0 };
+    // SAFETY: as above.
+    let (Ok(req), Ok(flags)) =
+        (unsafe { (ctx.read_at::<u64>(req_at as usize), ctx.read_at::<u32>(flags_at as usize)) })
+    else {
+        return 0;
+    };
+    let req_fd = layout!(req_fd);
+    let file = if req_fd != 0 && flags & REQ_F_FIXED_FILE == 0 {
+        let fd: i32 = Probe::get(req as *const u8, req_fd);
+        fd_file(fd as u32)
+    } else {
+        (0, 0)
+    };
+    if start(req, kind, file, bpf_get_current_pid_tgid()) {
+        if let Some(p) = SYNC_URING_PENDING.get_ptr_mut(0) {
+            // SAFETY: a valid pointer into the array; changed only atomically.
+            unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
+        }
+    }
+    0
+}
+
+/// `io_uring:io_uring_complete`: every completion of every ring; a sync request's ends its call.
+#[tracepoint]
+pub fn sync_uring_complete(ctx: TracePointContext) -> u32 {
+    let Some(p) = SYNC_URING_PENDING.get_ptr_mut(0) else { return 0 };
+    // SAFETY: a valid pointer into the array.
+    if unsafe { core::ptr::read_volatile(p) } == 0 {
+        return 0;
+    }
+    let req_at = layout!(complete_req);
+    // SAFETY: offset from the format file.
+    let Ok(req) = (unsafe { ctx.read_at::<u64>(req_at as usize) }) else { return 0 };
+    // SAFETY: a plain copy of the entry.
+    let Some(f) = (unsafe { SYNC_INFLIGHT.get(&req) }).copied() else { return 0 };
+    if SYNC_INFLIGHT.remove(&req).is_ok() {
+        // SAFETY: as in sync_uring_submit; the add of -1 wraps to a subtraction.
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, u64::MAX) };
+    }
+    finish(&f);
+    0
+}
+
+/// From the writeback programs (crate::files): the filesystem wrote `bytes` back in the current
+/// thread; when it is in a sync call, the call wrote them.
+#[inline(always)]
+pub fn on_writeback(bytes: u64) {
+    let key = bpf_get_current_pid_tgid() & 0xffff_ffff;
+    if let Some(f) = SYNC_INFLIGHT.get_ptr_mut(&key) {
+        // SAFETY: the thread's own entry, changed only by the thread itself.
+        unsafe { (*f).written_bytes = (*f).written_bytes.wrapping_add(bytes) };
+    }
+}
+
+/// The (s_dev, inode) of the current task's open file `fd`; zeros when it cannot be read.
+#[inline(always)]
+fn fd_file(fd: u32) -> (u32, u64) {
+    if layout!(files_ok) == 0 {
+        return (0, 0);
+    }
+    // SAFETY: helper without preconditions; the task is only read through bpf_probe_read_kernel.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    let files: *const u8 = Probe::get(task, layout!(task_files));
+    let fdt: *const u8 = Probe::get(files, layout!(files_fdt));
+    let max: u32 = Probe::get(fdt, layout!(fdt_max_fds));
+    if fd >= max || fd >= 1 << 28 {
+        return (0, 0);
+    }
+    let fds: *const u8 = Probe::get(fdt, layout!(fdt_fd));
+    let file: *const u8 = Probe::get(fds, fd * 8);
+    let inode: *const u8 = Probe::get(file, layout!(file_inode));
+    let sb: *const u8 = Probe::get(inode, layout!(inode_sb));
+    (Probe::get(sb, layout!(sb_dev)), Probe::get(inode, layout!(inode_ino)))
+}
+
+/// Records a call starting now under `key`; false when the map refused it.
+#[inline(always)]
+fn start(key: u64, kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> bool {
+    let f = SyncInFlight {
+        // SAFETY: helper without preconditions.
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        written_bytes: 0,
+        // SAFETY: as above.
+        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        ino,
+        dev,
+        kind,
+        tgid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+    };
+    SYNC_INFLIGHT.insert(&key, &f, 0).is_ok()
+}
+
+/// Adds a finished call to its (process, call, file) on this CPU.
+#[inline(always)]
+fn finish(f: &SyncInFlight) {
+    // SAFETY: helper without preconditions.
+    let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.start_ns);
+    let key = SyncKey { tgid: f.tgid, kind: f.kind, dev: f.dev, _pad: 0, ino: f.ino };
+    let p = match SYNC_STATS.get_ptr_mut(&key) {
+        Some(p) => p,
+        None => {
+            let _ = SYNC_STATS.insert(&key, &SyncStats::default(), 0);
+            let Some(p) = SYNC_STATS.get_ptr_mut(&key) else { return };
+            p
+        }
+    };
+    // SAFETY: this CPU's value; tracing programs do not nest on one CPU.
+    let s = unsafe { &mut *p };
+    s.calls += 1;
+    s.total_ns = s.total_ns.wrapping_add(ns);
+    if ns > s.max_ns {
+        s.max_ns = ns;
+    }
+    s.written_bytes = s.written_bytes.wrapping_add(f.written_bytes);
+    s.cgroup_id = f.cgroup_id;
+    s.comm = f.comm;
+    if let Some(slot) = s.hist.get_mut(log2_bucket(ns / 1000)) {
+        *slot += 1;
+    }
+}

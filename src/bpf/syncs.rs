@@ -1,0 +1,316 @@
+//! The sync-call probes' userspace half (ioscope_common::syncs): which tracepoints and struct
+//! fields this kernel has, attaching, and reading the maps (summed over CPUs). Paths are found by
+//! src/collect/syncs.rs.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuHashMap};
+use aya::programs::TracePoint;
+use aya::Ebpf;
+use ioscope_common::kernel_dev_major_minor;
+use ioscope_common::syncs::{
+    kind_name, SyncInFlight, SyncKey, SyncLayout, SyncStats, SYNC_INFLIGHT_MAP, SYNC_STATS_MAP,
+    SYSCALL_EVENTS,
+};
+
+use super::kernel_btf::KernelBtf;
+use super::tracefs;
+use crate::sample::BpfProgramStatus;
+use crate::sample_syncs::{SyncCallCounters, SyncFile, SyncRunning};
+
+pub const ENTER_PROGRAM: &str = "sync_enter";
+pub const EXIT_PROGRAM: &str = "sync_exit";
+pub const URING_SUBMIT_PROGRAM: &str = "sync_uring_submit";
+pub const URING_COMPLETE_PROGRAM: &str = "sync_uring_complete";
+/// The io_uring submission event's names, newest first (`io_uring_submit_sqe` until Linux 6.3
+/// renamed it).
+pub const URING_SUBMIT_EVENTS: [&str; 2] = ["io_uring_submit_req", "io_uring_submit_sqe"];
+
+/// The syscall numbers of [`SYSCALL_EVENTS`] on this architecture.
+fn syscall_numbers() -> [i64; 6] {
+    [
+        libc::SYS_fsync,
+        libc::SYS_fdatasync,
+        libc::SYS_sync_file_range,
+        libc::SYS_msync,
+        libc::SYS_syncfs,
+        libc::SYS_sync,
+    ]
+}
+
+/// What can be attached: per syscall, its two events' readiness; io_uring's submission event
+/// (which name) or why not.
+pub struct SyncPlan {
+    pub layout: SyncLayout,
+    pub syscalls: Vec<(&'static str, Result<(), String>)>,
+    pub uring: Result<&'static str, String>,
+    /// Why calls have no file (no BTF for the file table), for the status.
+    pub notes: Vec<String>,
+}
+
+/// Reads the formats and the kernel's struct layouts the programs need. `hidden`: tracepoints
+/// ("category:event") to treat as missing (tests).
+pub fn plan(tracefs_dir: &Path, btf: Option<&KernelBtf>, hidden: &[String]) -> SyncPlan {
+    let mut l = SyncLayout::UNSET;
+    let read = |category: &str, event: &str| {
+        if hidden.iter().any(|h| *h == format!("{category}:{event}")) {
+            bail!("tracepoint {category}:{event} hidden on request");
+        }
+        tracefs::read_event_format(tracefs_dir, category, event)
+    };
+    let mut syscalls = Vec::new();
+    for (i, (name, nr)) in SYSCALL_EVENTS.iter().zip(syscall_numbers()).enumerate() {
+        let r = (|| -> Result<()> {
+            let enter = read("syscalls", &format!("sys_enter_{name}"))?;
+            let exit = read("syscalls", &format!("sys_exit_{name}"))?;
+            let at = |f: &tracefs::EventFormat, field: &str, offset: u32| -> Result<()> {
+                let got = f.field(field)?.offset;
+                if got != offset {
+                    bail!("tracepoint {} has `{field}` at offset {got}, expected {offset}", f.name);
+                }
+                Ok(())
+            };
+            at(&enter, "__syscall_nr", 8)?;
+            at(&exit, "__syscall_nr", 8)?;
+            match *name {
+                "sync" => {}
+                "msync" => at(&enter, "flags", 32)?,
+                _ => at(&enter, "fd", 16)?,
+            }
+            Ok(())
+        })();
+        if r.is_ok() {
+            l.nr[i] = nr as u32;
+        }
+        syscalls.push((*name, r.map_err(|e| format!("{e:#}"))));
+    }
+    let mut notes = Vec::new();
+    let uring = (|| -> Result<&'static str> {
+        let complete = read("io_uring", "io_uring_complete")?;
+        l.complete_req = complete.field_sized("req", 8)?.offset;
+        let mut last = None;
+        for event in URING_SUBMIT_EVENTS {
+            match read("io_uring", event) {
+                Ok(f) => {
+                    l.submit_req = f.field_sized("req", 8)?.offset;
+                    l.submit_opcode = f.field_sized("opcode", 1)?.offset;
+                    l.submit_flags = f.field("flags")?.offset;
+                    return Ok(event);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow!("no io_uring submission tracepoint")))
+    })()
+    .map_err(|e| format!("{e:#}"));
+    match btf {
+        Some(k) => match file_table_layout(k, &mut l) {
+            Ok(()) => {
+                if uring.is_ok() {
+                    if let Err(e) = uring_fd_layout(k, &mut l) {
+                        notes.push(format!("io_uring sync calls without their file: {e:#}"));
+                    }
+                }
+            }
+            Err(e) => notes.push(format!("sync calls without their file: {e:#}")),
+        },
+        None => notes.push("sync calls without their file: no kernel BTF".into()),
+    }
+    SyncPlan { layout: l, syscalls, uring, notes }
+}
+
+/// `task->files->fdt->fd[fd]->f_inode`, `->i_ino`, `->i_sb->s_dev`.
+fn file_table_layout(k: &KernelBtf, l: &mut SyncLayout) -> Result<()> {
+    l.task_files = k.offset_sized("task_struct", "files", 8)?;
+    l.files_fdt = k.offset_sized("files_struct", "fdt", 8)?;
+    l.fdt_max_fds = k.offset_sized("fdtable", "max_fds", 4)?;
+    l.fdt_fd = k.offset_sized("fdtable", "fd", 8)?;
+    l.file_inode = k.offset_sized("file", "f_inode", 8)?;
+    l.inode_ino = k.offset_sized("inode", "i_ino", 8)?;
+    l.inode_sb = k.offset_sized("inode", "i_sb", 8)?;
+    l.sb_dev = k.offset_sized("super_block", "s_dev", 4)?;
+    l.files_ok = 1;
+    Ok(())
+}
+
+/// `io_kiocb.cqe.fd`: the request's fd, set at submission.
+fn uring_fd_layout(k: &KernelBtf, l: &mut SyncLayout) -> Result<()> {
+    let cqe = k.offset_sized("io_kiocb", "cqe", 16)?;
+    let fd = k.offset_sized("io_cqe", "fd", 4)?;
+    l.req_fd = cqe + fd;
+    Ok(())
+}
+
+/// Loads the programs and attaches them to every event the plan found; takes the maps.
+pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Option<SyncMaps>) {
+    let mut statuses = Vec::new();
+    let mut attach_each =
+        |ebpf: &mut Ebpf, program: &str, events: Vec<(String, String, Result<(), String>)>| {
+            let loaded = (|| -> Result<()> {
+                let tp: &mut TracePoint = ebpf
+                    .program_mut(program)
+                    .ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?
+                    .try_into()?;
+                tp.load()?;
+                Ok(())
+            })()
+            .map_err(|e| format!("{e:#}"));
+            for (category, event, ready) in events {
+                let r = ready.and_then(|()| loaded.clone()).and_then(|()| {
+                    let tp: &mut TracePoint = ebpf
+                        .program_mut(program)
+                        .expect("loaded above")
+                        .try_into()
+                        .map_err(|e| format!("{e:#}"))?;
+                    tp.attach(&category, &event).map(|_| ()).map_err(|e| format!("{e:#}"))
+                });
+                statuses.push(super::program_status(program, &category, &event, r));
+            }
+        };
+    let ev = |prefix: &str| -> Vec<(String, String, Result<(), String>)> {
+        plan.syscalls
+            .iter()
+            .map(|(name, r)| ("syscalls".into(), format!("{prefix}_{name}"), r.clone()))
+            .collect()
+    };
+    attach_each(ebpf, ENTER_PROGRAM, ev("sys_enter"));
+    attach_each(ebpf, EXIT_PROGRAM, ev("sys_exit"));
+    let submit = plan.uring.clone().map(|e| e.to_string());
+    attach_each(
+        ebpf,
+        URING_SUBMIT_PROGRAM,
+        vec![(
+            "io_uring".into(),
+            submit.clone().unwrap_or_else(|_| URING_SUBMIT_EVENTS[0].into()),
+            submit.clone().map(|_| ()),
+        )],
+    );
+    attach_each(
+        ebpf,
+        URING_COMPLETE_PROGRAM,
+        vec![("io_uring".into(), "io_uring_complete".into(), submit.map(|_| ()))],
+    );
+    let maps = (|| -> Result<SyncMaps> {
+        let take = |ebpf: &mut Ebpf, name: &str| {
+            ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} is not in the eBPF object"))
+        };
+        Ok(SyncMaps {
+            stats: PerCpuHashMap::try_from(take(ebpf, SYNC_STATS_MAP)?)?,
+            inflight: BpfHashMap::try_from(take(ebpf, SYNC_INFLIGHT_MAP)?)?,
+        })
+    })();
+    match maps {
+        Ok(m) if statuses.iter().any(|s| s.attached) => (statuses, Some(m)),
+        Ok(_) => (statuses, None),
+        Err(e) => {
+            for s in statuses.iter_mut() {
+                s.error.get_or_insert_with(|| format!("{e:#}"));
+            }
+            (statuses, None)
+        }
+    }
+}
+
+pub struct SyncMaps {
+    stats: PerCpuHashMap<MapData, SyncKey, SyncStats>,
+    inflight: BpfHashMap<MapData, u64, SyncInFlight>,
+}
+
+impl SyncMaps {
+    /// The completed calls (summed over CPUs) and the running ones, without paths.
+    pub fn read(&self) -> Result<(Vec<SyncCallCounters>, Vec<SyncRunning>)> {
+        let keys: Vec<SyncKey> = self.stats.keys().collect::<Result<_, _>>().context("listing SYNC_STATS")?;
+        let mut calls = Vec::with_capacity(keys.len());
+        for key in keys {
+            // The LRU may evict an entry between listing and lookup.
+            let Ok(per_cpu) = self.stats.get(&key, 0) else { continue };
+            calls.push(sum_cpus(key, &per_cpu));
+        }
+        calls.sort_by(|a, b| (a.pid, &a.syscall, a.file.ino).cmp(&(b.pid, &b.syscall, b.file.ino)));
+        let mut running = Vec::new();
+        for entry in self.inflight.iter() {
+            let Ok((_, f)) = entry else { continue };
+            running.push(SyncRunning {
+                pid: f.tgid,
+                tid: f.tid,
+                comm: comm_text(&f.comm),
+                cgroup_id: f.cgroup_id,
+                syscall: kind_name(f.kind).to_string(),
+                file: file(f.dev, f.ino),
+                start_mono_ns: f.start_ns,
+                written_bytes: f.written_bytes,
+            });
+        }
+        running.sort_by_key(|r| (r.start_mono_ns, r.tid));
+        Ok((calls, running))
+    }
+}
+
+fn file(dev: u32, ino: u64) -> SyncFile {
+    let (major, minor) = kernel_dev_major_minor(dev);
+    SyncFile { major, minor, ino, path: None }
+}
+
+fn comm_text(comm: &[u8; 16]) -> String {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
+/// One key's per-CPU values added up (max: the largest).
+pub fn sum_cpus(key: SyncKey, per_cpu: &[SyncStats]) -> SyncCallCounters {
+    let mut c = SyncCallCounters {
+        pid: key.tgid,
+        syscall: kind_name(key.kind).to_string(),
+        file: file(key.dev, key.ino),
+        hist: vec![0; ioscope_common::block::HIST_BUCKETS],
+        ..Default::default()
+    };
+    let mut latest = 0;
+    for s in per_cpu {
+        c.calls += s.calls;
+        c.total_ns = c.total_ns.wrapping_add(s.total_ns);
+        c.max_ns = c.max_ns.max(s.max_ns);
+        c.written_bytes = c.written_bytes.wrapping_add(s.written_bytes);
+        for (h, n) in c.hist.iter_mut().zip(s.hist) {
+            *h += n;
+        }
+        if s.calls > latest {
+            latest = s.calls;
+            c.comm = comm_text(&s.comm);
+            c.cgroup_id = s.cgroup_id;
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpus_add_up_and_the_max_is_the_largest() {
+        let key = SyncKey { tgid: 9, kind: 1, dev: 7 << 20 | 2, _pad: 0, ino: 12 };
+        let mut comm = [0u8; 16];
+        comm[..4].copy_from_slice(b"java");
+        let mut a = SyncStats {
+            calls: 2,
+            total_ns: 3_000,
+            max_ns: 2_000,
+            written_bytes: 4096,
+            comm,
+            ..Default::default()
+        };
+        a.hist[11] = 2;
+        let mut b = SyncStats { calls: 1, total_ns: 9_000, max_ns: 9_000, ..Default::default() };
+        b.hist[4] = 1;
+        let c = sum_cpus(key, &[a, b, SyncStats::default()]);
+        assert_eq!(
+            (c.pid, c.syscall.as_str(), c.file.major, c.file.minor, c.file.ino),
+            (9, "fdatasync", 7, 2, 12)
+        );
+        assert_eq!((c.calls, c.total_ns, c.max_ns, c.written_bytes), (3, 12_000, 9_000, 4096));
+        assert_eq!((c.hist[11], c.hist[4]), (2, 1));
+        assert_eq!(c.comm, "java");
+    }
+}

@@ -1,0 +1,39 @@
+//! The `--batch` text frame's sync-call part: the calls running now and the slowest (process,
+//! call, file) rows since ioscope started.
+
+use std::fmt::Write as _;
+
+use crate::model::Model;
+use crate::ui::syncs::secs;
+
+/// How many rows the frame lists.
+pub const TOP_SYNC_ROWS: usize = 10;
+
+/// Appends the sync-call lines (nothing without a call seen).
+pub fn append(s: &mut String, m: &Model) {
+    if m.syncs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nSync calls (since start): pid comm call calls running mean p99 max written others-throttled file"
+    );
+    for r in m.syncs.iter().take(TOP_SYNC_ROWS) {
+        let running = if r.running > 0 { secs(r.running_s) } else { "-".into() };
+        let _ = writeln!(
+            s,
+            "  {:>7} {:<15} {:<16} {:>6} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {}",
+            r.pid,
+            r.comm,
+            r.syscall,
+            r.calls,
+            running,
+            secs(r.mean_s),
+            secs(r.p99_s),
+            secs(r.max_s),
+            r.written_bytes,
+            secs(r.others_throttled_s),
+            r.target()
+        );
+    }
+}
