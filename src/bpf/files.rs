@@ -2,7 +2,7 @@
 //! `writeback_single_inode`, and reading the FILE_IO map (summed over CPUs). Merging writeback
 //! keyed by a backing device onto its filesystem and finding paths is src/collect/files.rs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
@@ -220,23 +220,78 @@ pub struct FileMaps {
     io: PerCpuHashMap<MapData, FileKey, FileCounters>,
 }
 
+/// Most FILE_IO entries drained per sample: a burst of new files is read over several samples
+/// (the kernel's LRU map keeps counting meanwhile) instead of in one costly sample.
+pub const DRAIN_BUDGET: usize = 4096;
+
 impl FileMaps {
-    pub fn read(&self) -> Result<Vec<RawFile>> {
-        let keys: Vec<FileKey> = self.io.keys().collect::<Result<_, _>>().context("listing FILE_IO")?;
+    /// What the programs counted since the last drain, per file, at most `budget` entries: each
+    /// entry read is deleted (the programs create it again at the file's next I/O), so the map
+    /// holds only the files active since, and reading it costs in proportion to the activity,
+    /// not to the map's size. An increment landing between an entry's read and its deletion is
+    /// lost (microseconds; the programs update per-CPU values in place, without a lock).
+    pub fn drain(&mut self, budget: usize) -> Result<Vec<RawFile>> {
+        let keys: Vec<FileKey> =
+            self.io.keys().take(budget).collect::<Result<_, _>>().context("listing FILE_IO")?;
         let mut out = BTreeMap::new();
         for key in keys {
             // The LRU may evict an entry between listing and lookup.
             let Ok(per_cpu) = self.io.get(&key, 0) else { continue };
+            let _ = self.io.remove(&key);
             out.insert(key, sum_cpus(key, &per_cpu));
         }
         Ok(out.into_values().collect())
     }
 }
 
-/// Adds the direct I/O pending in the CPUs' memos (see DioMemo) to their files' rows (a new row
-/// when the file has none: its entry was evicted from the LRU map meanwhile).
-pub fn add_dio_memos(files: &mut Vec<RawFile>, memos: &[DioMemo]) {
-    for m in memos {
+/// How much a file's pending direct I/O in the CPUs' memos (see DioMemo) grew since the last
+/// sample: negative when the memo moved into FILE_IO (the drained row has those bytes then).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoGrowth {
+    pub dev: u32,
+    pub ino: u64,
+    pub read_bytes: i64,
+    pub write_bytes: i64,
+}
+
+/// The memos' pending bytes per file as of the last sample.
+#[derive(Default)]
+pub struct MemoTracker {
+    seen: HashMap<(u32, u64), (u64, u64)>,
+}
+
+impl MemoTracker {
+    pub fn growth(&mut self, memos: &[DioMemo]) -> Vec<MemoGrowth> {
+        let mut now: HashMap<(u32, u64), (u64, u64)> = HashMap::new();
+        for m in memos {
+            let e = now.entry((m.dev, m.ino)).or_default();
+            e.0 = e.0.wrapping_add(m.read_bytes);
+            e.1 = e.1.wrapping_add(m.write_bytes);
+        }
+        let mut out: Vec<MemoGrowth> = now
+            .iter()
+            .chain(self.seen.iter().filter(|(k, _)| !now.contains_key(k)).map(|(k, _)| (k, &(0, 0))))
+            .filter_map(|(&(dev, ino), &(r, w))| {
+                let (r0, w0) = self.seen.get(&(dev, ino)).copied().unwrap_or_default();
+                let g = MemoGrowth {
+                    dev,
+                    ino,
+                    read_bytes: r.wrapping_sub(r0) as i64,
+                    write_bytes: w.wrapping_sub(w0) as i64,
+                };
+                (g.read_bytes != 0 || g.write_bytes != 0).then_some(g)
+            })
+            .collect();
+        out.sort_by_key(|g| (g.dev, g.ino));
+        self.seen = now;
+        out
+    }
+}
+
+/// Adds the memos' growth to their files' rows (a new row when the file has none; a row whose
+/// memo moved into it keeps the net, never below zero).
+pub fn add_dio_memos(files: &mut Vec<RawFile>, growth: &[MemoGrowth]) {
+    for m in growth {
         let key = FileKey { dev: m.dev, kind: KEY_SB_DEV, ino: m.ino };
         let i = match files.iter().position(|f| f.key == key) {
             Some(i) => i,
@@ -245,8 +300,9 @@ pub fn add_dio_memos(files: &mut Vec<RawFile>, memos: &[DioMemo]) {
                 files.len() - 1
             }
         };
-        files[i].dio_read_bytes += m.read_bytes;
-        files[i].dio_write_bytes += m.write_bytes;
+        let f = &mut files[i];
+        f.dio_read_bytes = f.dio_read_bytes.saturating_add_signed(m.read_bytes);
+        f.dio_write_bytes = f.dio_write_bytes.saturating_add_signed(m.write_bytes);
     }
 }
 
@@ -284,9 +340,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pending_direct_io_joins_its_file_or_makes_a_row() {
+    fn pending_direct_io_counts_once_while_pending_and_once_moved() {
         let key = FileKey { dev: 7, kind: KEY_SB_DEV, ino: 12 };
-        let mut files = vec![RawFile { key, dio_read_bytes: 4096, ..Default::default() }];
         let memo = |ino, read_bytes, write_bytes| DioMemo {
             tgid: 10,
             dev: 7,
@@ -296,12 +351,27 @@ mod tests {
             writes: write_bytes / 4096,
             write_bytes,
         };
-        add_dio_memos(&mut files, &[memo(12, 8192, 0), memo(12, 4096, 4096), memo(13, 0, 65536)]);
+        let mut t = MemoTracker::default();
+        // Sample 1: 4 KiB drained, 8 KiB pending on one CPU, 64 KiB of another file on another.
+        let mut files = vec![RawFile { key, dio_read_bytes: 4096, ..Default::default() }];
+        add_dio_memos(&mut files, &t.growth(&[memo(12, 8192, 0), memo(13, 0, 65536)]));
         assert_eq!(files.len(), 2);
-        assert_eq!((files[0].dio_read_bytes, files[0].dio_write_bytes), (16384, 4096));
-        // A file evicted from the LRU map meanwhile still gets its bytes, under the same key kind.
+        assert_eq!((files[0].dio_read_bytes, files[0].dio_write_bytes), (12288, 0));
+        // A file with no drained row still gets its bytes, under the same key kind.
         assert_eq!(files[1].key, FileKey { dev: 7, kind: KEY_SB_DEV, ino: 13 });
         assert_eq!((files[1].dio_read_bytes, files[1].dio_write_bytes), (0, 65536));
+        // Sample 2: the memo of 12 grew by 4 KiB; 13's memo moved into FILE_IO (drained: its 64
+        // KiB and 4 KiB more): only the 4 KiB are new.
+        let key13 = FileKey { dev: 7, kind: KEY_SB_DEV, ino: 13 };
+        let mut files = vec![RawFile { key: key13, dio_write_bytes: 69632, ..Default::default() }];
+        add_dio_memos(&mut files, &t.growth(&[memo(12, 12288, 0)]));
+        let by = |k: FileKey| files.iter().find(|f| f.key == k).unwrap().clone();
+        assert_eq!(by(key).dio_read_bytes, 4096);
+        assert_eq!(by(key13).dio_write_bytes, 4096);
+        // Sample 3: nothing changed: no rows.
+        let mut files = Vec::new();
+        add_dio_memos(&mut files, &t.growth(&[memo(12, 12288, 0)]));
+        assert!(files.is_empty());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod block;
 pub mod block_files;
 pub mod cgroup;
+pub mod file_names;
 pub mod files;
 pub mod kernel_btf;
 pub mod kfunc;
@@ -26,6 +27,7 @@ use aya::{Ebpf, EbpfLoader};
 use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
 use ioscope_common::block_files::BLOCK_RQ_CONFIG_GLOBAL;
 use ioscope_common::fallback::{FnLayout, FN_LAYOUT_GLOBAL};
+use ioscope_common::file_names::{NameLayout, NAME_LAYOUT_GLOBAL};
 use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
@@ -52,6 +54,10 @@ pub struct BpfOptions {
     /// Tracepoints ("category:event") to treat as missing, as on an older kernel (tests of the
     /// fallbacks that this kernel also has). Empty in the product.
     pub hidden_tracepoints: Vec<String>,
+    /// Paths also from /proc and mount walks when the kernel's names have none (see
+    /// collect::files). Tests turn it off to prove the kernel's names alone find them. True in
+    /// the product.
+    pub path_fallbacks: bool,
 }
 
 impl BpfOptions {
@@ -69,7 +75,12 @@ impl BpfOptions {
 
 impl Default for BpfOptions {
     fn default() -> Self {
-        BpfOptions { btf_tracepoints: true, refuse_block_twin: None, hidden_tracepoints: Vec::new() }
+        BpfOptions {
+            btf_tracepoints: true,
+            refuse_block_twin: None,
+            hidden_tracepoints: Vec::new(),
+            path_fallbacks: true,
+        }
     }
 }
 
@@ -84,6 +95,8 @@ pub struct BpfCollector {
     /// The per-file attribution map, and the path/mount bookkeeping that turns it into samples.
     files: Option<files::FileMaps>,
     file_resolver: crate::collect::files::FileResolver,
+    /// The direct I/O pending in the CPUs' memos as of the last sample.
+    dio_memos: files::MemoTracker,
     readahead: Option<readahead::ReadaheadMaps>,
     /// Completed requests from `block_rq_complete`, and their mapping to files.
     request_ring: Option<block_files::RequestRing>,
@@ -141,6 +154,10 @@ impl BpfCollector {
         let mut fn_layout = FnLayout::UNSET;
         let mut cache_fallbacks = Vec::new();
         let (mut ra_fn_layout, mut ra_fallbacks) = (RaFnLayout::UNSET, Vec::new());
+        let name_layout = match &btf {
+            Some(k) => file_names::layout(k).map_err(|e| format!("{e:#}")),
+            None => Err("no kernel BTF".to_string()),
+        };
         if let Some(k) = &btf {
             if options.btf_tracepoints {
                 match block::request_layout(k) {
@@ -208,6 +225,8 @@ impl BpfCollector {
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
         loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
         loader.override_global(RA_FN_LAYOUT_GLOBAL, &ra_fn_layout, true);
+        let names_global = name_layout.as_ref().copied().unwrap_or(NameLayout::UNSET);
+        loader.override_global(NAME_LAYOUT_GLOBAL, &names_global, true);
         let sync_plan = syncs::plan(&tracefs, btf.as_ref(), &sync_plan_hidden);
         loader.override_global(ioscope_common::syncs::SYNC_LAYOUT_GLOBAL, &sync_plan.layout, true);
         let rq_config = block_files::config();
@@ -265,6 +284,18 @@ impl BpfCollector {
             });
         let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready, iomap_btf, dio_has_direction);
         programs.extend(file_statuses);
+        let (name_statuses, names) = file_names::attach(
+            &mut ebpf,
+            name_layout.map(|_| ()),
+            btf.as_ref().map(|k| k.aya()),
+            &options.hidden_tracepoints,
+        );
+        programs.extend(name_statuses);
+        let mut file_resolver = crate::collect::files::FileResolver::default();
+        file_resolver.fallbacks = options.path_fallbacks;
+        if let Some(names) = names {
+            file_resolver.set_names(names);
+        }
         // The read path's program that also feeds readahead (the raw tracepoint or its fallback).
         let raw_read = programs.iter().any(|p| {
             (p.program == "filemap_get_pages_raw" || p.program == "filemap_get_pages_fexit") && p.attached
@@ -310,7 +341,8 @@ impl BpfCollector {
             block,
             page_cache,
             files,
-            file_resolver: Default::default(),
+            file_resolver,
+            dio_memos: Default::default(),
             readahead,
             request_ring,
             block_file_mapper: Default::default(),
@@ -331,6 +363,7 @@ impl BpfCollector {
             page_cache: None,
             files: None,
             file_resolver: Default::default(),
+            dio_memos: Default::default(),
             readahead: None,
             request_ring: None,
             block_file_mapper: Default::default(),
@@ -369,10 +402,11 @@ impl BpfCollector {
             }
         }
         cgroup::name_rows(&mut sample, &mut self.cgroups);
-        if let Some(maps) = &self.files {
-            let raw = maps.read().and_then(|mut raw| {
+        if let Some(maps) = &mut self.files {
+            let memos = &mut self.dio_memos;
+            let raw = maps.drain(files::DRAIN_BUDGET).and_then(|mut raw| {
                 if let Some(cache) = &self.page_cache {
-                    files::add_dio_memos(&mut raw, &cache.dio_memos()?);
+                    files::add_dio_memos(&mut raw, &memos.growth(&cache.dio_memos()?));
                 }
                 Ok(raw)
             });
@@ -388,7 +422,8 @@ impl BpfCollector {
                 .iter()
                 .filter_map(|f| Some((((f.major << 20) | f.minor, f.ino), f.path.clone()?)))
                 .collect();
-            match maps.read(&known) {
+            let resolver = &mut self.file_resolver;
+            match maps.read(&known, &mut |dev, ino| resolver.known_path(dev, ino)) {
                 Ok(ra) => sample.readahead = Some(ra),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }

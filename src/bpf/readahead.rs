@@ -215,7 +215,12 @@ impl ReadaheadMaps {
     /// The counters as of now; files idle for a minute with nothing pending are removed after
     /// being reported once more. `known` is what the files view already resolved, (kernel dev_t,
     /// inode) → path: used before looking through the triggering processes.
-    pub fn read(&mut self, known: &StdHashMap<(u32, u64), String>) -> Result<ReadaheadSample> {
+    /// `kernel_name` gives the path the kernel named the file by (src/bpf/file_names.rs), checked.
+    pub fn read(
+        &mut self,
+        known: &StdHashMap<(u32, u64), String>,
+        kernel_name: &mut dyn FnMut(u32, u64) -> Option<String>,
+    ) -> Result<ReadaheadSample> {
         let now = crate::collect::monotonic_ns();
         let entries: Vec<(RaFileKey, RaFileStats)> =
             self.files.iter().collect::<Result<_, _>>().context("reading RA_FILES")?;
@@ -232,7 +237,7 @@ impl ReadaheadMaps {
                 .filter(|&&pid| pid != 0)
                 .map(|&pid| RaTrigger { pid, comm: comms.entry(pid).or_insert_with(|| comm_of(pid)).clone() })
                 .collect();
-            let path = self.paths.resolve(key.dev, key.ino, &triggers, known);
+            let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
             files.push(to_sample(&key, &s, path, triggers));
         }
         files.sort_by_key(|f| (f.dev, f.ino));
@@ -296,12 +301,13 @@ impl PathCache {
         ino: u64,
         triggers: &[RaTrigger],
         hints: &StdHashMap<(u32, u64), String>,
+        kernel_name: &mut dyn FnMut(u32, u64) -> Option<String>,
     ) -> Option<String> {
         if let Some(p) = self.known.get(&(dev, ino)) {
             return Some(p.clone());
         }
         let now = std::time::Instant::now();
-        let found = hints.get(&(dev, ino)).cloned().or_else(|| {
+        let found = hints.get(&(dev, ino)).cloned().or_else(|| kernel_name(dev, ino)).or_else(|| {
             if self.tried.get(&(dev, ino)).is_some_and(|t| now.duration_since(*t) < RETRY_AFTER) {
                 return None;
             }

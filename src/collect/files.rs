@@ -1,9 +1,18 @@
 //! Turning the per-file map (src/bpf/files.rs) into [`FileIoSample`]s: writeback keyed by a
 //! backing disk merged onto the filesystem mounted from it, a path for each inode without
-//! debugfs, and only the files with recent activity in the Sample (recordings stay small).
+//! debugfs, and only the files active in the interval in the Sample (recordings stay small).
+//!
+//! The map is drained each sample (crate::bpf::files::FileMaps::drain): its rows are what
+//! happened since the last sample. A file's counters in the Sample run from the sample it entered
+//! the Sample in (the Model compares a file absent from the previous Sample with zero); a file idle
+//! for one interval leaves it. At most [`MAX_SAMPLE_FILES`] files, the busiest, have rows of their
+//! own; the rest are summed into one row labelled `[N other files]`, and paths are looked up
+//! for the listed files only.
 //!
 //! Inode → path, cheapest first, every answer cached and checked again before each use (a rename
 //! makes a cached path stale: it is dropped, never shown wrong):
+//! 0. the name the kernel programs read from the file's dentries at its first I/O
+//!    (crate::bpf::file_names): no process has to hold the file open; checked by stat;
 //! 1. /proc/PID/maps and /proc/PID/fd of the processes seen doing the file's I/O, at once when
 //!    a file is newly unknown (its opener may close it soon; a handful of processes, so cheap);
 //! 2. still unknown and new: /proc/*/fd of every running process, at once (one stat per open
@@ -53,8 +62,10 @@ const WALK_PACE: (usize, Duration) = (250, Duration::from_millis(250));
 /// Most files whose cache state is read per sample (one open and one cachestat each).
 pub const MAX_CACHE_STATES: usize = 256;
 pub const WALK_EVERY: Duration = Duration::from_secs(30);
-/// A file stays in the Sample this long after its last activity.
-pub const KEEP_IDLE: Duration = Duration::from_secs(10);
+/// Most files in one Sample: the busiest; the others are summed into one row labelled
+/// `[N other files]` (a burst of new files costs one row, not thousands, and paths are looked up
+/// for these only).
+pub const MAX_SAMPLE_FILES: usize = 256;
 
 /// (major, minor, inode): a file as userspace names devices.
 pub type FileId = (u32, u32, u64);
@@ -64,19 +75,22 @@ pub type FileId = (u32, u32, u64);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {
     pub dev: (u32, u32),
+    /// The directory of the filesystem the mount shows (`/`, or a bind mount's subdirectory).
+    pub root: PathBuf,
     pub mount_point: PathBuf,
     pub bdi: Option<(u32, u32)>,
 }
 
-/// `/proc/self/mountinfo`'s (major:minor, mount point) per line; the first mount of each device
-/// comes first (bind mounts and second mounts of the same filesystem follow it).
-pub fn parse_mountinfo(text: &str) -> Vec<((u32, u32), PathBuf)> {
+/// `/proc/self/mountinfo`'s (major:minor, root, mount point) per line; the first mount of each
+/// device comes first (bind mounts and second mounts of the same filesystem follow it).
+pub fn parse_mountinfo(text: &str) -> Vec<((u32, u32), PathBuf, PathBuf)> {
     text.lines()
         .filter_map(|l| {
             let mut f = l.split(' ');
-            let (_, _, dev, _, mp) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            let (_, _, dev, root, mp) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
             let (maj, min) = dev.split_once(':')?;
-            Some(((maj.parse().ok()?, min.parse().ok()?), PathBuf::from(unescape_octal(mp))))
+            let dev = (maj.parse().ok()?, min.parse().ok()?);
+            Some((dev, PathBuf::from(unescape_octal(root)), PathBuf::from(unescape_octal(mp))))
         })
         .collect()
 }
@@ -175,17 +189,16 @@ fn add(into: &mut RawFile, f: &RawFile) {
     }
 }
 
-/// What the resolver remembers per file between samples.
+/// What the resolver remembers of a file in the Sample: its counters since it entered it (a
+/// file absent from the previous Sample starts from zero: the Model compares with zero).
 #[derive(Clone, Debug, Default)]
 struct Tracked {
-    /// The counters as last read (to see whether the file was active).
-    last: [u64; 7],
-    last_active: Option<Instant>,
-    /// Counters at the moment the file left the Sample: subtracted while it is back, so a Model
-    /// comparing with a Sample that lacked it sees only what happened since.
-    offset: [u64; 7],
-    in_sample: bool,
+    cum: [u64; 7],
+    processes: Vec<crate::sample::FileProcess>,
 }
+
+/// Processes remembered per file.
+const MAX_FILE_PROCESSES: usize = 8;
 
 fn counters(f: &RawFile) -> [u64; 7] {
     [
@@ -198,6 +211,15 @@ fn counters(f: &RawFile) -> [u64; 7] {
         f.fs_writeback_bytes,
     ]
 }
+
+/// The disk bytes an increment stands for (to rank files for [`MAX_SAMPLE_FILES`]).
+fn busy_bytes(c: &[u64; 7], page: u64) -> u64 {
+    let writeback = (c[3].saturating_mul(page)).max(c[6]);
+    c[0].saturating_mul(page).saturating_add(writeback).saturating_add(c[4]).saturating_add(c[5])
+}
+
+/// The row the files beyond [`MAX_SAMPLE_FILES`] are summed into.
+pub const OTHER_FILES: FileId = (0, 0, 0);
 
 /// Paths, mounts and activity across samples. See the module docs.
 pub struct FileResolver {
@@ -217,6 +239,12 @@ pub struct FileResolver {
     /// When each unknown file was last looked for in /proc.
     tried: HashMap<FileId, Instant>,
     sysfs: SysfsCache,
+    /// The names the kernel programs read from the dentries (step 0), when they run.
+    names: Option<crate::bpf::file_names::FileNames>,
+    /// The mount table as of the last sample.
+    mounts: Vec<Mount>,
+    /// Steps 1–4 (/proc, mount walks) after the kernel's names; off only in tests.
+    pub fallbacks: bool,
 }
 
 /// Answers from sysfs, per major:minor, forgotten every [`SYSFS_FRESH`].
@@ -294,14 +322,68 @@ impl FileResolver {
             walker: None,
             tried: HashMap::new(),
             sysfs: SysfsCache::default(),
+            names: None,
+            mounts: Vec::new(),
+            fallbacks: true,
         }
+    }
+
+    /// Uses the names the kernel programs read (see crate::bpf::file_names) before anything else.
+    pub fn set_names(&mut self, names: crate::bpf::file_names::FileNames) {
+        self.names = Some(names);
+    }
+
+    /// The path of a file keyed as the kernel keys it (dev_t `major << 20 | minor`, inode): the
+    /// one found for the files view, else the kernel's name for it (checked), else None. For the
+    /// readahead view, whose files may have left the files view.
+    pub fn known_path(&mut self, dev: u32, ino: u64) -> Option<String> {
+        let (a, b) = kernel_dev_major_minor(dev);
+        let id = (a, b, ino);
+        if let Some(p) = self.paths.get(&id) {
+            return Some(p.clone());
+        }
+        let mounts = std::mem::take(&mut self.mounts);
+        let found = self.kernel_name(id, &mounts);
+        self.mounts = mounts;
+        let found = found?;
+        self.paths.insert(id, found.clone());
+        Some(found)
+    }
+
+    /// The path the kernel's dentries give `id`, when it still names it (or the dentry was
+    /// unlinked: the kernel's own " (deleted)"). A stale one is forgotten: renamed since, the
+    /// file is named again at its next I/O.
+    fn kernel_name(&mut self, id: FileId, mounts: &[Mount]) -> Option<String> {
+        let kernel = self.names.as_mut()?;
+        let dev = (id.0 << ioscope_common::KERNEL_MINOR_BITS) | id.1;
+        let fs = kernel.fs_path(dev, id.2)?;
+        let roots = mounts.iter().map(|m| crate::bpf::file_names::MountRoot {
+            dev: m.dev,
+            root: &m.root,
+            mount_point: &m.mount_point,
+        });
+        let path = crate::bpf::file_names::mounted_path(roots, (id.0, id.1), &fs.path)?;
+        let path = path.to_string_lossy().into_owned();
+        if fs.unlinked {
+            return Some(format!("{path} (deleted)"));
+        }
+        if names(&path, id) {
+            return Some(path);
+        }
+        kernel.forget(dev, &fs.chain);
+        None
     }
 
     fn mounts(&mut self) -> Vec<Mount> {
         let text = std::fs::read_to_string(self.proc.join("self/mountinfo")).unwrap_or_default();
         parse_mountinfo(&text)
             .into_iter()
-            .map(|(dev, mount_point)| Mount { dev, mount_point, bdi: self.sysfs.bdi(&self.sys, dev) })
+            .map(|(dev, root, mount_point)| Mount {
+                dev,
+                root,
+                mount_point,
+                bdi: self.sysfs.bdi(&self.sys, dev),
+            })
             .collect()
     }
 
@@ -320,53 +402,82 @@ impl FileResolver {
             devs.dedup();
             devs
         });
-        let mut out = Vec::new();
-        for (id, f) in merged {
-            let c = counters(&f);
-            let t = self.tracked.entry(id).or_default();
-            if t.last != c || t.last_active.is_none() {
-                t.last_active = Some(now);
-            }
-            // The kernel's entry was evicted and began again: it has no history to subtract.
-            if c.iter().zip(&t.last).any(|(c, l)| c < l) {
-                t.offset = [0; 7];
-            }
-            t.last = c;
-            let active = t.last_active.is_some_and(|a| now.duration_since(a) < KEEP_IDLE);
-            if !active {
-                if t.in_sample {
-                    t.offset = c;
-                    t.in_sample = false;
+        // The files active in the interval (the rows are what the programs counted since the
+        // last drain), the busiest first; beyond MAX_SAMPLE_FILES summed into one row.
+        let page = self.page_size;
+        let mut active: Vec<(FileId, RawFile, [u64; 7])> = merged
+            .into_iter()
+            .map(|(id, f)| {
+                let c = counters(&f);
+                (id, f, c)
+            })
+            .filter(|(_, _, c)| c.iter().any(|&v| v != 0))
+            .collect();
+        active.sort_by_key(|(id, _, c)| (std::cmp::Reverse(busy_bytes(c, page)), *id));
+        let mut others = (0usize, [0u64; 7]);
+        if active.len() > MAX_SAMPLE_FILES {
+            for (_, _, c) in active.drain(MAX_SAMPLE_FILES..) {
+                others.0 += 1;
+                for (o, v) in others.1.iter_mut().zip(c) {
+                    *o = o.saturating_add(v);
                 }
-                continue;
             }
-            t.in_sample = true;
-            let o = t.offset;
-            let mut processes = f.processes.clone();
+        }
+        // Files not active in this interval leave the Sample and are forgotten.
+        let mut before = std::mem::take(&mut self.tracked);
+        let mut out = Vec::new();
+        let mut row = |id: FileId,
+                       inc: [u64; 7],
+                       procs: &[crate::sample::FileProcess],
+                       tracked: &mut HashMap<FileId, Tracked>| {
+            let mut t = before.remove(&id).unwrap_or_default();
+            for (c, v) in t.cum.iter_mut().zip(inc) {
+                *c = c.saturating_add(v);
+            }
+            let mut processes: Vec<_> = procs.to_vec();
+            processes.extend(t.processes.iter().filter(|p| !procs.iter().any(|q| q.pid == p.pid)).cloned());
+            processes.truncate(MAX_FILE_PROCESSES);
             processes.sort_by_key(|p| p.pid);
-            out.push(FileIoSample {
+            t.processes = processes.clone();
+            let c = t.cum;
+            tracked.insert(id, t);
+            FileIoSample {
                 major: id.0,
                 minor: id.1,
                 ino: id.2,
-                device: self.sysfs.name(&self.sys, (id.0, id.1)),
+                device: String::new(),
                 path: None,
-                inserted_pages: c[0].saturating_sub(o[0]),
-                readahead_pages: c[1].saturating_sub(o[1]),
-                dirtied_pages: c[2].saturating_sub(o[2]),
-                writeback_pages: c[3].saturating_sub(o[3]),
-                dio_read_bytes: c[4].saturating_sub(o[4]),
-                dio_write_bytes: c[5].saturating_sub(o[5]),
-                fs_writeback_bytes: c[6].saturating_sub(o[6]),
+                inserted_pages: c[0],
+                readahead_pages: c[1],
+                dirtied_pages: c[2],
+                writeback_pages: c[3],
+                dio_read_bytes: c[4],
+                dio_write_bytes: c[5],
+                fs_writeback_bytes: c[6],
                 processes,
                 cache: None,
                 label: None,
-            });
+            }
+        };
+        let mut tracked = HashMap::new();
+        for (id, f, c) in &active {
+            let mut r = row(*id, *c, &f.processes, &mut tracked);
+            r.device = self.sysfs.name(&self.sys, (id.0, id.1));
+            out.push(r);
         }
-        // Forget files the kernel no longer has (bounded by the map's size anyway).
-        if self.tracked.len() > 4 * ioscope_common::files::FILE_MAX_ENTRIES as usize {
-            self.tracked.retain(|_, t| t.in_sample);
+        if others.0 > 0 {
+            let mut r = row(OTHER_FILES, others.1, &[], &mut tracked);
+            r.label = Some(format!("[{} other files]", others.0));
+            out.push(r);
         }
+        self.tracked = tracked;
         self.find_paths(&mut out, &mounts, now);
+        self.mounts = mounts;
+        // Paths of files long gone from the Sample (a churn of new files) are not kept forever.
+        if self.paths.len() > 8 * MAX_SAMPLE_FILES {
+            let tracked = &self.tracked;
+            self.paths.retain(|id, _| tracked.contains_key(id));
+        }
         out.sort_by_key(|f| (f.major, f.minor, f.ino));
         out
     }
@@ -374,7 +485,7 @@ impl FileResolver {
     fn find_paths(&mut self, files: &mut [FileIoSample], mounts: &[Mount], now: Instant) {
         // Cached answers still naming the same inode; the others are dropped.
         let mut unknown: HashSet<FileId> = HashSet::new();
-        for f in files.iter() {
+        for f in files.iter().filter(|f| (f.major, f.minor, f.ino) != OTHER_FILES) {
             let id = (f.major, f.minor, f.ino);
             if let Some(p) = self.paths.get(&id) {
                 if p.ends_with(" (deleted)") || names(p, id) {
@@ -383,6 +494,18 @@ impl FileResolver {
                 self.paths.remove(&id);
             }
             unknown.insert(id);
+        }
+        // The names the kernel read from the dentries at the file's I/O: no process needed.
+        if self.names.is_some() {
+            for id in unknown.clone() {
+                if let Some(p) = self.kernel_name(id, mounts) {
+                    self.paths.insert(id, p);
+                    unknown.remove(&id);
+                }
+            }
+        }
+        if !self.fallbacks {
+            unknown.clear();
         }
         // A file newly unknown: at once, the fds and maps of the processes seen doing its I/O
         // (its opener may close it soon), then every process's fds. A file due for a retry (a
@@ -458,6 +581,9 @@ impl FileResolver {
         let mut cache_budget = MAX_CACHE_STATES;
         for f in files.iter_mut() {
             let id = (f.major, f.minor, f.ino);
+            if id == OTHER_FILES {
+                continue;
+            }
             f.path = self.paths.get(&id).cloned();
             if f.path.is_none() {
                 let sys = &self.sys;
@@ -468,10 +594,8 @@ impl FileResolver {
                     .or_insert_with(|| block_device_cache_label(sys, mounts, id))
                     .clone();
             }
-            // Only for files active in this interval (the others are about to leave the Sample),
-            // and opened by path only when it still names this inode (checked above).
-            let active_now = self.tracked.get(&id).is_some_and(|t| t.last_active == Some(now));
-            if !active_now || cache_budget == 0 {
+            // Opened by path only when it still names this inode (checked above).
+            if cache_budget == 0 {
                 continue;
             }
             f.cache = f
@@ -702,7 +826,8 @@ mod tests {
     fn block_device_caches_are_labelled_and_real_inodes_are_not() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("dev/block/7:0")).unwrap();
-        let mounts = vec![Mount { dev: (7, 0), mount_point: "/mnt".into(), bdi: Some((7, 0)) }];
+        let mounts =
+            vec![Mount { dev: (7, 0), root: "/".into(), mount_point: "/mnt".into(), bdi: Some((7, 0)) }];
         let label = |id| block_device_cache_label(dir.path(), &mounts, id);
         // On the bdev filesystem (0:3): the inode is the device's dev_t.
         assert_eq!(label((0, 3, 7 << 20)).as_deref(), Some("[7:0 metadata/journal]"));
@@ -749,8 +874,15 @@ mod tests {
 
     #[test]
     fn mountinfo_and_maps_lines_parse() {
-        let mi = "22 1 7:0 / /mnt/a\\040b rw,relatime shared:1 - ext4 /dev/loop0 rw\n";
-        assert_eq!(parse_mountinfo(mi), vec![((7, 0), PathBuf::from("/mnt/a b"))]);
+        let mi = "22 1 7:0 / /mnt/a\\040b rw,relatime shared:1 - ext4 /dev/loop0 rw\n\
+                  23 1 7:0 /sub\\040dir /srv rw,relatime shared:1 - ext4 /dev/loop0 rw\n";
+        assert_eq!(
+            parse_mountinfo(mi),
+            vec![
+                ((7, 0), PathBuf::from("/"), PathBuf::from("/mnt/a b")),
+                ((7, 0), PathBuf::from("/sub dir"), PathBuf::from("/srv"))
+            ]
+        );
         let maps = "7f00-7f01 r--p 00000000 fd:01 1234    /usr/lib/libc.so.6\n\
                     7f01-7f02 rw-p 00000000 00:00 0 \n\
                     7f02-7f03 r--p 00000000 07:00 12   /mnt/x/data (deleted)\n\
@@ -766,19 +898,44 @@ mod tests {
     }
 
     #[test]
-    fn idle_files_leave_the_sample_and_come_back_counting_from_their_return() {
+    fn a_sample_holds_the_files_active_in_its_interval_counting_from_their_return() {
         let dir = std::env::temp_dir();
         let mut r = FileResolver::new(&dir.join("no-proc"), &dir.join("no-sys"));
         let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        // The rows are what the programs counted since the last drain.
         let f = |n| vec![raw(7 << 20, KEY_SB_DEV, 12, 0, n)];
         assert_eq!(r.resolve_at(f(10), t0)[0].inserted_pages, 10);
-        // Idle past KEEP_IDLE: gone from the sample.
-        assert!(r.resolve_at(f(10), t0 + KEEP_IDLE + Duration::from_secs(1)).is_empty());
-        // Active again: what it did since it left, not its whole history.
-        let back = r.resolve_at(f(14), t0 + KEEP_IDLE * 2);
+        // Active again in the next interval: its counters continue.
+        assert_eq!(r.resolve_at(f(5), t0 + s)[0].inserted_pages, 15);
+        // Idle for one interval: gone from the sample.
+        assert!(r.resolve_at(Vec::new(), t0 + 2 * s).is_empty());
+        assert!(r.resolve_at(vec![raw(7 << 20, KEY_SB_DEV, 12, 0, 0)], t0 + 3 * s).is_empty());
+        // Active again: what it did since it came back, not its whole history.
+        let back = r.resolve_at(f(4), t0 + 4 * s);
         assert_eq!(back[0].inserted_pages, 4);
         assert_eq!((back[0].device.as_str(), back[0].path.as_deref()), ("7:0", None));
-        // And it keeps counting from there.
-        assert_eq!(r.resolve_at(f(20), t0 + KEEP_IDLE * 2 + Duration::from_secs(1))[0].inserted_pages, 10);
+    }
+
+    #[test]
+    fn beyond_the_budget_the_quietest_files_are_one_row() {
+        let dir = std::env::temp_dir();
+        let mut r = FileResolver::new(&dir.join("no-proc"), &dir.join("no-sys"));
+        let t0 = Instant::now();
+        let n = MAX_SAMPLE_FILES as u64 + 476;
+        let burst: Vec<RawFile> = (1..=n).map(|i| raw(7 << 20, KEY_SB_DEV, i, 0, i)).collect();
+        let rows = r.resolve_at(burst, t0);
+        assert_eq!(rows.len(), MAX_SAMPLE_FILES + 1);
+        // The busiest files have rows of their own; the 476 quietest (1..=476 pages) are one.
+        assert!(rows.iter().all(|f| f.ino == 0 || f.ino > 476), "{:?}", rows.iter().map(|f| f.ino).min());
+        let other = rows.iter().find(|f| f.label.is_some()).unwrap();
+        assert_eq!(other.label.as_deref(), Some("[476 other files]"));
+        assert_eq!(other.inserted_pages, 476 * 477 / 2);
+        assert_eq!((other.major, other.minor, other.ino), OTHER_FILES);
+        // Their sum continues while some files stay beyond the budget.
+        let again: Vec<RawFile> = (1..=n).map(|i| raw(7 << 20, KEY_SB_DEV, i, 0, 1000 + i)).collect();
+        let rows = r.resolve_at(again, t0 + Duration::from_secs(1));
+        let other = rows.iter().find(|f| f.label.is_some()).unwrap();
+        assert_eq!(other.inserted_pages, 476 * 477 / 2 + 476 * 1000 + 476 * 477 / 2);
     }
 }

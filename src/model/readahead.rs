@@ -133,8 +133,11 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<Readahe
     };
     let page = cur.page_size.max(1);
     let mut files: Vec<RaFileModel> = Vec::new();
+    // Indexed: thousands of files after a burst of new ones (a search per file was quadratic).
+    let index: std::collections::HashMap<(u32, u64), _> =
+        p.files.iter().map(|o| ((o.dev, o.ino), o)).collect();
     for f in &c.files {
-        let before = p.files.iter().find(|o| o.dev == f.dev && o.ino == f.ino);
+        let before = index.get(&(f.dev, f.ino)).copied();
         let m = file_model(before, f, cur);
         if m.ra_pages + m.used_pages + m.wasted_pages + m.windows + m.pending_pages > 0 {
             files.push(m);

@@ -3,6 +3,7 @@
 
 mod bench_fio;
 mod cache_overhead;
+mod churn;
 mod dist;
 mod ebpf;
 mod empty_program;
@@ -64,6 +65,12 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure ioscope's CPU over a burst of new files created and read, and idle, with the paths
+    /// it found (arguments go to the tool).
+    Churn {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Measure `ioscope serve`: scrape time, CPU at 15 s scrapes, memory (arguments go to the tool).
     ServePerf {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -100,6 +107,7 @@ fn main() -> anyhow::Result<()> {
         Command::Perf { args } => perf::run(&args),
         Command::ServePerf { args } => serve_perf::run(&args),
         Command::Startup { args } => startup::run(&args),
+        Command::Churn { args } => churn::run(&args),
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
         Command::CacheOverhead { args } => cache_overhead::run(&args),

@@ -8,6 +8,7 @@
 pub mod block;
 pub mod block_files;
 pub mod fallback;
+pub mod file_names;
 pub mod files;
 pub mod page_cache;
 pub mod readahead;
