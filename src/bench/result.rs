@@ -271,10 +271,9 @@ fn split_note(r: &JobResult) -> Option<String> {
         return None;
     }
     Some(format!(
-        "split: each {} request reached the device as {per_op:.1} requests of {} on average (the device \
-         cuts a request whose buffer spans more pages than its segment limit)",
-        size_label(r.bs),
-        kib(r.dev_req_kb)
+        "split: {per_op:.1} device requests of {} per {} request (segment limit)",
+        kib(r.dev_req_kb),
+        size_label(r.bs)
     ))
 }
 
@@ -479,10 +478,7 @@ mod tests {
         let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &after);
         assert_eq!(r.dev_req_kb, 512.0);
         assert!(
-            r.verdict.ends_with(
-                "; split: each 1M request reached the device as 2.0 requests of 512 KiB on average (the \
-                 device cuts a request whose buffer spans more pages than its segment limit)"
-            ),
+            r.verdict.ends_with("; split: 2.0 device requests of 512 KiB per 1M request (segment limit)"),
             "{}",
             r.verdict
         );
@@ -531,8 +527,7 @@ mod tests {
         assert_eq!(
             r2.verdict,
             "fsync at end took 4.2 s with nothing dirty in the page cache: the device's cache flush and the journal \
-             (70% of the job); split: each 1M request reached the device as 2.0 requests of 512 KiB on average \
-             (the device cuts a request whose buffer spans more pages than its segment limit)"
+             (70% of the job); split: 2.0 device requests of 512 KiB per 1M request (segment limit)"
         );
         // The same writes with a quick fsync: the flusher's 512 KiB requests for 1 MiB writes are
         // not ≥ 4× larger, so the device decides (5000 ms busy of 6000: not saturated, QD1).
