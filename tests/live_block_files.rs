@@ -47,16 +47,6 @@ fn sample(bpf: &mut BpfCollector) -> Sample {
     s
 }
 
-fn ino(path: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).unwrap().ino()
-}
-
-fn within(what: &str, got: u64, want: u64) {
-    let (lo, hi) = (want as f64 * 0.9, want as f64 * 1.1);
-    assert!((got as f64) >= lo && (got as f64) <= hi, "{what}: {got} bytes, expected {want} ±10%");
-}
-
 /// `debugfs -R "<cmd>" dev`'s output lines after the header, split on whitespace/tab.
 fn debugfs(dev: &Path, cmd: &str) -> Vec<Vec<String>> {
     let out = common::run("debugfs", &["-R", cmd, dev.to_str().unwrap()]);
@@ -163,7 +153,7 @@ fn ext4_requests_mapped_to_files_agree_with_debugfs() {
             let owner = owners.get(&b).copied().flatten();
             assert_eq!(owner, Some(*ino), "block {b} of {r:?}: debugfs says inode {owner:?}");
             let want = names.get(ino).map(|n| m.join(n.trim_start_matches('/')));
-            let ours = open.iter().find(|(p, _)| self::ino(p) == *ino).map(|(p, _)| p.clone());
+            let ours = open.iter().find(|(p, _)| common::ino(p) == *ino).map(|(p, _)| p.clone());
             assert_eq!(ours, want, "inode {ino}: ioscope's file is not debugfs's path");
             checked += 1;
         }
@@ -224,15 +214,15 @@ fn fsync_writeback(fstype: &str) {
     common::run("dd", &["if=/dev/zero", &of, "bs=1M", "count=8", "conv=fsync", "status=none"]);
     let s1 = sample(&mut bpf);
     let files = compute(Some(&s0), &s1, (s1.mono_ns - s0.mono_ns) as f64 / 1e9);
-    let f = find(&files, &lo, ino(&path));
+    let f = find(&files, &lo, common::ino(&path));
     eprintln!("{test}: {f:?}");
     assert_eq!(f.path.as_deref(), Some(path.to_str().unwrap()));
-    within("fsync writeback", f.writeback_bytes, 8 * MIB);
+    common::within("fsync writeback", f.writeback_bytes, 8 * MIB);
     // The block requests mapped to it: all of them when the kernel sent every request (other
     // I/O on the machine can use up the rate limit meanwhile); never more than were written.
     let sampling = ioscope::model::files::block_files(Some(&s0), &s1).unwrap();
     if sampling.not_sent == 0 {
-        within("block writes mapped to the file", f.block_write_bytes, 8 * MIB);
+        common::within("block writes mapped to the file", f.block_write_bytes, 8 * MIB);
     } else {
         eprintln!("{test}: only a sample of the requests was sent: {sampling:?}");
         assert!(f.block_write_bytes <= 8 * MIB, "{f:?}");

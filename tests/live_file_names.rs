@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
@@ -25,15 +24,6 @@ fn sample(bpf: &mut BpfCollector) -> Sample {
     let mut s = Sample { page_size: PAGE, mono_ns: ioscope::collect::monotonic_ns(), ..Default::default() };
     s.bpf = bpf.read();
     s
-}
-
-fn ino(path: &Path) -> u64 {
-    std::fs::metadata(path).unwrap().ino()
-}
-
-fn within(what: &str, got: u64, want: u64) {
-    let (lo, hi) = (want as f64 * 0.9, want as f64 * 1.1);
-    assert!((got as f64) >= lo && (got as f64) <= hi, "{what}: {got} bytes, expected {want} ±10%");
 }
 
 fn sh(script: &str) {
@@ -85,7 +75,7 @@ fn files_case(fstype: &str) {
     let files = compute(Some(&s0), &s1, (s1.mono_ns - s0.mono_ns) as f64 / 1e9);
     let dev = format!("{}:{}", lo.major, lo.minor);
     let row = |p: &Path| {
-        let i = ino(p);
+        let i = common::ino(p);
         files.iter().find(|f| f.dev == dev && f.ino == i).unwrap_or_else(|| {
             let mine: Vec<_> = files.iter().filter(|f| f.dev == dev).collect();
             panic!("no entry for {dev} inode {i} ({}); this device's files: {mine:#?}", p.display())
@@ -93,18 +83,18 @@ fn files_case(fstype: &str) {
     };
     let b = row(&big);
     assert_eq!(b.path.as_deref(), Some(big.to_str().unwrap()), "{b:?}");
-    within("big read from disk", b.disk_read_bytes, 32 * MIB);
+    common::within("big read from disk", b.disk_read_bytes, 32 * MIB);
     let d = row(&direct);
     assert_eq!(d.path.as_deref(), Some(direct.to_str().unwrap()), "{d:?}");
-    within("direct written", d.direct_write_bytes, 16 * MIB);
+    common::within("direct written", d.direct_write_bytes, 16 * MIB);
     let w = row(&buffered);
     assert_eq!(w.path.as_deref(), Some(buffered.to_str().unwrap()), "{w:?}");
-    within("buffered dirtied", w.dirtied_bytes, 8 * MIB);
-    within("buffered written back", w.writeback_bytes, 8 * MIB);
+    common::within("buffered dirtied", w.dirtied_bytes, 8 * MIB);
+    common::within("buffered written back", w.writeback_bytes, 8 * MIB);
     // Readahead's view of the cat: the same path.
     let ra = s1.bpf.readahead.as_ref().expect("readahead probes");
     let kdev = (lo.major << 20) | lo.minor;
-    let r = ra.files.iter().find(|f| f.dev == kdev && f.ino == ino(&big));
+    let r = ra.files.iter().find(|f| f.dev == kdev && f.ino == common::ino(&big));
     let r = r.unwrap_or_else(|| panic!("readahead has no row for {}: {:?}", big.display(), ra.files));
     assert_eq!(r.path.as_deref(), Some(big.to_str().unwrap()), "{r:?}");
 }
@@ -160,9 +150,10 @@ fn a_sample_after_a_burst_holds_only_the_active_files() {
     sh(&format!("cat {} > /dev/null", one.display()));
     let after = sample(&mut bpf);
     let rows = mine(&after);
-    assert!(rows.contains(&(ino(&one), Some(one.to_str().unwrap().to_string()))), "{rows:?}");
+    assert!(rows.contains(&(common::ino(&one), Some(one.to_str().unwrap().to_string()))), "{rows:?}");
     // None of the burst's other files (a directory's or the journal's late write may show).
-    let burst_inos: Vec<u64> = (1..=600).filter(|&i| i != 7).map(|i| ino(&m.join(format!("f{i}")))).collect();
+    let burst_inos: Vec<u64> =
+        (1..=600).filter(|&i| i != 7).map(|i| common::ino(&m.join(format!("f{i}")))).collect();
     let stale: Vec<_> = rows.iter().filter(|(i, _)| burst_inos.contains(i)).collect();
     assert!(stale.is_empty(), "rows of files idle in the interval: {stale:?} (all rows: {rows:?})");
 }

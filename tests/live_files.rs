@@ -10,7 +10,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
 use std::sync::Mutex;
 
 use common::LoopDevice;
@@ -59,16 +58,6 @@ fn find<'a>(files: &'a [FileModel], lo: &LoopDevice, ino: u64) -> &'a FileModel 
         let mine: Vec<_> = files.iter().filter(|f| f.dev == dev).collect();
         panic!("no entry for {dev} inode {ino}; this device's files: {mine:#?}")
     })
-}
-
-fn ino(path: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).unwrap().ino()
-}
-
-fn within(what: &str, got: u64, want: u64) {
-    let (lo, hi) = (want as f64 * 0.9, want as f64 * 1.1);
-    assert!((got as f64) >= lo && (got as f64) <= hi, "{what}: {got} bytes, expected {want} ±10%");
 }
 
 fn drop_cache(f: &File) {
@@ -125,11 +114,11 @@ fn attribution(fstype: &str) {
     let s1 = sample(&mut bpf);
     let files = files_between(&s0, &s1);
 
-    let a = find(&files, &lo, ino(&alpha_path));
+    let a = find(&files, &lo, common::ino(&alpha_path));
     assert_eq!(a.path.as_deref(), Some(alpha_path.to_str().unwrap()), "{a:?}");
-    within("alpha dirtied", a.dirtied_bytes, 16 * MIB);
-    within("alpha written back", a.writeback_bytes, 16 * MIB);
-    within("alpha read from disk", a.disk_read_bytes, 16 * MIB);
+    common::within("alpha dirtied", a.dirtied_bytes, 16 * MIB);
+    common::within("alpha written back", a.writeback_bytes, 16 * MIB);
+    common::within("alpha read from disk", a.disk_read_bytes, 16 * MIB);
     assert_eq!(a.readahead_bytes + a.demand_read_bytes, a.disk_read_bytes);
     // A sequential read: its first 128 KiB read() misses on demand, readahead brings the rest.
     assert!(a.demand_read_bytes >= 128 << 10 && a.readahead_bytes >= 8 * MIB, "{a:?}");
@@ -137,10 +126,10 @@ fn attribution(fstype: &str) {
     let me = std::process::id();
     assert!(a.processes.iter().any(|p| p.pid == me), "the test process is involved: {a:?}");
 
-    let b = find(&files, &lo, ino(&beta_path));
+    let b = find(&files, &lo, common::ino(&beta_path));
     assert_eq!(b.path.as_deref(), Some(beta_path.to_str().unwrap()), "{b:?}");
-    within("beta direct write", b.direct_write_bytes, 8 * MIB);
-    within("beta direct read", b.direct_read_bytes, 8 * MIB);
+    common::within("beta direct write", b.direct_write_bytes, 8 * MIB);
+    common::within("beta direct read", b.direct_read_bytes, 8 * MIB);
     assert!(b.disk_read_bytes < MIB, "direct reads do not go through the cache: {b:?}");
     // The block requests, mapped to the files through their extents: all of them when the kernel
     // sent every request (other I/O on the machine can use up the rate limit), else a sample that
@@ -151,7 +140,7 @@ fn attribution(fstype: &str) {
     let what = ["alpha block writes", "alpha block reads", "beta block writes", "beta block reads"];
     for ((got, want), what) in blk.into_iter().zip(want).zip(what) {
         if sampling.not_sent == 0 {
-            within(what, got, want);
+            common::within(what, got, want);
         } else {
             assert!(got as f64 <= want as f64 * 1.1, "{what}: {got} > {want}");
         }
@@ -204,7 +193,7 @@ fn paths_stay_true(fstype: &str) {
     let b = twin.mount_point().join("twin");
     let mut fa = File::create(&a).unwrap();
     let mut fb = File::create(&b).unwrap();
-    assert_eq!(ino(&a), ino(&b), "fresh {fstype}s number their first file alike");
+    assert_eq!(common::ino(&a), common::ino(&b), "fresh {fstype}s number their first file alike");
 
     // Renamed while written: a sample while it has its first name caches that name.
     let old = m.join("old-name");
@@ -214,7 +203,7 @@ fn paths_stay_true(fstype: &str) {
     write_mib(&mut renamed, 2);
     let s1 = sample(&mut bpf);
     let f = files_between(&s0, &s1);
-    assert_eq!(find(&f, &lo, ino(&old)).path.as_deref(), Some(old.to_str().unwrap()));
+    assert_eq!(find(&f, &lo, common::ino(&old)).path.as_deref(), Some(old.to_str().unwrap()));
     std::fs::rename(&old, &new).unwrap();
     write_mib(&mut renamed, 2);
 
@@ -222,7 +211,7 @@ fn paths_stay_true(fstype: &str) {
     let gone = m.join("gone");
     let mut deleted =
         OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&gone).unwrap();
-    let gone_ino = ino(&gone);
+    let gone_ino = common::ino(&gone);
     std::fs::remove_file(&gone).unwrap();
     write_mib(&mut deleted, 2);
 
@@ -231,7 +220,7 @@ fn paths_stay_true(fstype: &str) {
     let h2 = m.join("link-2");
     let mut linked = File::create(&h1).unwrap();
     std::fs::hard_link(&h1, &h2).unwrap();
-    let linked_ino = ino(&h1);
+    let linked_ino = common::ino(&h1);
     write_mib(&mut linked, 2);
     drop(linked);
 
@@ -240,9 +229,9 @@ fn paths_stay_true(fstype: &str) {
 
     let s2 = sample(&mut bpf);
     let f = files_between(&s1, &s2);
-    let r = find(&f, &lo, ino(&new));
+    let r = find(&f, &lo, common::ino(&new));
     assert_eq!(r.path.as_deref(), Some(new.to_str().unwrap()), "renamed: {r:?}");
-    within("renamed written back", r.writeback_bytes, 2 * MIB);
+    common::within("renamed written back", r.writeback_bytes, 2 * MIB);
 
     let d = find(&f, &lo, gone_ino);
     let want = format!("{} (deleted)", gone.display());
@@ -252,13 +241,13 @@ fn paths_stay_true(fstype: &str) {
     let l = find(&f, &lo, linked_ino);
     let names = [h1.to_str().unwrap(), h2.to_str().unwrap()];
     assert!(l.path.as_deref().is_none_or(|p| names.contains(&p)), "hard link: {l:?}");
-    within("hard link written back", l.writeback_bytes, 2 * MIB);
+    common::within("hard link written back", l.writeback_bytes, 2 * MIB);
 
-    let ta = find(&f, &lo, ino(&a));
-    let tb = find(&f, &twin, ino(&b));
+    let ta = find(&f, &lo, common::ino(&a));
+    let tb = find(&f, &twin, common::ino(&b));
     assert_eq!(ta.path.as_deref(), Some(a.to_str().unwrap()));
     assert_eq!(tb.path.as_deref(), Some(b.to_str().unwrap()));
-    within("twin a written back", ta.writeback_bytes, MIB);
-    within("twin b written back", tb.writeback_bytes, 3 * MIB);
+    common::within("twin a written back", ta.writeback_bytes, MIB);
+    common::within("twin b written back", tb.writeback_bytes, 3 * MIB);
     drop((renamed, deleted, fa, fb));
 }

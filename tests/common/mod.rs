@@ -365,3 +365,15 @@ pub fn child_signal_and_wait(marker: &str) {
 pub fn kernel_has_btf() -> bool {
     Path::new(ioscope::bpf::kernel_btf::VMLINUX_BTF).exists()
 }
+
+/// The inode number of `path`.
+pub fn ino(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).unwrap().ino()
+}
+
+/// Asserts `got` bytes are within 10 % of `want`.
+pub fn within(what: &str, got: u64, want: u64) {
+    let (lo, hi) = (want as f64 * 0.9, want as f64 * 1.1);
+    assert!((got as f64) >= lo && (got as f64) <= hi, "{what}: {got} bytes, expected {want} ±10%");
+}
