@@ -168,27 +168,6 @@ fn watch(bpf: &mut BpfCollector, dir: &Path, mode: &str, with_small: bool) -> Ou
     Outcome { took_s, row, running_seen, small }
 }
 
-/// vm.dirty_expire_centisecs set for the test and put back after it, even when it fails.
-struct ExpiryGuard(String);
-
-impl ExpiryGuard {
-    const PATH: &'static str = "/proc/sys/vm/dirty_expire_centisecs";
-
-    fn set(centisecs: u64) -> ExpiryGuard {
-        let old = std::fs::read_to_string(Self::PATH).unwrap();
-        std::fs::write(Self::PATH, centisecs.to_string()).unwrap();
-        ExpiryGuard(old.trim().to_string())
-    }
-}
-
-impl Drop for ExpiryGuard {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(Self::PATH, &self.0) {
-            eprintln!("FAILED to restore vm.dirty_expire_centisecs={}: {e}", self.0);
-        }
-    }
-}
-
 #[test]
 fn sync_calls_are_timed_on_their_file_and_process_while_they_run() {
     let test = "sync_calls_are_timed_on_their_file_and_process_while_they_run";
@@ -208,7 +187,8 @@ fn sync_calls_are_timed_on_their_file_and_process_while_they_run() {
     let dir = lo.mount_point().to_path_buf();
     // The flusher leaves the test's dirty pages to the calls: under load a call ran 15-26 s, its
     // pages passed the 30 s expiry and the flusher wrote 40 % of sync_file_range's 512 MiB.
-    let _expiry = ExpiryGuard::set(360_000);
+    let dirty = common::DirtySettingsGuard::save();
+    dirty.set("dirty_expire_centisecs", 360_000);
 
     // A small fsync on the idle filesystem, for comparison.
     let before = sample(&mut bpf);

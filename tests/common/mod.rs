@@ -197,11 +197,13 @@ fn unique_dir_in(parent: &Path) -> PathBuf {
     dir
 }
 
-/// The four dirty-limit sysctls as they were; written back on drop (also when a test panics).
-/// Writing a `_bytes` setting zeroes its `_ratio` twin and vice versa, so the non-zero one of each
-/// pair is restored.
+/// The dirty-page sysctls as they were (the four limits and the expiry age); written back on drop
+/// (also when a test panics). Writing a `_bytes` setting zeroes its `_ratio` twin and vice versa,
+/// so the non-zero one of each pair is restored.
 pub struct DirtySettingsGuard {
+    /// (ratio, bytes) pairs.
     saved: Vec<(&'static str, String)>,
+    expire: String,
 }
 
 impl DirtySettingsGuard {
@@ -216,6 +218,7 @@ impl DirtySettingsGuard {
                 read("dirty_background_ratio"),
                 read("dirty_background_bytes"),
             ],
+            expire: read("dirty_expire_centisecs").1,
         }
     }
 
@@ -233,6 +236,10 @@ impl Drop for DirtySettingsGuard {
             if let Err(e) = fs::write(Path::new(Self::VM).join(name), value.trim()) {
                 eprintln!("FAILED to restore vm.{name}={}: {e}", value.trim());
             }
+        }
+        let path = Path::new(Self::VM).join("dirty_expire_centisecs");
+        if let Err(e) = fs::write(path, self.expire.trim()) {
+            eprintln!("FAILED to restore vm.dirty_expire_centisecs={}: {e}", self.expire.trim());
         }
     }
 }
