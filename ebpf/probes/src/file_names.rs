@@ -130,47 +130,81 @@ fn named(key: &NameKey, generation: u32) -> bool {
 
 /// Stores the names up the chain from `dentry` (the dentry of inode `key`), until an ancestor is
 /// already named, the root, or NAME_DEPTH levels.
+///
+/// Written out level by level, not as a loop: verifiers before Linux 6.4 refuse a bounded loop
+/// whose back-edge leaves a helper call ("back-edge from insn 114 to 115" on Debian's 5.10 and
+/// 6.1), and the loop's shape is the compiler's choice.
 #[inline(always)]
-fn walk(mut key: NameKey, mut dentry: u64) {
+fn walk(key: NameKey, dentry: u64) {
     let Some(s) = FILE_NAMES_SCRATCH.get_ptr_mut(0) else { return };
     // SAFETY: this CPU's scratch value; tracing programs do not nest on one CPU.
     let s = unsafe { &mut *s };
-    for _ in 0..NAME_DEPTH {
-        let d = dentry as *const u8;
-        let parent: u64 = Probe::get(d, name_layout!(dentry_parent));
-        let inode: u64 = Probe::get(d, name_layout!(dentry_inode));
-        if parent == 0 || inode == 0 {
-            return;
-        }
-        let root = parent == dentry;
-        let parent_inode: u64 = Probe::get(parent as *const u8, name_layout!(dentry_inode));
-        s.generation = Probe::get(inode as *const u8, name_layout!(inode_generation));
-        s.parent_ino =
-            if root { key.ino } else { Probe::get(parent_inode as *const u8, name_layout!(inode_ino)) };
-        let pprev: u64 = Probe::get(d, name_layout!(dentry_hash_pprev));
-        s.flags = if root {
-            NAME_ROOT
-        } else if pprev == 0 {
-            NAME_UNLINKED
-        } else {
-            0
+    let mut at = (key, dentry);
+    macro_rules! level {
+        () => {
+            match name_level(s, at.0, at.1) {
+                Some(next) => at = next,
+                None => return,
+            }
         };
-        let name: u64 = Probe::get(d, name_layout!(dentry_name));
-        // SAFETY: the helper copes with any address and writes at most NAME_LEN bytes.
-        let n = unsafe {
-            bpf_probe_read_kernel_str(s.name.as_mut_ptr().cast(), NAME_LEN as u32, name as *const _)
-        };
-        if n <= 0 {
-            return;
-        }
-        let _ = FILE_NAMES.insert(&key, &*s, 0);
-        if root || s.parent_ino == 0 {
-            return;
-        }
-        key = NameKey { dev: key.dev, _pad: 0, ino: s.parent_ino };
-        if named(&key, Probe::get(parent_inode as *const u8, name_layout!(inode_generation))) {
-            return;
-        }
-        dentry = parent;
     }
+    const _: () = assert!(NAME_DEPTH == 16, "walk() writes out NAME_DEPTH levels");
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    level!();
+    let _ = at;
+}
+
+/// Stores the name of `dentry` (of inode `key`) through the scratch value `s`; the parent's key
+/// and dentry when the chain goes on (the parent is not the root and not yet named).
+#[inline(always)]
+fn name_level(s: &mut FileName, key: NameKey, dentry: u64) -> Option<(NameKey, u64)> {
+    let d = dentry as *const u8;
+    let parent: u64 = Probe::get(d, name_layout!(dentry_parent));
+    let inode: u64 = Probe::get(d, name_layout!(dentry_inode));
+    if parent == 0 || inode == 0 {
+        return None;
+    }
+    let root = parent == dentry;
+    let parent_inode: u64 = Probe::get(parent as *const u8, name_layout!(dentry_inode));
+    s.generation = Probe::get(inode as *const u8, name_layout!(inode_generation));
+    s.parent_ino =
+        if root { key.ino } else { Probe::get(parent_inode as *const u8, name_layout!(inode_ino)) };
+    let pprev: u64 = Probe::get(d, name_layout!(dentry_hash_pprev));
+    s.flags = if root {
+        NAME_ROOT
+    } else if pprev == 0 {
+        NAME_UNLINKED
+    } else {
+        0
+    };
+    let name: u64 = Probe::get(d, name_layout!(dentry_name));
+    // SAFETY: the helper copes with any address and writes at most NAME_LEN bytes.
+    let n =
+        unsafe { bpf_probe_read_kernel_str(s.name.as_mut_ptr().cast(), NAME_LEN as u32, name as *const _) };
+    if n <= 0 {
+        return None;
+    }
+    let _ = FILE_NAMES.insert(&key, &*s, 0);
+    if root || s.parent_ino == 0 {
+        return None;
+    }
+    let key = NameKey { dev: key.dev, _pad: 0, ino: s.parent_ino };
+    if named(&key, Probe::get(parent_inode as *const u8, name_layout!(inode_generation))) {
+        return None;
+    }
+    Some((key, parent))
 }
