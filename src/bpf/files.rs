@@ -41,7 +41,7 @@ pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 5], Vec<S
     );
     note(
         "dirtying",
-        read("writeback", "writeback_dirty_folio").and_then(|f| {
+        super::renamed::read_event_format(tracefs_dir, "writeback", "writeback_dirty_folio").and_then(|f| {
             l.dirty_name = f.field_sized("name", 32)?.offset;
             l.dirty_ok = 1;
             Ok(())
@@ -94,15 +94,16 @@ pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 5], Vec<S
         l.ewr_ok = 1;
         Ok(())
     });
-    let iwf = read("iomap", "iomap_writeback_folio").and_then(|f| {
-        l.iwf_dev = f.field_sized("dev", 4)?.offset;
-        l.iwf_ino = f.field_sized("ino", 8)?.offset;
-        l.iwf_size = f.field_sized("size", 8)?.offset;
-        l.iwf_offset = f.field_sized("offset", 8)?.offset;
-        l.iwf_length = f.field_sized("length", 8)?.offset;
-        l.iwf_ok = 1;
-        Ok(())
-    });
+    let iwf =
+        super::renamed::read_event_format(tracefs_dir, "iomap", "iomap_writeback_folio").and_then(|f| {
+            l.iwf_dev = f.field_sized("dev", 4)?.offset;
+            l.iwf_ino = f.field_sized("ino", 8)?.offset;
+            l.iwf_size = f.field_sized("size", 8)?.offset;
+            l.iwf_offset = f.field_sized("offset", 8)?.offset;
+            l.iwf_length = f.field_sized("length", 8)?.offset;
+            l.iwf_ok = 1;
+            Ok(())
+        });
     let text = |r: Result<()>| r.map_err(|e| format!("{e:#}"));
     (l, [text(wsi), text(sync_ra), text(iter), text(ewr), text(iwf)], notes)
 }
@@ -183,7 +184,7 @@ pub fn attach(
             }
         }
         statuses.push(match r {
-            Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
+            Ok(()) => super::renamed::attach_tracepoint(ebpf, program, category, event),
             Err(e) => super::program_status(program, category, event, Err(e)),
         });
     }
