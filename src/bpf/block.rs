@@ -216,8 +216,12 @@ pub fn attach(
         }
     }
     let mut statuses = Vec::new();
-    // Before Linux 5.12 the slot-claiming programs load as their twins (see block_claim).
-    let mut nocas = false;
+    // Before Linux 5.12 the slot-claiming programs load as their twins (see block_claim); tests
+    // ask for them by name.
+    let mut nocas = refuse == Some(block_claim::REFUSE_CAS);
+    if nocas {
+        note = Some(block_claim::NOTE.to_string());
+    }
     for (&(slot, program, event), ready) in live.iter().zip(ready) {
         let mut status = match ready {
             Ok(()) => {

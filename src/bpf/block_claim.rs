@@ -12,6 +12,10 @@ use ioscope_common::block_claim::{proc_claim, BLOCK_SLOT_CLAIMS_MAP, NOCAS_SUFFI
 /// The classic block programs that claim slots, each with a `_nocas` twin in the object.
 const CLAIMING: [&str; 4] = ["block_io_start", "block_rq_insert", "block_rq_issue", "block_rq_complete"];
 
+/// `BpfOptions::refuse_block_twin`'s value that makes ioscope treat the compare-and-exchange as
+/// refused (tests of the twins on a kernel that has it).
+pub const REFUSE_CAS: &str = "compare-and-exchange";
+
 /// The status note when the twins are used.
 pub const NOTE: &str = "block probes claim table slots by map insert (the kernel's BPF has no \
                         compare-and-exchange before Linux 5.12): the same figures";
