@@ -18,9 +18,9 @@ use crate::sample::BpfProgramStatus;
 /// - `iomap_writeback_folio` (6.17+) was `iomap_writepage`, raised in the same place (where iomap
 ///   writes one dirty folio back: `iomap_do_writepage()` in 6.1, `iomap_writepage_map()` in 6.12)
 ///   with the same arguments (inode, `folio_pos()`, `folio_size()`) and the same record (`dev`,
-///   `ino`, `size`, `offset`, `length`, of iomap's range class). Before folios (5.10) it was of
-///   the page class (`offset` within the page, a 4-byte `length`): the layout's field sizes refuse
-///   that one.
+///   `ino`, `size`, `offset`, `length`, of iomap's range class). Before folios (5.10) its
+///   `offset` was an `unsigned long` and `length` an `unsigned int` (`page_offset()`,
+///   `PAGE_SIZE`): super::files reads either size.
 const RENAMED: [(&str, &str, &str); 2] = [
     ("writeback", "writeback_dirty_folio", "writeback_dirty_page"),
     ("iomap", "iomap_writeback_folio", "iomap_writepage"),

@@ -147,7 +147,7 @@ pub const FEATURES: &[Feature] = &[
         label: "Files: written-back bytes per file (xfs)",
         pane: Some("files_writeback_iomap"),
         cells: [
-            Missing("iomap:iomap_writeback_folio, or iomap_writepage of the range class (folios)"),
+            Works("iomap:iomap_writepage (iomap_writeback_folio's older name; a page each)"),
             Works("iomap:iomap_writepage (iomap_writeback_folio's older name)"),
             Works("iomap:iomap_writepage (iomap_writeback_folio's older name)"),
             Works("iomap:iomap_writeback_folio"),
