@@ -18,7 +18,8 @@
 //! 2. still unknown and new: /proc/*/fd of every running process, at once (one stat per open
 //!    file, at most [`MAX_FDS_PER_SCAN`]). Not their maps: a file's mappers fault its pages
 //!    themselves, so step 1 saw them, and reading every process's maps is the costly part;
-//! 3. a file still unknown is looked for again after [`WALK_EVERY`], in /proc/*/maps and
+//! 3. a file still unknown is looked for again after [`WALK_EVERY`] (or as new when it comes back
+//!    after an idle interval), in /proc/*/maps and
 //!    /proc/*/fd, at most one such scan per [`SCAN_EVERY`]. An unlinked open file shows the
 //!    kernel's own "PATH (deleted)". Scans of every process get [`SCAN_CPU_SHARE`] of the time
 //!    (cheap on a box with 100,000 open files).
@@ -471,6 +472,11 @@ impl FileResolver {
             out.push(r);
         }
         self.tracked = tracked;
+        // A file that went quiet and comes back (opened again later, perhaps by another process)
+        // is looked up afresh at once: WALK_EVERY paces the retries of files active without a path.
+        for id in before.keys() {
+            self.tried.remove(id);
+        }
         self.find_paths(&mut out, &mounts, now);
         self.mounts = mounts;
         // Paths of files long gone from the Sample (a churn of new files) are not kept forever.
@@ -915,6 +921,30 @@ mod tests {
         let back = r.resolve_at(f(4), t0 + 4 * s);
         assert_eq!(back[0].inserted_pages, 4);
         assert_eq!((back[0].device.as_str(), back[0].path.as_deref()), ("7:0", None));
+    }
+
+    #[test]
+    fn a_file_back_after_an_idle_interval_is_looked_up_again_at_once() {
+        let proc = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let file = data.path().join("cache16");
+        std::fs::write(&file, b"x").unwrap();
+        let m = std::fs::metadata(&file).unwrap();
+        let dev = (libc::major(m.dev()) << ioscope_common::KERNEL_MINOR_BITS) | libc::minor(m.dev());
+        let io = || vec![raw(dev, KEY_SB_DEV, m.ino(), 0, 4)];
+        let mut r = FileResolver::new(proc.path(), &data.path().join("no-sys"));
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        // Written while nobody held it (the writer has exited): looked for, not found.
+        assert_eq!(r.resolve_at(io(), t0)[0].path, None);
+        // Idle, then opened by a process that reads it: named in the interval it comes back in,
+        // not WALK_EVERY (30 s) after the first try.
+        assert!(r.resolve_at(Vec::new(), t0 + s).is_empty());
+        let fd = proc.path().join("4242/fd");
+        std::fs::create_dir_all(&fd).unwrap();
+        std::os::unix::fs::symlink(&file, fd.join("3")).unwrap();
+        let back = r.resolve_at(io(), t0 + 2 * s);
+        assert_eq!(back[0].path.as_deref(), file.to_str());
     }
 
     #[test]

@@ -632,7 +632,7 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
             format!("{file}: {per_file} direct bytes read; dd (pid {pid}): {per_proc:.0}; 16 MiB read");
         (within(per_file as f64, want, 0.1) && within(per_proc, want, 0.1))
             .then_some(detail.clone())
-            .ok_or(detail)
+            .ok_or_else(|| format!("{detail} ({})", files_seen(&dio_r)))
     });
     drop(holder);
 
