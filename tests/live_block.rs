@@ -104,6 +104,27 @@ fn one_refused_btf_twin_makes_every_block_program_classic() {
     counts_and_credits_with(&options, false);
 }
 
+/// A kernel whose BPF has no compare-and-exchange (before 5.12: Debian 11's 5.10): the classic
+/// programs' `_nocas` twins claim table slots by map insert, with the same figures.
+#[test]
+fn without_compare_and_exchange_the_nocas_twins_count_and_credit_the_same() {
+    let options = BpfOptions {
+        btf_tracepoints: false,
+        refuse_block_twin: Some(ioscope::bpf::block_claim::REFUSE_CAS.into()),
+        ..Default::default()
+    };
+    if common::require_root("live_block") {
+        let bpf = BpfCollector::start_with(&options);
+        let programs: Vec<&str> = bpf.status().programs.iter().map(|p| p.program.as_str()).collect();
+        if bpf.status().enabled {
+            for p in ["block_io_start_nocas", "block_rq_issue_nocas", "block_rq_complete_nocas"] {
+                assert!(programs.contains(&p), "{p} not attached: {programs:?}");
+            }
+        }
+    }
+    counts_and_credits_with(&options, false);
+}
+
 /// A kernel without `block:block_io_start` (before 6.5: Debian 12, Amazon Linux 2023, RHEL 9,
 /// Ubuntu 22.04): the submitter is seen at `block:block_getrq` instead, and every figure is the
 /// same, to the request and the byte.
@@ -141,7 +162,8 @@ fn counts_and_credits_with(options: &BpfOptions, btf: bool) {
         let p = status
             .programs
             .iter()
-            .find(|p| p.program == name)
+            // Or its twin without compare-and-exchange (kernels before 5.12).
+            .find(|p| p.program == name || p.program.strip_suffix("_nocas") == Some(name.as_str()))
             .unwrap_or_else(|| panic!("{name}: {status:#?}"));
         assert!(p.attached && p.error.is_none(), "{name} on {event}: {:?}", p.error);
         let getrq = program == "block_io_start"

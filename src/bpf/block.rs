@@ -19,6 +19,7 @@ use aya::Ebpf;
 use ioscope_common::block::*;
 use ioscope_common::kernel_dev_major_minor;
 
+use super::block_claim;
 use super::kernel_btf::KernelBtf;
 use super::mapped_keys::MappedKeys;
 use super::tracefs::{self, EventFormat};
@@ -215,16 +216,42 @@ pub fn attach(
         }
     }
     let mut statuses = Vec::new();
+    // Before Linux 5.12 the slot-claiming programs load as their twins (see block_claim); tests
+    // ask for them by name.
+    let mut nocas = refuse == Some(block_claim::REFUSE_CAS);
+    if nocas {
+        note = Some(block_claim::NOTE.to_string());
+    }
     for (&(slot, program, event), ready) in live.iter().zip(ready) {
         let mut status = match ready {
-            Ok(()) => super::attach_tracepoint(ebpf, program, CATEGORY, event),
+            Ok(()) => {
+                let twin = block_claim::twin(program);
+                let first = match &twin {
+                    Some(twin) if nocas => twin.as_str(),
+                    _ => program,
+                };
+                let status = super::attach_tracepoint(ebpf, first, CATEGORY, event);
+                match twin {
+                    Some(twin)
+                        if !nocas && status.error.as_deref().is_some_and(block_claim::refused_atomics) =>
+                    {
+                        nocas = true;
+                        note = Some(match note.take() {
+                            Some(n) => format!("{n}; {}", block_claim::NOTE),
+                            None => block_claim::NOTE.to_string(),
+                        });
+                        super::attach_tracepoint(ebpf, &twin, CATEGORY, event)
+                    }
+                    _ => status,
+                }
+            }
             Err(e) => super::program_status(program, CATEGORY, event, Err(e.clone())),
         };
         if program == "block_io_start" && events.io_start_fallback() {
             status.fallback_for = Some(format!("{CATEGORY}:{}", IO_START_EVENTS[0]));
         }
         if status.attached {
-            attached[slot] = Some(program.to_string());
+            attached[slot] = Some(status.program.clone());
         }
         statuses.push(status);
     }
@@ -371,6 +398,8 @@ pub struct BlockMaps {
     /// The attached program's fd in each slot of PROGRAMS (None for the retired one, and for one
     /// not attached), to read the kernel's count of its runs and skipped runs.
     programs: Vec<Option<ProgramFd>>,
+    /// The slot claims of the `_nocas` programs, when they run (kernels before 5.12).
+    claims: Option<block_claim::Claims>,
 }
 
 fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
@@ -398,6 +427,7 @@ impl BlockMaps {
             last_purge: Instant::now(),
             stale_evicted: 0,
             kthreads: StdHashMap::new(),
+            claims: block_claim::Claims::take(ebpf, attached),
             programs: attached
                 .iter()
                 .map(|name| {
@@ -498,6 +528,9 @@ impl BlockMaps {
             // Failing to zero leaves the slot taken (freed next time), never a stale count.
             if zeros.is_ok_and(|z| self.procs.set(i, z, 0).is_ok()) {
                 self.proc_keys.clear(i as usize);
+                if let Some(claims) = &mut self.claims {
+                    claims.free_process_slot(i);
+                }
             }
         }
     }

@@ -41,7 +41,7 @@ pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 5], Vec<S
     );
     note(
         "dirtying",
-        read("writeback", "writeback_dirty_folio").and_then(|f| {
+        super::renamed::read_event_format(tracefs_dir, "writeback", "writeback_dirty_folio").and_then(|f| {
             l.dirty_name = f.field_sized("name", 32)?.offset;
             l.dirty_ok = 1;
             Ok(())
@@ -94,15 +94,24 @@ pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 5], Vec<S
         l.ewr_ok = 1;
         Ok(())
     });
-    let iwf = read("iomap", "iomap_writeback_folio").and_then(|f| {
-        l.iwf_dev = f.field_sized("dev", 4)?.offset;
-        l.iwf_ino = f.field_sized("ino", 8)?.offset;
-        l.iwf_size = f.field_sized("size", 8)?.offset;
-        l.iwf_offset = f.field_sized("offset", 8)?.offset;
-        l.iwf_length = f.field_sized("length", 8)?.offset;
-        l.iwf_ok = 1;
-        Ok(())
-    });
+    let iwf =
+        super::renamed::read_event_format(tracefs_dir, "iomap", "iomap_writeback_folio").and_then(|f| {
+            l.iwf_dev = f.field_sized("dev", 4)?.offset;
+            l.iwf_ino = f.field_sized("ino", 8)?.offset;
+            l.iwf_size = f.field_sized("size", 8)?.offset;
+            l.iwf_offset = f.field_sized("offset", 8)?.offset;
+            // Before folios (5.10) iomap_writepage's `length` was an `unsigned int` (the page's
+            // size; `offset` its file position, an `unsigned long`).
+            match f.field_sized("length", 4) {
+                Ok(short) => {
+                    l.iwf_length = short.offset;
+                    l.iwf_short_length = 1;
+                }
+                Err(_) => l.iwf_length = f.field_sized("length", 8)?.offset,
+            }
+            l.iwf_ok = 1;
+            Ok(())
+        });
     let text = |r: Result<()>| r.map_err(|e| format!("{e:#}"));
     (l, [text(wsi), text(sync_ra), text(iter), text(ewr), text(iwf)], notes)
 }
@@ -183,7 +192,7 @@ pub fn attach(
             }
         }
         statuses.push(match r {
-            Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
+            Ok(()) => super::renamed::attach_tracepoint(ebpf, program, category, event),
             Err(e) => super::program_status(program, category, event, Err(e)),
         });
     }
@@ -338,6 +347,47 @@ pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `iomap:iomap_writepage` as each class has it: the range class (6.1, 6.12; 6.18's
+    /// iomap_writeback_folio) and the page class (5.10), read from a tracefs of only that event.
+    #[test]
+    fn iomap_writepage_is_read_in_either_class() {
+        let field = |decl: &str, offset: u32, size: u32| {
+            format!("\tfield:{decl};\toffset:{offset};\tsize:{size};\tsigned:0;\n")
+        };
+        let format = |fields: &[String]| {
+            format!(
+                "name: iomap_writepage\nID: 1\nformat:\n{}\n{}\nprint fmt: \"\"\n",
+                field("unsigned short common_type", 0, 2),
+                fields.concat()
+            )
+        };
+        let range = format(&[
+            field("dev_t dev", 8, 4),
+            field("u64 ino", 16, 8),
+            field("loff_t size", 24, 8),
+            field("loff_t offset", 32, 8),
+            field("u64 length", 40, 8),
+        ]);
+        let short = format(&[
+            field("dev_t dev", 8, 4),
+            field("u64 ino", 16, 8),
+            field("loff_t size", 24, 8),
+            field("unsigned long offset", 32, 8),
+            field("unsigned int length", 40, 4),
+        ]);
+        for (text, want) in [(range, (0, 32, 40)), (short, (1, 32, 40))] {
+            let dir = std::env::temp_dir().join(format!("ioscope-iwf-{}-{}", std::process::id(), want.0));
+            let ev = dir.join("events/iomap/iomap_writepage");
+            std::fs::create_dir_all(&ev).unwrap();
+            std::fs::write(ev.join("format"), text).unwrap();
+            let (l, ready, _) = layout(&dir);
+            std::fs::remove_dir_all(&dir).unwrap();
+            assert!(ready[4].is_ok(), "{:?}", ready[4]);
+            assert_eq!((l.iwf_ok, l.iwf_dev, l.iwf_ino, l.iwf_size), (1, 8, 16, 24));
+            assert_eq!((l.iwf_short_length, l.iwf_offset, l.iwf_length), want);
+        }
+    }
 
     #[test]
     fn pending_direct_io_counts_once_while_pending_and_once_moved() {

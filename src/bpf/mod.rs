@@ -4,6 +4,7 @@
 //! committed as assets/ioscope.bpf.o, which is embedded here: building ioscope needs neither.
 
 pub mod block;
+pub mod block_claim;
 pub mod block_files;
 pub mod cgroup;
 pub mod file_names;
@@ -16,6 +17,7 @@ pub mod privileges;
 pub mod prog_stats;
 pub mod readahead;
 pub mod readahead_fn;
+pub mod renamed;
 pub mod syncs;
 pub mod tracefs;
 
@@ -298,7 +300,10 @@ impl BpfCollector {
         }
         // The read path's program that also feeds readahead (the raw tracepoint or its fallback).
         let raw_read = programs.iter().any(|p| {
-            (p.program == "filemap_get_pages_raw" || p.program == "filemap_get_pages_fexit") && p.attached
+            matches!(
+                p.program.as_str(),
+                "filemap_get_pages_raw" | "filemap_get_pages_fexit" | "filemap_read_fexit"
+            ) && p.attached
         });
         let ra_btf = btf.as_ref().filter(|_| !ra_fallbacks.is_empty()).map(|k| k.aya_with_functions());
         let (ra_statuses, readahead) =

@@ -11,7 +11,7 @@ use aya::Ebpf;
 use ioscope_common::fallback::FnLayout;
 use ioscope_common::page_cache::{
     CacheCounters, CacheLayout, CacheScratch, DioMemo, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_SCRATCH_MAP,
-    CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP,
+    CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP, NO_ORDER,
 };
 
 use super::kernel_btf::KernelBtf;
@@ -64,14 +64,24 @@ pub struct FnFallback {
     pub kprobe: Option<&'static str>,
 }
 
-/// The fallbacks, for the filemap tracepoints (Linux 6.12+) and iomap_dio_rw_begin (6.5+).
-pub const FN_FALLBACKS: [FnFallback; 4] = [
+/// The fallbacks, for the filemap tracepoints (Linux 6.12+) and iomap_dio_rw_begin (6.5+). A
+/// probe may have several, tried in order: the first whose function the kernel has is used.
+pub const FN_FALLBACKS: [FnFallback; 5] = [
     FnFallback {
         probe: "filemap_get_pages",
         program: "filemap_get_pages_fexit",
         kprobe: None,
         hook: Hook::Fexit,
         functions: &["filemap_get_pages"],
+    },
+    // Before filemap_get_pages() (5.11/5.12 split the buffered read up): the whole read's return
+    // (ebpf/probes/src/read_fn.rs).
+    FnFallback {
+        probe: "filemap_get_pages",
+        program: "filemap_read_fexit",
+        kprobe: None,
+        hook: Hook::Fexit,
+        functions: &["generic_file_buffered_read"],
     },
     FnFallback {
         probe: "filemap_map_pages",
@@ -182,12 +192,8 @@ pub fn layout(tracefs_dir: &Path, hidden: &[String]) -> (CacheLayout, Vec<Result
             if hidden.iter().any(|h| *h == format!("{}:{}", p.category, p.event)) {
                 return Err(format!("tracepoint {}:{} hidden on request", p.category, p.event));
             }
-            let text = std::fs::read_to_string(
-                tracefs_dir.join("events").join(p.category).join(p.event).join("format"),
-            )
-            .with_context(|| {
-                format!("tracepoint {}:{} is not available on this kernel", p.category, p.event)
-            });
+            // Under an older name where the kernel has only that (see super::renamed).
+            let text = super::renamed::read_format(tracefs_dir, p.category, p.event).map(|(t, _)| t);
             text.and_then(|t| fill_layout(&mut layout, i, &t)).map_err(|e| format!("{e:#}"))
         })
         .collect();
@@ -270,10 +276,17 @@ pub fn fill_layout(l: &mut CacheLayout, index: usize, text: &str) -> Result<()> 
     Ok(())
 }
 
-/// The folio order (one byte). Kernels before large folios had no `order` field; such a kernel is
-/// refused with the field's name rather than guessed at.
+/// The folio order (one byte). Kernels before folios had no `order` field: their events are raised
+/// per page (`__add_to_page_cache_locked()`, `__delete_from_page_cache()` on 5.10), so the page is
+/// one page ([`NO_ORDER`]). Large folios in the page cache (5.18) came after the field.
 fn order_field(f: &EventFormat) -> Result<u32> {
-    Ok(f.field_sized("order", 1)?.offset)
+    match f.field_sized("order", 1) {
+        Ok(field) => Ok(field.offset),
+        Err(_) if f.fields.iter().all(|x| x.name != "order") && f.fields.iter().any(|x| x.name == "pfn") => {
+            Ok(NO_ORDER)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The `IOCB_WRITE` bit as the event prints it: `{ (1 << 18), "WRITE" }` in the print fmt.
@@ -353,7 +366,7 @@ pub fn attach(
                 }
             }
             match l {
-                Ok(()) => super::attach_tracepoint(ebpf, p.program, p.category, p.event),
+                Ok(()) => super::renamed::attach_tracepoint(ebpf, p.program, p.category, p.event),
                 Err(e) => super::program_status(p.program, p.category, p.event, Err(e.clone())),
             }
         })
@@ -663,6 +676,38 @@ mod tests {
     fn fixture(name: &str) -> String {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs").join(name);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// Linux 5.10's events, raised per page: no `order` field (Debian's 5.10, as the lab reads it).
+    const ADD_5_10: &str = "name: mm_filemap_add_to_page_cache\nID: 470\nformat:\n\
+        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+        \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+        \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+        \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+        \tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;\n\
+        \tfield:unsigned long i_ino;\toffset:16;\tsize:8;\tsigned:0;\n\
+        \tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;\n\
+        \tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;\n\n\
+        print fmt: \"dev %d:%d ino %lx page=%p pfn=0x%lx ofs=%lu\"\n";
+
+    #[test]
+    fn an_event_without_order_counts_one_page_per_event() {
+        let mut l = CacheLayout::UNSET;
+        fill_layout(&mut l, 3, ADD_5_10).unwrap();
+        fill_layout(
+            &mut l,
+            4,
+            &ADD_5_10.replace("mm_filemap_add_to_page_cache", "mm_filemap_delete_from_page_cache"),
+        )
+        .unwrap();
+        assert_eq!((l.add_ok, l.add_ino, l.add_index, l.add_order), (1, 16, 24, NO_ORDER));
+        assert_eq!((l.delete_ok, l.delete_order), (1, NO_ORDER));
+        // A folio event whose order field is of another size is still refused, not guessed at.
+        let odd = ADD_5_10.replace(
+            "\tfield:dev_t s_dev;",
+            "\tfield:int order;\toffset:36;\tsize:4;\tsigned:1;\n\tfield:dev_t s_dev;",
+        );
+        assert!(fill_layout(&mut l, 3, &odd).is_err());
     }
 
     #[test]

@@ -39,12 +39,13 @@ impl Feature {
 use Cell::{Missing, Works};
 
 const PROCFS: Cell = Works("procfs");
-/// 5.10's verifier refuses the block programs: they claim their shared device and process slots
-/// with a compare-and-exchange (`BPF_ATOMIC | BPF_CMPXCHG`, imm 0xf1, Linux 5.12+), and before 5.12
-/// an atomic store must be a plain add (imm 0): "BPF_STX uses reserved fields".
-const ATOMICS: &str = "atomic compare-and-exchange in BPF (5.12+; the block programs claim slots with it)";
-/// 5.10 has writeback:writeback_dirty_page; the folio tracepoint came later.
-const NO_DIRTY_FOLIO: Cell = Missing("writeback:writeback_dirty_folio");
+/// 5.10's verifier refuses a compare-and-exchange (`BPF_ATOMIC | BPF_CMPXCHG`, Linux 5.12+) with
+/// which the block programs claim their shared device and process slots: their `_nocas` twins
+/// claim by a map insert there (ebpf/README.md).
+const NOCAS: Cell =
+    Works("block:block_rq_issue (slots claimed by map insert: no BPF compare-and-exchange before 5.12)");
+/// 5.10 has writeback:writeback_dirty_page, the folio tracepoint's older name, with its fields.
+const DIRTY_PAGE: Cell = Works("writeback:writeback_dirty_page (writeback_dirty_folio's older name)");
 const DIRTY: Cell = Works("writeback:writeback_dirty_folio");
 const WB_EXT4: Cell = Works("ext4:ext4_writepages_result");
 
@@ -84,7 +85,7 @@ pub const FEATURES: &[Feature] = &[
         label: "Devices: eBPF request counts",
         pane: Some("devices_bpf"),
         cells: [
-            Missing(ATOMICS),
+            NOCAS,
             Works("block:block_rq_issue"),
             Works("block:block_rq_issue (BTF)"),
             Works("block:block_rq_issue (BTF)"),
@@ -95,7 +96,7 @@ pub const FEATURES: &[Feature] = &[
         label: "Disk I/O by submitting process",
         pane: Some("io_processes"),
         cells: [
-            Missing("block:block_io_start (6.5+)"),
+            Works("block:block_getrq (fallback for block_io_start)"),
             Works("block:block_getrq (fallback for block_io_start)"),
             Works("block:block_io_start"),
             Works("block:block_io_start (BTF)"),
@@ -106,7 +107,7 @@ pub const FEATURES: &[Feature] = &[
         label: "Page cache: hit % per process",
         pane: Some("cache"),
         cells: [
-            Missing("filemap:mm_filemap_get_pages (6.12+)"),
+            Works("fexit generic_file_buffered_read (fallback), filemap:mm_filemap_add_to_page_cache (a page each)"),
             Works("fexit filemap_get_pages (fallback), filemap:mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
@@ -117,7 +118,7 @@ pub const FEATURES: &[Feature] = &[
         label: "Files: disk reads per file",
         pane: Some("files"),
         cells: [
-            Missing("filemap:mm_filemap_add_to_page_cache with its `order` field (folios)"),
+            Works("filemap:mm_filemap_add_to_page_cache (no `order`: a page each)"),
             Works("filemap:mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_add_to_page_cache"),
@@ -127,7 +128,7 @@ pub const FEATURES: &[Feature] = &[
         id: "files_dirty_ext4",
         label: "Files: dirtied bytes per file (ext4)",
         pane: Some("files"),
-        cells: [NO_DIRTY_FOLIO, DIRTY, DIRTY, DIRTY],
+        cells: [DIRTY_PAGE, DIRTY, DIRTY, DIRTY],
     },
     Feature {
         id: "files_writeback_ext4",
@@ -139,16 +140,16 @@ pub const FEATURES: &[Feature] = &[
         id: "files_dirty_xfs",
         label: "Files: dirtied bytes per file (xfs)",
         pane: Some("files"),
-        cells: [NO_DIRTY_FOLIO, DIRTY, DIRTY, DIRTY],
+        cells: [DIRTY_PAGE, DIRTY, DIRTY, DIRTY],
     },
     Feature {
         id: "files_writeback_xfs",
         label: "Files: written-back bytes per file (xfs)",
         pane: Some("files_writeback_iomap"),
         cells: [
-            Missing("iomap:iomap_writeback_folio"),
-            Missing("iomap:iomap_writeback_folio"),
-            Missing("iomap:iomap_writeback_folio"),
+            Works("iomap:iomap_writepage (iomap_writeback_folio's older name; a page each)"),
+            Works("iomap:iomap_writepage (iomap_writeback_folio's older name)"),
+            Works("iomap:iomap_writepage (iomap_writeback_folio's older name)"),
             Works("iomap:iomap_writeback_folio"),
         ],
     },

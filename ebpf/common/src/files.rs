@@ -162,6 +162,9 @@ pub struct FileLayout {
     pub iwf_size: u32,
     pub iwf_offset: u32,
     pub iwf_length: u32,
+    /// 1 where `length` is an `unsigned int` (4 bytes): the pre-folio `iomap:iomap_writepage`
+    /// (5.10: `offset` an `unsigned long` file position, `length` the page's size).
+    pub iwf_short_length: u32,
     /// For the BTF tracepoint twins of the iomap programs.
     pub btf: IomapBtfLayout,
 }
@@ -258,6 +261,7 @@ impl FileLayout {
         iwf_size: 0,
         iwf_offset: 0,
         iwf_length: 0,
+        iwf_short_length: 0,
         btf: IomapBtfLayout::UNSET,
     };
 }

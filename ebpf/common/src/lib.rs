@@ -6,6 +6,7 @@
 #![no_std]
 
 pub mod block;
+pub mod block_claim;
 pub mod block_files;
 pub mod fallback;
 pub mod file_names;

@@ -42,6 +42,11 @@ pub const CACHE_LAYOUT_GLOBAL: &str = "CACHE_LAYOUT";
 /// (their events are only counted system-wide).
 pub const CACHE_MAX_PROCESSES: u32 = 16384;
 
+/// An `order` offset meaning the event has no such field: its page is one page (order 0), as
+/// `mm_filemap_add_to_page_cache` and `mm_filemap_delete_from_page_cache` were before folios
+/// (Linux 5.10's events are raised per page and carry no order).
+pub const NO_ORDER: u32 = u32::MAX;
+
 /// Where the fields the page-cache programs read sit in each tracepoint's record, from tracefs.
 /// Each `*_ok` is 1 once userspace found every field that program needs; a program whose flag is 0
 /// counts nothing (and userspace does not attach it).
@@ -61,6 +66,7 @@ pub struct CacheLayout {
     pub add_ok: u32,
     pub add_ino: u32,
     pub add_index: u32,
+    /// [`NO_ORDER`] on kernels whose event has no `order` (before folios: one page each).
     pub add_order: u32,
 
     pub delete_ok: u32,

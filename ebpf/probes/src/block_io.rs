@@ -36,6 +36,7 @@ use ioscope_common::block::{
     PROC_PROBES, REQ_IN_FLIGHT, REQ_SLOTS, REQ_START_FROM_RQ, REQ_START_SEEN, REQ_SUBMITTER, RWBS_FLAG_COUNT,
     RWBS_LEN, RWBS_READAHEAD, RWBS_SYNC,
 };
+use ioscope_common::block_claim::{dev_claim, proc_claim};
 
 /// Field offsets of the events and of the kernel's request, written by the loader before load.
 #[unsafe(no_mangle)]
@@ -74,36 +75,58 @@ const LIVE_REQUEST_NS: u64 = 5_000_000_000;
 
 #[tracepoint]
 pub fn block_io_start(ctx: TracePointContext) -> u32 {
-    count_health(Health::IoStartEvents);
-    on_result(classic_event(&ctx, &layout!(io_start)).map(|e| {
-        let t = now();
-        io_start(&e, current_submitter(), t, REQ_START_SEEN, || t)
-    }))
+    classic_io_start::<true>(&ctx)
 }
 
 #[tracepoint]
 pub fn block_rq_insert(ctx: TracePointContext) -> u32 {
-    count_health(Health::RqInsertEvents);
-    on_result(classic_event(&ctx, &layout!(rq_insert)).map(|e| {
-        let t = now();
-        if let Some(s) = find(e.tag) {
-            s.info.insert_ns = t;
-        } else {
-            insert_first_seen(&e, t);
-        }
-    }))
+    classic_rq_insert::<true>(&ctx)
 }
 
 #[tracepoint]
 pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
-    count_health(Health::RqIssueEvents);
-    on_result(classic_event(&ctx, &layout!(rq_issue)).map(|e| rq_issue(&e)))
+    classic_rq_issue::<true>(&ctx)
 }
 
 #[tracepoint]
 pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
+    classic_rq_complete::<true>(&ctx)
+}
+
+/// The classic programs' bodies. `CAS`: slots are claimed with a compare-and-exchange (Linux
+/// 5.12+), else by a map insert (the `_nocas` twins in block_claim.rs; see [`open_slot`]).
+#[inline(always)]
+pub(crate) fn classic_io_start<const CAS: bool>(ctx: &TracePointContext) -> u32 {
+    count_health(Health::IoStartEvents);
+    on_result(classic_event(ctx, &layout!(io_start)).map(|e| {
+        let t = now();
+        io_start::<CAS>(&e, current_submitter(), t, REQ_START_SEEN, || t)
+    }))
+}
+
+#[inline(always)]
+pub(crate) fn classic_rq_insert<const CAS: bool>(ctx: &TracePointContext) -> u32 {
+    count_health(Health::RqInsertEvents);
+    on_result(classic_event(ctx, &layout!(rq_insert)).map(|e| {
+        let t = now();
+        if let Some(s) = find(e.tag) {
+            s.info.insert_ns = t;
+        } else {
+            insert_first_seen::<CAS>(&e, t);
+        }
+    }))
+}
+
+#[inline(always)]
+pub(crate) fn classic_rq_issue<const CAS: bool>(ctx: &TracePointContext) -> u32 {
+    count_health(Health::RqIssueEvents);
+    on_result(classic_event(ctx, &layout!(rq_issue)).map(|e| rq_issue::<CAS>(&e)))
+}
+
+#[inline(always)]
+pub(crate) fn classic_rq_complete<const CAS: bool>(ctx: &TracePointContext) -> u32 {
     count_health(Health::RqCompleteEvents);
-    on_result(classic_event(&ctx, &layout!(rq_complete)).map(|e| rq_complete(&e)))
+    on_result(classic_event(ctx, &layout!(rq_complete)).map(|e| rq_complete::<CAS>(&e)))
 }
 
 #[tracepoint]
@@ -118,10 +141,9 @@ pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
 pub fn block_io_start_btf(ctx: BtfTracePointContext) -> i32 {
     count_health(Health::IoStartEvents);
     let task = current_task();
-    on_result(
-        btf_event(&ctx, None)
-            .map(|e| io_start(&e, current_submitter_btf(task), e.kernel_start_ns, REQ_START_FROM_RQ, now)),
-    );
+    on_result(btf_event(&ctx, None).map(|e| {
+        io_start::<true>(&e, current_submitter_btf(task), e.kernel_start_ns, REQ_START_FROM_RQ, now)
+    }));
     0
 }
 
@@ -137,7 +159,7 @@ pub fn block_rq_insert_btf(ctx: BtfTracePointContext) -> i32 {
     if let Some(s) = find(address_tag(rq)) {
         s.info.insert_ns = block_clock(current_task());
     } else {
-        on_result(btf_event(&ctx, None).map(|e| insert_first_seen(&e, block_clock(current_task()))));
+        on_result(btf_event(&ctx, None).map(|e| insert_first_seen::<true>(&e, block_clock(current_task()))));
     }
     0
 }
@@ -145,7 +167,7 @@ pub fn block_rq_insert_btf(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "block_rq_issue")]
 pub fn block_rq_issue_btf(ctx: BtfTracePointContext) -> i32 {
     count_health(Health::RqIssueEvents);
-    on_result(btf_event(&ctx, None).map(|e| rq_issue(&e)));
+    on_result(btf_event(&ctx, None).map(|e| rq_issue::<true>(&e)));
     0
 }
 
@@ -155,7 +177,7 @@ pub fn block_rq_issue_btf(ctx: BtfTracePointContext) -> i32 {
 pub fn block_rq_complete_btf(ctx: BtfTracePointContext) -> i32 {
     count_health(Health::RqCompleteEvents);
     let nr_bytes: u32 = ctx.arg(2);
-    on_result(btf_event(&ctx, Some(nr_bytes)).map(|e| rq_complete(&e)));
+    on_result(btf_event(&ctx, Some(nr_bytes)).map(|e| rq_complete::<true>(&e)));
     0
 }
 
@@ -370,7 +392,7 @@ fn find(tag: u64) -> Option<&'static mut ReqSlot> {
 /// its share of the in-flight count goes with it (or the count would drift up forever), and when
 /// it was recent (so perhaps still in flight: it loses its latency and submitter) it is counted.
 #[inline(always)]
-fn claim(tag: u64, now_ns: impl Fn() -> u64) -> Option<&'static mut ReqSlot> {
+fn claim<const CAS: bool>(tag: u64, now_ns: impl Fn() -> u64) -> Option<&'static mut ReqSlot> {
     let first = req_slot(tag) & !1;
     let a = slot_at(first)?;
     let b = slot_at(first | 1)?;
@@ -390,7 +412,7 @@ fn claim(tag: u64, now_ns: impl Fn() -> u64) -> Option<&'static mut ReqSlot> {
             count_health(Health::ReqsFull);
         }
         if s.info.flags & REQ_IN_FLIGHT != 0 {
-            if let Some((_, d)) = device(s.info.dev) {
+            if let Some((_, d)) = device::<CAS>(s.info.dev) {
                 inflight_add(d, u64::MAX);
             }
         }
@@ -422,12 +444,19 @@ fn release(s: &mut ReqSlot) {
 /// free slot the first time the device is seen. None when its slots are all taken by other
 /// devices (counted).
 #[inline(always)]
-fn device(dev: u32) -> Option<(u32, &'static mut DevSlot)> {
-    let (i, claimed) =
-        open_slot(dev_key(dev), dev_slot(dev), DEV_SLOTS, DEV_PROBES, Health::DevsFull, |i| {
+fn device<const CAS: bool>(dev: u32) -> Option<(u32, &'static mut DevSlot)> {
+    let (i, claimed) = open_slot::<CAS>(
+        dev_key(dev),
+        dev_slot(dev),
+        DEV_SLOTS,
+        DEV_PROBES,
+        Health::DevsFull,
+        dev_claim,
+        |i| {
             // SAFETY: a valid pointer into the array.
             BLOCK_DEV_SLOTS.get_ptr_mut(i).map(|p| unsafe { &raw mut (*p).key })
-        })?;
+        },
+    )?;
     if claimed {
         count_health(Health::DevSlotsClaimed);
     }
@@ -438,15 +467,17 @@ fn device(dev: u32) -> Option<(u32, &'static mut DevSlot)> {
 
 /// Open addressing over a table of `slots` keys (a power of two) shared by all CPUs: the index of
 /// `key`, looking from `first` at up to `probes` slots, and whether this call claimed it. A free
-/// slot (0) is claimed with a compare-and-swap, since two CPUs may meet a new key at once. None
-/// (counted as `full`) when the slots looked at all hold other keys.
+/// slot (0) is claimed with a compare-and-swap (`CAS`), else by inserting its claim key
+/// (`claim_key(i)`) into a map (block_claim.rs: kernels before 5.12), since two CPUs may meet a new
+/// key at once. None (counted as `full`) when the slots looked at all hold other keys.
 #[inline(always)]
-fn open_slot(
+fn open_slot<const CAS: bool>(
     key: u64,
     first: u32,
     slots: u32,
     probes: u32,
     full: Health,
+    claim_key: impl Fn(u32) -> u32,
     key_at: impl Fn(u32) -> Option<*mut u64>,
 ) -> Option<(u32, bool)> {
     let mut n = 0;
@@ -460,9 +491,13 @@ fn open_slot(
             return Some((i, false));
         }
         if k == 0 {
-            // SAFETY: as above.
-            let (old, _) = unsafe {
-                atomic_cxchg::<u64, { AtomicOrdering::SeqCst }, { AtomicOrdering::SeqCst }>(p, 0, key)
+            let old = if CAS {
+                // SAFETY: as above.
+                unsafe {
+                    atomic_cxchg::<u64, { AtomicOrdering::SeqCst }, { AtomicOrdering::SeqCst }>(p, 0, key).0
+                }
+            } else {
+                crate::block_claim::claim_by_insert(claim_key(i), key, p)
             };
             if old == 0 || old == key {
                 return Some((i, old == 0));
@@ -493,11 +528,17 @@ fn dev_stats(i: u32) -> Option<&'static mut DevStats> {
 /// This CPU's counters of process `tgid` on device `dev`, taking a slot of the process table the
 /// first time the pair is seen.
 #[inline(always)]
-fn proc_stats(tgid: u32, dev: u32) -> Option<&'static mut ProcStats> {
+fn proc_stats<const CAS: bool>(tgid: u32, dev: u32) -> Option<&'static mut ProcStats> {
     let k = ProcKey { tgid, dev };
-    let (i, _) = open_slot(k.packed(), k.first_slot(), PROCS_MAX, PROC_PROBES, Health::ProcsFull, |i| {
-        BLOCK_PROC_KEYS.get_ptr_mut(i)
-    })?;
+    let (i, _) = open_slot::<CAS>(
+        k.packed(),
+        k.first_slot(),
+        PROCS_MAX,
+        PROC_PROBES,
+        Health::ProcsFull,
+        proc_claim,
+        |i| BLOCK_PROC_KEYS.get_ptr_mut(i),
+    )?;
     // SAFETY: this CPU's copy of the slot's value.
     BLOCK_PROC.get_ptr_mut(i).map(|p| unsafe { &mut *p })
 }
@@ -539,8 +580,8 @@ fn current_submitter_btf(task: *const u8) -> Submitter {
 /// (REQ_START_SEEN: the time; REQ_START_FROM_RQ: the kernel's stamp as it is now, settled later).
 /// `now`: the time, read only when the slot must be taken from another request.
 #[inline(always)]
-fn io_start(e: &Event, who: Submitter, start: u64, start_flag: u32, now: impl Fn() -> u64) {
-    let Some(s) = claim(e.tag, now) else { return };
+fn io_start<const CAS: bool>(e: &Event, who: Submitter, start: u64, start_flag: u32, now: impl Fn() -> u64) {
+    let Some(s) = claim::<CAS>(e.tag, now) else { return };
     // Field by field, the zeros as volatile stores: a struct literal's adjacent zeros become a
     // call to a byte-by-byte memset.
     let r = &mut s.info;
@@ -588,8 +629,8 @@ fn settle(r: &mut ReqInfo, kernel_start_ns: u64, now: impl Fn() -> u64) {
 
 /// Into the scheduler's queue at `t`, a request not in the table (its block_io_start was missed).
 #[inline(always)]
-fn insert_first_seen(e: &Event, t: u64) {
-    if let Some(s) = claim(e.tag, || t) {
+fn insert_first_seen<const CAS: bool>(e: &Event, t: u64) {
+    if let Some(s) = claim::<CAS>(e.tag, || t) {
         s.info = ReqInfo { insert_ns: t, ..first_seen(e, t, REQ_START_SEEN) };
     }
 }
@@ -621,9 +662,9 @@ fn zero_info(dev: u32) -> ReqInfo {
 /// counts the queue, scheduler and device times; where the kernel stamps it in the request
 /// itself (learnt per device at completion) there is no clock to read here.
 #[inline(always)]
-fn rq_issue(e: &Event) {
+fn rq_issue<const CAS: bool>(e: &Event) {
     let dir = e.rwbs.direction();
-    let dev = device(e.dev);
+    let dev = device::<CAS>(e.dev);
     let kernel_stamps = matches!(&dev, Some((_, d)) if d.kernel_stamps_issue != 0);
     let mut counted_in_flight = false;
     if let Some(s) = find(e.tag) {
@@ -643,7 +684,7 @@ fn rq_issue(e: &Event) {
         count_health(Health::IssueUnmatched);
         // A time for the slot in any case: the table's eviction and purge go by it.
         let t = now();
-        if let Some(s) = claim(e.tag, || t) {
+        if let Some(s) = claim::<CAS>(e.tag, || t) {
             s.info = ReqInfo { issue_ns: t, ..first_seen(e, t, REQ_IN_FLIGHT) };
             counted_in_flight = true;
         }
@@ -687,9 +728,9 @@ fn rq_issue(e: &Event) {
 /// matched (counted as completions without issue); with the BTF tag they find the slot empty,
 /// the same.
 #[inline(always)]
-fn rq_complete(e: &Event) {
+fn rq_complete<const CAS: bool>(e: &Event) {
     let t = now();
-    let dev = device(e.dev);
+    let dev = device::<CAS>(e.dev);
     let mut tracked = None;
     if let Some(s) = find(e.tag) {
         if s.info.flags & REQ_START_FROM_RQ != 0 {
@@ -707,7 +748,7 @@ fn rq_complete(e: &Event) {
         complete_on_device(e, t, i, d, tracked.as_ref());
     }
     if let Some(r) = tracked.filter(|r| r.flags & REQ_SUBMITTER != 0) {
-        credit_submitter(&r, e.dev, t);
+        credit_submitter::<CAS>(&r, e.dev, t);
     }
 }
 
@@ -756,8 +797,8 @@ fn complete_on_device(e: &Event, t: u64, i: u32, d: &mut DevSlot, tracked: Optio
 
 /// The whole request, done at `t`, credited to the process that submitted it.
 #[inline(always)]
-fn credit_submitter(r: &ReqInfo, dev: u32, t: u64) {
-    let Some(s) = proc_stats(r.tgid, dev) else { return };
+fn credit_submitter<const CAS: bool>(r: &ReqInfo, dev: u32, t: u64) {
+    let Some(s) = proc_stats::<CAS>(r.tgid, dev) else { return };
     s.comm = r.comm;
     s.cgroup_id = r.cgroup_id;
     let bytes = u64::from(r.bytes);

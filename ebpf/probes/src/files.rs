@@ -401,14 +401,22 @@ fn try_iomap_writeback(ctx: &TracePointContext) -> Result<u32, i64> {
         return Ok(0);
     }
     // SAFETY: offsets from the format file.
-    let (dev, ino, size, offset, length) = unsafe {
+    let (dev, ino, size) = unsafe {
         (
             ctx.read_at::<u32>(l.iwf_dev as usize).map_err(i64::from)?,
             ctx.read_at::<u64>(l.iwf_ino as usize).map_err(i64::from)?,
             ctx.read_at::<i64>(l.iwf_size as usize).map_err(i64::from)?,
-            ctx.read_at::<i64>(l.iwf_offset as usize).map_err(i64::from)?,
-            ctx.read_at::<u64>(l.iwf_length as usize).map_err(i64::from)?,
         )
+    };
+    // SAFETY: as above.
+    let (offset, length) = unsafe {
+        let offset = ctx.read_at::<i64>(l.iwf_offset as usize).map_err(i64::from)?;
+        if l.iwf_short_length != 0 {
+            // 5.10's iomap_writepage: an `unsigned int` (one page).
+            (offset, u64::from(ctx.read_at::<u32>(l.iwf_length as usize).map_err(i64::from)?))
+        } else {
+            (offset, ctx.read_at::<u64>(l.iwf_length as usize).map_err(i64::from)?)
+        }
     };
     count_fs_writeback(dev, ino, folio_bytes_before_eof(size, offset, length));
     Ok(0)

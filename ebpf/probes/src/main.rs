@@ -6,12 +6,14 @@
 #![allow(internal_features)]
 #![feature(core_intrinsics)]
 
+mod block_claim;
 mod block_files;
 mod block_io;
 mod file_names;
 mod files;
 mod kernel;
 mod page_cache;
+mod read_fn;
 mod readahead;
 mod readahead_fn;
 mod syncs;

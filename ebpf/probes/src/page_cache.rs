@@ -18,7 +18,7 @@ use crate::kernel::{kernel_field, Mem, Plain, Probe};
 use ioscope_common::fallback::{read_pages_range, FnLayout};
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch, DioMemo,
-    DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, RSS_LAST_MAX, TASK_KNOWN,
+    DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, NO_ORDER, RSS_LAST_MAX, TASK_KNOWN,
     TASK_STALE, TASK_UNTRACKED,
 };
 
@@ -197,6 +197,18 @@ unsafe fn field<T>(ctx: &TracePointContext, offset: u32) -> Result<T, i64> {
     unsafe { ctx.read_at::<T>(offset as usize) }.map_err(i64::from)
 }
 
+/// The folio order at `offset`, or 0 where the event has none ([`NO_ORDER`]: one page per event).
+///
+/// # Safety
+/// As [`field`].
+#[inline(always)]
+unsafe fn order_at(ctx: &TracePointContext, offset: u32) -> Result<u8, i64> {
+    if offset == NO_ORDER {
+        return Ok(0);
+    }
+    unsafe { field::<u8>(ctx, offset) }
+}
+
 #[tracepoint]
 pub fn filemap_get_pages(ctx: TracePointContext) -> u32 {
     try_get_pages(&ctx).unwrap_or(0)
@@ -263,16 +275,33 @@ pub fn filemap_get_pages_fexit(ctx: FExitContext) -> i32 {
     } else {
         second as u64
     };
+    fn_read(iocb, count, false);
+    0
+}
+
+/// Whether the loader filled [`FN_LAYOUT`] (a read-path fallback is planned).
+#[inline(always)]
+pub(crate) fn fn_layout_configured() -> bool {
+    fn_layout!(configured) != 0
+}
+
+/// A read of `count` bytes through `iocb` (a read-path function's argument, read with plain
+/// loads), counted as the read tracepoint counts it: the file's mapping, and its pages from
+/// `iocb->ki_pos`, or up to it when the read has `advanced` it already (at a read's return).
+#[inline(always)]
+pub(crate) fn fn_read(iocb: *const u8, count: u64, advanced: bool) {
     let filp: *const u8 = kernel_field(iocb, fn_layout!(kiocb_filp));
     let mapping: *const u8 = kernel_field(filp, fn_layout!(file_mapping));
-    let pos: i64 = kernel_field(iocb, fn_layout!(kiocb_pos));
-    let Some((index, last)) = read_pages_range(pos, count, fn_layout!(page_shift)) else { return 0 };
+    let mut pos: i64 = kernel_field(iocb, fn_layout!(kiocb_pos));
+    if advanced {
+        pos = pos.wrapping_sub(count as i64);
+    }
+    let Some((index, last)) = read_pages_range(pos, count, fn_layout!(page_shift)) else { return };
     let mapping = (mapping as u64).wrapping_sub(&raw const FN_LAYOUT as u64);
-    let Some(s) = scratch() else { return 0 };
+    let Some(s) = scratch() else { return };
     let ids = cached_ids(s);
     count_read(s, ids, 0, mapping, index, last);
     crate::readahead::on_read_raw(s, ids.1, mapping, index, last);
-    0
 }
 
 /// `mm_filemap_map_pages`'s fallback: the entry of `filemap_map_pages(vmf, start_pgoff,
@@ -401,7 +430,7 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     }
     // SAFETY: offsets from the format file.
     let (ino, index, order) = unsafe {
-        (field::<u64>(ctx, l.add_ino)?, field::<u64>(ctx, l.add_index)?, field::<u8>(ctx, l.add_order)?)
+        (field::<u64>(ctx, l.add_ino)?, field::<u64>(ctx, l.add_index)?, order_at(ctx, l.add_order)?)
     };
     let pages = folio_pages(order);
     let (tgid, tid) = current_ids();
@@ -422,7 +451,7 @@ fn try_delete(ctx: &TracePointContext) -> Result<u32, i64> {
         return Ok(0);
     }
     // SAFETY: offset from the format file.
-    let order = unsafe { field::<u8>(ctx, l.delete_order)? };
+    let order = unsafe { order_at(ctx, l.delete_order)? };
     // System-wide only: the evicting task (kswapd, a reclaiming allocator) is not the page's user.
     if let Some(t) = totals() {
         t.evicted_pages = t.evicted_pages.wrapping_add(folio_pages(order));
