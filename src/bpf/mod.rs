@@ -57,8 +57,8 @@ pub struct BpfOptions {
     /// fallbacks that this kernel also has). Empty in the product.
     pub hidden_tracepoints: Vec<String>,
     /// Paths also from /proc and mount walks when the kernel's names have none (see
-    /// collect::files). Tests turn it off to prove the kernel's names alone find them. True in
-    /// the product.
+    /// collect::files). Tests turn it off to prove the kernel's names alone find them, and
+    /// `ioscope serve` without `--top-files` (no per-file series to name). True in the TUI.
     pub path_fallbacks: bool,
 }
 

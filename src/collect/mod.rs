@@ -61,11 +61,12 @@ impl SystemRoot {
 /// Reads everything procfs and sysfs offer into a Sample (bpf and clocks left default).
 /// Files that are missing or unreadable leave their part empty rather than failing the sample.
 pub fn collect(root: &SystemRoot) -> Sample {
-    collect_with(root, &mut ProcessReader::one_shot())
+    collect_with(root, Some(&mut ProcessReader::one_shot()))
 }
 
-/// [`collect`] with a process reader that may keep files open from one sample to the next.
-pub fn collect_with(root: &SystemRoot, process_reader: &mut ProcessReader) -> Sample {
+/// [`collect`] with a process reader that may keep files open from one sample to the next; None
+/// leaves the per-process list empty (a consumer that shows no process rows).
+pub fn collect_with(root: &SystemRoot, process_reader: Option<&mut ProcessReader>) -> Sample {
     // diskstats first: `Sampler::sample` stamps the clock just before, and iostat's rates are the
     // ones most sensitive to the interval. meminfo and vmstat are read back to back: the
     // dirty-threshold formula combines MemFree with vmstat's file LRU sizes, and vmstat carries the
@@ -86,7 +87,7 @@ pub fn collect_with(root: &SystemRoot, process_reader: &mut ProcessReader) -> Sa
         psi: psi::read(root),
         disks,
         block_settings,
-        processes: process_reader.read(&root.proc),
+        processes: process_reader.map(|r| r.read(&root.proc)).unwrap_or_default(),
         bpf: Default::default(),
         cgroups: Vec::new(),
     }
@@ -114,19 +115,29 @@ pub fn wall_unix_ms() -> u64 {
 pub struct Sampler {
     root: SystemRoot,
     bpf: BpfCollector,
-    processes: ProcessReader,
+    /// None: no per-process rows (see [`Sampler::without_processes`]).
+    processes: Option<ProcessReader>,
     cgroups: cgroups::CgroupFiles,
 }
 
 impl Sampler {
     pub fn new(root: SystemRoot, bpf: BpfCollector) -> Sampler {
-        Sampler { root, bpf, processes: ProcessReader::new(), cgroups: cgroups::CgroupFiles::new() }
+        Sampler { root, bpf, processes: Some(ProcessReader::new()), cgroups: cgroups::CgroupFiles::new() }
+    }
+
+    /// Leaves `Sample::processes` empty: /proc/PID/{comm,io} of every process is the largest
+    /// procfs cost of a sample (two reads per process, ~3 ms with 500 processes), wasted on a
+    /// consumer that shows no process rows (`ioscope serve` without `--top-processes`). The eBPF
+    /// per-process rows (block I/O, page cache) are not affected.
+    pub fn without_processes(mut self) -> Sampler {
+        self.processes = None;
+        self
     }
 
     pub fn sample(&mut self) -> Sample {
         let mono_ns = monotonic_ns();
         let wall_unix_ms = wall_unix_ms();
-        let mut s = collect_with(&self.root, &mut self.processes);
+        let mut s = collect_with(&self.root, self.processes.as_mut());
         s.mono_ns = mono_ns;
         s.wall_unix_ms = wall_unix_ms;
         s.bpf = self.bpf.read();

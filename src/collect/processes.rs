@@ -6,6 +6,13 @@
 //! pread: /proc/PID/stat (for the start time) is read once per process, open() happens once per
 //! process. An open /proc/PID file stays bound to the process it was opened for: once that process
 //! exits, reads fail (ESRCH) even if the pid is reused, so a cached entry never mixes two processes.
+//!
+//! `comm` is re-read only when the io counters moved since the last sample, or after
+//! [`COMM_REFRESH`] samples: an exec always moves them (the kernel reads the new program's header
+//! with `kernel_read`, which counts in `syscr` and `rchar` before the new name is set), so a
+//! process that did nothing keeps its name, and only a rename without I/O (`prctl(PR_SET_NAME)`,
+//! a write to /proc/PID/comm) is seen up to that many samples late. That halves the reads of an
+//! idle machine's hundreds of processes. Where `io` is unreadable, `comm` is read every sample.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,6 +27,9 @@ use crate::sample::{ProcIoCounters, ProcessIo};
 
 /// File descriptors kept free for everything else ioscope opens.
 const FD_HEADROOM: u64 = 256;
+/// A kept-open process whose io counters did not move has its `comm` re-read after this many
+/// samples anyway (see the module comment).
+pub const COMM_REFRESH: u32 = 10;
 
 /// Reads all processes; keeps files open between calls (see the module comment).
 pub struct ProcessReader {
@@ -32,6 +42,10 @@ pub struct ProcessReader {
 struct OpenProcess {
     start_ticks: u64,
     comm: File,
+    /// The name and io counters as last read, and the samples since the name was read.
+    last_comm: String,
+    last_io: Option<ProcIoCounters>,
+    comm_age: u32,
     /// None when /proc/PID/io could not be read (then it is retried each sample: a process's
     /// readability changes when it execs a setuid program or drops privileges).
     io: Option<File>,
@@ -91,8 +105,15 @@ impl ProcessReader {
         let io = io_file.as_ref().and_then(|f| read_io(f, &mut self.buf));
         if self.open.len() < self.max_open {
             if let Ok(comm) = File::open(dir.join("comm")) {
-                let io = if io.is_some() { io_file } else { None };
-                self.open.insert(pid, OpenProcess { start_ticks: stat.starttime, comm, io });
+                let entry = OpenProcess {
+                    start_ticks: stat.starttime,
+                    comm,
+                    last_comm: stat.comm.clone(),
+                    last_io: io.clone(),
+                    comm_age: 0,
+                    io: if io.is_some() { io_file } else { None },
+                };
+                self.open.insert(pid, entry);
             }
         }
         Some(ProcessIo { pid, comm: stat.comm, start_ticks: stat.starttime, io })
@@ -108,8 +129,6 @@ impl Default for ProcessReader {
 /// Re-reads a process through its open files. None when the process is gone (or became
 /// unreadable), which sends the caller to a fresh read.
 fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> Option<ProcessIo> {
-    let comm = pread_all(&entry.comm, buf).ok()?;
-    let comm = String::from_utf8_lossy(comm.strip_suffix(b"\n").unwrap_or(comm)).into_owned();
     let io = match &entry.io {
         Some(f) => match pread_all(f, buf) {
             Ok(bytes) => Some(parse_io(bytes)?),
@@ -130,7 +149,16 @@ fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> 
             io
         }
     };
-    Some(ProcessIo { pid, comm, start_ticks: entry.start_ticks, io })
+    // The name again unless the counters say nothing happened (and it is not due a refresh); the
+    // read also tells a process that exited (ESRCH) when io is not readable.
+    entry.comm_age += 1;
+    if io.is_none() || io != entry.last_io || entry.comm_age >= COMM_REFRESH {
+        let comm = pread_all(&entry.comm, buf).ok()?;
+        entry.last_comm = String::from_utf8_lossy(comm.strip_suffix(b"\n").unwrap_or(comm)).into_owned();
+        entry.comm_age = 0;
+    }
+    entry.last_io.clone_from(&io);
+    Some(ProcessIo { pid, comm: entry.last_comm.clone(), start_ticks: entry.start_ticks, io })
 }
 
 fn io_path(proc: &Path, pid: u32) -> PathBuf {
@@ -236,6 +264,70 @@ mod live_tests {
         child.wait().unwrap();
         assert!(find(&reader.read(proc), pid).is_none());
         assert!(!reader.open.contains_key(&pid), "the files of a gone process are closed");
+    }
+
+    /// A rename without I/O (`prctl(PR_SET_NAME)` in a forked child that only polls a flag in
+    /// shared memory) is seen within COMM_REFRESH samples, and not re-read before: the name is
+    /// kept while the counters stand still.
+    #[test]
+    fn cached_reader_sees_a_rename_without_io_within_the_refresh() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let proc = Path::new("/proc");
+        // SAFETY: a fresh anonymous shared page, unmapped at the end; zero-filled, so a valid
+        // AtomicU32 at its start.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(page, libc::MAP_FAILED);
+        let flag = unsafe { &*(page as *const AtomicU32) };
+        // SAFETY: the child calls only async-signal-safe functions (nanosleep, prctl, _exit) and
+        // does no I/O at all; the parent kills and reaps it.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // Every inherited fd closed at once: a test spawning a command on another thread
+            // waits for its exec-status pipe, which this copy would otherwise hold open.
+            // SAFETY: close_range on our own fds, none of which the child uses.
+            unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+            let nap = libc::timespec { tv_sec: 0, tv_nsec: 10_000_000 };
+            for _ in 0..6000 {
+                if flag.load(Ordering::Acquire) == 1 {
+                    // SAFETY: a NUL-terminated name of under 16 bytes.
+                    unsafe { libc::prctl(libc::PR_SET_NAME, c"renamed".as_ptr()) };
+                    flag.store(2, Ordering::Release);
+                }
+                // SAFETY: a valid timespec; the remainder is not wanted.
+                unsafe { libc::nanosleep(&nap, std::ptr::null_mut()) };
+            }
+            // SAFETY: ends the child without running the parent's atexit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        let pid = pid as u32;
+        let mut reader = ProcessReader::new();
+        let before = find(&reader.read(proc), pid).expect("child listed").comm.clone();
+        flag.store(1, Ordering::Release);
+        while flag.load(Ordering::Acquire) != 2 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let names: Vec<String> = (0..COMM_REFRESH)
+            .map(|_| find(&reader.read(proc), pid).expect("child listed").comm.clone())
+            .collect();
+        // SAFETY: our own child, killed then reaped; the page is ours.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+            libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+            libc::munmap(page, 4096);
+        }
+        assert_ne!(before, "renamed");
+        assert_eq!(names[0], before, "an idle process's name is not re-read every sample");
+        assert_eq!(names.last().map(String::as_str), Some("renamed"), "{names:?}");
     }
 
     #[test]

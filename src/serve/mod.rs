@@ -25,7 +25,7 @@ use tokio::net::TcpSocket;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Semaphore;
 
-use crate::bpf::BpfCollector;
+use crate::bpf::{BpfCollector, BpfOptions};
 use crate::collect::{Sampler, SystemRoot};
 use crate::model::Model;
 use crate::output::prometheus::{self, encode, ExportOptions, Format, SelfStats, Totals};
@@ -199,12 +199,19 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
 /// is dropped.
 fn spawn_sampler(opts: &ServeOptions, shared: Arc<Shared>) -> anyhow::Result<std_mpsc::Sender<()>> {
     let (stop_tx, stop) = std_mpsc::channel::<()>();
-    let (bpf, interval) = (opts.bpf, opts.interval);
+    let (bpf, interval, export) = (opts.bpf, opts.interval, opts.export);
     thread::Builder::new()
         .name("ioscope-sampler".into())
         .spawn(move || {
-            let collector =
-                if bpf { BpfCollector::start() } else { BpfCollector::disabled("--no-bpf was given") };
+            // Paths of files found by scanning every process's fds and maps (when the kernel's
+            // own names have none) are for per-file series only: without --top-files those
+            // scans (up to 2 % of a core on a machine creating files) would be wasted.
+            let bpf_options = BpfOptions { path_fallbacks: export.top_files > 0, ..BpfOptions::from_env() };
+            let collector = if bpf {
+                BpfCollector::start_with(&bpf_options)
+            } else {
+                BpfCollector::disabled("--no-bpf was given")
+            };
             match (&collector.status().enabled, &collector.status().reason) {
                 (true, None) => eprintln!("ioscope serve: eBPF on"),
                 (true, Some(r)) => eprintln!("ioscope serve: eBPF partly on: {r}"),
@@ -215,6 +222,9 @@ fn spawn_sampler(opts: &ServeOptions, shared: Arc<Shared>) -> anyhow::Result<std
                 ),
             }
             let mut sampler = Sampler::new(SystemRoot::live(), collector);
+            if export.top_processes == 0 {
+                sampler = sampler.without_processes();
+            }
             let mut prev: Option<Arc<Snapshot>> = None;
             let start = Instant::now();
             let mut tick: u32 = 0;
