@@ -7,6 +7,7 @@
 
 pub mod block;
 pub mod block_files;
+pub mod cgroup_move;
 pub mod fallback;
 pub mod file_names;
 pub mod files;
