@@ -62,6 +62,10 @@ struct OverheadArgs {
     /// sync probes, and one the shared disk's noise does not reach).
     #[arg(long, conflicts_with_all = ["device", "file"])]
     ram: bool,
+    /// The ioscope binary to measure (e.g. `cargo xtask dist`'s static one) instead of building
+    /// target/release/ioscope.
+    #[arg(long)]
+    ioscope: Option<PathBuf>,
 }
 
 /// What runs beside fio in one run.
@@ -89,7 +93,10 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     which("fio")?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
-    let bin = build_release(root)?;
+    let bin = match &args.ioscope {
+        Some(b) => b.clone(),
+        None => build_release(root)?,
+    };
     let loopdev;
     let _created;
     let device = match (&args.device, &args.file) {

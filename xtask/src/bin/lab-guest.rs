@@ -740,7 +740,19 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
 fn syncs_and_cgroups(s: &mut Suite, mon: &Monitor, status: Option<&Value>) {
     let path = format!("{EXT4}/fsync16");
     let holder = hold_open(&path);
+    // The flusher leaves the call its pages (the guest's memory is small: its background
+    // threshold is a few MiB), as tests/live_syncs.rs does with the expiry.
+    let vm = |name: &str| format!("/proc/sys/vm/{name}");
+    let knobs = ["dirty_background_ratio", "dirty_ratio", "dirty_expire_centisecs"];
+    let saved: Vec<String> =
+        knobs.iter().map(|k| std::fs::read_to_string(vm(k)).unwrap_or_default()).collect();
+    for (k, v) in knobs.iter().zip(["50", "60", "360000"]) {
+        let _ = std::fs::write(vm(k), v);
+    }
     let (pid, r) = mon.around(|| run_pid("/bin/lab-guest", &["fsync-write", &path, "16"]));
+    for (k, v) in knobs.iter().zip(&saved) {
+        let _ = std::fs::write(vm(k), v.trim());
+    }
     drop(holder);
     s.feature("syncs", status, || {
         let pid = u64::from(*pid.as_ref().map_err(Clone::clone)?);
@@ -956,14 +968,17 @@ fn fsync_write(path: &str, mib: u64) {
     std::fs::write(format!("{path}.took"), t.elapsed().as_nanos().to_string()).unwrap();
 }
 
-/// Reads `path`, moves itself into the cgroup directory `cgroup` (its pid into cgroup.procs, no
-/// exec), then reads `path2`.
+/// Reads `path`, waits 3 s, moves itself into the cgroup directory `cgroup` (its pid into
+/// cgroup.procs, no exec), then reads `path2`.
 fn read_move(path: &str, cgroup: &str, path2: &str) {
     let read = |p: &str| {
         let mut f = std::fs::File::open(p).expect(p);
         std::io::copy(&mut f, &mut std::io::sink()).unwrap();
     };
     read(path);
+    // ioscope credits a process's interval to the cgroup it is in at the interval's end: the
+    // move comes after a sample (1 s interval; slack for TCG).
+    std::thread::sleep(Duration::from_secs(3));
     std::fs::write(format!("{cgroup}/cgroup.procs"), std::process::id().to_string()).unwrap();
     read(path2);
 }
