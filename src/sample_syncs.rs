@@ -34,6 +34,8 @@ pub struct SyncCallCounters {
     pub comm: String,
     /// cgroup v2 id of the caller (its last call).
     pub cgroup_id: u64,
+    /// That cgroup's path below the cgroup2 mount ("" when unknown; src/bpf/cgroup.rs).
+    pub cgroup: String,
     /// "fsync", "fdatasync", "sync_file_range", "msync", "syncfs", "sync", "io_uring fsync",
     /// "io_uring sync_file_range".
     pub syscall: String,
@@ -55,6 +57,8 @@ pub struct SyncRunning {
     pub tid: u32,
     pub comm: String,
     pub cgroup_id: u64,
+    /// As in [`SyncCallCounters::cgroup`].
+    pub cgroup: String,
     pub syscall: String,
     pub file: SyncFile,
     /// CLOCK_MONOTONIC at the call's start, ns (comparable with `Sample::mono_ns`).

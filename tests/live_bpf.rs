@@ -126,7 +126,23 @@ fn unprivileged_start_reports_what_is_missing() {
         .unwrap_or_else(|| panic!("no status line in: {stdout}"));
     let status: ioscope::sample::BpfStatus = serde_json::from_str(json).unwrap();
     assert!(!status.enabled);
-    let reason = status.reason.unwrap();
+    let reason = status.reason.clone().unwrap();
     assert!(reason.contains("needs root, or CAP_BPF and CAP_PERFMON; run with sudo"), "{reason}");
     assert!(status.programs.is_empty());
+    // The sync-call and cgroup views, drawn from this status, say what they lack and why.
+    let mut m = ioscope::model::Model::default();
+    m.bpf.enabled = false;
+    m.bpf.reason = Some(reason.clone());
+    m.bpf.panes = ioscope::model::panes::compute(&status);
+    for (key, needs) in [('y', "sync calls need"), ('c', "the cgroup view needs")] {
+        let mut state = ioscope::ui::UiState::new(std::time::Duration::from_secs(1), false);
+        state.handle_key(crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char(key),
+            crossterm::event::KeyModifiers::NONE,
+        ));
+        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(240, 30)).unwrap();
+        t.draw(|f| ioscope::ui::draw(f, &m, &state)).unwrap();
+        let text = t.backend().to_string();
+        assert!(text.contains("eBPF is off") && text.contains(needs), "view {key}: {text}");
+    }
 }

@@ -4,7 +4,8 @@
 //! buffered reads, then reads it again warm. The model's JSON `cgroups[]` must credit each cgroup
 //! its own bytes within 5 %, and give the reader a cold hit rate near 0 % and a warm one near 100 %
 //! (the writer: no misses, and no accesses but its own code's pages). The cgroups are removed afterwards, even when the
-//! test fails.
+//! test fails. A process moved to another cgroup while it runs (no exec) is credited to the new
+//! one from the move on.
 
 mod common;
 
@@ -49,17 +50,36 @@ fn child_main() -> bool {
         for _ in 0..WRITE_MIB {
             f.write_all(buf).unwrap();
         }
-    } else {
-        let read_all = || {
-            let mut f = File::open(&path).unwrap();
-            let mut buf = vec![0u8; 128 << 10];
-            while f.read(&mut buf).unwrap() > 0 {}
-        };
-        read_all();
+    } else if mode == "move" {
+        // Reads its file; (moved to another cgroup by the parent meanwhile, no exec) reads
+        // FILE-b and fsyncs 4 KiB to FILE-s.
+        read_all(Path::new(&path));
         common::child_signal_and_wait(READY);
-        read_all();
+        read_all(Path::new(&format!("{path}-b")));
+        let mut f = File::create(format!("{path}-s")).unwrap();
+        f.write_all(&[7u8; 4096]).unwrap();
+        f.sync_all().unwrap();
+    } else {
+        read_all(Path::new(&path));
+        common::child_signal_and_wait(READY);
+        read_all(Path::new(&path));
     }
     true
+}
+
+/// Reads `path` to its end with 128 KiB buffered reads.
+fn read_all(path: &Path) {
+    let mut f = File::open(path).unwrap();
+    let mut buf = vec![0u8; 128 << 10];
+    while f.read(&mut buf).unwrap() > 0 {}
+}
+
+/// A file of `mib` MiB whose pages are not in the cache (written, synced, then dropped).
+fn cold_file(path: &Path, mib: u64) {
+    common::write_patterned_file(path, mib);
+    let f = File::open(path).unwrap();
+    // SAFETY: a valid descriptor; advice only.
+    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
 }
 
 /// A cgroup v2 directory made for the test; its processes are moved out and it is removed on drop.
@@ -187,12 +207,8 @@ fn cgroups_are_credited_their_own_bytes_and_hit_rates() {
     let lo = LoopDevice::ext4_direct_io_in(Path::new("/var/tmp"), 256);
     let mnt = lo.mount_point().to_path_buf();
     let reads = mnt.join("cold.bin");
-    common::write_patterned_file(&reads, READ_MIB);
     // Cold: drop the file's pages (it is synced), not the machine's cache.
-    let f = File::open(&reads).unwrap();
-    // SAFETY: a valid descriptor; advice only.
-    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
-    drop(f);
+    cold_file(&reads, READ_MIB);
 
     let bpf = BpfCollector::start();
     if !bpf.status().enabled {
@@ -245,4 +261,72 @@ fn cgroups_are_credited_their_own_bytes_and_hit_rates() {
     let warm_hit = r["hit_pct"].as_f64().expect("the reader's accesses");
     assert!(warm_hit >= 95.0, "warm read hit rate {warm_hit:.1} %: {r}");
     assert!(r["read_bytes_s"].as_f64().unwrap() * m.interval_s < 0.05 * READ_MIB as f64 * MIB, "{r}");
+}
+
+/// A process moved to another cgroup while it runs, without an exec (its pid written into the
+/// other cgroup's `cgroup.procs` by another process, as systemd, containerd or `cgclassify` do):
+/// its page-cache accesses, its disk reads and its sync calls after the move are the new
+/// cgroup's, those before it the old one's.
+#[test]
+fn a_process_moved_without_exec_is_credited_to_its_new_cgroup() {
+    let test = "a_process_moved_without_exec_is_credited_to_its_new_cgroup";
+    if !common::require_root(test) {
+        return;
+    }
+    let Some(v2) = cgroup2_mount() else {
+        common::skip(test, "no cgroup2 mount");
+        return;
+    };
+    let lo = LoopDevice::ext4_direct_io_in(Path::new("/var/tmp"), 256);
+    let file = lo.mount_point().join("before-move.bin");
+    let file_b = PathBuf::from(format!("{}-b", file.display()));
+    cold_file(&file, READ_MIB / 2);
+    cold_file(&file_b, READ_MIB / 2);
+    let bpf = BpfCollector::start();
+    if !bpf.status().enabled {
+        common::skip(test, "eBPF could not be loaded");
+        return;
+    }
+    let moved =
+        bpf.status().programs.iter().any(|p| p.tracepoint == "cgroup:cgroup_attach_task" && p.attached);
+    assert!(moved, "cgroup:cgroup_attach_task not attached: {:?}", bpf.status().programs);
+    let mut sampler = Sampler::new(SystemRoot::live(), bpf);
+    let (ca, cb) = (TestCgroup::new(&v2, "from"), TestCgroup::new(&v2, "to"));
+    let mut child = Child::spawn(&ca, "move", &file);
+    child.wait_ready();
+    let s0 = sampler.sample();
+    child.go();
+    child.wait_ready();
+    let s1 = sampler.sample();
+    let pid = child.child.id();
+    std::fs::write(cb.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    child.go();
+    child.finish();
+    let s2 = sampler.sample();
+
+    let pages = ((READ_MIB / 2) << 20) as f64 / 4096.0;
+    let bytes = (READ_MIB / 2) as f64 * MIB;
+    let figures = |m: &Model, id: u64| {
+        let json = serde_json::to_value(m).unwrap();
+        let r = json["cgroups"].as_array().unwrap().iter().find(|c| c["id"].as_u64() == Some(id)).cloned();
+        let f = |k: &str| r.as_ref().and_then(|r| r[k].as_f64()).unwrap_or(0.0) * m.interval_s;
+        (
+            f("accesses_s"),
+            f("read_bytes_s"),
+            r.as_ref().and_then(|r| r["sync_calls_interval"].as_u64()).unwrap_or(0),
+        )
+    };
+    let m1 = Model::between(&s0, &s1);
+    let (a1, b1) = (figures(&m1, ca.id()), figures(&m1, cb.id()));
+    eprintln!("before the move: from {a1:?}, to {b1:?}");
+    assert!(within(a1.0, pages, 5.0) && within(a1.1, bytes, 5.0), "before the move, from: {a1:?}");
+    assert!(b1.0 < 0.05 * pages && b1.1 < 0.05 * bytes, "before the move, to: {b1:?}");
+    let m2 = Model::between(&s1, &s2);
+    let (a2, b2) = (figures(&m2, ca.id()), figures(&m2, cb.id()));
+    eprintln!("after the move: from {a2:?}, to {b2:?}");
+    // The reads after the move (and the small file's writes, a few pages) are the new cgroup's.
+    assert!(within(b2.0, pages, 5.0), "page-cache accesses after the move, to: {b2:?} ({pages} pages)");
+    assert!(within(b2.1, bytes, 5.0), "disk reads after the move, to: {b2:?}");
+    assert_eq!(b2.2, 1, "the fsync after the move, to: {b2:?}");
+    assert!(a2.0 < 0.05 * pages && a2.1 < 0.05 * bytes && a2.2 == 0, "after the move, from: {a2:?}");
 }

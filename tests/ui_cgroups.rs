@@ -124,3 +124,48 @@ fn a_missing_tracepoint_is_named_under_the_rows() {
     assert!(text.contains("cgroups: page cache, dirtying and throttling: needs tracepoint"), "{text}");
     assert!(text.contains("filemap:mm_filemap_get_pages (kernel 6.12+)"), "{text}");
 }
+
+/// The sync-call columns: p99 and the longest call, a running call's age when it is longer; and
+/// without the sync probes, what they need under the rows.
+#[test]
+fn sync_call_latency_per_cgroup_and_what_it_lacks() {
+    let mut m = model(None);
+    m.cgroups[0].sync_calls = 120;
+    m.cgroups[0].sync_p99_s = Some(0.012);
+    m.cgroups[0].sync_max_s = Some(0.4);
+    m.cgroups[1].sync_calls = 3;
+    m.cgroups[1].sync_max_s = Some(0.2);
+    m.cgroups[1].sync_running = 1;
+    m.cgroups[1].sync_running_s = 4.25;
+    // A kernel without syscall tracing: the sync programs are there, their events are not.
+    let mut st = status(None);
+    for tp in ["syscalls:sys_enter_fsync", "syscalls:sys_exit_fsync"] {
+        st.programs.push(BpfProgramStatus {
+            program: "sync_enter".into(),
+            tracepoint: tp.into(),
+            error: Some(format!("tracepoint {tp} not found")),
+            ..Default::default()
+        });
+    }
+    m.bpf.panes = panes::compute(&st);
+    let mut s = UiState::new(Duration::from_secs(1), false);
+    key(&mut s, KeyCode::Char('c'));
+    let text = screen(&m, &s);
+    let line = |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
+    assert!(line("sync p99").contains("sync max"), "{text}");
+    let pod = line("pod 8c5e3b4a");
+    assert!(pod.contains("12 ms") && pod.contains("400 ms") && pod.contains("120"), "{pod}");
+    assert!(line("postgresql").contains("▶4.2 s"), "{text}");
+    // The status has no sync programs: the view says what the column needs.
+    assert!(
+        text.contains("sync calls (fsync and friends): needs tracepoint syscalls:sys_enter_fsync"),
+        "{text}"
+    );
+    // `s` to the sync sort: the running call's cgroup first.
+    for _ in 0..7 {
+        key(&mut s, KeyCode::Char('s'));
+    }
+    assert_eq!(s.cgroups_sort, ioscope::ui::cgroups::CgroupSort::Sync);
+    let rows: Vec<u64> = ioscope::ui::cgroups::visible(&m, &s).iter().map(|c| c.id).collect();
+    assert_eq!(rows, [41, 40]);
+}

@@ -1,5 +1,5 @@
 //! cgroup v2 ids (what `bpf_get_current_cgroup_id()` returns: the cgroup directory's inode number)
-//! to paths, for the per-process block and page-cache rows (and so the cgroup view). The cgroup2 hierarchy is walked once and again only
+//! to paths, for the per-process block, page-cache and sync-call rows (and so the cgroup view). The cgroup2 hierarchy is walked once and again only
 //! when an unknown id shows up (at most every few seconds): cheap on machines with hundreds of
 //! cgroups, and nothing at all is read when every id is known.
 
@@ -24,6 +24,14 @@ pub fn name_rows(sample: &mut crate::sample::BpfSample, names: &mut CgroupNames)
     if let Some(pc) = &mut sample.page_cache {
         for p in &mut pc.processes {
             p.cgroup = names.path(p.cgroup_id);
+        }
+    }
+    if let Some(s) = &mut sample.syncs {
+        for c in &mut s.calls {
+            c.cgroup = names.path(c.cgroup_id);
+        }
+        for r in &mut s.running {
+            r.cgroup = names.path(r.cgroup_id);
         }
     }
 }

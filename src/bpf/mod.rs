@@ -7,6 +7,7 @@ pub mod block;
 pub mod block_claim;
 pub mod block_files;
 pub mod cgroup;
+pub mod cgroup_move;
 pub mod file_names;
 pub mod files;
 pub mod kernel_btf;
@@ -231,6 +232,9 @@ impl BpfCollector {
         loader.override_global(NAME_LAYOUT_GLOBAL, &names_global, true);
         let sync_plan = syncs::plan(&tracefs, btf.as_ref(), &sync_plan_hidden);
         loader.override_global(ioscope_common::syncs::SYNC_LAYOUT_GLOBAL, &sync_plan.layout, true);
+        let move_plan = cgroup_move::plan(&tracefs, &sync_plan_hidden);
+        let move_layout = move_plan.clone().unwrap_or(ioscope_common::cgroup_move::MoveLayout::UNSET);
+        loader.override_global(ioscope_common::cgroup_move::MOVE_LAYOUT_GLOBAL, &move_layout, true);
         let rq_config = block_files::config();
         loader.override_global(BLOCK_RQ_CONFIG_GLOBAL, &rq_config, true);
         let mut ebpf = match loader.load(OBJECT) {
@@ -313,6 +317,7 @@ impl BpfCollector {
         let sync_attached =
             sync_statuses.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect();
         programs.extend(sync_statuses);
+        programs.push(cgroup_move::attach(&mut ebpf, &move_plan));
         for p in &mut programs {
             p.mechanism = mechanism(&ebpf, &p.program).to_string();
         }

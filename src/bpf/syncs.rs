@@ -236,6 +236,7 @@ impl SyncMaps {
                 tid: f.tid,
                 comm: comm_text(&f.comm),
                 cgroup_id: f.cgroup_id,
+                cgroup: String::new(),
                 syscall: kind_name(f.kind).to_string(),
                 file: file(f.dev, f.ino),
                 start_mono_ns: f.start_ns,

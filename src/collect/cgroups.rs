@@ -48,13 +48,17 @@ impl CgroupFiles {
         out
     }
 
-    /// The files of every cgroup named in the sample's block and page-cache rows.
+    /// The files of every cgroup named in the sample's block and page-cache rows, and of those with a
+    /// sync call running.
     pub fn read(&mut self, bpf: &BpfSample) -> Vec<CgroupSample> {
         // id → (path, a live member's pid).
         let mut seen: Vec<(u64, &str, u32)> = Vec::new();
         let rows = bpf.io_processes.iter().map(|p| (p.cgroup_id, p.cgroup.as_str(), p.pid, p.exited));
         let cache = bpf.page_cache.iter().flat_map(|pc| &pc.processes);
         let rows = rows.chain(cache.map(|p| (p.cgroup_id, p.cgroup.as_str(), p.pid, p.exited)));
+        // Running sync calls (completed ones are cumulative: their cgroups are not all busy).
+        let running = bpf.syncs.iter().flat_map(|s| &s.running);
+        let rows = rows.chain(running.map(|r| (r.cgroup_id, r.cgroup.as_str(), r.pid, false)));
         for (id, path, pid, exited) in rows {
             if id == 0 || path.is_empty() {
                 continue;

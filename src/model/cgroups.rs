@@ -14,7 +14,19 @@
 //! ```
 //!
 //! A process's page-cache counts go to the cgroup the probes last saw it in (read when its entry
-//! is made, at exec and at a rename): a process moved to another cgroup takes its interval along.
+//! is made, at exec, at a rename and when it is moved, `cgroup:cgroup_attach_task`): a process
+//! moved to another cgroup takes its interval along.
+//!
+//! Sync calls per cgroup are the sync probes' rows added up by the caller's cgroup (the cgroup of
+//! each (process, call, file)'s last call; src/model/syncs.rs has the per-row figures):
+//!
+//! ```text
+//! sync_calls          = Σ completed calls since ioscope started
+//! sync_calls_interval = Σ Δcalls over the interval
+//! sync_p99_s          = p99 of the added-up log2 µs histograms (interpolated, at most sync_max_s)
+//! sync_max_s          = the longest completed call          (both null without a completed call)
+//! sync_running        = calls in progress now; sync_running_s = the age of the oldest
+//! ```
 //!
 //! The files' figures (`io_stat`, `io_pressure`, `memory_pressure`, `memory`) are rates of the
 //! cumulative counters between the two samples (null when the file is missing, e.g. v2 without
@@ -29,6 +41,7 @@ use super::cgroup_names::{self, CgroupName};
 use super::counter::{delta, per_second};
 use super::io_processes::IoProcessModel;
 use super::psi::{self, PsiView};
+use crate::model::block::percentile;
 use crate::sample::Sample;
 use crate::sample_cgroup::CgroupSample;
 
@@ -52,6 +65,13 @@ pub struct CgroupModel {
     pub hit_pct: Option<f64>,
     pub dirtied_pages_s: f64,
     pub throttled_ms_s: f64,
+    /// Sync calls (fsync and friends) of the cgroup's processes since ioscope started.
+    pub sync_calls: u64,
+    pub sync_calls_interval: u64,
+    pub sync_p99_s: Option<f64>,
+    pub sync_max_s: Option<f64>,
+    pub sync_running: u32,
+    pub sync_running_s: f64,
     /// The cgroup's `io.stat` (or v1 blkio) rates; null when neither file exists.
     pub io_stat: Option<CgroupIoRates>,
     pub io_pressure: Option<PsiView>,
@@ -138,12 +158,23 @@ pub fn compute(
             a.path = f.path.clone();
         }
     }
+    let syncs = syncs_by_cgroup(prev, cur);
+    for (id, s) in &syncs {
+        if s.calls_interval > 0 || s.running > 0 {
+            let a = by_id.entry(*id).or_default();
+            for &pid in &s.pids {
+                a.pid(pid, &s.path);
+            }
+        }
+    }
     let files = |s: &Sample, id: u64| s.cgroups.iter().find(|f| f.id == id).cloned();
     let mut rows: Vec<CgroupModel> = by_id
         .into_iter()
         .map(|(id, mut a)| {
             a.pids.sort_unstable();
             let (p, c) = (files(prev, id), files(cur, id));
+            let sync = syncs.get(&id);
+            let sync_max = sync.filter(|s| s.calls > 0).map(|s| s.max_ns as f64 / 1e9);
             let name = if id == 0 {
                 CgroupName { kind: "other", name: "(unknown cgroup)".into(), ..Default::default() }
             } else {
@@ -162,6 +193,13 @@ pub fn compute(
                 hit_pct: hit_pct(a.hits, a.accesses),
                 dirtied_pages_s: per_second(a.dirtied, secs),
                 throttled_ms_s: if secs > 0.0 { a.throttled_ms / secs } else { 0.0 },
+                sync_calls: sync.map_or(0, |s| s.calls),
+                sync_calls_interval: sync.map_or(0, |s| s.calls_interval),
+                sync_p99_s: sync_max
+                    .and_then(|max| percentile(&sync?.hist, 0.99).map(|us| (us / 1e6).min(max))),
+                sync_max_s: sync_max,
+                sync_running: sync.map_or(0, |s| s.running),
+                sync_running_s: sync.map_or(0.0, |s| s.running_s),
                 io_stat: io_rates(p.as_ref(), c.as_ref(), secs),
                 io_pressure: c.as_ref().and_then(|c| {
                     let prev = p.as_ref().and_then(|p| p.io_pressure.as_ref());
@@ -188,6 +226,64 @@ pub fn compute(
             .then(a.path.cmp(&b.path))
     });
     rows
+}
+
+/// One cgroup's sync calls, added up over its (process, call, file) rows.
+#[derive(Default)]
+struct SyncAcc {
+    path: String,
+    pids: Vec<u32>,
+    calls: u64,
+    calls_interval: u64,
+    max_ns: u64,
+    hist: Vec<u64>,
+    running: u32,
+    running_s: f64,
+}
+
+/// The sync probes' rows of `cur` by the caller's cgroup id.
+fn syncs_by_cgroup(prev: &Sample, cur: &Sample) -> BTreeMap<u64, SyncAcc> {
+    let mut out: BTreeMap<u64, SyncAcc> = BTreeMap::new();
+    let Some(s) = &cur.bpf.syncs else { return out };
+    let was: std::collections::HashMap<_, u64> = prev
+        .bpf
+        .syncs
+        .iter()
+        .flat_map(|p| &p.calls)
+        .map(|c| ((c.pid, c.syscall.as_str(), c.file.major, c.file.minor, c.file.ino), c.calls))
+        .collect();
+    for c in &s.calls {
+        let a = out.entry(c.cgroup_id).or_default();
+        if a.path.is_empty() {
+            a.path.clone_from(&c.cgroup);
+        }
+        let before = was.get(&(c.pid, c.syscall.as_str(), c.file.major, c.file.minor, c.file.ino));
+        let new = c.calls.saturating_sub(before.copied().filter(|&b| b <= c.calls).unwrap_or(0));
+        if new > 0 && !a.pids.contains(&c.pid) {
+            a.pids.push(c.pid);
+        }
+        a.calls += c.calls;
+        a.calls_interval += new;
+        a.max_ns = a.max_ns.max(c.max_ns);
+        if a.hist.len() < c.hist.len() {
+            a.hist.resize(c.hist.len(), 0);
+        }
+        for (h, n) in a.hist.iter_mut().zip(&c.hist) {
+            *h += n;
+        }
+    }
+    for r in &s.running {
+        let a = out.entry(r.cgroup_id).or_default();
+        if a.path.is_empty() {
+            a.path.clone_from(&r.cgroup);
+        }
+        if !a.pids.contains(&r.pid) {
+            a.pids.push(r.pid);
+        }
+        a.running += 1;
+        a.running_s = a.running_s.max(cur.mono_ns.saturating_sub(r.start_mono_ns) as f64 / 1e9);
+    }
+    out
 }
 
 /// Rates of the io counters; null unless both samples have them from the same source.
@@ -280,6 +376,61 @@ mod tests {
         let old: Sample = serde_json::from_str(old).unwrap();
         assert!(old.cgroups.is_empty());
         assert_eq!(old.bpf.page_cache.unwrap().processes[0].cgroup_id, 0);
+    }
+
+    #[test]
+    fn sync_calls_add_up_per_cgroup_with_their_running_ones() {
+        use crate::sample_syncs::{SyncCallCounters, SyncFile, SyncRunning, SyncSample};
+        let calls = |pid: u32, ino: u64, cgroup_id: u64, n: u64, bucket: usize, max_ns: u64| {
+            let mut hist = vec![0; 32];
+            hist[bucket] = n;
+            SyncCallCounters {
+                pid,
+                cgroup_id,
+                cgroup: format!("/c{cgroup_id}"),
+                syscall: "fsync".into(),
+                file: SyncFile { major: 7, minor: 0, ino, path: None },
+                calls: n,
+                max_ns,
+                hist,
+                ..Default::default()
+            }
+        };
+        let with = |mono_s: u64, calls: Vec<SyncCallCounters>, running: Vec<SyncRunning>| {
+            let mut s = Sample { mono_ns: mono_s * 1_000_000_000, ..Default::default() };
+            s.bpf.syncs = Some(SyncSample { attached: vec![], calls, running });
+            s
+        };
+        // Cgroup 10: two processes, 99 calls in [1, 2) ms and 1 of 40 ms; cgroup 20: none done,
+        // one running for 3 s (no other I/O in the interval: it has a row all the same).
+        let prev = with(10, vec![calls(1, 5, 10, 90, 11, 1_900_000)], vec![]);
+        let cur = with(
+            12,
+            vec![calls(1, 5, 10, 99, 11, 1_900_000), calls(2, 6, 10, 1, 16, 40_000_000)],
+            vec![SyncRunning {
+                pid: 3,
+                cgroup_id: 20,
+                cgroup: "/c20".into(),
+                syscall: "fsync".into(),
+                start_mono_ns: 9_000_000_000,
+                ..Default::default()
+            }],
+        );
+        let rows = compute(Some(&prev), &cur, 2.0, &[], &[]);
+        let a = rows.iter().find(|r| r.id == 10).unwrap();
+        assert_eq!((a.sync_calls, a.sync_calls_interval, a.sync_running), (100, 10, 0));
+        assert_eq!((a.pids.clone(), a.path.as_str()), (vec![1, 2], "/c10"));
+        assert_eq!(a.sync_max_s, Some(0.04));
+        // p99: rank 99 of 100, the 99th of 99 in bucket 11 ([1024, 2048) µs): its upper edge,
+        // capped at the longest call of all (40 ms: not reached).
+        assert_eq!(a.sync_p99_s, Some(0.002048));
+        let b = rows.iter().find(|r| r.id == 20).unwrap();
+        assert_eq!((b.sync_calls, b.sync_p99_s, b.sync_max_s, b.sync_running), (0, None, None, 1));
+        assert_eq!((b.sync_running_s, b.path.as_str(), b.pids.clone()), (3.0, "/c20", vec![3]));
+        // A cgroup whose calls are all older than the interval gets no row for them.
+        let rows =
+            compute(Some(&cur), &with(13, cur.bpf.syncs.clone().unwrap().calls, vec![]), 1.0, &[], &[]);
+        assert!(rows.is_empty(), "{rows:#?}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The cgroup view (`c`): per cgroup v2, disk I/O credited at submission, page-cache hit rate,
-//! dirtying and throttling (eBPF), and the cgroup's own files (io.stat or v1 blkio, PSI,
+//! dirtying, throttling and sync-call latency (eBPF), and the cgroup's own files (io.stat or v1 blkio, PSI,
 //! memory.stat). Sorted with `s`/`r`, filtered with `/` (name or path); Enter limits the process
 //! panes to the selected cgroup (`C` clears that). A pure render of the model's `cgroups`.
 
@@ -30,13 +30,15 @@ pub enum CgroupSort {
     Misses,
     Dirtied,
     Throttled,
+    /// The longest sync call, completed or running.
+    Sync,
     /// io.pressure some avg10.
     IoPressure,
     Name,
 }
 
 impl CgroupSort {
-    const ORDER: [CgroupSort; 9] = [
+    const ORDER: [CgroupSort; 10] = [
         CgroupSort::Bytes,
         CgroupSort::Read,
         CgroupSort::Write,
@@ -44,6 +46,7 @@ impl CgroupSort {
         CgroupSort::Misses,
         CgroupSort::Dirtied,
         CgroupSort::Throttled,
+        CgroupSort::Sync,
         CgroupSort::IoPressure,
         CgroupSort::Name,
     ];
@@ -62,6 +65,7 @@ impl CgroupSort {
             CgroupSort::Misses => "misses",
             CgroupSort::Dirtied => "dirtied",
             CgroupSort::Throttled => "throttled",
+            CgroupSort::Sync => "sync max",
             CgroupSort::IoPressure => "io psi",
             CgroupSort::Name => "name",
         }
@@ -76,10 +80,16 @@ impl CgroupSort {
             CgroupSort::Misses => c.misses_s,
             CgroupSort::Dirtied => c.dirtied_pages_s,
             CgroupSort::Throttled => c.throttled_ms_s,
+            CgroupSort::Sync => sync_longest(c),
             CgroupSort::IoPressure => c.io_pressure.as_ref().map_or(0.0, |p| p.some_avg10),
             CgroupSort::Name => 0.0,
         }
     }
+}
+
+/// The cgroup's longest sync call: completed, or running for longer.
+fn sync_longest(c: &CgroupModel) -> f64 {
+    c.sync_max_s.unwrap_or(0.0).max(c.sync_running_s)
 }
 
 /// The panes' limit to one cgroup (Enter in the view): its id, and its name for the titles.
@@ -240,7 +250,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         return;
     }
     // A pane that is not live says so on the last line.
-    let missing: Vec<String> = ["cgroups_io", "cgroups_cache"]
+    let missing: Vec<String> = ["cgroups_io", "cgroups_cache", "syncs"]
         .iter()
         .filter_map(|p| crate::model::panes::not_live(&model.bpf.panes, p))
         .map(|p| format!("{}: {}", p.title, p.reason.as_deref().unwrap_or_default()))
@@ -308,8 +318,22 @@ fn cgroup_columns(rows: &[&CgroupModel], state: &UiState) -> Vec<Column> {
         })
         .collect();
     let psi = |v: Option<&crate::model::PsiView>| v.map_or_else(dash, |p| format::percent(p.some_avg10));
-    // Issue 21's sync-call latency per cgroup goes here, beside throttling, once the sync probes
-    // exist (a column of their p99 per cgroup).
+    let secs = crate::ui::syncs::secs;
+    let mut sync_max = Column::new(title("sync max", &[CgroupSort::Sync]), 1);
+    sync_max.cells = rows
+        .iter()
+        .map(|c| {
+            let long = crate::ui::syncs::LONG_CALL_S;
+            let style = |s: f64| theme.level(Level::of(s, 0.1, long));
+            match c.sync_max_s {
+                _ if c.sync_running > 0 && c.sync_running_s >= c.sync_max_s.unwrap_or(0.0) => {
+                    (format!("▶{}", secs(c.sync_running_s)), style(c.sync_running_s))
+                }
+                Some(max) => (secs(max), style(max)),
+                None => (dash(), theme.dim()),
+            }
+        })
+        .collect();
     vec![
         name,
         kind,
@@ -325,6 +349,15 @@ fn cgroup_columns(rows: &[&CgroupModel], state: &UiState) -> Vec<Column> {
         col(title("miss pg/s", &[CgroupSort::Misses]), 1, &|c| format::count(c.misses_s, u)),
         col(title("dirtied pg/s", &[CgroupSort::Dirtied]), 1, &|c| format::count(c.dirtied_pages_s, u)),
         throttled,
+        col("syncs".into(), 2, &|c| {
+            if c.sync_calls + u64::from(c.sync_running) == 0 {
+                dash()
+            } else {
+                format::count(c.sync_calls as f64, u)
+            }
+        }),
+        col("sync p99".into(), 1, &|c| c.sync_p99_s.map_or_else(dash, secs)),
+        sync_max,
         col(title("io psi", &[CgroupSort::IoPressure]), 2, &|c| psi(c.io_pressure.as_ref())),
         col("mem psi".into(), 3, &|c| psi(c.memory_pressure.as_ref())),
         col(rate("io.stat rd"), 3, &|c| {

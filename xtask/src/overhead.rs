@@ -57,6 +57,15 @@ struct OverheadArgs {
     /// (`--fsync=1`), to a file on ext4 made on the loop device (src/overhead_fsync.rs).
     #[arg(long, conflicts_with_all = ["device", "file", "buffered_loop"])]
     fsync: bool,
+    /// The loop device's image in /dev/shm (tmpfs, buffered): its flushes cost nothing, so every
+    /// microsecond of an fsync is the kernel's own path and the probes' (the worst case for the
+    /// sync probes, and one the shared disk's noise does not reach).
+    #[arg(long, conflicts_with_all = ["device", "file"])]
+    ram: bool,
+    /// The ioscope binary to measure (e.g. `cargo xtask dist`'s static one) instead of building
+    /// target/release/ioscope.
+    #[arg(long)]
+    ioscope: Option<PathBuf>,
 }
 
 /// What runs beside fio in one run.
@@ -84,7 +93,10 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     which("fio")?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
-    let bin = build_release(root)?;
+    let bin = match &args.ioscope {
+        Some(b) => b.clone(),
+        None => build_release(root)?,
+    };
     let loopdev;
     let _created;
     let device = match (&args.device, &args.file) {
@@ -94,7 +106,7 @@ pub fn run(args: &[String]) -> Result<()> {
             f.clone()
         }
         (None, None) => {
-            loopdev = LoopDevice::new(!args.buffered_loop)?;
+            loopdev = LoopDevice::new(!args.buffered_loop && !args.ram, args.ram)?;
             loopdev.path.clone()
         }
     };
@@ -121,6 +133,7 @@ pub fn run(args: &[String]) -> Result<()> {
         match (&args.device, args.buffered_loop) {
             (Some(_), _) => "",
             (None, _) if args.file.is_some() => " (a file on a real disk's filesystem)",
+            (None, _) if args.ram => " (loop device over a file in /dev/shm: CPU-bound, the worst case)",
             (None, true) => " (loop device over a file, buffered: CPU-bound, the worst case)",
             (None, false) => " (loop device over a file, direct I/O to the disk below)",
         },
@@ -382,8 +395,9 @@ struct LoopDevice {
 }
 
 impl LoopDevice {
-    fn new(direct: bool) -> Result<LoopDevice> {
-        let image = PathBuf::from(format!("/var/tmp/ioscope-overhead-{}.img", std::process::id()));
+    fn new(direct: bool, ram: bool) -> Result<LoopDevice> {
+        let dir = if ram { "/dev/shm" } else { "/var/tmp" };
+        let image = PathBuf::from(format!("{dir}/ioscope-overhead-{}.img", std::process::id()));
         let status = Command::new("dd")
             .args(["if=/dev/zero", &format!("of={}", image.display()), "bs=1M", "count=1024", "status=none"])
             .status()?;

@@ -48,6 +48,7 @@ const NOCAS: Cell =
 const DIRTY_PAGE: Cell = Works("writeback:writeback_dirty_page (writeback_dirty_folio's older name)");
 const DIRTY: Cell = Works("writeback:writeback_dirty_folio");
 const WB_EXT4: Cell = Works("ext4:ext4_writepages_result");
+const SYNCS: Cell = Works("syscalls:sys_enter_fsync, sys_exit_fsync");
 
 /// The table. Its cells are what the lab verified (see each check in src/bin/lab-guest.rs).
 pub const FEATURES: &[Feature] = &[
@@ -184,6 +185,34 @@ pub const FEATURES: &[Feature] = &[
             Works("fentry page_cache_ra_order (fallback), fentry filemap_fault, filemap_map_pages"),
             Works("fentry page_cache_ra_order (fallback), filemap:mm_filemap_fault"),
             Works("readahead:page_cache_ra_order, filemap:mm_filemap_fault"),
+        ],
+    },
+    Feature {
+        id: "syncs",
+        label: "Sync calls: fsync latency per process and file",
+        pane: Some("syncs"),
+        cells: [SYNCS, SYNCS, SYNCS, SYNCS],
+    },
+    Feature {
+        id: "cgroups_io",
+        label: "cgroups: disk I/O by submitter",
+        pane: Some("cgroups_io"),
+        cells: [
+            Missing("block:block_io_start (6.5+)"),
+            Works("block:block_getrq (fallback for block_io_start)"),
+            Works("block:block_io_start"),
+            Works("block:block_io_start (BTF)"),
+        ],
+    },
+    Feature {
+        id: "cgroups_cache",
+        label: "cgroups: page-cache hit %, a process moved without exec",
+        pane: Some("cgroups_cache"),
+        cells: [
+            Missing("filemap:mm_filemap_get_pages (6.12+)"),
+            Works("fexit filemap_get_pages (fallback), cgroup:cgroup_attach_task"),
+            Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
+            Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
         ],
     },
 ];

@@ -8,6 +8,7 @@
 pub mod block;
 pub mod block_claim;
 pub mod block_files;
+pub mod cgroup_move;
 pub mod fallback;
 pub mod file_names;
 pub mod files;

@@ -9,6 +9,7 @@
 mod block_claim;
 mod block_files;
 mod block_io;
+mod cgroup_move;
 mod file_names;
 mod files;
 mod kernel;

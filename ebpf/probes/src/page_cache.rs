@@ -126,6 +126,21 @@ fn set_comm(counters: &mut CacheCounters) {
     }
 }
 
+/// A process moved to cgroup `cgroup_id` (crate::cgroup_move): when it has an entry, this CPU's
+/// value takes the new cgroup and the leader's `comm` as the newest (userspace takes both from the
+/// newest CPU). A process without an entry reads its cgroup when it is made.
+#[inline(always)]
+pub(crate) fn moved(tgid: u32, cgroup_id: u64, comm: [u8; 16]) {
+    if let Some(p) = CACHE_PROCS.get_ptr_mut(tgid) {
+        // SAFETY: this CPU's value, see totals().
+        let p = unsafe { &mut *p };
+        p.comm = comm;
+        // SAFETY: helper without preconditions.
+        p.comm_ns = unsafe { bpf_ktime_get_ns() };
+        p.cgroup_id = cgroup_id;
+    }
+}
+
 /// `sched:sched_process_exec`: the process has its new name now; a process that used the cache
 /// before exec (a forked shell) would otherwise keep the old one. No field is read.
 #[tracepoint]

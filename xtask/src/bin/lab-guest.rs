@@ -9,8 +9,11 @@
 //! Output, on the serial console: `IOSCOPE-LAB START|PASS|FAIL|MISSING|INFO <check> <detail>`
 //! lines and a final `IOSCOPE-LAB DONE`.
 //!
-//! Also its own workload helper: `lab-guest mmap-read FILE [random]` touches random pages of a
-//! mapping of FILE (with MADV_RANDOM when asked), as tests/live_readahead.rs's child does.
+//! Also its own workload helpers: `lab-guest mmap-read FILE [random]` touches random pages of a
+//! mapping of FILE (with MADV_RANDOM when asked), as tests/live_readahead.rs's child does;
+//! `fsync-write FILE MIB` writes MIB MiB and times its fsync (FILE.took, ns), as
+//! tests/live_syncs.rs's worker; `read-move FILE CGROUP_DIR FILE2` reads FILE, moves itself into
+//! the cgroup (no exec) and reads FILE2, as tests/live_cgroups.rs's moved child.
 
 #[path = "../support.rs"]
 #[allow(dead_code)]
@@ -34,17 +37,23 @@ const PAGE: u64 = 4096;
 const TOUCHES: u64 = 1000;
 const EXT4: &str = "/mnt/ext4";
 const XFS: &str = "/mnt/xfs";
+const CGROUP2: &str = "/sys/fs/cgroup";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("mmap-read") => mmap_read(&args[1], args.get(2).is_some_and(|a| a == "random")),
+        Some("fsync-write") => fsync_write(&args[1], args[2].parse().expect("MiB")),
+        Some("read-move") => read_move(&args[1], &args[2], &args[3]),
         Some("suite") => {
             let code = suite();
             std::process::exit(code);
         }
         _ => {
-            eprintln!("usage: lab-guest suite | lab-guest mmap-read FILE [random]");
+            eprintln!(
+                "usage: lab-guest suite | mmap-read FILE [random] | fsync-write FILE MIB | \
+                 read-move FILE CGROUP_DIR FILE2"
+            );
             std::process::exit(2);
         }
     }
@@ -167,6 +176,13 @@ fn suite() -> i32 {
 
     // Privileges and BTF first: short `--once` runs.
     s.always("nonroot", nonroot);
+
+    // cgroup v2 for the cgroup checks, mounted before ioscope starts (it finds the mount then).
+    if !is_mounted(CGROUP2) {
+        if let Err(e) = sh(&format!("mkdir -p {CGROUP2} && mount -t cgroup2 none {CGROUP2}")) {
+            say("INFO", "cgroup2", &format!("cannot mount cgroup2 at {CGROUP2}: {e}"));
+        }
+    }
 
     // One ioscope for every eBPF check: starting it (loading, verifying) is the slow part.
     say("START", "ioscope_start", "ioscope --batch --json, waiting for its first two reports");
@@ -711,6 +727,114 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
             .then_some(detail.clone())
             .ok_or(detail)
     });
+
+    syncs_and_cgroups(s, mon, status);
+}
+
+/// Sync calls (tests/live_syncs.rs): an fsync of 16 MiB timed by its caller, on its file and
+/// process, its latency within 10 % (+ 2 ms: TCG's clocks) and the bytes it wrote back within
+/// 10 %. cgroups (tests/live_cgroups.rs): direct writes in one cgroup credited there within 5 %;
+/// a cold read in another, and after a move without exec a cold read credited to the new
+/// cgroup, each within 10 % of its pages (the helper's own code pages are accesses too) and
+/// missed.
+fn syncs_and_cgroups(s: &mut Suite, mon: &Monitor, status: Option<&Value>) {
+    let path = format!("{EXT4}/fsync16");
+    let holder = hold_open(&path);
+    // The flusher leaves the call its pages (the guest's memory is small: its background
+    // threshold is a few MiB), as tests/live_syncs.rs does with the expiry.
+    let vm = |name: &str| format!("/proc/sys/vm/{name}");
+    let knobs = ["dirty_background_ratio", "dirty_ratio", "dirty_expire_centisecs"];
+    let saved: Vec<String> =
+        knobs.iter().map(|k| std::fs::read_to_string(vm(k)).unwrap_or_default()).collect();
+    for (k, v) in knobs.iter().zip(["50", "60", "360000"]) {
+        let _ = std::fs::write(vm(k), v);
+    }
+    let (pid, r) = mon.around(|| run_pid("/bin/lab-guest", &["fsync-write", &path, "16"]));
+    for (k, v) in knobs.iter().zip(&saved) {
+        let _ = std::fs::write(vm(k), v.trim());
+    }
+    drop(holder);
+    s.feature("syncs", status, || {
+        let pid = u64::from(*pid.as_ref().map_err(Clone::clone)?);
+        let took: f64 = std::fs::read_to_string(format!("{path}.took"))
+            .map_err(|e| format!("{path}.took: {e}"))?
+            .trim()
+            .parse::<f64>()
+            .map_err(|e| e.to_string())?
+            / 1e9;
+        let last = r.last().ok_or("no report")?;
+        let rows = last["syncs"].as_array().cloned().unwrap_or_default();
+        let row = rows
+            .iter()
+            .find(|x| x["pid"].as_u64() == Some(pid) && x["syscall"] == "fsync")
+            .ok_or_else(|| format!("no fsync row for pid {pid}: syncs[] {}", last["syncs"]))?;
+        let (max, written) = (row["max_s"].as_f64().unwrap_or(0.0), row["written_bytes"].as_u64().unwrap_or(0));
+        let detail = format!(
+            "fsync of {path} by pid {pid}: ioscope {max:.4} s, the caller timed {took:.4} s; path {}, calls {}, \
+             {written} bytes written back of 16 MiB",
+            row["path"], row["calls"]
+        );
+        ((max - took).abs() <= 0.1 * took + 0.002
+            && row["path"] == path.as_str()
+            && row["calls"].as_u64() == Some(1)
+            && within(written as f64, (16 * MIB) as f64, 0.1))
+        .then_some(detail.clone())
+        .ok_or(detail)
+    });
+
+    let cgroup = |name: &str| -> Result<String, String> {
+        let dir = format!("{CGROUP2}/{name}");
+        sh(&format!("mkdir -p {dir}"))?;
+        Ok(dir)
+    };
+    let in_cgroup = |dir: &str, cmd: &str| sh(&format!("echo $$ > {dir}/cgroup.procs && exec {cmd}"));
+    // By id (the directory's inode): a cgroup made since ioscope's last walk of the hierarchy may
+    // have no path for a few seconds.
+    let credited = |reports: &[Value], name: &str, key: &str| {
+        use std::os::unix::fs::MetadataExt;
+        let id = std::fs::metadata(format!("{CGROUP2}/{name}")).map_or(0, |m| m.ino());
+        sum_rows(reports, "cgroups", key, |c| c["id"].as_u64() == Some(id))
+    };
+    let direct = format!("{EXT4}/cg-direct");
+    let (w, w_r) = mon.around(|| {
+        let dir = cgroup("lab-w")?;
+        in_cgroup(&dir, &format!("dd if=/dev/zero of={direct} oflag=direct bs=64k count=200"))
+    });
+    s.feature("cgroups_io", status, || {
+        w.clone()?;
+        let got = credited(&w_r, "lab-w", "write_bytes_s");
+        let want = 200.0 * 65536.0;
+        let detail = format!("cgroup /lab-w credited {got:.0} bytes written, dd wrote {want:.0} (O_DIRECT)");
+        within(got, want, 0.05).then_some(detail.clone()).ok_or(detail)
+    });
+
+    let (a, b) = (format!("{EXT4}/cg-read-a"), format!("{EXT4}/cg-read-b"));
+    let prep = run_pid("dd", &["if=/dev/urandom", &format!("of={a}"), "bs=1M", "count=16"])
+        .and_then(|_| run_pid("dd", &["if=/dev/urandom", &format!("of={b}"), "bs=1M", "count=16"]))
+        .and_then(|_| drop_caches());
+    let (moved, m_r) = mon.around(|| {
+        prep.clone()?;
+        let (from, to) = (cgroup("lab-from")?, cgroup("lab-to")?);
+        in_cgroup(&from, &format!("/bin/lab-guest read-move {a} {to} {b}"))
+    });
+    s.feature("cgroups_cache", status, || {
+        moved.clone()?;
+        let pages = (16 * MIB / PAGE) as f64;
+        let mut detail = Vec::new();
+        let mut ok = true;
+        for name in ["lab-from", "lab-to"] {
+            let acc = credited(&m_r, name, "accesses_s");
+            let miss = credited(&m_r, name, "misses_s");
+            let hit = if acc > 0.0 { 100.0 * (acc - miss.min(acc)) / acc } else { f64::NAN };
+            ok &= within(acc, pages, 0.1) && hit <= 10.0;
+            detail.push(format!("/{name}: {acc:.0} accesses, hit {hit:.1} %"));
+        }
+        let detail = format!(
+            "cold reads of {pages} pages before and after a move without exec: {}",
+            detail.join("; ")
+        );
+        ok.then_some(detail.clone()).ok_or(detail)
+    });
 }
 
 /// A process (`sleep`) holding the file open until dropped; the file is created if missing.
@@ -830,6 +954,33 @@ fn once_checks(
         return Err(format!("ioscope {how}: no processes[]"));
     }
     bpf(&v["bpf"]).map(|b| format!("procfs panes filled; {b}"))
+}
+
+/// Writes `mib` MiB to `path` and fsyncs it; the call's duration (ns) goes to `path`.took.
+fn fsync_write(path: &str, mib: u64) {
+    let mut f = std::fs::File::create(path).expect(path);
+    let chunk = vec![0x5au8; MIB as usize];
+    for _ in 0..mib {
+        f.write_all(&chunk).unwrap();
+    }
+    let t = Instant::now();
+    f.sync_all().unwrap();
+    std::fs::write(format!("{path}.took"), t.elapsed().as_nanos().to_string()).unwrap();
+}
+
+/// Reads `path`, waits 3 s, moves itself into the cgroup directory `cgroup` (its pid into
+/// cgroup.procs, no exec), then reads `path2`.
+fn read_move(path: &str, cgroup: &str, path2: &str) {
+    let read = |p: &str| {
+        let mut f = std::fs::File::open(p).expect(p);
+        std::io::copy(&mut f, &mut std::io::sink()).unwrap();
+    };
+    read(path);
+    // ioscope credits a process's interval to the cgroup it is in at the interval's end: the
+    // move comes after a sample (1 s interval; slack for TCG).
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(format!("{cgroup}/cgroup.procs"), std::process::id().to_string()).unwrap();
+    read(path2);
 }
 
 /// Touches TOUCHES random pages of a shared read-only mapping of the file (with MADV_RANDOM when
