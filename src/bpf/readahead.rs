@@ -254,6 +254,9 @@ impl ReadaheadMaps {
             if i >= RA_ROWS && s.pending() == 0 {
                 let _ = self.files.remove(&key);
                 add_other(&mut others, key.dev, self.last.get(&key), &s);
+                // Named while the kernel's name map still holds it (an LRU a burst overruns): the
+                // files view, which drains its rows over several samples, finds the path cached.
+                let _ = kernel_name(key.dev, key.ino);
                 continue;
             }
             last.insert(key, s);
