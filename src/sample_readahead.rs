@@ -11,6 +11,9 @@ pub struct ReadaheadSample {
     /// "category:event" of each readahead program attached.
     pub attached: Vec<String>,
     pub files: Vec<RaFileSample>,
+    /// Per device, the files active in the interval beyond the sample's rows (the collector's
+    /// budget, src/bpf/readahead.rs RA_ROWS), summed: counts over the interval, not cumulative.
+    pub others: Vec<RaOthers>,
     /// Readahead pages never tracked because the page map was full (cumulative, all files).
     pub untracked_pages: u64,
     /// Readahead events lost because the file map was full (cumulative).
@@ -43,6 +46,21 @@ pub struct RaFileSample {
     pub triggers: Vec<RaTrigger>,
     /// Time from readahead to first use: log2 µs buckets (ioscope_common::readahead::use_bucket).
     pub use_hist: Vec<u64>,
+}
+
+/// Files of one device summed into one row: what they counted in the interval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RaOthers {
+    /// The filesystem's device as the kernel encodes it (major << 20 | minor).
+    pub dev: u32,
+    pub files: u64,
+    pub sync_events: u64,
+    pub async_events: u64,
+    pub windows: u64,
+    pub ra_pages: u64,
+    pub used_pages: u64,
+    pub wasted_pages: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -5,8 +5,8 @@
 //!
 //! Both tools run the same way: io_uring with QD requests in flight (fio `ioengine=io_uring
 //! iodepth=QD`), or where io_uring is unavailable QD threads doing pread/pwrite (fio `psync
-//! numjobs=QD`); I/O buffers in huge pages (fio `--mem=mmaphuge`, ioscope's transparent huge
-//! pages: src/bench/buffers.rs); latency from submission to completion (fio's `lat`, so `--lat_percentiles=1`); the write job's time includes its final
+//! numjobs=QD`); I/O buffers as each tool has them by default, in ordinary pages (fio's
+//! `--mem=malloc`, ioscope's: src/bench/buffers.rs); latency from submission to completion (fio's `lat`, so `--lat_percentiles=1`); the write job's time includes its final
 //! fsync (fio `end_fsync=1`: fio counts it in the job's runtime too).
 //!
 //! Where the CPU, not the device, is the limit, the tools part: 4 KiB direct random reads at QD32
@@ -315,17 +315,10 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
             "threads / fio psync (no io_uring here)"
         }
     );
-    // Both tools' buffers in huge pages: in small pages a 1 MiB direct read may need more segments
-    // than the device takes per request and reach it split (src/bench/buffers.rs); ioscope uses
-    // transparent huge pages, fio a hugetlbfs pool set aside here.
-    let huge = common::HugePagesGuard::reserve(4);
-    let mem = match &huge {
-        Ok(_) => "mmaphuge",
-        Err(e) => {
-            eprintln!("WARNING: no huge pages for fio ({e}): its buffers are in small pages");
-            "mmap"
-        }
-    };
+    // Both tools' default buffers, in ordinary pages, as users run them: a 1 MiB direct read may
+    // need more segments than the device takes per request and reach it split, for both alike
+    // (src/bench/buffers.rs; `ioscope bench --huge-pages` and fio's --mem=mmaphuge avoid it).
+    let mem = "malloc";
     eprintln!("fio buffers: --mem={mem}");
     let mut failures = Vec::new();
     for job in &jobs() {

@@ -9,7 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent};
 use ioscope::model::readahead::{waste_pct, WindowTrend};
 use ioscope::model::Model;
 use ioscope::sample::{BlockSettings, DiskStat, MemInfo, Sample};
-use ioscope::sample_readahead::{RaFileSample, RaTrigger, ReadaheadSample};
+use ioscope::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 use ioscope::ui::{self, UiState};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -155,6 +155,36 @@ fn a_random_mmap_reader_is_not_called_sequential() {
     (after.windows, after.async_events, after.ra_pages, after.used_pages) = (200, 10, 3200, 3200);
     let m = Model::between(&sample(1, 0, vec![before]), &sample(2, 0, vec![after]));
     assert!(m.readahead.unwrap().hints.is_empty());
+}
+
+/// The files beyond a sample's rows come as one summed row per device, whose counts are the
+/// interval's (not differences), and count in the device's totals.
+#[test]
+fn a_devices_other_files_are_one_row_in_its_totals() {
+    let prev = sample(10, 1000, vec![file(12, Some("/a"), 8, 8, 0, 8)]);
+    let mut cur = sample(12, 5000, vec![file(12, Some("/a"), 16, 16, 0, 8)]);
+    let others = RaOthers {
+        dev: LOOP0,
+        files: 300,
+        windows: 300,
+        ra_pages: 300,
+        used_pages: 290,
+        wasted_pages: 10,
+        ..Default::default()
+    };
+    cur.bpf.readahead.as_mut().unwrap().others = vec![others];
+    let m = Model::between(&prev, &cur);
+    let ra = m.readahead.unwrap();
+    let row = ra.files.iter().find(|f| f.label.is_some()).expect("a summed row");
+    assert_eq!(row.path, "300 other files");
+    assert!(!row.path_known);
+    assert_eq!(
+        (row.ra_pages, row.used_pages, row.wasted_pages, row.device.as_str()),
+        (300, 290, 10, "loop0")
+    );
+    let d = &ra.devices[0];
+    assert_eq!((d.ra_pages, d.used_pages, d.wasted_pages), (308, 298, 10));
+    assert!(ra.hints.iter().all(|h| !h.contains("other files")), "{:?}", ra.hints);
 }
 
 #[test]

@@ -81,6 +81,13 @@ pub struct BenchArgs {
     #[arg(long)]
     pub drop_caches: bool,
 
+    /// I/O buffers in transparent huge pages instead of ordinary pages (what applications and
+    /// fio's default buffers use). A direct request's buffer is then one physically contiguous
+    /// segment, so the device gets it whole: large direct requests are not split at the device's
+    /// segment limit (fio's --mem=mmaphuge).
+    #[arg(long)]
+    pub huge_pages: bool,
+
     /// Allow write jobs on an existing file (its contents are overwritten).
     #[arg(long)]
     pub write: bool,
@@ -193,6 +200,7 @@ impl BenchArgs {
             fsync: self.fsync,
             cache: self.cache,
             drop_caches: self.drop_caches,
+            huge_pages: self.huge_pages,
             notes,
         })
     }

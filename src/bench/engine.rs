@@ -50,6 +50,8 @@ pub struct EngineJob<'a> {
     /// Buffer address alignment (O_DIRECT needs it; harmless otherwise). Offsets and lengths are
     /// multiples of the block size, which the runner checks against O_DIRECT's offset alignment.
     pub mem_align: u64,
+    /// The buffers in transparent huge pages (see bench::buffers), else ordinary pages.
+    pub huge_pages: bool,
     /// Set by Ctrl-C: the job stops within one request.
     pub stop: &'a AtomicBool,
     pub progress: &'a Progress,
@@ -181,7 +183,7 @@ fn run_threads(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> anyh
     let writes = AtomicU64::new(0);
     let threads = job.spec.qd as usize;
     // One buffer per thread, mapped and filled before the clock starts (that is not I/O).
-    let bufs = IoBuffers::new(threads, bs as usize, job.mem_align as usize)?;
+    let bufs = IoBuffers::new(threads, bs as usize, job.mem_align as usize, job.huge_pages)?;
     // The clock starts when every thread is ready: all of them and this one meet at a barrier.
     let ready = std::sync::Barrier::new(threads + 1);
     let mut start = Instant::now();
@@ -427,6 +429,7 @@ mod tests {
                 time_based: false,
                 fsync: Fsync::End,
                 mem_align: 512,
+                huge_pages: false,
                 stop: &stop,
                 progress: &progress,
                 seed: 1,
@@ -452,6 +455,7 @@ mod tests {
             time_based: false,
             fsync: Fsync::None,
             mem_align: 512,
+            huge_pages: false,
             stop: &stop,
             progress: &progress,
             seed: 1,

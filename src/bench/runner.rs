@@ -32,6 +32,8 @@ pub struct Plan {
     pub fsync: Fsync,
     pub cache: Cache,
     pub drop_caches: bool,
+    /// The I/O buffers in transparent huge pages (`--huge-pages`), else ordinary pages.
+    pub huge_pages: bool,
     /// Said before the first job (e.g. write jobs dropped for a read-only target).
     pub notes: Vec<String>,
 }
@@ -74,6 +76,8 @@ pub struct Settings {
     pub cache: String,
     pub fsync: String,
     pub drop_caches: bool,
+    /// The I/O buffers were in transparent huge pages (`--huge-pages`), not ordinary pages.
+    pub huge_pages: bool,
     pub filesystem: String,
     pub device: Option<String>,
     pub read_ahead_kb: Option<u64>,
@@ -415,13 +419,14 @@ fn run_job(
         time_based: plan.time_based,
         fsync: if spec.rw.is_write() { plan.fsync } else { Fsync::None },
         mem_align: target.dio_mem_align,
+        huge_pages: plan.huge_pages,
         stop,
         progress,
         seed: 0x5EED_0000 + index as u64,
         before_final_fsync: &note_dirty,
     };
     let r = engine::run(&file, &job)?;
-    if let (Mode::Direct, Some(huge)) = (spec.mode, r.buffer_huge_bytes) {
+    if let (Mode::Direct, Some(huge), true) = (spec.mode, r.buffer_huge_bytes, plan.huge_pages) {
         // Only direct requests are made of the buffer's pages (see bench::buffers).
         if huge < r.buffer_bytes && spec.bs > 64 << 10 {
             let note = format!(
@@ -583,6 +588,7 @@ fn settings(plan: &Plan, s: &Sample) -> Settings {
         .into(),
         fsync: plan.fsync.to_string(),
         drop_caches: plan.drop_caches,
+        huge_pages: plan.huge_pages,
         filesystem: t.fs_type.clone(),
         device: t.device.clone(),
         read_ahead_kb: q.and_then(|q| q.read_ahead_kb),

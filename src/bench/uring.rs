@@ -99,7 +99,7 @@ pub(super) fn run(file: &File, job: &EngineJob, order: &Order, blocks: u64) -> a
     let is_write = job.spec.rw.is_write();
     let fd = types::Fd(file.as_raw_fd());
     let mut ring = new_ring(job.spec.qd)?;
-    let bufs = IoBuffers::new(qd, bs, job.mem_align as usize)?;
+    let bufs = IoBuffers::new(qd, bs, job.mem_align as usize, job.huge_pages)?;
     let mut slots: Vec<Slot> =
         (0..qd).map(|i| Slot { buf: bufs.ptr(i), offset: 0, done: 0, submitted: Instant::now() }).collect();
     let mut free: Vec<usize> = (0..qd).rev().collect();

@@ -15,7 +15,7 @@ use ioscope_common::readahead::{
 use super::tracefs;
 use crate::collect::files::{scan_process_dirs, MAX_FDS_PER_SCAN};
 use crate::sample::BpfProgramStatus;
-use crate::sample_readahead::{RaFileSample, RaTrigger, ReadaheadSample};
+use crate::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 
 /// Every readahead program: (program, category, event), in the order [`fill_layout`] handles them.
 pub const PROBES: [(&str, &str, &str); 9] = [
@@ -33,11 +33,8 @@ pub const PROBES: [(&str, &str, &str); 9] = [
 /// The regular-tracepoint twin of the raw read-path program (see [`attach`]).
 const GET_PAGES: &str = "readahead_get_pages";
 
-/// A file with nothing pending and no readahead for this long is dropped from RA_FILES (its
-/// entry would otherwise hold a slot forever).
-const IDLE_NS: u64 = 60_000_000_000;
-/// Most paths remembered.
-const PATH_CACHE_MAX: usize = 4096;
+/// Most paths remembered (twice the file map: a path outlives its entry for a while).
+const PATH_CACHE_MAX: usize = 2 * ioscope_common::readahead::RA_FILES_MAX as usize;
 
 /// Reads each probe's format file; returns the layout and, per probe, Ok or why not.
 pub fn layout(tracefs_dir: &Path) -> (RaLayout, Vec<Result<(), String>>) {
@@ -195,6 +192,9 @@ pub struct ReadaheadMaps {
     totals: PerCpuArray<MapData, RaTotals>,
     attached: Vec<String>,
     paths: PathCache,
+    /// Each entry's counters as last read: an entry read unchanged, with nothing pending, is
+    /// removed (see [`ReadaheadMaps::read`]).
+    last: StdHashMap<RaFileKey, RaFileStats>,
 }
 
 impl ReadaheadMaps {
@@ -209,28 +209,57 @@ impl ReadaheadMaps {
             .filter(|s| s.attached)
             .map(|s| s.fallback_for.clone().unwrap_or_else(|| s.tracepoint.clone()))
             .collect();
-        Ok(ReadaheadMaps { files, totals, attached, paths: PathCache::default() })
+        Ok(ReadaheadMaps { files, totals, attached, paths: PathCache::default(), last: StdHashMap::new() })
     }
 
-    /// The counters as of now; files idle for a minute with nothing pending are removed after
-    /// being reported once more. `known` is what the files view already resolved, (kernel dev_t,
-    /// inode) → path: used before looking through the triggering processes.
-    /// `kernel_name` gives the path the kernel named the file by (src/bpf/file_names.rs), checked.
+    /// The counters as of now, for the files whose entry changed since the last read or that
+    /// still have pages pending. An entry read unchanged with nothing pending is removed from
+    /// RA_FILES and left out of the sample (no activity in the interval: no row); the programs
+    /// make it again from zero at the file's next readahead, and a file absent from the previous
+    /// sample counts from zero in the model, so the figures stay right. The map thus holds the
+    /// files active in the last two intervals (and those with pages pending), and a sample costs
+    /// in proportion to them, not to the files ever read: after a burst of new files the map
+    /// empties within two samples. An increment landing between an entry's read and its removal
+    /// is lost (microseconds, as for FILE_IO).
+    /// `known` is what the files view already resolved, (kernel dev_t, inode) → path: used before
+    /// looking through the triggering processes. `kernel_name` gives the path the kernel named
+    /// the file by (src/bpf/file_names.rs), checked.
     pub fn read(
         &mut self,
         known: &StdHashMap<(u32, u64), String>,
         kernel_name: &mut dyn FnMut(u32, u64) -> Option<String>,
     ) -> Result<ReadaheadSample> {
-        let now = crate::collect::monotonic_ns();
         let entries: Vec<(RaFileKey, RaFileStats)> =
             self.files.iter().collect::<Result<_, _>>().context("reading RA_FILES")?;
-        let mut files = Vec::with_capacity(entries.len());
-        // Each process is asked once per sample, whatever the number of its files.
-        let mut comms: StdHashMap<u32, String> = StdHashMap::new();
+        // Changed (or pending) entries stay; the others are removed (see keep_in_sample).
+        let mut kept: Vec<(RaFileKey, RaFileStats, u64)> = Vec::with_capacity(entries.len());
         for (key, s) in entries {
-            if s.pending() == 0 && now.saturating_sub(s.last_ns) > IDLE_NS {
+            let before = self.last.get(&key);
+            if keep_in_sample(before, &s) {
+                kept.push((key, s, activity(before, &s)));
+            } else {
                 let _ = self.files.remove(&key);
             }
+        }
+        // At most RA_ROWS files with a row (every file with pages pending, then the most active):
+        // the rest are summed per device and removed, so that their next readahead counts from
+        // zero (the model would otherwise count their cumulative counters again).
+        kept.sort_by(|a, b| (b.1.pending() > 0).cmp(&(a.1.pending() > 0)).then(b.2.cmp(&a.2)));
+        let mut others: Vec<RaOthers> = Vec::new();
+        let mut last = StdHashMap::with_capacity(kept.len().min(RA_ROWS));
+        let mut files = Vec::with_capacity(kept.len().min(RA_ROWS));
+        // Each process is asked once per sample, whatever the number of its files.
+        let mut comms: StdHashMap<u32, String> = StdHashMap::new();
+        for (i, (key, s, _)) in kept.into_iter().enumerate() {
+            if i >= RA_ROWS && s.pending() == 0 {
+                let _ = self.files.remove(&key);
+                add_other(&mut others, key.dev, self.last.get(&key), &s);
+                // Named while the kernel's name map still holds it (an LRU a burst overruns): the
+                // files view, which drains its rows over several samples, finds the path cached.
+                let _ = kernel_name(key.dev, key.ino);
+                continue;
+            }
+            last.insert(key, s);
             let triggers: Vec<RaTrigger> = s
                 .triggers
                 .iter()
@@ -240,11 +269,14 @@ impl ReadaheadMaps {
             let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
             files.push(to_sample(&key, &s, path, triggers));
         }
+        self.last = last;
         files.sort_by_key(|f| (f.dev, f.ino));
+        others.sort_by_key(|o| o.dev);
         let per_cpu = self.totals.get(&0, 0).context("reading RA_TOTALS")?;
         Ok(ReadaheadSample {
             attached: self.attached.clone(),
             files,
+            others,
             untracked_pages: per_cpu.iter().map(|t| t.untracked_pages).sum(),
             untracked_files: per_cpu.iter().map(|t| t.untracked_files).sum(),
             page_map_capacity: u64::from(RA_PAGES_MAX),
@@ -276,6 +308,43 @@ pub fn to_sample(
         triggers,
         use_hist: s.use_hist.to_vec(),
     }
+}
+
+/// Most readahead files with a row of their own in a sample (besides those with pages pending).
+pub const RA_ROWS: usize = 256;
+
+/// How much an entry grew since it was last read (pages read ahead, used and wasted, and
+/// windows): what ranks the files of a sample.
+fn activity(before: Option<&RaFileStats>, now: &RaFileStats) -> u64 {
+    let total = |s: &RaFileStats| s.ra_pages + s.used_pages + s.wasted_pages + s.windows;
+    total(now).saturating_sub(before.map_or(0, total))
+}
+
+/// Adds what file entry `now` of device `dev` counted since it was last read as `before` to the
+/// device's summed row.
+fn add_other(others: &mut Vec<RaOthers>, dev: u32, before: Option<&RaFileStats>, now: &RaFileStats) {
+    let i = match others.iter().position(|o| o.dev == dev) {
+        Some(i) => i,
+        None => {
+            others.push(RaOthers { dev, ..Default::default() });
+            others.len() - 1
+        }
+    };
+    let o = &mut others[i];
+    let grew = |get: fn(&RaFileStats) -> u64| get(now).saturating_sub(before.map_or(0, get));
+    o.files += 1;
+    o.sync_events += grew(|s| s.sync_events);
+    o.async_events += grew(|s| s.async_events);
+    o.windows += grew(|s| s.windows);
+    o.ra_pages += grew(|s| s.ra_pages);
+    o.used_pages += grew(|s| s.used_pages);
+    o.wasted_pages += grew(|s| s.wasted_pages);
+}
+
+/// Whether an entry read as `now` stays in RA_FILES and in the sample: it changed since it was
+/// last read as `before` (or is new), or pages read ahead are still waiting for their first use.
+fn keep_in_sample(before: Option<&RaFileStats>, now: &RaFileStats) -> bool {
+    before != Some(now) || now.pending() != 0
 }
 
 fn comm_of(pid: u32) -> String {
@@ -357,6 +426,34 @@ mod tests {
         l2.async_ok = 0;
         let moved = SYNC_RA.replace("offset:48", "offset:52");
         assert!(fill_layout(&mut l2, 1, &moved).unwrap_err().to_string().contains("unlike"));
+    }
+
+    #[test]
+    fn an_entry_stays_while_it_changes_or_has_pages_pending() {
+        let s = RaFileStats { ra_pages: 8, used_pages: 8, windows: 1, ..RaFileStats::ZERO };
+        assert!(keep_in_sample(None, &s), "a new entry is reported");
+        assert!(!keep_in_sample(Some(&s), &s), "read unchanged with nothing pending: removed");
+        let more = RaFileStats { used_pages: 4, ..s };
+        assert!(keep_in_sample(Some(&more), &s), "changed since the last read");
+        let waiting = RaFileStats { used_pages: 6, ..s };
+        assert!(keep_in_sample(Some(&waiting), &waiting), "2 pages still pending");
+    }
+
+    #[test]
+    fn files_beyond_the_rows_are_summed_as_grown_since_last_read() {
+        let before =
+            RaFileStats { ra_pages: 8, used_pages: 8, windows: 1, sync_events: 1, ..RaFileStats::ZERO };
+        let now = RaFileStats { ra_pages: 24, used_pages: 20, wasted_pages: 4, windows: 3, ..before };
+        assert_eq!(activity(Some(&before), &now), 51 - 17);
+        assert_eq!(activity(None, &now), 51);
+        let mut others = Vec::new();
+        add_other(&mut others, 7, Some(&before), &now);
+        add_other(&mut others, 7, None, &before);
+        add_other(&mut others, 8, None, &before);
+        assert_eq!(others.len(), 2);
+        let o = &others[0];
+        assert_eq!((o.files, o.ra_pages, o.used_pages, o.wasted_pages, o.windows), (2, 24, 20, 4, 3));
+        assert_eq!(o.sync_events, 1);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::sample::Sample;
-use crate::sample_readahead::{RaFileSample, ReadaheadSample};
+use crate::sample_readahead::{RaFileSample, RaOthers, ReadaheadSample};
 
 /// Waste at or above this share of an interval's settled pages (used + wasted) is called high.
 pub const HIGH_WASTE_PCT: f64 = 50.0;
@@ -54,8 +54,11 @@ pub struct RaDeviceModel {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RaFileModel {
-    /// The path when known, else "major:minor:inode".
+    /// The path when known, else "major:minor:inode"; for a summed row its label.
     pub path: String,
+    /// "N other files" on the row that sums a device's files beyond the sample's rows (the
+    /// collector's budget); None on a file's row.
+    pub label: Option<String>,
     pub path_known: bool,
     pub dev: String,
     pub ino: u64,
@@ -143,6 +146,9 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<Readahe
             files.push(m);
         }
     }
+    for o in &c.others {
+        files.push(others_model(o, cur));
+    }
     files.sort_by(|a, b| {
         b.wasted_pages.cmp(&a.wasted_pages).then(b.ra_pages.cmp(&a.ra_pages)).then(a.path.cmp(&b.path))
     });
@@ -215,6 +221,7 @@ fn file_model(prev: Option<&RaFileSample>, f: &RaFileSample, cur: &Sample) -> Ra
     let device = device_name(cur, f.dev).unwrap_or_else(|| dev.clone());
     RaFileModel {
         path: f.path.clone().unwrap_or_else(|| format!("{dev}:{}", f.ino)),
+        label: None,
         path_known: f.path.is_some(),
         dev,
         ino: f.ino,
@@ -242,6 +249,28 @@ fn file_model(prev: Option<&RaFileSample>, f: &RaFileSample, cur: &Sample) -> Ra
     }
 }
 
+/// The summed row of a device's files beyond the sample's rows: its counts are the interval's.
+fn others_model(o: &RaOthers, cur: &Sample) -> RaFileModel {
+    let dev = format!("{}:{}", o.dev >> 20, o.dev & ((1 << 20) - 1));
+    let label = format!("{} other files", o.files);
+    RaFileModel {
+        path: label.clone(),
+        label: Some(label),
+        path_known: false,
+        device: device_name(cur, o.dev).unwrap_or_else(|| dev.clone()),
+        dev,
+        sync_events: o.sync_events,
+        async_events: o.async_events,
+        windows: o.windows,
+        ra_pages: o.ra_pages,
+        used_pages: o.used_pages,
+        wasted_pages: o.wasted_pages,
+        waste_pct: waste_pct(o.used_pages, o.wasted_pages),
+        first_use_hist: vec![0; ioscope_common::readahead::RA_USE_BUCKETS],
+        ..Default::default()
+    }
+}
+
 /// The block device of a kernel dev_t (major << 20 | minor), from the disks in the sample.
 fn device_name(cur: &Sample, dev: u32) -> Option<String> {
     let (major, minor) = (dev >> 20, dev & ((1 << 20) - 1));
@@ -266,7 +295,7 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
     let mem = &cur.memory;
     let low_memory = mem.total_bytes > 0
         && (mem.available_bytes as f64) * 100.0 / (mem.total_bytes as f64) < LOW_MEMORY_PCT;
-    for f in &m.files {
+    for f in m.files.iter().filter(|f| f.label.is_none()) {
         let ra_kb = m.devices.iter().find(|d| d.dev == f.dev).and_then(|d| d.read_ahead_kb);
         let now = ra_kb.map(|kb| format!(" (now {kb} KiB)")).unwrap_or_default();
         let who = if f.processes.is_empty() { "the application".to_string() } else { f.processes.join(", ") };

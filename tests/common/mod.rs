@@ -244,49 +244,6 @@ impl Drop for DirtySettingsGuard {
     }
 }
 
-/// Huge pages (hugetlbfs, what fio's `--mem=mmaphuge` maps) set aside for a test: the pool
-/// (`vm.nr_hugepages`) is raised by what is missing and put back on drop. The same as
-/// `cargo xtask bench-fio` does (xtask/src/fio.rs). Err when the pool cannot grow (no hugetlbfs,
-/// fragmented memory).
-pub struct HugePagesGuard {
-    restore: Option<u64>,
-}
-
-impl HugePagesGuard {
-    const POOL: &'static str = "/proc/sys/vm/nr_hugepages";
-
-    pub fn reserve(free: u64) -> Result<HugePagesGuard, String> {
-        let have = meminfo_field("HugePages_Free").ok_or("no HugePages_Free in /proc/meminfo")?;
-        if have >= free {
-            return Ok(HugePagesGuard { restore: None });
-        }
-        let total: u64 = fs::read_to_string(Self::POOL).map_err(|e| e.to_string())?.trim().parse().unwrap();
-        fs::write(Self::POOL, (total + free - have).to_string())
-            .map_err(|e| format!("{}: {e}", Self::POOL))?;
-        let guard = HugePagesGuard { restore: Some(total) };
-        match meminfo_field("HugePages_Free") {
-            Some(n) if n >= free => Ok(guard),
-            n => Err(format!("only {n:?} of {free} huge pages could be set aside")),
-        }
-    }
-}
-
-impl Drop for HugePagesGuard {
-    fn drop(&mut self) {
-        if let Some(n) = self.restore {
-            if let Err(e) = fs::write(Self::POOL, n.to_string()) {
-                eprintln!("FAILED to restore vm.nr_hugepages={n}: {e}");
-            }
-        }
-    }
-}
-
-fn meminfo_field(name: &str) -> Option<u64> {
-    let text = fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.split_whitespace().next()?.parse().ok())
-}
-
 /// Writes `mib` MiB of patterned (not all-zero, so no filesystem can skip it) content to `path` and
 /// syncs it to the disk, so a later read after eviction really comes from the device.
 pub fn write_patterned_file(path: &Path, mib: u64) {

@@ -7,9 +7,9 @@
 //!
 //! Like for like: the same file and region (the first 1 GiB of one file fio laid out); both use
 //! io_uring with QD requests in flight (fio psync with numjobs=QD where io_uring is unavailable,
-//! ioscope's thread pool); buffers in huge pages (fio `--mem=mmaphuge` from a hugetlbfs pool set
-//! aside for the run, ioscope's transparent huge pages: see src/bench/buffers.rs for why 1 MiB
-//! direct reads depend on it); latency from submission to completion (fio's `lat` percentiles); and
+//! ioscope's thread pool); each tool's default buffers, in ordinary pages, as users run them
+//! (fio's `--mem=malloc`; see src/bench/buffers.rs for why 1 MiB direct reads depend on it and
+//! what `ioscope bench --huge-pages` changes); latency from submission to completion (fio's `lat` percentiles); and
 //! every run starts with the filesystem flushed, and a read with the file's cached pages dropped
 //! (fio would otherwise count dropping them, at open, in its runtime); the write job overwrites the
 //! file's cached pages (see [`settle`] for why).
@@ -83,18 +83,7 @@ pub fn run(args: &[String]) -> Result<()> {
         "--end_fsync=1",
     ]))?;
     let rt = a.runtime;
-    // One job at a time, each with at most 1 MiB of buffers: one huge page, two with fio's
-    // alignment slack; four leave room.
-    let (_huge, mem) = match crate::fio::HugePages::reserve(4) {
-        Ok(h) => (Some(h), "mmaphuge"),
-        Err(e) => {
-            println!(
-                "warning: no huge pages for fio ({e:#}): fio's buffers are in small pages, so its 1 MiB \
-                 direct reads may reach the disk split in two and the sequential read is not like for like"
-            );
-            (None, "mmap")
-        }
-    };
+    let mem = "malloc";
     println!("fio buffers: --mem={mem}");
     let uring = fio_io_uring_works(&file);
     println!(

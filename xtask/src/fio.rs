@@ -1,5 +1,4 @@
-//! Running fio and reading its terse (version 3) report, for the overhead benchmarks; and the
-//! huge pages fio's `--mem=mmaphuge` buffers need, for the comparison with `ioscope bench`.
+//! Running fio and reading its terse (version 3) report, for the overhead benchmarks.
 
 use std::process::Command;
 
@@ -55,47 +54,6 @@ pub fn run(args: &[String]) -> Result<ReadFigures> {
     }
     let text = String::from_utf8_lossy(&out.stdout);
     parse_terse(&text).with_context(|| format!("no read figures in fio's output: {text}"))
-}
-
-/// Huge pages (hugetlbfs, what fio's `--mem=mmaphuge` maps) set aside for this run: the pool
-/// (`/proc/sys/vm/nr_hugepages`) is raised by what is missing and put back on drop.
-pub struct HugePages {
-    restore: Option<u64>,
-}
-
-const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
-
-impl HugePages {
-    /// Makes sure `free` huge pages are free (root when the pool must grow).
-    pub fn reserve(free: u64) -> Result<HugePages> {
-        let have = meminfo_field("HugePages_Free").context("HugePages_Free in /proc/meminfo")?;
-        if have >= free {
-            return Ok(HugePages { restore: None });
-        }
-        let total: u64 = std::fs::read_to_string(NR_HUGEPAGES)?.trim().parse()?;
-        std::fs::write(NR_HUGEPAGES, (total + free - have).to_string())
-            .with_context(|| format!("writing {NR_HUGEPAGES}"))?;
-        let pages = HugePages { restore: Some(total) };
-        let now = meminfo_field("HugePages_Free").unwrap_or(0);
-        if now < free {
-            bail!("only {now} of {free} huge pages could be set aside (memory too fragmented?)");
-        }
-        Ok(pages)
-    }
-}
-
-impl Drop for HugePages {
-    fn drop(&mut self) {
-        if let Some(n) = self.restore {
-            let _ = std::fs::write(NR_HUGEPAGES, n.to_string());
-        }
-    }
-}
-
-fn meminfo_field(name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.split_whitespace().next()?.parse().ok())
 }
 
 pub fn parse_terse(text: &str) -> Option<ReadFigures> {

@@ -171,6 +171,12 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The machine's 1, 5 and 15 minute load averages, as /proc/loadavg gives them.
+pub(crate) fn load_average() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
 pub(crate) fn verdict(ok: bool) -> &'static str {
     if ok {
         "PASS"
