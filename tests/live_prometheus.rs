@@ -286,20 +286,38 @@ fn prometheus_scrapes_direct_writes_as_dd_and_diskstats_count_them() {
     let increase = prom.value(&format!("increase({series}[{back}s])"), Some(t_end)).unwrap();
     eprintln!("for comparison, increase({series}[{back}s]) = {increase} (extrapolated)");
 
-    // The scrape itself: promtool's linter, and the dashboard's metrics.
-    let text = ex.scrape();
-    let said = promtool_check(&text);
-    assert!(said.trim().is_empty(), "promtool check metrics: {said}");
-    let scraped = sample_names(&text);
-    let mut families = scraped.clone();
-    for n in &scraped {
-        for suffix in ["_bucket", "_sum", "_count"] {
-            if let Some(base) = n.strip_suffix(suffix) {
-                families.insert(base.to_string());
+    // The scrape itself: promtool's linter, and the dashboard's metrics. Per-file series are the
+    // files active in the last interval: a file is written and read back (O_DIRECT both ways, so
+    // the read reaches the disk) until a scrape holds them, not left to the machine's own I/O.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let mut missing = Vec::new();
+    for attempt in 0..10 {
+        let f = dir.path().join(format!("dashboard{attempt}"));
+        let script = format!(
+            "dd if=/dev/zero of={f} bs=64k count=16 oflag=direct status=none && \
+             dd if={f} of=/dev/null bs=64k iflag=direct status=none",
+            f = f.display()
+        );
+        let ok = std::process::Command::new("sh").args(["-c", &script]).status().unwrap();
+        assert!(ok.success(), "{script}: {ok}");
+        std::thread::sleep(Duration::from_millis(1500));
+        let text = ex.scrape();
+        let said = promtool_check(&text);
+        assert!(said.trim().is_empty(), "promtool check metrics: {said}");
+        let scraped = sample_names(&text);
+        let mut families = scraped.clone();
+        for n in &scraped {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                if let Some(base) = n.strip_suffix(suffix) {
+                    families.insert(base.to_string());
+                }
             }
         }
+        missing = dashboard_metrics().into_iter().filter(|m| !families.contains(m)).collect();
+        if missing.is_empty() {
+            break;
+        }
     }
-    let missing: Vec<_> = dashboard_metrics().into_iter().filter(|m| !families.contains(m)).collect();
     assert!(missing.is_empty(), "dashboard metrics not in a real scrape: {missing:?}");
 }
 

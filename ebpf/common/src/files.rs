@@ -356,7 +356,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<FileKey>(), 16);
         assert_eq!(core::mem::size_of::<FileCounters>(), 7 * 8 + 8 + 16);
         assert_eq!(core::mem::size_of::<FileInsertRecord>(), 8 + 3 * 8);
-        assert_eq!(core::mem::size_of::<FileLayout>(), (33 + 14) * 4);
+        assert_eq!(core::mem::size_of::<FileLayout>(), (34 + 14) * 4);
         assert_eq!(core::mem::size_of::<DioPending>(), 24);
         assert_eq!(core::mem::size_of::<DemandRecord>(), 32);
     }
