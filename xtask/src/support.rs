@@ -198,7 +198,7 @@ pub const FEATURES: &[Feature] = &[
         label: "cgroups: disk I/O by submitter",
         pane: Some("cgroups_io"),
         cells: [
-            Missing("block:block_io_start (6.5+)"),
+            Works("block:block_getrq (fallback for block_io_start)"),
             Works("block:block_getrq (fallback for block_io_start)"),
             Works("block:block_io_start"),
             Works("block:block_io_start (BTF)"),
@@ -209,7 +209,7 @@ pub const FEATURES: &[Feature] = &[
         label: "cgroups: page-cache hit %, a process moved without exec",
         pane: Some("cgroups_cache"),
         cells: [
-            Missing("filemap:mm_filemap_get_pages (6.12+)"),
+            Works("fexit generic_file_buffered_read (fallback), cgroup:cgroup_attach_task"),
             Works("fexit filemap_get_pages (fallback), cgroup:cgroup_attach_task"),
             Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
             Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
