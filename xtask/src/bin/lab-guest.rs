@@ -777,7 +777,10 @@ fn syncs_and_cgroups(s: &mut Suite, mon: &Monitor, status: Option<&Value>) {
         ((max - took).abs() <= 0.1 * took + 0.002
             && row["path"] == path.as_str()
             && row["calls"].as_u64() == Some(1)
-            && within(written as f64, (16 * MIB) as f64, 0.1))
+            // What the call itself wrote back: at most the file (+10 %), and most of it; the
+            // flusher or the journal may take some pages first (5.10 in CI: 13.3 of 16.8 MB).
+            && written as f64 <= (16 * MIB) as f64 * 1.1
+            && written >= 8 * MIB)
         .then_some(detail.clone())
         .ok_or(detail)
     });
