@@ -38,6 +38,14 @@ impl Feature {
 
 use Cell::{Missing, Works};
 
+/// Where the submitter of block I/O comes from: the per-process and the per-cgroup disk I/O alike.
+const SUBMITTER: [Cell; 4] = [
+    Works("block:block_getrq (fallback for block_io_start)"),
+    Works("block:block_getrq (fallback for block_io_start)"),
+    Works("block:block_io_start"),
+    Works("block:block_io_start (BTF)"),
+];
+
 const PROCFS: Cell = Works("procfs");
 /// 5.10's verifier refuses a compare-and-exchange (`BPF_ATOMIC | BPF_CMPXCHG`, Linux 5.12+) with
 /// which the block programs claim their shared device and process slots: their `_nocas` twins
@@ -96,12 +104,7 @@ pub const FEATURES: &[Feature] = &[
         id: "io_submitter",
         label: "Disk I/O by submitting process",
         pane: Some("io_processes"),
-        cells: [
-            Works("block:block_getrq (fallback for block_io_start)"),
-            Works("block:block_getrq (fallback for block_io_start)"),
-            Works("block:block_io_start"),
-            Works("block:block_io_start (BTF)"),
-        ],
+        cells: SUBMITTER,
     },
     Feature {
         id: "cache_hit",
@@ -197,12 +200,7 @@ pub const FEATURES: &[Feature] = &[
         id: "cgroups_io",
         label: "cgroups: disk I/O by submitter",
         pane: Some("cgroups_io"),
-        cells: [
-            Works("block:block_getrq (fallback for block_io_start)"),
-            Works("block:block_getrq (fallback for block_io_start)"),
-            Works("block:block_io_start"),
-            Works("block:block_io_start (BTF)"),
-        ],
+        cells: SUBMITTER,
     },
     Feature {
         id: "cgroups_cache",
