@@ -126,7 +126,7 @@ async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> an
                 Some(Ok(Event::Key(key))) if is_suspend_key(&key) => guard.suspend()?,
                 Some(Ok(Event::Key(key))) => {
                     // The prompt, filter and help overlay own the keyboard while open.
-                    let panes_first = state.editing_filter || state.help;
+                    let panes_first = state.overlay.is_some();
                     let mine = !panes_first && player.handle_key(key, state.utc_offset_s) == PlayerAction::Redraw;
                     if !mine {
                         let interval = state.interval;

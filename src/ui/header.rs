@@ -104,7 +104,7 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 
     let mut flags = Vec::new();
-    if state.editing_filter {
+    if state.editing_filter() {
         flags.push(Span::styled(format!(" filter: {}▏", state.filter), theme.banner()));
         flags.push(Span::raw(" "));
     } else if !state.filter.is_empty() {
