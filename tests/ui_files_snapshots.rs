@@ -78,9 +78,7 @@ fn files_of_the_selected_process_and_filters() {
     // A filter by path, device or process name, from the whole list.
     let mut s = state();
     press(&mut s, KeyCode::Char('f'));
-    for c in "pg_wal".chars() {
-        s.filter.push(c);
-    }
+    s.filter = "pg_wal".into();
     assert_eq!(ioscope::ui::files::visible(&m, &s).len(), 1);
     s.filter = "fio".into();
     assert_eq!(ioscope::ui::files::visible(&m, &s)[0].path.as_deref(), Some("/mnt/bench/fio.0.0"));

@@ -28,7 +28,7 @@ pub struct CompareView {
     /// None: all panes; Some(i): PANES[i] only.
     pub pane: Option<usize>,
     /// Metric-name filter (case-insensitive substring).
-    pub filter: String,
+    pub filter: crate::ui::line_input::LineInput,
     pub editing_filter: bool,
     pub color: bool,
 }
@@ -50,17 +50,11 @@ impl CompareView {
             return ViewAction::Quit;
         }
         if self.editing_filter {
-            match key.code {
-                KeyCode::Enter => self.editing_filter = false,
-                KeyCode::Esc => {
-                    self.editing_filter = false;
-                    self.filter.clear();
-                }
-                KeyCode::Backspace => {
-                    self.filter.pop();
-                }
-                KeyCode::Char(c) if !c.is_control() => self.filter.push(c),
-                _ => return ViewAction::None,
+            use crate::ui::line_input::LineEdit;
+            match self.filter.handle_key(key.code) {
+                LineEdit::Changed => {}
+                LineEdit::Kept | LineEdit::Cleared => self.editing_filter = false,
+                LineEdit::Ignored => return ViewAction::None,
             }
             self.scroll = 0;
             return ViewAction::Redraw;
@@ -203,7 +197,7 @@ pub fn draw(frame: &mut Frame, c: &Comparison, view: &mut CompareView) {
         Some(p) => pane_title(PANES[p]).to_string(),
     };
     let filter = if view.editing_filter || !view.filter.is_empty() {
-        format!("  filter \"{}\"{}", view.filter, if view.editing_filter { "▏" } else { "" })
+        format!("  filter \"{}\"", view.filter.with_cursor(view.editing_filter))
     } else {
         String::new()
     };

@@ -172,7 +172,7 @@ pub struct UiState {
     pub interval: Duration,
     /// Row filter of the process, cache, files and cgroup tables: substring of comm
     /// (case-insensitive), of the pid, or of a path. Empty = no filter.
-    pub filter: String,
+    pub filter: crate::ui::line_input::LineInput,
     /// Set with Enter in the cgroup view: the process panes show one cgroup's processes (`C`).
     pub cgroup_filter: Option<crate::ui::cgroups::CgroupFilter>,
     pub history: History,
@@ -207,7 +207,7 @@ impl UiState {
             units: Units::Human,
             color,
             interval: clamp_interval(interval),
-            filter: String::new(),
+            filter: Default::default(),
             cgroup_filter: None,
             history: History::default(),
             utc_offset_s: 0,
@@ -396,17 +396,11 @@ impl UiState {
 
     /// While typing after `/`: the filter applies as it is typed; Enter keeps it, Esc clears it.
     fn edit_filter(&mut self, code: KeyCode) -> Action {
-        match code {
-            KeyCode::Enter => self.overlay = None,
-            KeyCode::Esc => {
-                self.overlay = None;
-                self.filter.clear();
-            }
-            KeyCode::Backspace => {
-                self.filter.pop();
-            }
-            KeyCode::Char(c) if !c.is_control() => self.filter.push(c),
-            _ => return Action::None,
+        use crate::ui::line_input::LineEdit;
+        match self.filter.handle_key(code) {
+            LineEdit::Changed => {}
+            LineEdit::Kept | LineEdit::Cleared => self.overlay = None,
+            LineEdit::Ignored => return Action::None,
         }
         self.processes.selection.reset();
         self.cache.selection.reset();
