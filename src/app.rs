@@ -20,6 +20,7 @@ use crate::model::Model;
 use crate::record::live;
 use crate::sample::Sample;
 use crate::ui::baseline::Baseline;
+use crate::ui::state::RecordingIndicator;
 use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
 use crate::ui::{self, Action, UiState};
 
@@ -86,7 +87,9 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
                     }
                     Action::Quit => break,
                     Action::ToggleRecording => {
-                        live::toggle(&mut recorder, &mut state, prev.as_ref());
+                        let outcome =
+                            live::toggle(&mut recorder, prev.as_ref(), state.interval.as_secs_f64(), state.utc_offset_s);
+                        show_recording(&mut state, outcome);
                         redraw = true;
                     }
                     Action::ToggleBaseline => {
@@ -105,7 +108,9 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
             },
             sample = samples.recv() => {
                 let cur = sample.context("the sampling thread stopped")?;
-                live::on_sample(&mut recorder, &mut state, &cur);
+                if let Some(outcome) = live::on_sample(&mut recorder, &cur) {
+                    show_recording(&mut state, outcome);
+                }
                 let model = match &prev {
                     Some(p) => Model::between(p, &cur),
                     None => Model::compute(None, &cur, Duration::ZERO),
@@ -153,6 +158,20 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
         eprintln!("ioscope: {}", r.finish());
     }
     Ok(())
+}
+
+/// The recorder's outcome on screen: the header's REC indicator, or a notice saying what happened.
+fn show_recording(state: &mut UiState, outcome: live::Outcome) {
+    match outcome {
+        live::Outcome::Recording(p) => {
+            state.recording = Some(RecordingIndicator { path: p.path, frames: p.frames, bytes: p.bytes })
+        }
+        live::Outcome::Stopped(message) => {
+            state.recording = None;
+            state.message = Some(message);
+        }
+        live::Outcome::NotStarted(message) => state.message = Some(message),
+    }
 }
 
 /// Starts the sampling thread. It takes a sample at once, the second one after
