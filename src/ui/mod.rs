@@ -19,6 +19,7 @@ pub mod cgroups;
 pub mod columns;
 pub mod device_detail;
 pub mod devices;
+pub mod event_loop;
 pub mod files;
 pub mod format;
 pub mod header;
