@@ -1,5 +1,5 @@
 //! The page-cache JSON keys are a documented interface: every key the Model serializes under
-//! `cache` and `cache_processes[]` must be named in the README's "Page cache" JSON table, and the
+//! `cache` and `cache_processes[]` must be named in src/model/README.md's "Page cache" JSON table, and the
 //! keys the issue promised must be there.
 
 #[path = "fixtures/models/busy_box.rs"]
@@ -10,8 +10,9 @@ mod cache_box;
 use serde_json::Value;
 
 fn readme_section() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme.find("### Page cache (eBPF)").expect("README has a Page cache section");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model/README.md")).unwrap();
+    let start = readme.find("\n## Page cache\n").expect("src/model/README.md has a Page cache section");
     let rest = &readme[start..];
     let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 1);
     rest[..end].to_string()

@@ -250,8 +250,9 @@ fn batch_text_lists_devices_files_and_hints() {
 }
 
 fn readme_section() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme.find("### Readahead (eBPF)").expect("README has a Readahead section");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model/README.md")).unwrap();
+    let start = readme.find("\n## Readahead\n").expect("src/model/README.md has a Readahead section");
     let rest = &readme[start..];
     let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 1);
     rest[..end].to_string()
