@@ -2,7 +2,8 @@
 //! - every relative link in every README.md of the repository resolves: the file or directory
 //!   exists, and a `#anchor` names a heading of the Markdown file it points into (GitHub's slugs);
 //! - every JSON key in the key tables of src/model/README.md (tables whose first column is headed
-//!   `Key`) exists in a real `ioscope --once --json`, run while this test makes file I/O;
+//!   `Key`) exists in a real `ioscope --once --json`, run while this test makes file I/O, and every
+//!   key of that output is in a table (itself, or an enclosing key whose row describes it);
 //! - the user README stays a user's README (under 400 lines), its test command is the one
 //!   `.ci/run` runs, and the generated kernel support table keeps its markers.
 //!
@@ -412,6 +413,44 @@ fn lookup(v: &Value, path: &str) -> Found {
     }
 }
 
+/// The leaf keys of a JSON document (`a.b`, `a.c[].d`; an array of plain values is a leaf), each
+/// with whether it is a placeholder (null, `[]`, `{}`) that documented keys below it cover.
+fn leaves(v: &Value, prefix: &str, out: &mut BTreeSet<(String, bool)>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, x) in m {
+                leaves(x, &if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") }, out);
+            }
+        }
+        Value::Array(items) if items.iter().any(Value::is_object) => {
+            for x in items {
+                leaves(x, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {
+            let placeholder = v.is_null() || v.as_array().is_some_and(Vec::is_empty) || v.is_object();
+            out.insert((prefix.to_string(), placeholder));
+        }
+    }
+}
+
+/// The leaf keys of `doc` that no documented key names, itself or by an enclosing key.
+fn undocumented(doc: &Value, keys: &[String]) -> Vec<String> {
+    let documented: BTreeSet<String> = keys.iter().map(|k| k.replace("[]", "")).collect();
+    let mut all = BTreeSet::new();
+    leaves(doc, "", &mut all);
+    all.into_iter()
+        .filter(|(leaf, placeholder)| {
+            let plain = leaf.replace("[]", "");
+            let parts: Vec<&str> = plain.split('.').collect();
+            let named = (1..=parts.len()).any(|n| documented.contains(&parts[..n].join(".")));
+            let below = *placeholder && documented.iter().any(|d| d.starts_with(&format!("{plain}.")));
+            !(named || below)
+        })
+        .map(|(leaf, _)| leaf)
+        .collect()
+}
+
 fn model_readme() -> String {
     fs::read_to_string(Path::new(ROOT).join("src/model/README.md")).unwrap()
 }
@@ -432,6 +471,14 @@ fn the_key_check_catches_made_up_keys() {
     assert!(matches!(lookup(&doc, "n.x"), Found::Unknown(_)));
     assert!(matches!(lookup(&doc, "z[].x"), Found::Unknown(_)));
     assert!(documented_keys("| Key | M |\n|---|---|\n| `Not A Key` | x |\n").is_err());
+    // And the other way round: a key the document has but no table names.
+    let documented: Vec<String> = ["a.b", "a.c", "d[].e", "n", "z[]"].map(String::from).to_vec();
+    assert!(undocumented(&doc, &documented).is_empty(), "{:?}", undocumented(&doc, &documented));
+    let doc2 = serde_json::json!({"a": {"b": 1, "new": 2}, "d": [{"e": 2, "f": [1, 2]}], "n": {"m": 1}});
+    assert_eq!(undocumented(&doc2, &documented), ["a.new", "d[].f"]);
+    // A null or empty object stands for what is documented below it, and only that.
+    let doc3 = serde_json::json!({"a": null, "q": null, "d": []});
+    assert_eq!(undocumented(&doc3, &documented), ["q"]);
     // The real tables parse and are not empty.
     assert!(documented_keys(&model_readme()).unwrap().len() > 200);
 }
@@ -506,6 +553,13 @@ fn every_documented_json_key_is_in_a_real_once_json() {
         "{} keys documented in src/model/README.md are not in `ioscope --once --json`:\n{}",
         missing.len(),
         missing.join("\n")
+    );
+    let undocumented = undocumented(&doc, &keys);
+    assert!(
+        undocumented.is_empty(),
+        "{} keys of `ioscope --once --json` are in no key table of src/model/README.md:\n{}",
+        undocumented.len(),
+        undocumented.join("\n")
     );
     let bpf = doc["bpf"]["enabled"].as_bool() == Some(true);
     eprintln!(
