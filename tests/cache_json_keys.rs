@@ -29,10 +29,10 @@ fn every_cache_key_is_documented_and_the_promised_ones_exist() {
     let cache = keys(&json["cache"]);
     let procs = keys(&json["cache_processes"][0]);
     for k in &cache {
-        assert!(doc.contains(k.as_str()), "cache.{k} is not documented in the README");
+        assert!(doc.contains(k.as_str()), "cache.{k} is not documented in src/model/README.md");
     }
     for k in &procs {
-        assert!(doc.contains(k.as_str()), "cache_processes[].{k} is not documented in the README");
+        assert!(doc.contains(k.as_str()), "cache_processes[].{k} is not documented in src/model/README.md");
     }
     for k in ["accesses", "misses", "hit_pct", "dirtied", "evicted"] {
         assert!(cache.contains(&k.to_string()), "cache.{k} missing");

@@ -48,7 +48,7 @@ fn without_fences(md: &str) -> Vec<String> {
     out
 }
 
-/// The line with the contents of inline code spans removed (the backticks stay).
+/// The text with the contents of inline code spans removed (the backticks and newlines stay).
 fn without_code_spans(line: &str) -> String {
     let b: Vec<char> = line.chars().collect();
     let mut out = String::new();
@@ -74,6 +74,7 @@ fn without_code_spans(line: &str) -> String {
             match close {
                 Some(j) => {
                     out.push_str("``");
+                    out.extend(b[i..j].iter().filter(|&&c| c == '\n'));
                     i = j + n;
                 }
                 None => {
@@ -148,23 +149,49 @@ fn anchors(md: &str) -> BTreeSet<String> {
     out
 }
 
+/// The blocks of a Markdown text outside fenced code, with their first line numbers: paragraphs
+/// (a code span may go on over a line break, never past a paragraph) and table rows.
+fn blocks(md: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut open = false;
+    for (i, line) in without_fences(md).into_iter().enumerate() {
+        let row = line.trim_start().starts_with('|');
+        if line.trim().is_empty() || row {
+            open = false;
+            if row {
+                out.push((i + 1, line));
+            }
+        } else if open {
+            let last = out.last_mut().unwrap();
+            last.1.push('\n');
+            last.1.push_str(&line);
+        } else {
+            out.push((i + 1, line));
+            open = true;
+        }
+    }
+    out
+}
+
 /// The link targets of a Markdown text, with their line numbers: `[text](target)` and
 /// `[label]: target`, outside code.
 fn links(md: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
-    for (n, line) in without_fences(md).iter().enumerate() {
-        let line = without_code_spans(line);
-        let mut rest = line.as_str();
-        while let Some(i) = rest.find("](") {
-            let target = &rest[i + 2..];
-            let end = target.find([')', ' ']).unwrap_or(target.len());
-            out.push((n + 1, target[..end].trim_matches(['<', '>']).to_string()));
-            rest = &target[end..];
-        }
-        let t = line.trim_start();
-        if t.starts_with('[') {
-            if let Some(i) = t.find("]: ") {
-                out.push((n + 1, t[i + 3..].split_whitespace().next().unwrap_or("").to_string()));
+    for (first, block) in blocks(md) {
+        let text = without_code_spans(&block);
+        for (n, line) in text.lines().enumerate() {
+            let mut rest = line;
+            while let Some(i) = rest.find("](") {
+                let target = &rest[i + 2..];
+                let end = target.find([')', ' ']).unwrap_or(target.len());
+                out.push((first + n, target[..end].trim_matches(['<', '>']).to_string()));
+                rest = &target[end..];
+            }
+            let t = line.trim_start();
+            if t.starts_with('[') {
+                if let Some(i) = t.find("]: ") {
+                    out.push((first + n, t[i + 3..].split_whitespace().next().unwrap_or("").to_string()));
+                }
             }
         }
     }
@@ -261,12 +288,14 @@ fn the_link_check_catches_broken_links_and_anchors() {
               [model](src/model/README.md#page-cache), [dir](src/).\n\
               Bad: [gone](no/such/file.md), [anchor](#no-such-heading), \
               [far](src/model/README.md#no-such-heading).\n\
-              ```\n[in code](not/checked.md)\n```\n`[span](not/checked.md)`\n";
+              ```\n[in code](not/checked.md)\n```\n`[span](not/checked.md)`\n\n\
+              A span `over a\n[line](not/checked.md) break` and [after](gone/too.md).\n";
     let errors = broken_links(&file, md, &read_text);
-    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert_eq!(errors.len(), 4, "{errors:#?}");
     assert!(errors[0].contains("no/such/file.md") && errors[0].contains("does not exist"));
     assert!(errors[1].contains("#no-such-heading") && errors[1].contains("README.md:6"));
     assert!(errors[2].contains("src/model/README.md"));
+    assert!(errors[3].contains("gone/too.md") && errors[3].contains("README.md:13"), "{}", errors[3]);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The readahead model from hand-built samples (figures computed by hand in the comments), its
 //! view (insta snapshots at 80x24 and 160x48, the file detail), its --batch lines, and its JSON
-//! keys against the README. Accept changed snapshots with
+//! keys against src/model/README.md. Accept changed snapshots with
 //! `INSTA_UPDATE=always cargo test --test readahead_model`, after reading them.
 
 use std::time::Duration;
@@ -274,11 +274,11 @@ fn every_readahead_json_key_is_documented_and_the_promised_ones_exist() {
         for k in &keys {
             assert!(
                 doc.contains(&format!("`{k}`")),
-                "readahead.{list}[].{k} is not documented in the README"
+                "readahead.{list}[].{k} is not documented in src/model/README.md"
             );
         }
     }
     for k in ra.as_object().unwrap().keys() {
-        assert!(doc.contains(&format!("`{k}`")), "readahead.{k} is not documented in the README");
+        assert!(doc.contains(&format!("`{k}`")), "readahead.{k} is not documented in src/model/README.md");
     }
 }
