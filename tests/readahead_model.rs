@@ -1,6 +1,6 @@
 //! The readahead model from hand-built samples (figures computed by hand in the comments), its
 //! view (insta snapshots at 80x24 and 160x48, the file detail), its --batch lines, and its JSON
-//! keys against the README. Accept changed snapshots with
+//! keys against src/model/README.md. Accept changed snapshots with
 //! `INSTA_UPDATE=always cargo test --test readahead_model`, after reading them.
 
 use std::time::Duration;
@@ -250,8 +250,9 @@ fn batch_text_lists_devices_files_and_hints() {
 }
 
 fn readme_section() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme.find("### Readahead (eBPF)").expect("README has a Readahead section");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model/README.md")).unwrap();
+    let start = readme.find("\n## Readahead\n").expect("src/model/README.md has a Readahead section");
     let rest = &readme[start..];
     let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 1);
     rest[..end].to_string()
@@ -273,11 +274,11 @@ fn every_readahead_json_key_is_documented_and_the_promised_ones_exist() {
         for k in &keys {
             assert!(
                 doc.contains(&format!("`{k}`")),
-                "readahead.{list}[].{k} is not documented in the README"
+                "readahead.{list}[].{k} is not documented in src/model/README.md"
             );
         }
     }
     for k in ra.as_object().unwrap().keys() {
-        assert!(doc.contains(&format!("`{k}`")), "readahead.{k} is not documented in the README");
+        assert!(doc.contains(&format!("`{k}`")), "readahead.{k} is not documented in src/model/README.md");
     }
 }
