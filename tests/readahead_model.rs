@@ -10,7 +10,7 @@ use ioscope::model::readahead::{waste_pct, WindowTrend};
 use ioscope::model::Model;
 use ioscope::sample::{BlockSettings, DiskStat, MemInfo, Sample};
 use ioscope::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
-use ioscope::ui::{self, UiState};
+use ioscope::ui::{self, Body, UiState};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
@@ -208,7 +208,7 @@ fn screen(model: &Model, state: &UiState, w: u16, h: u16) -> String {
 fn view() -> UiState {
     let mut s = UiState::new(Duration::from_secs(1), false);
     s.handle_key(KeyEvent::from(KeyCode::Char('w')));
-    assert!(s.readahead_view);
+    assert!(s.body == Body::Readahead);
     s
 }
 
@@ -229,9 +229,9 @@ fn readahead_file_detail_160x48() {
     insta::assert_snapshot!(screen(&model(), &s, 160, 48));
     // Esc closes the detail, then the view.
     s.handle_key(KeyEvent::from(KeyCode::Esc));
-    assert!(s.readahead_view && !s.readahead_detail);
+    assert!(s.body == Body::Readahead && !s.readahead.detail);
     s.handle_key(KeyEvent::from(KeyCode::Esc));
-    assert!(!s.readahead_view);
+    assert!(s.body != Body::Readahead);
 }
 
 #[test]
