@@ -43,7 +43,7 @@ const TICK: Duration = Duration::from_secs(1);
 /// Runs the interactive UI until the user quits. Restores the terminal on every exit path.
 pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
     let mut state = UiState::new(opts.interval, opts.color);
-    state.utc_offset_s = local_utc_offset_s();
+    state.utc_offset_s = crate::util::local_utc_offset_s();
     // Signals are hooked before the terminal changes, so a failure here leaves it untouched.
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -206,18 +206,4 @@ fn spawn_sampler(
         })
         .context("starting the sampling thread")?;
     Ok(tx)
-}
-
-/// Seconds east of UTC of the local time zone, for the header clock (0 when unknown).
-pub fn local_utc_offset_s() -> i64 {
-    // SAFETY: time() and localtime_r() only write to the tm struct we own.
-    unsafe {
-        let now = libc::time(std::ptr::null_mut());
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&now, &mut tm).is_null() {
-            0
-        } else {
-            tm.tm_gmtoff
-        }
-    }
 }

@@ -37,7 +37,7 @@ impl RangeSpec {
             if t.is_empty() {
                 Ok(None)
             } else {
-                crate::cli::parse_duration(t).map(Some).map_err(|e| format!("in '{s}': {e}"))
+                crate::util::parse_duration(t).map(Some).map_err(|e| format!("in '{s}': {e}"))
             }
         };
         let (from, to) = (end(from)?, end(to)?);

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cli::Format;
 use crate::model::Model;
-use crate::output::headless::write_report;
+use crate::output::headless::{write_report, Format};
 use crate::record::Recording;
 use crate::sample::Sample;
 
