@@ -5,10 +5,10 @@ use std::ffi::OsStr;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::output::headless::{Format, HeadlessOptions};
-use crate::util::{parse_count, parse_duration, parse_interval, parse_top, wants_color};
+use crate::util::{parse_count, parse_interval, wants_color};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -59,117 +59,13 @@ pub enum Command {
     /// Benchmark direct vs buffered I/O on a file, directory or device, with what the system did.
     Bench(crate::bench::cli::BenchArgs),
     /// Export the figures to Prometheus: an HTTP server answering GET /metrics.
-    Serve(ServeArgs),
+    Serve(crate::serve::ServeArgs),
     /// Record samples to a file, without a terminal (replay it with `ioscope replay FILE`).
-    Record(RecordArgs),
+    Record(crate::record::recorder::RecordArgs),
     /// Replay a recording in the TUI, or print it with --batch, --json or --csv.
-    Replay(ReplayArgs),
+    Replay(crate::replay::ReplayArgs),
     /// Compare two recordings, or two time ranges of one: average and p95 per metric.
-    Compare(CompareArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct RecordArgs {
-    /// The recording to write (refused if it exists, unless --force).
-    #[arg(short, long, value_name = "FILE")]
-    pub output: std::path::PathBuf,
-    /// Seconds between samples (fractions allowed, 0.1 to 3600).
-    #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
-    pub interval: Duration,
-    /// Stop after this long: seconds, or with a unit (90s, 5m, 2h), or h:mm:ss.
-    #[arg(short, long, value_name = "DURATION", value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Do not load eBPF programs.
-    #[arg(long)]
-    pub no_bpf: bool,
-    /// Overwrite FILE if it exists.
-    #[arg(long)]
-    pub force: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    /// The recording to replay.
-    pub file: std::path::PathBuf,
-    /// Print a text report per sample instead of the TUI.
-    #[arg(short, long, conflicts_with = "csv")]
-    pub batch: bool,
-    /// Print one JSON model per sample (NDJSON) instead of the TUI.
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print the recording as OpenMetrics with timestamps, for
-    /// `promtool tsdb create-blocks-from openmetrics` (backfilling Prometheus).
-    #[arg(long, conflicts_with_all = ["csv", "batch", "json"])]
-    pub openmetrics: bool,
-    /// Print one pane's series as CSV: memory, devices or processes.
-    #[arg(long, value_name = "PANE", value_parser = ["memory", "devices", "processes"])]
-    pub csv: Option<String>,
-    /// Start at this offset from the recording's start (seconds, 90s, 5m, h:mm:ss).
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
-    pub from: Option<Duration>,
-    /// End at this offset from the recording's start.
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
-    pub to: Option<Duration>,
-    /// Do not use colours (also when NO_COLOR is set and not empty).
-    #[arg(long)]
-    pub no_color: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Address and port to listen on (any address other than loopback only when given here).
-    #[arg(long, value_name = "ADDR:PORT", default_value = crate::serve::DEFAULT_LISTEN)]
-    pub listen: std::net::SocketAddr,
-    /// Seconds between samples (fractions allowed, 0.1 to 3600); scrapes read the latest.
-    #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
-    pub interval: Duration,
-    /// Also export the N processes with the most disk I/O (pid and comm labels).
-    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
-    pub top_processes: usize,
-    /// Also export the N files with the most disk I/O (device and path labels; needs eBPF).
-    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
-    pub top_files: usize,
-    /// Also export disk I/O per cgroup (one series per cgroup and disk; needs eBPF).
-    #[arg(long)]
-    pub cgroups: bool,
-    /// Do not load eBPF programs: the procfs and sysfs figures only.
-    #[arg(long)]
-    pub no_bpf: bool,
-}
-
-/// The most per-process or per-file series sets `serve` exports: each is a label value that
-/// Prometheus indexes, and churns as the top list changes.
-pub const MAX_TOP: usize = 1000;
-
-fn parse_series_top(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if n <= MAX_TOP => Ok(n),
-        Ok(_) => Err(format!("at most {MAX_TOP} (each is a set of series in Prometheus)")),
-        Err(_) => Err(format!("'{s}' is not a whole number")),
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// The "before": FILE, or FILE@FROM..TO for a time range of it (offsets from its start; either
-    /// end may be left out, e.g. run.rec@..60 or run.rec@2m..).
-    #[arg(value_name = "A")]
-    pub a: String,
-    /// The "after", the same way.
-    #[arg(value_name = "B")]
-    pub b: String,
-    /// One JSON document instead of the TUI or text table.
-    #[arg(long, conflicts_with = "text")]
-    pub json: bool,
-    /// The text table, even on a terminal (without a terminal it is the default).
-    #[arg(long)]
-    pub text: bool,
-    /// Do not use colours (also when NO_COLOR is set and not empty).
-    #[arg(long)]
-    pub no_color: bool,
-    /// Show at most this many metrics per pane in the text table (all with --json).
-    #[arg(long, value_name = "N", default_value = "15", value_parser = parse_top)]
-    pub top: u64,
+    Compare(crate::compare::CompareArgs),
 }
 
 /// What to run, with every option already validated.
@@ -224,68 +120,14 @@ impl Cli {
 }
 
 fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mode, clap::Error> {
-    let usage = |kind: ErrorKind, msg: &str| Cli::command().error(kind, msg);
+    // The subcommands check their own flags; their errors get ioscope's usage line here.
+    let in_context = |e: clap::Error| e.format(&mut Cli::command());
     Ok(match command {
         Command::Bench(a) => Mode::Bench(Box::new(a.clone())),
-        Command::Serve(a) => Mode::Serve(crate::serve::ServeOptions {
-            listen: a.listen,
-            interval: a.interval,
-            export: crate::output::prometheus::ExportOptions {
-                top_processes: a.top_processes,
-                top_files: a.top_files,
-                cgroups: a.cgroups,
-            },
-            bpf: !a.no_bpf,
-        }),
-        Command::Record(a) => Mode::Record(crate::record::recorder::RecordOptions {
-            output: a.output.clone(),
-            interval: a.interval,
-            duration: a.duration,
-            bpf: !a.no_bpf,
-            force: a.force,
-        }),
-        Command::Replay(a) => {
-            if let (Some(from), Some(to)) = (a.from, a.to) {
-                if to <= from {
-                    return Err(usage(ErrorKind::ValueValidation, "--to must be later than --from"));
-                }
-            }
-            if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json && !a.openmetrics {
-                return Err(usage(
-                    ErrorKind::ArgumentConflict,
-                    "--to needs --batch, --json or --csv (in the TUI, press t to go to a time)",
-                ));
-            }
-            let output = match (&a.csv, a.batch, a.json || a.openmetrics) {
-                (None, false, true) if a.openmetrics => crate::replay::ReplayOutput::OpenMetrics,
-                (Some(pane), _, _) => crate::replay::ReplayOutput::Csv(
-                    pane.parse().map_err(|e: String| usage(ErrorKind::InvalidValue, &e))?,
-                ),
-                (None, _, true) => crate::replay::ReplayOutput::Json,
-                (None, true, false) => crate::replay::ReplayOutput::Text,
-                (None, false, false) => {
-                    crate::replay::ReplayOutput::Tui { color: wants_color(a.no_color, no_color_env) }
-                }
-            };
-            Mode::Replay(crate::replay::ReplayOptions {
-                file: a.file.clone(),
-                output,
-                from: a.from,
-                to: a.to,
-            })
-        }
-        Command::Compare(a) => {
-            let parse =
-                |s: &str| crate::compare::RangeSpec::parse(s).map_err(|e| usage(ErrorKind::InvalidValue, &e));
-            Mode::Compare(crate::compare::CompareOptions {
-                a: parse(&a.a)?,
-                b: parse(&a.b)?,
-                json: a.json,
-                top: usize::try_from(a.top).unwrap_or(usize::MAX),
-                text: a.text,
-                color: wants_color(a.no_color, no_color_env),
-            })
-        }
+        Command::Serve(a) => Mode::Serve(a.options()),
+        Command::Record(a) => Mode::Record(a.options()),
+        Command::Replay(a) => Mode::Replay(a.options(no_color_env).map_err(in_context)?),
+        Command::Compare(a) => Mode::Compare(a.options(no_color_env).map_err(in_context)?),
     })
 }
 

@@ -17,6 +17,47 @@ use crate::replay::flatten::numbers;
 
 pub mod tui;
 
+/// `ioscope compare`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The "before": FILE, or FILE@FROM..TO for a time range of it (offsets from its start; either
+    /// end may be left out, e.g. run.rec@..60 or run.rec@2m..).
+    #[arg(value_name = "A")]
+    pub a: String,
+    /// The "after", the same way.
+    #[arg(value_name = "B")]
+    pub b: String,
+    /// One JSON document instead of the TUI or text table.
+    #[arg(long, conflicts_with = "text")]
+    pub json: bool,
+    /// The text table, even on a terminal (without a terminal it is the default).
+    #[arg(long)]
+    pub text: bool,
+    /// Do not use colours (also when NO_COLOR is set and not empty).
+    #[arg(long)]
+    pub no_color: bool,
+    /// Show at most this many metrics per pane in the text table (all with --json).
+    #[arg(long, value_name = "N", default_value = "15", value_parser = crate::util::parse_top)]
+    pub top: u64,
+}
+
+impl CompareArgs {
+    /// Parses the two ranges. `no_color_env` is the NO_COLOR environment variable's value.
+    pub fn options(&self, no_color_env: Option<&std::ffi::OsStr>) -> Result<CompareOptions, clap::Error> {
+        let parse = |s: &str| {
+            RangeSpec::parse(s).map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e))
+        };
+        Ok(CompareOptions {
+            a: parse(&self.a)?,
+            b: parse(&self.b)?,
+            json: self.json,
+            top: usize::try_from(self.top).unwrap_or(usize::MAX),
+            text: self.text,
+            color: crate::util::wants_color(self.no_color, no_color_env),
+        })
+    }
+}
+
 /// A recording and an optional time range of it: `FILE` or `FILE@FROM..TO`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RangeSpec {
