@@ -14,8 +14,9 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::compare::{num, Comparison, MetricComparison};
-use crate::ui::format;
+use crate::compare::Comparison;
+use crate::model::compare::MetricComparison;
+use crate::ui::format::{self, num};
 use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
 use crate::ui::theme::{Level, Theme};
 

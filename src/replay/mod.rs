@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::model::flatten;
 use crate::model::Model;
 use crate::output::headless::{write_report, Format};
 use crate::record::Recording;
 use crate::sample::Sample;
 
-pub mod flatten;
 pub mod openmetrics;
 pub mod player;
 pub mod timeline;
