@@ -50,7 +50,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!("{}", cli::one_line_error(e));
-    ExitCode::from(cli::USAGE_EXIT_CODE as u8)
+    ExitCode::from(ioscope::util::USAGE_EXIT_CODE as u8)
 }
 
 fn interactive(opts: app::AppOptions) -> anyhow::Result<()> {
