@@ -44,7 +44,7 @@ const TICK: Duration = Duration::from_secs(1);
 pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
     let signals = event_loop::Signals::hook()?;
     let mut state = UiState::new(opts.interval, opts.color);
-    state.utc_offset_s = local_utc_offset_s();
+    state.utc_offset_s = crate::util::local_utc_offset_s();
     let (sample_tx, samples) = mpsc::channel::<Sample>(4);
     let commands = spawn_sampler(opts.bpf, state.interval, sample_tx)?;
     let mut live = Live {
@@ -220,18 +220,4 @@ fn spawn_sampler(
         })
         .context("starting the sampling thread")?;
     Ok(tx)
-}
-
-/// Seconds east of UTC of the local time zone, for the header clock (0 when unknown).
-pub fn local_utc_offset_s() -> i64 {
-    // SAFETY: time() and localtime_r() only write to the tm struct we own.
-    unsafe {
-        let now = libc::time(std::ptr::null_mut());
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&now, &mut tm).is_null() {
-            0
-        } else {
-            tm.tm_gmtoff
-        }
-    }
 }

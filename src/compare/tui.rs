@@ -11,9 +11,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::compare::{num, Comparison, MetricComparison};
+use crate::compare::Comparison;
+use crate::model::compare::MetricComparison;
 use crate::ui::event_loop::{self, Screen, Step};
-use crate::ui::format;
+use crate::ui::format::{self, num};
 use crate::ui::theme::{Level, Theme};
 
 const PANES: [&str; 4] = ["memory", "psi", "devices", "processes"];

@@ -91,7 +91,7 @@ pub fn run(rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Resul
 
 async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Result<()> {
     let mut state = initial_state(&rec, color);
-    state.utc_offset_s = crate::app::local_utc_offset_s();
+    state.utc_offset_s = crate::util::local_utc_offset_s();
     let mut player = Player::new(&rec.mono_ns(), &rec.wall_unix_ms());
     if let Some(from) = from {
         player.seek_offset(from);
