@@ -12,8 +12,8 @@ use ioscope_common::readahead::{
     RaFileKey, RaFileStats, RaLayout, RaTotals, RA_FILES_MAP, RA_PAGES_MAX, RA_TOTALS_MAP,
 };
 
+use super::resolve::files::{scan_process_dirs, MAX_FDS_PER_SCAN};
 use super::tracefs;
-use crate::collect::files::{scan_process_dirs, MAX_FDS_PER_SCAN};
 use crate::sample::BpfProgramStatus;
 use crate::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 
