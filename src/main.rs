@@ -8,6 +8,12 @@ use ioscope::cli::{self, Cli, Mode};
 use ioscope::{app, output, privilege};
 
 fn main() -> ExitCode {
+    // Whatever the mode: quit at once, the kernel detaches the programs afterwards.
+    ioscope::bpf::teardown::detach_in_background_on_drop();
+    run()
+}
+
+fn run() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
