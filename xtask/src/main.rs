@@ -8,6 +8,7 @@ mod dist;
 mod ebpf;
 mod empty_program;
 mod fio;
+mod fio_agree;
 mod overhead;
 mod overhead_fsync;
 mod perf;
