@@ -1,4 +1,4 @@
-//! The live TUI's event loop: one tokio `select!` over terminal input, ticks, samples and signals.
+//! The live TUI: the shared event loop ([`event_loop`]) over models from the sampler.
 //!
 //! Sampling runs on its own thread (reading procfs and eBPF maps blocks), owning the `Sampler` and
 //! sending each `Sample` over a channel. Only this loop changes app state: it keeps the previous
@@ -9,9 +9,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use crossterm::event::{Event, EventStream};
-use futures_util::StreamExt;
-use tokio::signal::unix::{signal, SignalKind};
+use crossterm::event::KeyEvent;
+use ratatui::Frame;
 use tokio::sync::mpsc;
 
 use crate::bpf::BpfCollector;
@@ -20,7 +19,8 @@ use crate::model::Model;
 use crate::record::live;
 use crate::sample::Sample;
 use crate::ui::baseline::Baseline;
-use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
+use crate::ui::event_loop::{self, Screen, Step};
+use crate::ui::state::RecordingIndicator;
 use crate::ui::{self, Action, UiState};
 
 /// What the command line decided for the interactive UI.
@@ -42,117 +42,131 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// Runs the interactive UI until the user quits. Restores the terminal on every exit path.
 pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
+    let signals = event_loop::Signals::hook()?;
     let mut state = UiState::new(opts.interval, opts.color);
-    state.utc_offset_s = local_utc_offset_s();
-    // Signals are hooked before the terminal changes, so a failure here leaves it untouched.
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    let mut job = JobControl::new().context("installing the SIGTSTP/SIGCONT handlers")?;
-
-    let mut guard = TerminalGuard::enter().context("setting up the terminal (is stdout a terminal?)")?;
-    // First frame at once, before any sample: the user sees ioscope is alive.
-    guard.terminal.draw(|f| ui::draw_starting(f, &state))?;
-
-    let (sample_tx, mut samples) = mpsc::channel::<Sample>(4);
+    state.utc_offset_s = crate::util::local_utc_offset_s();
+    let (sample_tx, samples) = mpsc::channel::<Sample>(4);
     let commands = spawn_sampler(opts.bpf, state.interval, sample_tx)?;
-    let mut events = EventStream::new();
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-
-    let mut prev: Option<Sample> = None;
-    // `latest` is the newest model; `shown` is what is on screen (they differ while paused).
-    // Counted rather than compared (a model holding NaN never equals itself).
-    let mut latest: Option<Model> = None;
-    let mut shown: Option<Model> = None;
-    let (mut latest_seq, mut shown_seq) = (0u64, 0u64);
-    // `R`: the session's recording, while one runs.
-    let mut recorder: Option<live::LiveRecorder> = None;
-    loop {
-        let mut redraw = false;
-        tokio::select! {
-            event = events.next() => match event {
-                Some(Ok(Event::Key(key))) if is_suspend_key(&key) => {
-                    guard.suspend()?;
-                    redraw = true;
-                }
-                Some(Ok(Event::Key(key))) => match state.handle_key(key) {
-                    Action::None => {}
-                    Action::Redraw => redraw = true,
-                    Action::SetInterval(d) => {
-                        // The sampler only stops when we do; a send error then is moot.
-                        let _ = commands.send(d);
-                        redraw = true;
-                    }
-                    Action::Quit => break,
-                    Action::ToggleRecording => {
-                        live::toggle(&mut recorder, &mut state, prev.as_ref());
-                        redraw = true;
-                    }
-                    Action::ToggleBaseline => {
-                        state.baseline = match state.baseline {
-                            Some(_) => None,
-                            None => shown.clone().map(|model| Baseline { model }),
-                        };
-                        redraw = true;
-                    }
-                },
-                Some(Ok(Event::Resize(..))) => redraw = true,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e).context("reading terminal input"),
-                // Input closed (terminal gone): nothing more can be asked of us.
-                None => break,
-            },
-            sample = samples.recv() => {
-                let cur = sample.context("the sampling thread stopped")?;
-                live::on_sample(&mut recorder, &mut state, &cur);
-                let model = match &prev {
-                    Some(p) => Model::between(p, &cur),
-                    None => Model::compute(None, &cur, Duration::ZERO),
-                };
-                prev = Some(cur);
-                latest = Some(model);
-                latest_seq += 1;
-                redraw = true;
-            }
-            _ = tick.tick() => redraw = true,
-            _ = sigint.recv() => break,
-            _ = sigterm.recv() => break,
-            _ = sighup.recv() => break,
-            _ = job.tstp.recv() => {
-                guard.suspend()?;
-                redraw = true;
-            }
-            _ = job.cont.recv() => {
-                guard.resume()?;
-                redraw = true;
-            }
-        }
-        // Resuming from pause or a new model while running: show the newest.
-        if !state.paused && shown_seq != latest_seq {
-            if let Some(model) = &latest {
-                state.history.push(model);
-                shown = Some(model.clone());
-                shown_seq = latest_seq;
-            }
-        }
-        if redraw {
-            match &shown {
-                Some(model) => {
-                    state.clamp_selection(model);
-                    guard.terminal.draw(|f| ui::draw(f, model, &state))?;
-                }
-                None => {
-                    guard.terminal.draw(|f| ui::draw_starting(f, &state))?;
-                }
-            }
-        }
-    }
-    drop(guard);
-    if let Some(r) = recorder {
+    let mut live = Live {
+        state,
+        samples,
+        commands,
+        prev: None,
+        latest: None,
+        shown: None,
+        latest_seq: 0,
+        shown_seq: 0,
+        recorder: None,
+    };
+    let result = event_loop::run(signals, &mut live).await;
+    if let Some(r) = live.recorder {
         eprintln!("ioscope: {}", r.finish());
     }
-    Ok(())
+    result
+}
+
+/// The live screen: models from the sampling thread.
+struct Live {
+    state: UiState,
+    samples: mpsc::Receiver<Sample>,
+    commands: std_mpsc::Sender<Duration>,
+    prev: Option<Sample>,
+    /// `latest` is the newest model; `shown` is what is on screen (they differ while paused).
+    /// Counted rather than compared (a model holding NaN never equals itself).
+    latest: Option<Model>,
+    shown: Option<Model>,
+    latest_seq: u64,
+    shown_seq: u64,
+    /// `R`: the session's recording, while one runs.
+    recorder: Option<live::LiveRecorder>,
+}
+
+impl Screen for Live {
+    fn tick(&self) -> Duration {
+        TICK
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Step> {
+        let cur = self.samples.recv().await.context("the sampling thread stopped")?;
+        if let Some(outcome) = live::on_sample(&mut self.recorder, &cur) {
+            show_recording(&mut self.state, outcome);
+        }
+        let model = match &self.prev {
+            Some(p) => Model::between(p, &cur),
+            None => Model::compute(None, &cur, Duration::ZERO),
+        };
+        self.prev = Some(cur);
+        self.latest = Some(model);
+        self.latest_seq += 1;
+        Ok(Step::Redraw)
+    }
+
+    fn key(&mut self, key: KeyEvent, _height: u16) -> anyhow::Result<Step> {
+        let state = &mut self.state;
+        Ok(match state.handle_key(key) {
+            Action::None => Step::Idle,
+            Action::Redraw => Step::Redraw,
+            Action::SetInterval(d) => {
+                // The sampler only stops when we do; a send error then is moot.
+                let _ = self.commands.send(d);
+                Step::Redraw
+            }
+            Action::Quit => Step::Quit,
+            Action::ToggleRecording => {
+                let outcome = live::toggle(
+                    &mut self.recorder,
+                    self.prev.as_ref(),
+                    state.interval.as_secs_f64(),
+                    state.utc_offset_s,
+                );
+                show_recording(state, outcome);
+                Step::Redraw
+            }
+            Action::ToggleBaseline => {
+                state.baseline = match state.baseline {
+                    Some(_) => None,
+                    None => self.shown.clone().map(|model| Baseline { model }),
+                };
+                Step::Redraw
+            }
+        })
+    }
+
+    fn settle(&mut self) -> anyhow::Result<Step> {
+        // Resuming from pause or a new model while running: show the newest.
+        if !self.state.paused && self.shown_seq != self.latest_seq {
+            if let Some(model) = &self.latest {
+                self.state.history.push(model);
+                self.shown = Some(model.clone());
+                self.shown_seq = self.latest_seq;
+            }
+        }
+        Ok(Step::Idle)
+    }
+
+    fn draw(&mut self, frame: &mut Frame) {
+        match &self.shown {
+            Some(model) => {
+                self.state.clamp_selection(model);
+                ui::draw(frame, model, &self.state);
+            }
+            None => ui::draw_starting(frame, &self.state),
+        }
+    }
+}
+
+/// The recorder's outcome on screen: the header's REC indicator, or a notice saying what happened.
+fn show_recording(state: &mut UiState, outcome: live::Outcome) {
+    match outcome {
+        live::Outcome::Recording(p) => {
+            state.recording = Some(RecordingIndicator { path: p.path, frames: p.frames, bytes: p.bytes })
+        }
+        live::Outcome::Stopped(message) => {
+            state.recording = None;
+            state.message = Some(message);
+        }
+        live::Outcome::NotStarted(message) => state.message = Some(message),
+    }
 }
 
 /// Starts the sampling thread. It takes a sample at once, the second one after
@@ -206,18 +220,4 @@ fn spawn_sampler(
         })
         .context("starting the sampling thread")?;
     Ok(tx)
-}
-
-/// Seconds east of UTC of the local time zone, for the header clock (0 when unknown).
-pub fn local_utc_offset_s() -> i64 {
-    // SAFETY: time() and localtime_r() only write to the tm struct we own.
-    unsafe {
-        let now = libc::time(std::ptr::null_mut());
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&now, &mut tm).is_null() {
-            0
-        } else {
-            tm.tm_gmtoff
-        }
-    }
 }

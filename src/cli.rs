@@ -5,16 +5,10 @@ use std::ffi::OsStr;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
-/// Shortest and longest sampling interval accepted, seconds. Below 0.1 s the counters barely move
-/// and the sampling itself becomes the load; above an hour a "rate" means little.
-pub const MIN_INTERVAL_S: f64 = 0.1;
-pub const MAX_INTERVAL_S: f64 = 3600.0;
-
-/// The exit code of a usage error (unknown flag, bad value, bad combination), as clap and BSD
-/// sysexits-free tools use it.
-pub const USAGE_EXIT_CODE: i32 = 2;
+use crate::output::headless::{Format, HeadlessOptions};
+use crate::util::{parse_count, parse_interval, wants_color};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -65,117 +59,13 @@ pub enum Command {
     /// Benchmark direct vs buffered I/O on a file, directory or device, with what the system did.
     Bench(crate::bench::cli::BenchArgs),
     /// Export the figures to Prometheus: an HTTP server answering GET /metrics.
-    Serve(ServeArgs),
+    Serve(crate::serve::ServeArgs),
     /// Record samples to a file, without a terminal (replay it with `ioscope replay FILE`).
-    Record(RecordArgs),
+    Record(crate::record::recorder::RecordArgs),
     /// Replay a recording in the TUI, or print it with --batch, --json or --csv.
-    Replay(ReplayArgs),
+    Replay(crate::replay::ReplayArgs),
     /// Compare two recordings, or two time ranges of one: average and p95 per metric.
-    Compare(CompareArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct RecordArgs {
-    /// The recording to write (refused if it exists, unless --force).
-    #[arg(short, long, value_name = "FILE")]
-    pub output: std::path::PathBuf,
-    /// Seconds between samples (fractions allowed, 0.1 to 3600).
-    #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
-    pub interval: Duration,
-    /// Stop after this long: seconds, or with a unit (90s, 5m, 2h), or h:mm:ss.
-    #[arg(short, long, value_name = "DURATION", value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Do not load eBPF programs.
-    #[arg(long)]
-    pub no_bpf: bool,
-    /// Overwrite FILE if it exists.
-    #[arg(long)]
-    pub force: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    /// The recording to replay.
-    pub file: std::path::PathBuf,
-    /// Print a text report per sample instead of the TUI.
-    #[arg(short, long, conflicts_with = "csv")]
-    pub batch: bool,
-    /// Print one JSON model per sample (NDJSON) instead of the TUI.
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print the recording as OpenMetrics with timestamps, for
-    /// `promtool tsdb create-blocks-from openmetrics` (backfilling Prometheus).
-    #[arg(long, conflicts_with_all = ["csv", "batch", "json"])]
-    pub openmetrics: bool,
-    /// Print one pane's series as CSV: memory, devices or processes.
-    #[arg(long, value_name = "PANE", value_parser = ["memory", "devices", "processes"])]
-    pub csv: Option<String>,
-    /// Start at this offset from the recording's start (seconds, 90s, 5m, h:mm:ss).
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
-    pub from: Option<Duration>,
-    /// End at this offset from the recording's start.
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
-    pub to: Option<Duration>,
-    /// Do not use colours (also when NO_COLOR is set and not empty).
-    #[arg(long)]
-    pub no_color: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Address and port to listen on (any address other than loopback only when given here).
-    #[arg(long, value_name = "ADDR:PORT", default_value = crate::serve::DEFAULT_LISTEN)]
-    pub listen: std::net::SocketAddr,
-    /// Seconds between samples (fractions allowed, 0.1 to 3600); scrapes read the latest.
-    #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
-    pub interval: Duration,
-    /// Also export the N processes with the most disk I/O (pid and comm labels).
-    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
-    pub top_processes: usize,
-    /// Also export the N files with the most disk I/O (device and path labels; needs eBPF).
-    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
-    pub top_files: usize,
-    /// Also export disk I/O per cgroup (one series per cgroup and disk; needs eBPF).
-    #[arg(long)]
-    pub cgroups: bool,
-    /// Do not load eBPF programs: the procfs and sysfs figures only.
-    #[arg(long)]
-    pub no_bpf: bool,
-}
-
-/// The most per-process or per-file series sets `serve` exports: each is a label value that
-/// Prometheus indexes, and churns as the top list changes.
-pub const MAX_TOP: usize = 1000;
-
-fn parse_series_top(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if n <= MAX_TOP => Ok(n),
-        Ok(_) => Err(format!("at most {MAX_TOP} (each is a set of series in Prometheus)")),
-        Err(_) => Err(format!("'{s}' is not a whole number")),
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// The "before": FILE, or FILE@FROM..TO for a time range of it (offsets from its start; either
-    /// end may be left out, e.g. run.rec@..60 or run.rec@2m..).
-    #[arg(value_name = "A")]
-    pub a: String,
-    /// The "after", the same way.
-    #[arg(value_name = "B")]
-    pub b: String,
-    /// One JSON document instead of the TUI or text table.
-    #[arg(long, conflicts_with = "text")]
-    pub json: bool,
-    /// The text table, even on a terminal (without a terminal it is the default).
-    #[arg(long)]
-    pub text: bool,
-    /// Do not use colours (also when NO_COLOR is set and not empty).
-    #[arg(long)]
-    pub no_color: bool,
-    /// Show at most this many metrics per pane in the text table (all with --json).
-    #[arg(long, value_name = "N", default_value = "15", value_parser = parse_top)]
-    pub top: u64,
+    Compare(crate::compare::CompareArgs),
 }
 
 /// What to run, with every option already validated.
@@ -195,25 +85,6 @@ pub enum Mode {
     Bench(Box<crate::bench::cli::BenchArgs>),
     /// `ioscope serve`.
     Serve(crate::serve::ServeOptions),
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct HeadlessOptions {
-    pub interval: Duration,
-    /// Reports to print; None means until killed or stdout closes.
-    pub count: Option<u64>,
-    pub format: Format,
-    pub bpf: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// The `top -b`-like text frame.
-    Text,
-    /// One pretty-printed JSON document (`--once --json`).
-    JsonPretty,
-    /// One compact JSON document per line (`--batch --json`).
-    JsonLines,
 }
 
 impl Cli {
@@ -249,147 +120,15 @@ impl Cli {
 }
 
 fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mode, clap::Error> {
-    let usage = |kind: ErrorKind, msg: &str| Cli::command().error(kind, msg);
+    // The subcommands check their own flags; their errors get ioscope's usage line here.
+    let in_context = |e: clap::Error| e.format(&mut Cli::command());
     Ok(match command {
         Command::Bench(a) => Mode::Bench(Box::new(a.clone())),
-        Command::Serve(a) => Mode::Serve(crate::serve::ServeOptions {
-            listen: a.listen,
-            interval: a.interval,
-            export: crate::output::prometheus::ExportOptions {
-                top_processes: a.top_processes,
-                top_files: a.top_files,
-                cgroups: a.cgroups,
-            },
-            bpf: !a.no_bpf,
-        }),
-        Command::Record(a) => Mode::Record(crate::record::recorder::RecordOptions {
-            output: a.output.clone(),
-            interval: a.interval,
-            duration: a.duration,
-            bpf: !a.no_bpf,
-            force: a.force,
-        }),
-        Command::Replay(a) => {
-            if let (Some(from), Some(to)) = (a.from, a.to) {
-                if to <= from {
-                    return Err(usage(ErrorKind::ValueValidation, "--to must be later than --from"));
-                }
-            }
-            if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json && !a.openmetrics {
-                return Err(usage(
-                    ErrorKind::ArgumentConflict,
-                    "--to needs --batch, --json or --csv (in the TUI, press t to go to a time)",
-                ));
-            }
-            let output = match (&a.csv, a.batch, a.json || a.openmetrics) {
-                (None, false, true) if a.openmetrics => crate::replay::ReplayOutput::OpenMetrics,
-                (Some(pane), _, _) => crate::replay::ReplayOutput::Csv(
-                    pane.parse().map_err(|e: String| usage(ErrorKind::InvalidValue, &e))?,
-                ),
-                (None, _, true) => crate::replay::ReplayOutput::Json,
-                (None, true, false) => crate::replay::ReplayOutput::Text,
-                (None, false, false) => {
-                    crate::replay::ReplayOutput::Tui { color: wants_color(a.no_color, no_color_env) }
-                }
-            };
-            Mode::Replay(crate::replay::ReplayOptions {
-                file: a.file.clone(),
-                output,
-                from: a.from,
-                to: a.to,
-            })
-        }
-        Command::Compare(a) => {
-            let parse =
-                |s: &str| crate::compare::RangeSpec::parse(s).map_err(|e| usage(ErrorKind::InvalidValue, &e));
-            Mode::Compare(crate::compare::CompareOptions {
-                a: parse(&a.a)?,
-                b: parse(&a.b)?,
-                json: a.json,
-                top: usize::try_from(a.top).unwrap_or(usize::MAX),
-                text: a.text,
-                color: wants_color(a.no_color, no_color_env),
-            })
-        }
+        Command::Serve(a) => Mode::Serve(a.options()),
+        Command::Record(a) => Mode::Record(a.options()),
+        Command::Replay(a) => Mode::Replay(a.options(no_color_env).map_err(in_context)?),
+        Command::Compare(a) => Mode::Compare(a.options(no_color_env).map_err(in_context)?),
     })
-}
-
-/// Parses a length of time: plain seconds ("90", "0.5"), with a unit ("90s", "5m", "2h"), or a
-/// clock-like "m:ss" / "h:mm:ss".
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let bad = || format!("'{s}' is not a time (use seconds, 90s, 5m, 2h or h:mm:ss)");
-    let secs = if t.contains(':') {
-        let parts: Vec<&str> = t.split(':').collect();
-        if parts.len() > 3 {
-            return Err(bad());
-        }
-        let mut total = 0.0;
-        for (i, part) in parts.iter().enumerate() {
-            let v: f64 = part.parse().map_err(|_| bad())?;
-            // Minutes and seconds after the first field stay below 60; the first may be anything.
-            if i > 0 && !(0.0..60.0).contains(&v) {
-                return Err(bad());
-            }
-            total = total * 60.0 + v;
-        }
-        total
-    } else {
-        let (num, mult) = match t.char_indices().last() {
-            Some((i, 's')) => (&t[..i], 1.0),
-            Some((i, 'm')) => (&t[..i], 60.0),
-            Some((i, 'h')) => (&t[..i], 3600.0),
-            _ => (t, 1.0),
-        };
-        num.parse::<f64>().map_err(|_| bad())? * mult
-    };
-    if !secs.is_finite() || !(0.0..=365.0 * 86400.0).contains(&secs) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Colour is off with `--no-color`, or when NO_COLOR is set to anything but the empty string
-/// (https://no-color.org: "when present and not an empty string").
-pub fn wants_color(no_color_flag: bool, no_color_env: Option<&OsStr>) -> bool {
-    let env_says_no = no_color_env.is_some_and(|v| !v.is_empty());
-    !(no_color_flag || env_says_no)
-}
-
-/// Parses `--interval`: seconds as a decimal number within [MIN_INTERVAL_S, MAX_INTERVAL_S].
-pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    // The range check also rejects NaN (every comparison with NaN is false) and infinities.
-    if !(MIN_INTERVAL_S..=MAX_INTERVAL_S).contains(&secs) {
-        return Err(format!("must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S} seconds"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parses `-n`: a whole number of reports, at least one.
-pub fn parse_count(s: &str) -> Result<u64, String> {
-    parse_positive(s, "reports")
-}
-
-/// Parses `compare --top`: a whole number of metrics per pane, at least one (a number too large
-/// for u64 means "all").
-pub fn parse_top(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<u64>().is_err() {
-        return Ok(u64::MAX);
-    }
-    parse_positive(s, "metrics")
-}
-
-fn parse_positive(s: &str, what: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(0) => Err("must be at least 1".to_string()),
-        Ok(n) => Ok(n),
-        Err(_) if !s.trim().is_empty() && s.trim().bytes().all(|b| b.is_ascii_digit()) => {
-            Err(format!("'{s}' is too large"))
-        }
-        Err(_) => Err(format!("'{s}' is not a whole number of {what}")),
-    }
 }
 
 /// Turns a clap error into the single line we print: clap's text without the "error: " prefix, the
@@ -413,6 +152,7 @@ pub fn one_line_error(err: &clap::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::USAGE_EXIT_CODE;
 
     fn parse(args: &[&str]) -> Result<Mode, clap::Error> {
         let cli = Cli::try_parse_from(std::iter::once("ioscope").chain(args.iter().copied()))?;
@@ -425,21 +165,6 @@ mod tests {
             parse(&[]).unwrap(),
             Mode::Interactive { interval: Duration::from_secs(1), color: true, bpf: true }
         );
-    }
-
-    #[test]
-    fn interval_accepts_fractions_and_the_range_ends() {
-        assert_eq!(parse_interval("0.25"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_interval("0.1"), Ok(Duration::from_millis(100)));
-        assert_eq!(parse_interval("3600"), Ok(Duration::from_secs(3600)));
-    }
-
-    #[test]
-    fn interval_rejects_zero_text_nan_and_out_of_range() {
-        for bad in ["0", "0.09", "3600.5", "-1", "abc", "", "NaN", "inf"] {
-            assert!(parse_interval(bad).is_err(), "{bad:?} should be rejected");
-        }
-        assert_eq!(parse_interval("abc").unwrap_err(), "'abc' is not a number of seconds");
     }
 
     #[test]
@@ -485,20 +210,6 @@ mod tests {
         assert!(!line.contains('\n'), "{line}");
         assert!(line.starts_with("ioscope: invalid value 'abc' for '--interval <SECONDS>'"), "{line}");
         assert!(line.contains("is not a number of seconds"), "{line}");
-    }
-
-    #[test]
-    fn durations_in_every_spelling() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
-        assert_eq!(parse_duration("1:30"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1:02:03"), Ok(Duration::from_secs(3723)));
-        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
-        for bad in ["", "x", "-1", "5d", "1:2:3:4", "1:75", "0:75", "1:-5", "inf", "NaN"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
-        }
     }
 
     #[test]
@@ -576,13 +287,5 @@ mod tests {
             matches!(parse(&["replay", "x.rec", "--openmetrics"]).unwrap(), Mode::Replay(r) if r.output == crate::replay::ReplayOutput::OpenMetrics)
         );
         assert!(parse(&["replay", "x.rec", "--openmetrics", "--json"]).is_err());
-    }
-
-    #[test]
-    fn no_color_env_only_counts_when_not_empty() {
-        assert!(wants_color(false, None));
-        assert!(wants_color(false, Some(OsStr::new(""))));
-        assert!(!wants_color(false, Some(OsStr::new("1"))));
-        assert!(!wants_color(true, None));
     }
 }

@@ -20,3 +20,4 @@ pub mod sample_readahead;
 pub mod sample_syncs;
 pub mod serve;
 pub mod ui;
+pub mod util;

@@ -8,6 +8,12 @@ use ioscope::cli::{self, Cli, Mode};
 use ioscope::{app, output, privilege};
 
 fn main() -> ExitCode {
+    // Whatever the mode: quit at once, the kernel detaches the programs afterwards.
+    ioscope::bpf::teardown::detach_in_background_on_drop();
+    run()
+}
+
+fn run() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
@@ -44,7 +50,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!("{}", cli::one_line_error(e));
-    ExitCode::from(cli::USAGE_EXIT_CODE as u8)
+    ExitCode::from(ioscope::util::USAGE_EXIT_CODE as u8)
 }
 
 fn interactive(opts: app::AppOptions) -> anyhow::Result<()> {

@@ -212,7 +212,7 @@ pub fn main(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> ExitCod
         Ok(code) => code,
         Err(BenchError::Usage(msg)) => {
             eprintln!("ioscope bench: {msg}");
-            ExitCode::from(crate::cli::USAGE_EXIT_CODE as u8)
+            ExitCode::from(crate::util::USAGE_EXIT_CODE as u8)
         }
         Err(BenchError::Failed(e)) => {
             eprintln!("ioscope bench: {e:#}");
@@ -307,7 +307,7 @@ fn run_plan(
 ) -> Result<ExitCode, BenchError> {
     let tui = !args.json && std::io::stdout().is_terminal();
     let report = if tui {
-        let color = crate::cli::wants_color(args.no_color, no_color_env);
+        let color = crate::util::wants_color(args.no_color, no_color_env);
         super::tui::run(plan, color).map_err(BenchError::Failed)?
     } else {
         runner::install_stop_handlers();

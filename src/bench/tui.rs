@@ -9,9 +9,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use crossterm::event::{Event as TermEvent, EventStream, KeyCode, KeyEventKind, KeyModifiers};
-use futures_util::StreamExt;
-use tokio::signal::unix::{signal, SignalKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::Frame;
 use tokio::sync::mpsc;
 
 use super::engine::Progress;
@@ -21,7 +20,7 @@ use crate::bpf::BpfCollector;
 use crate::collect::{Sampler, SystemRoot};
 use crate::model::Model;
 use crate::sample::Sample;
-use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
+use crate::ui::event_loop::{self, Screen, Step};
 use crate::ui::UiState;
 
 /// Redraw period while a job runs (live IOPS and MB/s).
@@ -35,13 +34,9 @@ pub fn run(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
 }
 
 async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let signals = event_loop::Signals::hook()?;
     runner::install_other_signal_handlers();
-    let mut job = JobControl::new().context("installing the SIGTSTP/SIGCONT handlers")?;
-    let ui = UiState::new(SAMPLE_EVERY, color);
-    let mut view = BenchView {
+    let view = BenchView {
         target_line: view::target_line(&plan.target),
         total_jobs: plan.jobs.len(),
         runtime_s: plan.runtime.as_secs_f64(),
@@ -50,7 +45,7 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
         ..Default::default()
     };
 
-    let (ev_tx, mut events) = mpsc::unbounded_channel::<Event>();
+    let (ev_tx, events) = mpsc::unbounded_channel::<Event>();
     let progress = Arc::new(Progress::default());
     let bench = {
         let (plan, progress) = (plan.clone(), progress.clone());
@@ -61,23 +56,66 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
             runner::run(&plan, &STOP, &progress, &mut send)
         })?
     };
-    let (sample_tx, mut samples) = mpsc::channel::<Sample>(2);
+    let (sample_tx, samples) = mpsc::channel::<Sample>(2);
     spawn_sampler(sample_tx)?;
 
-    let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
-    let mut term_events = EventStream::new();
-    let mut tick = tokio::time::interval(TICK);
-    let mut prev: Option<Sample> = None;
-    let mut model: Option<Model> = None;
-    let mut job_started = Instant::now();
-    let mut events_open = true;
-    loop {
+    let mut screen = BenchScreen {
+        view,
+        ui: UiState::new(SAMPLE_EVERY, color),
+        events,
+        events_open: true,
+        samples,
+        progress,
+        prev: None,
+        model: None,
+        job_started: Instant::now(),
+    };
+    let looped = event_loop::run(signals, &mut screen).await;
+    if looped.is_err() {
+        // The screen failed: the run stops (its test file is removed) before the error is told.
+        STOP.store(true, Ordering::SeqCst);
+    }
+    let report = match bench.join() {
+        Ok(r) => r,
+        Err(_) => anyhow::bail!("the benchmark thread panicked (its test file was removed)"),
+    };
+    looped?;
+    report
+}
+
+/// The bench screen: the runner's events and the monitor's samples.
+struct BenchScreen {
+    view: BenchView,
+    ui: UiState,
+    events: mpsc::UnboundedReceiver<Event>,
+    events_open: bool,
+    samples: mpsc::Receiver<Sample>,
+    progress: Arc<Progress>,
+    prev: Option<Sample>,
+    model: Option<Model>,
+    job_started: Instant,
+}
+
+impl BenchScreen {
+    fn stop(&mut self) {
+        STOP.store(true, Ordering::SeqCst);
+        self.view.stopping = true;
+    }
+}
+
+impl Screen for BenchScreen {
+    fn tick(&self) -> Duration {
+        TICK
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Step> {
+        let view = &mut self.view;
         tokio::select! {
-            ev = events.recv(), if events_open => match ev {
+            ev = self.events.recv(), if self.events_open => match ev {
                 Some(Event::Note(n)) => view.notes.push(n),
                 Some(Event::Layout { done, total }) => view.layout = Some((done, total)),
                 Some(Event::JobStarted { index, spec }) => {
-                    job_started = Instant::now();
+                    self.job_started = Instant::now();
                     view.running = Some(Running { index, spec, elapsed_s: 0.0, ops: 0, bytes: 0 });
                 }
                 Some(Event::JobDone { result, .. }) => {
@@ -86,80 +124,87 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
                 }
                 // The runner finished (or failed): its thread is done.
                 None => {
-                    events_open = false;
+                    self.events_open = false;
                     view.finished = true;
                     view.running = None;
                 }
             },
-            s = samples.recv() => if let Some(cur) = s {
-                model = Some(match &prev {
+            s = self.samples.recv() => if let Some(cur) = s {
+                self.model = Some(match &self.prev {
                     Some(p) => Model::between(p, &cur),
                     None => Model::compute(None, &cur, Duration::ZERO),
                 });
-                prev = Some(cur);
+                self.prev = Some(cur);
             },
-            key = term_events.next() => match key {
-                Some(Ok(TermEvent::Key(k))) if is_suspend_key(&k) => guard.suspend()?,
-                Some(Ok(TermEvent::Key(k))) if k.kind != KeyEventKind::Release => {
-                    let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
-                    match k.code {
-                        _ if ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) => {
-                            if view.finished {
-                                break;
-                            }
-                            STOP.store(true, Ordering::SeqCst);
-                            view.stopping = true;
-                        }
-                        KeyCode::Up | KeyCode::Char('k') => {
-                            view.scroll = view.scroll.min(view.results.len() * 2).saturating_sub(1);
-                        }
-                        KeyCode::Down | KeyCode::Char('j') => view.scroll = view.scroll.saturating_add(1),
-                        KeyCode::End | KeyCode::Char('G') => view.scroll = usize::MAX,
-                        KeyCode::Home | KeyCode::Char('g') => view.scroll = 0,
-                        _ => {}
-                    }
+        }
+        Ok(Step::Redraw)
+    }
+
+    fn key(&mut self, k: KeyEvent, _height: u16) -> anyhow::Result<Step> {
+        if k.kind == KeyEventKind::Release {
+            return Ok(Step::Idle);
+        }
+        let view = &mut self.view;
+        let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+        match k.code {
+            _ if ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) => {
+                if view.finished {
+                    return Ok(Step::Quit);
                 }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e).context("reading terminal input"),
-                None => {
-                    STOP.store(true, Ordering::SeqCst);
-                    if view.finished {
-                        break;
-                    }
-                }
-            },
-            _ = tick.tick() => {}
-            _ = sigint.recv() => { STOP.store(true, Ordering::SeqCst); view.stopping = true; }
-            _ = sigterm.recv() => { STOP.store(true, Ordering::SeqCst); view.stopping = true; }
-            _ = sighup.recv() => { STOP.store(true, Ordering::SeqCst); view.stopping = true; }
-            _ = job.tstp.recv() => guard.suspend()?,
-            _ = job.cont.recv() => guard.resume()?,
-        }
-        if let Some(r) = &mut view.running {
-            r.elapsed_s = job_started.elapsed().as_secs_f64();
-            r.ops = progress.ops.load(Ordering::Relaxed);
-            r.bytes = progress.bytes.load(Ordering::Relaxed);
-        }
-        if runner::SIGNALLED.load(Ordering::SeqCst) {
-            view.stopping = true;
-        }
-        // A signal (not a key) ends the program once the runner has cleaned up.
-        if view.finished && view.stopping {
-            break;
-        }
-        if let Err(e) = guard.terminal.draw(|f| view::draw(f, &view, model.as_ref(), &ui)) {
-            if e.raw_os_error() != Some(libc::EIO) {
-                return Err(e.into());
+                self.stop();
             }
-            // The terminal hung up: stop the run (the test file is removed) and end quietly.
-            STOP.store(true, Ordering::SeqCst);
-            view.stopping = true;
+            KeyCode::Up | KeyCode::Char('k') => {
+                view.scroll = view.scroll.min(view.results.len() * 2).saturating_sub(1);
+            }
+            KeyCode::Down | KeyCode::Char('j') => view.scroll = view.scroll.saturating_add(1),
+            KeyCode::End | KeyCode::Char('G') => view.scroll = usize::MAX,
+            KeyCode::Home | KeyCode::Char('g') => view.scroll = 0,
+            _ => {}
+        }
+        Ok(Step::Redraw)
+    }
+
+    fn interrupt(&mut self) -> Step {
+        self.stop();
+        Step::Redraw
+    }
+
+    fn input_closed(&mut self) -> Step {
+        STOP.store(true, Ordering::SeqCst);
+        if self.view.finished {
+            Step::Quit
+        } else {
+            Step::Redraw
         }
     }
-    drop(guard);
-    match bench.join() {
-        Ok(r) => r,
-        Err(_) => anyhow::bail!("the benchmark thread panicked (its test file was removed)"),
+
+    fn settle(&mut self) -> anyhow::Result<Step> {
+        if let Some(r) = &mut self.view.running {
+            r.elapsed_s = self.job_started.elapsed().as_secs_f64();
+            r.ops = self.progress.ops.load(Ordering::Relaxed);
+            r.bytes = self.progress.bytes.load(Ordering::Relaxed);
+        }
+        if runner::SIGNALLED.load(Ordering::SeqCst) {
+            self.view.stopping = true;
+        }
+        // A signal (not a key) ends the program once the runner has cleaned up.
+        if self.view.finished && self.view.stopping {
+            return Ok(Step::Quit);
+        }
+        Ok(Step::Redraw)
+    }
+
+    fn draw(&mut self, frame: &mut Frame) {
+        view::draw(frame, &self.view, self.model.as_ref(), &self.ui);
+    }
+
+    fn draw_failed(&mut self, e: std::io::Error) -> anyhow::Result<Step> {
+        if e.raw_os_error() != Some(libc::EIO) {
+            return Err(e.into());
+        }
+        // The terminal hung up: stop the run (the test file is removed) and end quietly.
+        self.stop();
+        Ok(Step::Idle)
     }
 }
 

@@ -28,21 +28,7 @@ use crate::sample::{
     BpfDeviceCounters, BpfProgramStatus, BpfSample, RequestsBytes,
 };
 
-/// (program, tracepoint event in category `block`): the slots of [`BlockProbeHealth`]'s
-/// per-program vectors, in this order in every Sample and so in every recording.
-/// `block_io_done` is [`RETIRED`]: its slot stays (0 in new samples) so that older recordings are
-/// still read right.
-pub const PROGRAMS: [(&str, &str); 6] = [
-    ("block_io_start", "block_io_start"),
-    ("block_rq_insert", "block_rq_insert"),
-    ("block_rq_issue", "block_rq_issue"),
-    ("block_rq_complete", "block_rq_complete"),
-    ("block_io_done", "block_io_done"),
-    ("block_rq_merge", "block_rq_merge"),
-];
-/// No longer traced: its work (crediting the submitter) moved to block_rq_complete, one program
-/// run fewer per request (ebpf/probes/src/block_io.rs).
-pub const RETIRED: &str = "block_io_done";
+pub use ioscope_common::block::{PROGRAMS, RETIRED};
 
 /// The programs in the object, loaded and attached: every slot of [`PROGRAMS`] but the retired.
 pub fn live_programs() -> impl Iterator<Item = (&'static str, &'static str)> {

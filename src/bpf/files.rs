@@ -17,7 +17,7 @@ use crate::sample::{BpfProgramStatus, FileProcess};
 
 pub const CATEGORY: &str = "writeback";
 pub const EVENT: &str = "writeback_single_inode";
-pub const PROGRAM: &str = "writeback_single_inode";
+pub use ioscope_common::files::WRITEBACK_PROGRAM as PROGRAM;
 
 /// Reads the four format files the per-file counting needs. Each part whose fields are missing
 /// stays off (its `*_ok` is 0); the error says which. Returns the layout and whether

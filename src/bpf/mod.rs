@@ -20,6 +20,7 @@ pub mod readahead;
 pub mod readahead_fn;
 pub mod renamed;
 pub mod syncs;
+pub mod teardown;
 pub mod tracefs;
 
 use std::path::PathBuf;
@@ -478,6 +479,12 @@ impl BpfCollector {
 /// thread each, the waits overlap.
 impl Drop for BpfCollector {
     fn drop(&mut self) {
+        if teardown::hand_over_to_child() {
+            // Nothing detaches here: the objects are closed by this process's exit, which only
+            // drops its references; the child's exit detaches them.
+            std::mem::forget(self._ebpf.take());
+            return;
+        }
         let Some(ebpf) = self._ebpf.as_mut() else { return };
         std::thread::scope(|scope| {
             for (_, program) in ebpf.programs_mut() {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bpf::BpfCollector;
 use crate::sample::Sample;
+pub use crate::util::monotonic_ns;
 pub use processes::ProcessReader;
 
 pub mod block_files;
@@ -91,15 +92,6 @@ pub fn collect_with(root: &SystemRoot, process_reader: Option<&mut ProcessReader
         bpf: Default::default(),
         cgroups: Vec::new(),
     }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the elapsed time between two samples is measured on it, so that a
-/// wall-clock step (NTP, suspend) never distorts a rate.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Wall clock, milliseconds since the Unix epoch (display only).

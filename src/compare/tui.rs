@@ -4,19 +4,17 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use futures_util::StreamExt;
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
-use tokio::signal::unix::{signal, SignalKind};
 
-use crate::compare::{num, Comparison, MetricComparison};
-use crate::ui::format;
-use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
+use crate::compare::Comparison;
+use crate::model::compare::MetricComparison;
+use crate::ui::event_loop::{self, Screen, Step};
+use crate::ui::format::{self, num};
 use crate::ui::theme::{Level, Theme};
 
 const PANES: [&str; 4] = ["memory", "psi", "devices", "processes"];
@@ -28,7 +26,7 @@ pub struct CompareView {
     /// None: all panes; Some(i): PANES[i] only.
     pub pane: Option<usize>,
     /// Metric-name filter (case-insensitive substring).
-    pub filter: String,
+    pub filter: crate::ui::line_input::LineInput,
     pub editing_filter: bool,
     pub color: bool,
 }
@@ -50,17 +48,11 @@ impl CompareView {
             return ViewAction::Quit;
         }
         if self.editing_filter {
-            match key.code {
-                KeyCode::Enter => self.editing_filter = false,
-                KeyCode::Esc => {
-                    self.editing_filter = false;
-                    self.filter.clear();
-                }
-                KeyCode::Backspace => {
-                    self.filter.pop();
-                }
-                KeyCode::Char(c) if !c.is_control() => self.filter.push(c),
-                _ => return ViewAction::None,
+            use crate::ui::line_input::LineEdit;
+            match self.filter.handle_key(key.code) {
+                LineEdit::Changed => {}
+                LineEdit::Kept | LineEdit::Cleared => self.editing_filter = false,
+                LineEdit::Ignored => return ViewAction::None,
             }
             self.scroll = 0;
             return ViewAction::Redraw;
@@ -203,7 +195,7 @@ pub fn draw(frame: &mut Frame, c: &Comparison, view: &mut CompareView) {
         Some(p) => pane_title(PANES[p]).to_string(),
     };
     let filter = if view.editing_filter || !view.filter.is_empty() {
-        format!("  filter \"{}\"{}", view.filter, if view.editing_filter { "▏" } else { "" })
+        format!("  filter \"{}\"", view.filter.with_cursor(view.editing_filter))
     } else {
         String::new()
     };
@@ -227,40 +219,36 @@ pub fn draw(frame: &mut Frame, c: &Comparison, view: &mut CompareView) {
 
 pub fn run(c: &Comparison, color: bool) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-        let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-        let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-        let mut job = JobControl::new().context("installing the SIGTSTP/SIGCONT handlers")?;
-        let mut guard = TerminalGuard::enter().context("setting up the terminal")?;
-        let mut view = CompareView { color, ..Default::default() };
-        let mut events = EventStream::new();
-        loop {
-            let height = guard.terminal.size()?.height;
-            guard.terminal.draw(|f| draw(f, c, &mut view))?;
-            tokio::select! {
-                event = events.next() => match event {
-                    Some(Ok(Event::Key(key))) if is_suspend_key(&key) => guard.suspend()?,
-                    Some(Ok(Event::Key(key))) => {
-                        if view.handle_key(key, page(height)) == ViewAction::Quit {
-                            break;
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => return Err(e).context("reading terminal input"),
-                    None => break,
-                },
-                _ = tokio::time::sleep(Duration::from_secs(60)) => {}
-                _ = sigint.recv() => break,
-                _ = sigterm.recv() => break,
-                _ = sighup.recv() => break,
-                _ = job.tstp.recv() => guard.suspend()?,
-                _ = job.cont.recv() => guard.resume()?,
-            }
-        }
-        drop(guard);
-        Ok(())
-    })
+    let mut screen = CompareScreen { c, view: CompareView { color, ..Default::default() } };
+    runtime.block_on(async { event_loop::run(event_loop::Signals::hook()?, &mut screen).await })
+}
+
+/// The compare screen: one comparison, no news; keys scroll and filter it.
+struct CompareScreen<'a> {
+    c: &'a Comparison,
+    view: CompareView,
+}
+
+impl Screen for CompareScreen<'_> {
+    fn tick(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Step> {
+        std::future::pending().await
+    }
+
+    fn key(&mut self, key: KeyEvent, height: u16) -> anyhow::Result<Step> {
+        Ok(match self.view.handle_key(key, page(height)) {
+            ViewAction::Quit => Step::Quit,
+            // Drawn after every key, as before.
+            ViewAction::None | ViewAction::Redraw => Step::Redraw,
+        })
+    }
+
+    fn draw(&mut self, frame: &mut Frame) {
+        draw(frame, self.c, &mut self.view);
+    }
 }
 
 #[cfg(test)]

@@ -59,10 +59,10 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<BlockHe
     }
     // Without a previous read of the probes, no interval: rates and interval counts are 0.
     let p = prev.map(|p| &p.bpf.block_health).filter(|p| !p.events.is_empty()).unwrap_or(c);
-    let programs = crate::bpf::block::PROGRAMS
+    let programs = ioscope_common::block::PROGRAMS
         .iter()
         .enumerate()
-        .filter(|(_, (program, _))| *program != crate::bpf::block::RETIRED)
+        .filter(|(_, (program, _))| *program != ioscope_common::block::RETIRED)
         .map(|(i, (program, event))| {
             let now = c.events.get(i).copied().unwrap_or(0);
             let before = p.events.get(i).copied().unwrap_or(now);

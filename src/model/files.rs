@@ -262,7 +262,7 @@ pub fn file_rows(files: &[FileModel]) -> usize {
 /// (its status lists the per-file writeback program, attached or not). False for recordings made
 /// before per-file attribution existed, so they do not claim "no file had I/O".
 pub fn available(m: &super::Model) -> bool {
-    m.bpf.enabled && m.bpf.programs.iter().any(|p| p.program == crate::bpf::files::PROGRAM)
+    m.bpf.enabled && m.bpf.programs.iter().any(|p| p.program == ioscope_common::files::WRITEBACK_PROGRAM)
 }
 
 /// Cached share of a file of `size` bytes, in percent (at most 100: the last page is partial).

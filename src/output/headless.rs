@@ -1,13 +1,32 @@
 //! The `--once` / `--batch` loop: sample, wait an interval, sample, print the Model between them.
 
 use std::io::{self, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::bpf::BpfCollector;
-use crate::cli::{Format, HeadlessOptions};
 use crate::collect::{Sampler, SystemRoot};
 use crate::model::Model;
 use crate::sample::Sample;
+
+/// What `--once` and `--batch` run: how often, how many reports, in which format.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeadlessOptions {
+    pub interval: Duration,
+    /// Reports to print; None means until killed or stdout closes.
+    pub count: Option<u64>,
+    pub format: Format,
+    pub bpf: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The `top -b`-like text frame.
+    Text,
+    /// One pretty-printed JSON document (`--once --json`).
+    JsonPretty,
+    /// One compact JSON document per line (`--batch --json`).
+    JsonLines,
+}
 
 /// Samples the live system and prints reports on stdout until `opts.count` is reached. A closed
 /// stdout (`ioscope --batch | head`) is a normal way to stop, not an error.

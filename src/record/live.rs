@@ -7,8 +7,6 @@ use crate::collect::SystemRoot;
 use crate::record::format::RecordingWriter;
 use crate::record::host_facts;
 use crate::sample::Sample;
-use crate::ui::state::RecordingIndicator;
-use crate::ui::UiState;
 
 pub struct LiveRecorder {
     writer: RecordingWriter,
@@ -48,8 +46,8 @@ impl LiveRecorder {
             .map_err(|e| anyhow::anyhow!("recording stopped: cannot write to {}: {e}", self.path.display()))
     }
 
-    pub fn indicator(&self) -> RecordingIndicator {
-        RecordingIndicator {
+    pub fn progress(&self) -> Progress {
+        Progress {
             path: self.path.display().to_string(),
             frames: self.writer.frames(),
             bytes: self.writer.bytes(),
@@ -69,39 +67,60 @@ impl LiveRecorder {
     }
 }
 
-/// `R`: starts recording from `latest`, or stops the running recording. Outcomes and errors go to
-/// the header's notice line.
-pub fn toggle(rec: &mut Option<LiveRecorder>, state: &mut UiState, latest: Option<&Sample>) {
+/// Where a running recording is: the file, samples and bytes written so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress {
+    pub path: String,
+    pub frames: u64,
+    pub bytes: u64,
+}
+
+/// What starting, stopping or feeding the recording came to; the caller shows it (the live TUI:
+/// the header's REC indicator and notice line).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Recording (just started, or one more sample written).
+    Recording(Progress),
+    /// The recording ended (stopped, or a write failed): why, and where it is.
+    Stopped(String),
+    /// No recording was started, and why.
+    NotStarted(String),
+}
+
+/// `R`: starts recording from `latest`, or stops the running recording.
+pub fn toggle(
+    rec: &mut Option<LiveRecorder>,
+    latest: Option<&Sample>,
+    interval_s: f64,
+    utc_offset_s: i64,
+) -> Outcome {
     if let Some(r) = rec.take() {
-        state.recording = None;
-        state.message = Some(r.finish());
-        return;
+        return Outcome::Stopped(r.finish());
     }
     let Some(latest) = latest else {
-        state.message = Some("no sample yet: press R again in a moment".into());
-        return;
+        return Outcome::NotStarted("no sample yet: press R again in a moment".into());
     };
-    match LiveRecorder::start(latest, state.interval.as_secs_f64(), state.utc_offset_s) {
+    match LiveRecorder::start(latest, interval_s, utc_offset_s) {
         Ok(r) => {
-            state.recording = Some(r.indicator());
+            let progress = r.progress();
             *rec = Some(r);
+            Outcome::Recording(progress)
         }
-        Err(e) => state.message = Some(format!("cannot record: {e:#}")),
+        Err(e) => Outcome::NotStarted(format!("cannot record: {e:#}")),
     }
 }
 
-/// Appends a new sample to a running recording; a write error stops it and says why.
-pub fn on_sample(rec: &mut Option<LiveRecorder>, state: &mut UiState, sample: &Sample) {
-    if let Some(r) = rec {
-        match r.write(sample) {
-            Ok(()) => state.recording = Some(r.indicator()),
-            Err(e) => {
-                state.message = Some(format!("{e:#}"));
-                state.recording = None;
-                *rec = None;
-            }
+/// Appends a new sample to a running recording (None when none runs); a write error stops it
+/// and says why.
+pub fn on_sample(rec: &mut Option<LiveRecorder>, sample: &Sample) -> Option<Outcome> {
+    let r = rec.as_mut()?;
+    Some(match r.write(sample) {
+        Ok(()) => Outcome::Recording(r.progress()),
+        Err(e) => {
+            *rec = None;
+            Outcome::Stopped(format!("{e:#}"))
         }
-    }
+    })
 }
 
 /// `ioscope-HOST-YYYYmmdd-HHMMSS.rec`, local time; characters unsafe in file names become '_'.
@@ -135,6 +154,17 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_a_sample_nothing_starts_and_without_a_recording_samples_are_not_written() {
+        let mut rec = None;
+        assert_eq!(
+            toggle(&mut rec, None, 1.0, 0),
+            Outcome::NotStarted("no sample yet: press R again in a moment".into())
+        );
+        assert!(rec.is_none());
+        assert_eq!(on_sample(&mut rec, &Sample::default()), None);
+    }
 
     #[test]
     fn file_names_carry_host_and_local_time() {

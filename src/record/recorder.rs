@@ -11,6 +11,39 @@ use crate::collect::{Sampler, SystemRoot};
 use crate::record::format::{open_output, RecordingWriter};
 use crate::record::host_facts;
 
+/// `ioscope record`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// The recording to write (refused if it exists, unless --force).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: std::path::PathBuf,
+    /// Seconds between samples (fractions allowed, 0.1 to 3600).
+    #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = crate::util::parse_interval)]
+    pub interval: Duration,
+    /// Stop after this long: seconds, or with a unit (90s, 5m, 2h), or h:mm:ss.
+    #[arg(short, long, value_name = "DURATION", value_parser = crate::util::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Do not load eBPF programs.
+    #[arg(long)]
+    pub no_bpf: bool,
+    /// Overwrite FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl RecordArgs {
+    /// The options `ioscope record` runs with (clap has checked every value).
+    pub fn options(&self) -> RecordOptions {
+        RecordOptions {
+            output: self.output.clone(),
+            interval: self.interval,
+            duration: self.duration,
+            bpf: !self.no_bpf,
+            force: self.force,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecordOptions {
     pub output: PathBuf,

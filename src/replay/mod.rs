@@ -8,17 +8,78 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cli::Format;
+use crate::model::flatten;
 use crate::model::Model;
-use crate::output::headless::write_report;
+use crate::output::headless::{write_report, Format};
 use crate::record::Recording;
 use crate::sample::Sample;
 
-pub mod flatten;
 pub mod openmetrics;
 pub mod player;
 pub mod timeline;
 pub mod tui;
+
+/// `ioscope replay`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The recording to replay.
+    pub file: std::path::PathBuf,
+    /// Print a text report per sample instead of the TUI.
+    #[arg(short, long, conflicts_with = "csv")]
+    pub batch: bool,
+    /// Print one JSON model per sample (NDJSON) instead of the TUI.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the recording as OpenMetrics with timestamps, for
+    /// `promtool tsdb create-blocks-from openmetrics` (backfilling Prometheus).
+    #[arg(long, conflicts_with_all = ["csv", "batch", "json"])]
+    pub openmetrics: bool,
+    /// Print one pane's series as CSV: memory, devices or processes.
+    #[arg(long, value_name = "PANE", value_parser = ["memory", "devices", "processes"])]
+    pub csv: Option<String>,
+    /// Start at this offset from the recording's start (seconds, 90s, 5m, h:mm:ss).
+    #[arg(long, value_name = "TIME", value_parser = crate::util::parse_duration)]
+    pub from: Option<Duration>,
+    /// End at this offset from the recording's start.
+    #[arg(long, value_name = "TIME", value_parser = crate::util::parse_duration)]
+    pub to: Option<Duration>,
+    /// Do not use colours (also when NO_COLOR is set and not empty).
+    #[arg(long)]
+    pub no_color: bool,
+}
+
+impl ReplayArgs {
+    /// Checks the combinations clap cannot express and picks the output. `no_color_env` is the
+    /// NO_COLOR environment variable's value.
+    pub fn options(&self, no_color_env: Option<&std::ffi::OsStr>) -> Result<ReplayOptions, clap::Error> {
+        use clap::error::ErrorKind;
+        let usage = |kind: ErrorKind, msg: &str| clap::Error::raw(kind, msg);
+        let a = self;
+        if let (Some(from), Some(to)) = (a.from, a.to) {
+            if to <= from {
+                return Err(usage(ErrorKind::ValueValidation, "--to must be later than --from"));
+            }
+        }
+        if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json && !a.openmetrics {
+            return Err(usage(
+                ErrorKind::ArgumentConflict,
+                "--to needs --batch, --json or --csv (in the TUI, press t to go to a time)",
+            ));
+        }
+        let output = match (&a.csv, a.batch, a.json || a.openmetrics) {
+            (None, false, true) if a.openmetrics => ReplayOutput::OpenMetrics,
+            (Some(pane), _, _) => {
+                ReplayOutput::Csv(pane.parse().map_err(|e: String| usage(ErrorKind::InvalidValue, &e))?)
+            }
+            (None, _, true) => ReplayOutput::Json,
+            (None, true, false) => ReplayOutput::Text,
+            (None, false, false) => {
+                ReplayOutput::Tui { color: crate::util::wants_color(a.no_color, no_color_env) }
+            }
+        };
+        Ok(ReplayOptions { file: a.file.clone(), output, from: a.from, to: a.to })
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayOptions {

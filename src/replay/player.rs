@@ -187,7 +187,7 @@ impl Player {
     pub fn go_to(&mut self, text: &str, utc_offset_s: i64) -> Result<(), String> {
         let text = text.trim();
         if let Some(clock) = text.strip_prefix('@') {
-            let tod = crate::cli::parse_duration(clock)
+            let tod = crate::util::parse_duration(clock)
                 .map_err(|_| format!("'{clock}' is not a time of day (hh:mm:ss)"))?;
             let first = self.wall_unix_ms(0) as i64 + utc_offset_s * 1000;
             let day_start = first.div_euclid(86_400_000) * 86_400_000;
@@ -205,7 +205,7 @@ impl Player {
             self.seek(i);
             return Ok(());
         }
-        let offset = crate::cli::parse_duration(text.trim_start_matches('+')).map_err(|e| e.to_string())?;
+        let offset = crate::util::parse_duration(text.trim_start_matches('+')).map_err(|e| e.to_string())?;
         if offset > self.duration() + Duration::from_secs(1) {
             return Err(format!("the recording is only {:.0} s long", self.duration().as_secs_f64()));
         }

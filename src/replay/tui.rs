@@ -5,12 +5,9 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use crossterm::event::{Event, EventStream};
-use futures_util::StreamExt;
+use crossterm::event::KeyEvent;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::Frame;
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::model::Model;
 use crate::record::Recording;
@@ -18,8 +15,8 @@ use crate::replay::player::{Player, PlayerAction};
 use crate::replay::timeline;
 use crate::sample::Sample;
 use crate::ui::baseline::Baseline;
+use crate::ui::event_loop::{self, Screen, Step};
 use crate::ui::history::HISTORY_LEN;
-use crate::ui::terminal::{is_suspend_key, JobControl, TerminalGuard};
 use crate::ui::{self, Action, History, UiState};
 
 /// Redraw at least this often (the clock in the timeline, a lost resize).
@@ -94,71 +91,84 @@ pub fn run(rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Resul
 
 async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Result<()> {
     let mut state = initial_state(&rec, color);
-    state.utc_offset_s = crate::app::local_utc_offset_s();
+    state.utc_offset_s = crate::util::local_utc_offset_s();
     let mut player = Player::new(&rec.mono_ns(), &rec.wall_unix_ms());
     if let Some(from) = from {
         player.seek_offset(from);
     }
     let gauges = gauges(&mut rec)?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    let mut job = JobControl::new().context("installing the SIGTSTP/SIGCONT handlers")?;
-    let mut guard = TerminalGuard::enter().context("setting up the terminal (is stdout a terminal?)")?;
-    let mut events = EventStream::new();
-    let mut shown: Option<(usize, Model)> = None;
-    let mut last = Instant::now();
-    loop {
-        let now = Instant::now();
-        player.advance(now - last);
-        last = now;
-        if shown.as_ref().is_none_or(|(pos, _)| *pos != player.pos) {
-            let model = model_at(&mut rec, player.pos)?;
-            state.history = history_at(&gauges, player.pos);
-            shown = Some((player.pos, model));
-        }
-        let (_, model) = shown.as_ref().expect("set above");
-        state.clamp_selection(model);
-        guard.terminal.draw(|f| draw(f, model, &state, &player))?;
-        let wait = player.due_in().unwrap_or(TICK).min(TICK);
-        tokio::select! {
-            event = events.next() => match event {
-                Some(Ok(Event::Key(key))) if is_suspend_key(&key) => guard.suspend()?,
-                Some(Ok(Event::Key(key))) => {
-                    // The prompt, filter and help overlay own the keyboard while open.
-                    let panes_first = state.editing_filter || state.help;
-                    let mine = !panes_first && player.handle_key(key, state.utc_offset_s) == PlayerAction::Redraw;
-                    if !mine {
-                        let interval = state.interval;
-                        match state.handle_key(key) {
-                            Action::Quit => break,
-                            // +/- change the live sampler's interval: a recording's is fixed.
-                            Action::SetInterval(_) => state.interval = interval,
-                            Action::ToggleBaseline => {
-                                state.baseline = match state.baseline {
-                                    Some(_) => None,
-                                    None => shown.as_ref().map(|(_, model)| Baseline { model: model.clone() }),
-                                };
-                            }
-                            Action::ToggleRecording => {
-                                state.message = Some("R records live sessions; this is already a recording".into());
-                            }
-                            Action::None | Action::Redraw => {}
-                        }
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e).context("reading terminal input"),
-                None => break,
-            },
-            _ = tokio::time::sleep(wait) => {}
-            _ = sigint.recv() => break,
-            _ = sigterm.recv() => break,
-            _ = sighup.recv() => break,
-            _ = job.tstp.recv() => guard.suspend()?,
-            _ = job.cont.recv() => guard.resume()?,
-        }
+    let signals = event_loop::Signals::hook()?;
+    let model = model_at(&mut rec, player.pos)?;
+    state.history = history_at(&gauges, player.pos);
+    let shown = (player.pos, model);
+    let mut replay = Replay { rec, gauges, state, player, shown, last: Instant::now() };
+    event_loop::run(signals, &mut replay).await
+}
+
+/// The replay screen: models from the recording at the player's position.
+struct Replay {
+    rec: Recording,
+    gauges: Vec<(u32, u32)>,
+    state: UiState,
+    player: Player,
+    /// The position on screen and its model.
+    shown: (usize, Model),
+    last: Instant,
+}
+
+impl Screen for Replay {
+    fn tick(&self) -> Duration {
+        TICK
     }
-    drop(guard);
-    Ok(())
+
+    async fn next(&mut self) -> anyhow::Result<Step> {
+        // The player's next sample is due (or the clock in the timeline moves on).
+        tokio::time::sleep(self.player.due_in().unwrap_or(TICK).min(TICK)).await;
+        Ok(Step::Redraw)
+    }
+
+    fn key(&mut self, key: KeyEvent, _height: u16) -> anyhow::Result<Step> {
+        let state = &mut self.state;
+        // The prompt, filter and help overlay own the keyboard while open.
+        let panes_first = state.overlay.is_some();
+        if !panes_first && self.player.handle_key(key, state.utc_offset_s) == PlayerAction::Redraw {
+            return Ok(Step::Redraw);
+        }
+        let interval = state.interval;
+        match state.handle_key(key) {
+            Action::Quit => return Ok(Step::Quit),
+            // +/- change the live sampler's interval: a recording's is fixed.
+            Action::SetInterval(_) => state.interval = interval,
+            Action::ToggleBaseline => {
+                state.baseline = match state.baseline {
+                    Some(_) => None,
+                    None => Some(Baseline { model: self.shown.1.clone() }),
+                };
+            }
+            Action::ToggleRecording => {
+                state.message = Some("R records live sessions; this is already a recording".into());
+            }
+            Action::None | Action::Redraw => {}
+        }
+        Ok(Step::Redraw)
+    }
+
+    fn settle(&mut self) -> anyhow::Result<Step> {
+        let now = Instant::now();
+        self.player.advance(now - self.last);
+        self.last = now;
+        if self.shown.0 != self.player.pos {
+            let model = model_at(&mut self.rec, self.player.pos)?;
+            self.state.history = history_at(&self.gauges, self.player.pos);
+            self.shown = (self.player.pos, model);
+        }
+        // The replay screen is drawn after every event, as the timeline moves.
+        Ok(Step::Redraw)
+    }
+
+    fn draw(&mut self, frame: &mut Frame) {
+        let model = &self.shown.1;
+        self.state.clamp_selection(model);
+        draw(frame, model, &self.state, &self.player);
+    }
 }

@@ -45,6 +45,57 @@ pub const MAX_CONNECTIONS: usize = 1024;
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
 const LISTEN_BACKLOG: u32 = 1024;
 
+/// `ioscope serve`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on (any address other than loopback only when given here).
+    #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
+    pub listen: std::net::SocketAddr,
+    /// Seconds between samples (fractions allowed, 0.1 to 3600); scrapes read the latest.
+    #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = crate::util::parse_interval)]
+    pub interval: Duration,
+    /// Also export the N processes with the most disk I/O (pid and comm labels).
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
+    pub top_processes: usize,
+    /// Also export the N files with the most disk I/O (device and path labels; needs eBPF).
+    #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
+    pub top_files: usize,
+    /// Also export disk I/O per cgroup (one series per cgroup and disk; needs eBPF).
+    #[arg(long)]
+    pub cgroups: bool,
+    /// Do not load eBPF programs: the procfs and sysfs figures only.
+    #[arg(long)]
+    pub no_bpf: bool,
+}
+
+impl ServeArgs {
+    /// The options `ioscope serve` runs with (clap has checked every value).
+    pub fn options(&self) -> ServeOptions {
+        ServeOptions {
+            listen: self.listen,
+            interval: self.interval,
+            export: ExportOptions {
+                top_processes: self.top_processes,
+                top_files: self.top_files,
+                cgroups: self.cgroups,
+            },
+            bpf: !self.no_bpf,
+        }
+    }
+}
+
+/// The most per-process or per-file series sets `serve` exports: each is a label value that
+/// Prometheus indexes, and churns as the top list changes.
+pub const MAX_TOP: usize = 1000;
+
+fn parse_series_top(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n <= MAX_TOP => Ok(n),
+        Ok(_) => Err(format!("at most {MAX_TOP} (each is a set of series in Prometheus)")),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServeOptions {
     pub listen: SocketAddr,

@@ -7,9 +7,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 use ratatui::Frame;
 
-use crate::compare::{compare_models, num, MetricComparison};
+use crate::model::compare::{compare_models, MetricComparison};
 use crate::model::Model;
-use crate::ui::format;
+use crate::ui::format::{self, num};
 use crate::ui::state::{Pane, UiState};
 use crate::ui::theme::Theme;
 

@@ -75,8 +75,21 @@ impl CacheSort {
     }
 }
 
+impl crate::ui::table::SortColumn for CacheSort {
+    fn next(self) -> CacheSort {
+        CacheSort::next(self)
+    }
+}
+
+/// The cache pane's own state: sort (`s`, `r` while it has the focus) and the selected row (by pid).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CacheView {
+    pub sort: crate::ui::table::Sort<CacheSort>,
+    pub selection: crate::ui::table::Selection,
+}
+
 fn ascending(state: &UiState) -> bool {
-    state.cache_sort.ascending_by_default() != state.cache_sort_reversed
+    state.cache.sort.column.ascending_by_default() != state.cache.sort.reversed
 }
 
 /// The eBPF rows shown: matching the filter, sorted; ties by pid.
@@ -92,7 +105,7 @@ pub fn visible_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CacheProce
         .collect();
     let asc = ascending(state);
     rows.sort_by(|a, b| {
-        let ord = compare(a, b, state.cache_sort);
+        let ord = compare(a, b, state.cache.sort.column);
         let ord = if asc { ord } else { ord.reverse() };
         ord.then(a.pid.cmp(&b.pid))
     });
@@ -135,11 +148,11 @@ fn estimate_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a ProcessModel>
     rows
 }
 
-/// How many rows the pane lists now (for clamping the selection).
-pub fn row_count(model: &Model, state: &UiState) -> usize {
+/// The identities (pids) of the rows the pane lists now, in order (what the selection follows).
+pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
     match model.cache {
-        Some(_) => visible_rows(model, state).len(),
-        None => estimate_rows(model, state).len(),
+        Some(_) => visible_rows(model, state).iter().map(|p| p.pid.to_string()).collect(),
+        None => estimate_rows(model, state).iter().map(|p| p.pid.to_string()).collect(),
     }
 }
 
@@ -148,7 +161,7 @@ pub fn title(model: &Model, state: &UiState) -> String {
         Some(_) => {
             let arrow = if ascending(state) { "▲" } else { "▼" };
             let fallback = panes::fallback_note(&model.bpf.panes, &["cache", "direct_io"]);
-            format!("Page cache  eBPF{fallback}  sort {} {arrow}", state.cache_sort.label())
+            format!("Page cache  eBPF{fallback}  sort {} {arrow}", state.cache.sort.column.label())
         }
         None if model.interval_s == 0.0 => "Page cache".to_string(),
         None if model.bpf.enabled => {
@@ -194,7 +207,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     }
     let table = columns::table(cache_columns(&rows, state), table_area.width, theme.table_header())
         .row_highlight_style(theme.selected_row());
-    let selected = (state.focus == Pane::Cache).then_some(state.selected_cache);
+    let selected = (state.panes.focus == Pane::Cache).then_some(state.cache.selection.index());
     let mut ts = TableState::new().with_selected(selected);
     frame.render_stateful_widget(table, table_area, &mut ts);
 }
@@ -281,7 +294,7 @@ fn cache_columns(rows: &[&CacheProcessModel], state: &UiState) -> Vec<Column> {
     let u = state.units;
     let arrow = if ascending(state) { "▲" } else { "▼" };
     let title = |name: &str, sort: Option<CacheSort>| -> String {
-        if sort == Some(state.cache_sort) {
+        if sort == Some(state.cache.sort.column) {
             format!("{name}{arrow}")
         } else {
             name.to_string()
@@ -369,7 +382,7 @@ fn render_estimate(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
     disk.cells = rows.iter().map(|p| plain(format::bytes(p.read_bytes_s, u))).collect();
     let table = columns::table(vec![pid, comm, est, disk], table_area.width, theme.table_header())
         .row_highlight_style(theme.selected_row());
-    let selected = (state.focus == Pane::Cache).then_some(state.selected_cache);
+    let selected = (state.panes.focus == Pane::Cache).then_some(state.cache.selection.index());
     let mut ts = TableState::new().with_selected(selected);
     frame.render_stateful_widget(table, table_area, &mut ts);
 }

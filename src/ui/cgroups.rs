@@ -116,60 +116,44 @@ pub fn title_note(title: &mut String, state: &UiState) {
     }
 }
 
-/// The view's keys, handled before the general ones: `c` opens and closes it, `C` clears the
-/// panes' cgroup limit; while it is open, Esc closes, Enter limits the panes to the selected
-/// cgroup, `s`/`r` sort, j/k/arrows/g/G select (`/` is the general filter).
+impl crate::ui::table::SortColumn for CgroupSort {
+    fn next(self) -> CgroupSort {
+        CgroupSort::next(self)
+    }
+}
+
+/// The cgroup view's own state: sort, the selected row (by cgroup id) and the rows on screen
+/// (id, name) as of the last model, for Enter.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CgroupsView {
+    pub sort: crate::ui::table::Sort<CgroupSort>,
+    pub selection: crate::ui::table::Selection,
+    pub rows: Vec<(u64, String)>,
+}
+
+/// The view's keys while it is on screen: Esc closes, Enter limits the panes to the selected
+/// cgroup, `s`/`r` sort, j/k/arrows/PgUp/PgDn/g/G select (`c` opens and closes it, `C` clears
+/// the panes' cgroup limit, `/` is the general filter).
 pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
     match code {
-        KeyCode::Char('c') => {
-            state.cgroups_view = !state.cgroups_view;
-            return Some(Action::Redraw);
-        }
-        KeyCode::Char('C') => {
-            state.cgroup_filter = None;
-            return Some(Action::Redraw);
-        }
-        _ => {}
-    }
-    if !state.cgroups_view {
-        return None;
-    }
-    let step = |state: &mut UiState, by: i64| {
-        state.selected_cgroup = (state.selected_cgroup as i64).saturating_add(by).max(0) as usize;
-        Some(Action::Redraw)
-    };
-    match code {
-        KeyCode::Esc => {
-            state.cgroups_view = false;
-            Some(Action::Redraw)
-        }
+        KeyCode::Esc => state.close(),
         KeyCode::Enter => {
-            let rows = &state.cgroup_rows;
-            if let Some((id, name)) = rows.get(state.selected_cgroup.min(rows.len().saturating_sub(1))) {
+            let rows = &state.cgroups.rows;
+            if let Some((id, name)) =
+                rows.get(state.cgroups.selection.index().min(rows.len().saturating_sub(1)))
+            {
                 state.cgroup_filter = Some(CgroupFilter { id: *id, name: name.clone() });
-                state.cgroups_view = false;
-                state.selected_process = 0;
-                state.selected_cache = 0;
+                state.close();
+                state.processes.selection.reset();
+                state.cache.selection.reset();
             }
-            Some(Action::Redraw)
         }
-        KeyCode::Char('s') => {
-            state.cgroups_sort = state.cgroups_sort.next();
-            state.cgroups_sort_reversed = false;
-            Some(Action::Redraw)
-        }
-        KeyCode::Char('r') => {
-            state.cgroups_sort_reversed = !state.cgroups_sort_reversed;
-            Some(Action::Redraw)
-        }
-        KeyCode::Down | KeyCode::Char('j') => step(state, 1),
-        KeyCode::Up | KeyCode::Char('k') => step(state, -1),
-        KeyCode::PageDown => step(state, 10),
-        KeyCode::PageUp => step(state, -10),
-        KeyCode::Home | KeyCode::Char('g') => step(state, i64::MIN / 2),
-        KeyCode::End | KeyCode::Char('G') => step(state, i64::MAX / 2),
-        _ => None,
+        KeyCode::Char('s') => state.cgroups.sort.next_column(),
+        KeyCode::Char('r') => state.cgroups.sort.reverse(),
+        code if state.cgroups.selection.step_key(code) => {}
+        _ => return None,
     }
+    Some(Action::Redraw)
 }
 
 /// What Enter picks from: the rows on screen (id, name), as of the last model.
@@ -199,8 +183,8 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CgroupModel> {
                 || c.name.kind.contains(&needle)
         })
         .collect();
-    let sort = state.cgroups_sort;
-    let descending = (sort != CgroupSort::Name) != state.cgroups_sort_reversed;
+    let sort = state.cgroups.sort.column;
+    let descending = (sort != CgroupSort::Name) != state.cgroups.sort.reversed;
     rows.sort_by(|a, b| {
         let ord = match sort {
             CgroupSort::Name => label(a).cmp(&label(b)),
@@ -214,13 +198,16 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CgroupModel> {
 
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let theme = Theme { color: state.color };
-    let arrow =
-        if (state.cgroups_sort != CgroupSort::Name) != state.cgroups_sort_reversed { "▼" } else { "▲" };
+    let arrow = if (state.cgroups.sort.column != CgroupSort::Name) != state.cgroups.sort.reversed {
+        "▼"
+    } else {
+        "▲"
+    };
     let mut title = format!(
         "▶ cgroups  c/Esc back  Enter: limit the panes to it  sort {} {arrow}",
-        state.cgroups_sort.label()
+        state.cgroups.sort.column.label()
     );
-    if !state.filter.is_empty() || state.editing_filter {
+    if !state.filter.is_empty() || state.editing_filter() {
         title.push_str(&format!("  filter \"{}\"", state.filter));
     }
     let block = Block::new()
@@ -267,7 +254,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     };
     let table = columns::table(cgroup_columns(&rows, state), table_area.width, theme.table_header())
         .row_highlight_style(theme.selected_row());
-    let mut ts = TableState::new().with_selected(Some(state.selected_cgroup.min(rows.len() - 1)));
+    let mut ts = TableState::new().with_selected(Some(state.cgroups.selection.index().min(rows.len() - 1)));
     frame.render_stateful_widget(table, table_area, &mut ts);
     if let Some(area) = note_area {
         frame.render_widget(Paragraph::new(Span::styled(missing.join("; "), theme.dim())), area);
@@ -277,10 +264,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
 fn cgroup_columns(rows: &[&CgroupModel], state: &UiState) -> Vec<Column> {
     let theme = Theme { color: state.color };
     let u = state.units;
-    let descending = (state.cgroups_sort != CgroupSort::Name) != state.cgroups_sort_reversed;
+    let descending = (state.cgroups.sort.column != CgroupSort::Name) != state.cgroups.sort.reversed;
     let marker = if descending { "▼" } else { "▲" };
     let title = |name: &str, sorts: &[CgroupSort]| -> String {
-        if sorts.contains(&state.cgroups_sort) {
+        if sorts.contains(&state.cgroups.sort.column) {
             format!("{name}{marker}")
         } else {
             name.to_string()
@@ -382,6 +369,7 @@ fn cgroup_columns(rows: &[&CgroupModel], state: &UiState) -> Vec<Column> {
 mod tests {
     use super::*;
     use crate::model::cgroup_names;
+    use crate::ui::state::Body;
     use std::time::Duration;
 
     fn cg(id: u64, path: &str, read: f64, write: f64, pids: &[u32]) -> CgroupModel {
@@ -412,27 +400,31 @@ mod tests {
         visible(m, s).iter().map(|c| c.id).collect()
     }
 
+    fn press(s: &mut UiState, code: KeyCode) {
+        s.handle_key(crossterm::event::KeyEvent::new(code, crossterm::event::KeyModifiers::NONE));
+    }
+
     #[test]
     fn sorts_filters_and_limits_the_panes() {
         let m = model();
         let mut s = UiState::new(Duration::from_secs(1), false);
         assert_eq!(ids(&m, &s), [2, 3, 1]);
-        handle_key(&mut s, KeyCode::Char('c'));
-        assert!(s.cgroups_view);
-        handle_key(&mut s, KeyCode::Char('s')); // read
+        press(&mut s, KeyCode::Char('c'));
+        assert!(s.body == Body::Cgroups);
+        press(&mut s, KeyCode::Char('s')); // read
         assert_eq!(ids(&m, &s), [3, 1, 2]);
-        handle_key(&mut s, KeyCode::Char('r'));
+        press(&mut s, KeyCode::Char('r'));
         assert_eq!(ids(&m, &s), [2, 1, 3]);
         s.filter = "docker".into();
         assert_eq!(ids(&m, &s), [3]);
         s.clamp_selection(&m);
         // Enter: the panes show only the selected cgroup's processes.
-        handle_key(&mut s, KeyCode::Enter);
-        assert!(!s.cgroups_view);
+        press(&mut s, KeyCode::Enter);
+        assert!(s.body != Body::Cgroups);
         assert_eq!(s.cgroup_filter, Some(CgroupFilter { id: 3, name: "docker 0123456789ab".into() }));
         assert!(admits(&m, &s, 31, None) && !admits(&m, &s, 20, None));
         assert!(admits(&m, &s, 99, Some(3)) && !admits(&m, &s, 30, Some(2)));
-        handle_key(&mut s, KeyCode::Char('C'));
+        press(&mut s, KeyCode::Char('C'));
         assert!(admits(&m, &s, 20, None));
     }
 }

@@ -25,6 +25,17 @@ const MAX_SHARED_ROWS: u16 = 8;
 
 /// Rows the pane wants: title, table header, one per visible device (at least one line for a
 /// message), capped when sharing the screen.
+/// The devices pane's own state: the selected device (by name; the detail view shows it) and
+/// which devices are listed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DevicesView {
+    pub selection: crate::ui::table::Selection,
+    /// `P`: partitions too.
+    pub show_partitions: bool,
+    /// `i`: loop/ram/zram devices even when they did no I/O.
+    pub show_idle_virtual: bool,
+}
+
 pub fn wanted_height(model: &Model, state: &UiState) -> u16 {
     let n = rows::visible_devices(model, state).len().max(1) as u16;
     2 + n.min(MAX_SHARED_ROWS)
@@ -63,7 +74,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
         return;
     }
-    let (stats_area, settings_area) = if state.zoomed {
+    let (stats_area, settings_area) = if state.panes.zoomed {
         // Zoomed: the settings get their own table below the statistics, whatever the width.
         let stats_h = (devices.len() as u16 + 1).min(inner.height.saturating_sub(4).max(2));
         let [a, _, b] =
@@ -97,7 +108,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
 }
 
 fn state_selection(state: &UiState) -> Option<usize> {
-    (state.focus == crate::ui::state::Pane::Devices).then_some(state.selected_device)
+    (state.panes.focus == crate::ui::state::Pane::Devices).then_some(state.devices.selection.index())
 }
 
 /// Builds a column from one formatter applied to every device.

@@ -16,7 +16,8 @@ use crate::model::Model;
 use crate::ui::columns::{self, Column};
 use crate::ui::format::{self, Units};
 use crate::ui::rows;
-use crate::ui::state::UiState;
+use crate::ui::state::{Action, UiState};
+use crate::ui::table::{Selection, Sort, SortColumn};
 use crate::ui::theme::Theme;
 
 /// The files view's sort key; `s` cycles through them in this order.
@@ -82,6 +83,41 @@ impl FileSort {
     }
 }
 
+impl SortColumn for FileSort {
+    fn next(self) -> FileSort {
+        FileSort::next(self)
+    }
+}
+
+/// The files view's own state: its scope, sort and selected row (by `dev:ino`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FilesView {
+    pub scope: FileScope,
+    pub sort: Sort<FileSort>,
+    pub selection: Selection,
+}
+
+/// The view's keys while it is on screen: `s`/`r` sort (back to the first row), the arrows and
+/// PgUp/PgDn/g/G select; `f`, Esc and the rest are the general keys.
+pub fn handle_key(state: &mut UiState, code: crossterm::event::KeyCode) -> Option<Action> {
+    use crossterm::event::KeyCode;
+    match code {
+        KeyCode::Char('s') => {
+            state.files.sort.next_column();
+            state.files.selection.reset();
+        }
+        KeyCode::Char('r') => state.files.sort.reverse(),
+        code if state.files.selection.step_key(code) => {}
+        _ => return None,
+    }
+    Some(Action::Redraw)
+}
+
+/// The identities (`dev:ino`) of the rows on screen, in order (what the selection follows).
+pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
+    visible(model, state).iter().map(|f| format!("{}:{}", f.dev, f.ino)).collect()
+}
+
 /// What the view is limited to, fixed when it was opened.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum FileScope {
@@ -101,22 +137,22 @@ enum ScopeFilter {
 }
 
 fn scope_filter(model: &Model, state: &UiState) -> ScopeFilter {
-    match state.files_scope {
+    match state.files.scope {
         FileScope::All => ScopeFilter::All,
         FileScope::SelectedDevice => {
             let devices = rows::visible_devices(model, state);
-            match devices.get(state.selected_device.min(devices.len().saturating_sub(1))) {
+            match devices.get(state.devices.selection.index().min(devices.len().saturating_sub(1))) {
                 Some(d) => ScopeFilter::Device(d.name.clone()),
                 None => ScopeFilter::All,
             }
         }
         FileScope::SelectedProcess => {
-            let pid = if state.io_view {
+            let pid = if state.processes.io_view {
                 let v = crate::ui::io_processes::visible(model, state);
-                v.get(state.selected_process.min(v.len().saturating_sub(1))).map(|p| p.pid)
+                v.get(state.processes.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
             } else {
                 let v = rows::visible_processes(model, state);
-                v.get(state.selected_process.min(v.len().saturating_sub(1))).map(|p| p.pid)
+                v.get(state.processes.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
             };
             pid.map_or(ScopeFilter::All, ScopeFilter::Pid)
         }
@@ -144,14 +180,14 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a FileModel> {
                     .any(|p| p.comm.to_lowercase().contains(&needle) || p.pid.to_string() == needle)
         })
         .collect();
-    let sort = state.files_sort;
+    let sort = state.files.sort.column;
     rows.sort_by(|a, b| {
         let o = if sort == FileSort::Path {
             a.name().cmp(&b.name())
         } else {
             sort.key(b).partial_cmp(&sort.key(a)).unwrap_or(Ordering::Equal)
         };
-        let o = if state.files_sort_reversed { o.reverse() } else { o };
+        let o = if state.files.sort.reversed { o.reverse() } else { o };
         o.then_with(|| a.name().cmp(&b.name()))
     });
     rows
@@ -164,15 +200,15 @@ pub fn title(model: &Model, state: &UiState) -> String {
     );
     let mut t = format!(
         "Files{fallback}  sort {}{}",
-        state.files_sort.label(),
-        if state.files_sort_reversed { " (rev)" } else { "" }
+        state.files.sort.column.label(),
+        if state.files.sort.reversed { " (rev)" } else { "" }
     );
     match scope_filter(model, state) {
         ScopeFilter::All => {}
         ScopeFilter::Device(d) => t.push_str(&format!("  device {d}")),
         ScopeFilter::Pid(p) => t.push_str(&format!("  pid {p}")),
     }
-    if !state.filter.is_empty() || state.editing_filter {
+    if !state.filter.is_empty() || state.editing_filter() {
         t.push_str(&format!("  filter \"{}\"", state.filter));
     }
     t.push_str("  (f/Esc close, s r sort)");
@@ -213,7 +249,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         let table =
             columns::table(file_columns(&rows, state, inner.width), table_area.width, theme.table_header())
                 .row_highlight_style(theme.selected_row());
-        let mut ts = TableState::new().with_selected(Some(state.selected_file.min(rows.len() - 1)));
+        let mut ts = TableState::new().with_selected(Some(state.files.selection.index().min(rows.len() - 1)));
         frame.render_stateful_widget(table, table_area, &mut ts);
     }
     let sampled = match model.block_files.as_ref().and_then(|b| b.sampled_pct) {

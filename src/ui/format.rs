@@ -141,6 +141,28 @@ pub fn shorten(s: &str, max: usize) -> String {
     out
 }
 
+/// A compact number: three significant figures with K/M/G (powers of 1000) for big ones.
+pub fn num(x: f64) -> String {
+    let a = x.abs();
+    let (v, unit) = if a >= 1e9 {
+        (x / 1e9, "G")
+    } else if a >= 1e6 {
+        (x / 1e6, "M")
+    } else if a >= 1e3 {
+        (x / 1e3, "K")
+    } else {
+        (x, "")
+    };
+    let digits = if v.abs() >= 100.0 || v == 0.0 {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$}{unit}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +229,15 @@ mod tests {
         assert_eq!(shorten("--no-bpf", 20), "--no-bpf");
         assert_eq!(shorten("tracefs is not mounted", 10), "tracefs i…");
         assert_eq!(shorten("abc", 0), "");
+    }
+
+    #[test]
+    fn numbers_are_compact() {
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(1.234), "1.23");
+        assert_eq!(num(12.34), "12.3");
+        assert_eq!(num(123.4), "123");
+        assert_eq!(num(2_600.0), "2.60K");
+        assert_eq!(num(-104_857_600.0), "-105M");
     }
 }

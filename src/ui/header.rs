@@ -104,8 +104,8 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 
     let mut flags = Vec::new();
-    if state.editing_filter {
-        flags.push(Span::styled(format!(" filter: {}▏", state.filter), theme.banner()));
+    if state.editing_filter() {
+        flags.push(Span::styled(format!(" filter: {}", state.filter.with_cursor(true)), theme.banner()));
         flags.push(Span::raw(" "));
     } else if !state.filter.is_empty() {
         flags.push(Span::styled(format!(" filter: {} ", format::shorten(&state.filter, 16)), theme.banner()));

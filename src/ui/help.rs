@@ -156,9 +156,9 @@ mod tests {
     /// A state in which every binding has something to act on.
     fn busy_state() -> UiState {
         let mut s = UiState::new(Duration::from_secs(1), true);
-        s.focus = Pane::Processes;
+        s.panes.focus = Pane::Processes;
         s.filter = "fio".into();
-        s.selected_process = 3;
+        s.processes.selection.select_index(3);
         s
     }
 

@@ -80,9 +80,9 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a IoProcessModel>
         })
         .filter(|p| crate::ui::cgroups::admits(model, state, p.pid, Some(p.cgroup_id)))
         .collect();
-    let descending = state.io_sort.descending_by_default() != state.sort_reversed;
+    let descending = state.processes.io_sort.descending_by_default() != state.processes.reversed;
     rows.sort_by(|a, b| {
-        let ord = compare(a, b, state.io_sort);
+        let ord = compare(a, b, state.processes.io_sort);
         let ord = if descending { ord.reverse() } else { ord };
         ord.then(a.pid.cmp(&b.pid)).then(a.device.cmp(&b.device))
     });
@@ -109,14 +109,14 @@ fn compare(a: &IoProcessModel, b: &IoProcessModel, sort: IoSort) -> Ordering {
 }
 
 pub fn title(model: &Model, state: &UiState) -> String {
-    let descending = state.io_sort.descending_by_default() != state.sort_reversed;
+    let descending = state.processes.io_sort.descending_by_default() != state.processes.reversed;
     let arrow = if descending { "▼" } else { "▲" };
     let fallback = crate::model::panes::fallback_note(&model.bpf.panes, &["io_processes"]);
     let mut t = format!(
         "Disk I/O by submitter (eBPF){fallback}  d: /proc view  sort {} {arrow}",
-        state.io_sort.label()
+        state.processes.io_sort.label()
     );
-    if !state.filter.is_empty() || state.editing_filter {
+    if !state.filter.is_empty() || state.editing_filter() {
         t.push_str(&format!("  filter \"{}\"", state.filter));
     }
     let exited = model.io_processes.iter().filter(|p| p.exited).count();
@@ -150,7 +150,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     }
     let table = columns::table(io_columns(&rows, state), inner.width, theme.table_header())
         .row_highlight_style(theme.selected_row());
-    let selected = (state.focus == Pane::Processes).then_some(state.selected_process);
+    let selected = (state.panes.focus == Pane::Processes).then_some(state.processes.selection.index());
     let mut ts = TableState::new().with_selected(selected);
     frame.render_stateful_widget(table, inner, &mut ts);
 }
@@ -159,10 +159,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
 pub fn io_columns(rows: &[&IoProcessModel], state: &UiState) -> Vec<Column> {
     let theme = Theme { color: state.color };
     let u = state.units;
-    let descending = state.io_sort.descending_by_default() != state.sort_reversed;
+    let descending = state.processes.io_sort.descending_by_default() != state.processes.reversed;
     let marker = if descending { "▼" } else { "▲" };
     let title = |name: &str, sorts: &[IoSort]| -> String {
-        if sorts.contains(&state.io_sort) {
+        if sorts.contains(&state.processes.io_sort) {
             format!("{name}{marker}")
         } else {
             name.to_string()
@@ -248,12 +248,12 @@ mod tests {
         let m = model();
         let mut s = UiState::new(Duration::from_secs(1), false);
         assert_eq!(pids(&m, &s), [20, 10, 30]);
-        s.io_sort = IoSort::LatP99;
+        s.processes.io_sort = IoSort::LatP99;
         assert_eq!(pids(&m, &s), [20, 10, 30]);
-        s.sort_reversed = true;
+        s.processes.reversed = true;
         assert_eq!(pids(&m, &s), [30, 10, 20]);
-        s.sort_reversed = false;
-        s.io_sort = IoSort::Comm;
+        s.processes.reversed = false;
+        s.processes.io_sort = IoSort::Comm;
         assert_eq!(pids(&m, &s), [30, 10, 20]);
         // The filter matches comm, pid or disk.
         s.filter = "VDA".into();

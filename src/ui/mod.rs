@@ -19,12 +19,14 @@ pub mod cgroups;
 pub mod columns;
 pub mod device_detail;
 pub mod devices;
+pub mod event_loop;
 pub mod files;
 pub mod format;
 pub mod header;
 pub mod help;
 pub mod history;
 pub mod io_processes;
+pub mod line_input;
 pub mod memory;
 pub mod probe_health;
 pub mod processes;
@@ -32,12 +34,13 @@ pub mod readahead;
 pub mod rows;
 pub mod state;
 pub mod syncs;
+pub mod table;
 pub mod terminal;
 pub mod theme;
 
 pub use format::Units;
 pub use history::History;
-pub use state::{Action, Pane, ProcSort, UiState};
+pub use state::{Action, Body, Overlay, Pane, ProcSort, UiState};
 use theme::Theme;
 
 /// Fewest process rows (title and header included) the stacked layout leaves.
@@ -55,26 +58,21 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [header_area, body] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
     header::render(frame, header_area, model, state);
-    if state.files_view {
-        let title = files::title(model, state);
-        let block = pane_block('f', &title, true, state);
-        files::render(frame, body, model, state, block);
-    } else if state.syncs_view {
-        syncs::render(frame, body, model, state);
-    } else if state.readahead_view {
-        readahead::render(frame, body, model, state);
-    } else if state.cgroups_view {
-        cgroups::render(frame, body, model, state);
-    } else if state.probe_health {
-        probe_health::render(frame, body, model, state);
-    } else if state.device_detail {
-        device_detail::render(frame, body, model, state);
-    } else if state.zoomed {
-        render_pane(frame, body, state.focus, model, state);
-    } else {
-        draw_stacked(frame, body, model, state);
+    match state.body {
+        Body::Files => {
+            let title = files::title(model, state);
+            let block = pane_block('f', &title, true, state);
+            files::render(frame, body, model, state, block);
+        }
+        Body::Syncs => syncs::render(frame, body, model, state),
+        Body::Readahead => readahead::render(frame, body, model, state),
+        Body::Cgroups => cgroups::render(frame, body, model, state),
+        Body::ProbeHealth => probe_health::render(frame, body, model, state),
+        Body::DeviceDetail => device_detail::render(frame, body, model, state),
+        Body::Panes if state.panes.zoomed => render_pane(frame, body, state.panes.focus, model, state),
+        Body::Panes => draw_stacked(frame, body, model, state),
     }
-    if state.help {
+    if state.shows(Overlay::Help) {
         help::render(frame, area, Some(model), state);
     }
 }
@@ -85,7 +83,7 @@ pub fn draw_starting(frame: &mut Frame, state: &UiState) {
     let [header_area, _] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
     header::render_starting(frame, header_area, state);
-    if state.help {
+    if state.shows(Overlay::Help) {
         help::render(frame, area, None, state);
     }
 }
@@ -116,7 +114,7 @@ fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
         let [p, c] = Layout::vertical([Constraint::Fill(1); 2]).areas(procs);
         render_pane(frame, p, Pane::Processes, model, state);
         render_pane(frame, c, Pane::Cache, model, state);
-    } else if state.focus == Pane::Cache {
+    } else if state.panes.focus == Pane::Cache {
         render_pane(frame, procs, Pane::Cache, model, state);
     } else {
         render_pane(frame, procs, Pane::Processes, model, state);
@@ -127,20 +125,20 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
     let (key, title) = match pane {
         Pane::Memory => ('1', "Memory".to_string()),
         Pane::Devices => ('2', devices::title(model, state)),
-        Pane::Processes if state.io_view => ('3', io_processes::title(model, state)),
+        Pane::Processes if state.processes.io_view => ('3', io_processes::title(model, state)),
         Pane::Processes => ('3', processes::title(model, state)),
         Pane::Cache => ('4', cache::title(model, state)),
     };
     if let Some(baseline) = &state.baseline {
         let title = baseline::title(&title, baseline, state);
-        let block = pane_block(key, &title, state.focus == pane, state);
+        let block = pane_block(key, &title, state.panes.focus == pane, state);
         return baseline::render(frame, area, pane, model, baseline, state, block);
     }
-    let block = pane_block(key, &title, state.focus == pane, state);
+    let block = pane_block(key, &title, state.panes.focus == pane, state);
     match pane {
         Pane::Memory => memory::render(frame, area, model, state, block),
         Pane::Devices => devices::render(frame, area, model, state, block),
-        Pane::Processes if state.io_view => io_processes::render(frame, area, model, state, block),
+        Pane::Processes if state.processes.io_view => io_processes::render(frame, area, model, state, block),
         Pane::Processes => processes::render(frame, area, model, state, block),
         Pane::Cache => cache::render(frame, area, model, state, block),
     }

@@ -13,15 +13,59 @@ use crate::ui::rows;
 use crate::ui::state::{Pane, ProcSort, UiState};
 use crate::ui::theme::Theme;
 
+/// The process pane's own state: the /proc and eBPF (`d`) tables' sort columns, one direction
+/// flag for both, `a`, and the selected row (by pid; by pid and device in the eBPF table).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcessesView {
+    pub sort: ProcSort,
+    pub io_sort: crate::ui::io_processes::IoSort,
+    /// True when the sort runs against the column's natural direction.
+    pub reversed: bool,
+    /// `d`: disk I/O per submitter (eBPF) instead of /proc/PID/io.
+    pub io_view: bool,
+    /// `a`: processes without any I/O in the interval too.
+    pub show_all: bool,
+    pub selection: crate::ui::table::Selection,
+}
+
+impl ProcessesView {
+    /// Whether the /proc table's sort puts the biggest value first.
+    pub fn descending(&self) -> bool {
+        self.sort.descending_by_default() != self.reversed
+    }
+
+    /// `s`: the next column of the table on screen, in its natural direction.
+    pub fn next_sort(&mut self) {
+        if self.io_view {
+            self.io_sort = self.io_sort.next();
+        } else {
+            self.sort = self.sort.next();
+        }
+        self.reversed = false;
+    }
+}
+
+/// The identities of the rows on screen, in order (what the selection follows).
+pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
+    if state.processes.io_view {
+        crate::ui::io_processes::visible(model, state)
+            .iter()
+            .map(|p| format!("{}:{}", p.pid, p.device))
+            .collect()
+    } else {
+        rows::visible_processes(model, state).iter().map(|p| p.pid.to_string()).collect()
+    }
+}
+
 pub fn title(model: &Model, state: &UiState) -> String {
-    let arrow = if state.sort_descending() { "▼" } else { "▲" };
-    let mut t = format!("Processes  sort {} {arrow}", state.sort.label());
-    if !state.filter.is_empty() || state.editing_filter {
+    let arrow = if state.processes.descending() { "▼" } else { "▲" };
+    let mut t = format!("Processes  sort {} {arrow}", state.processes.sort.label());
+    if !state.filter.is_empty() || state.editing_filter() {
         t.push_str(&format!("  filter \"{}\"", state.filter));
-        if state.editing_filter {
+        if state.editing_filter() {
             t.push_str(" (Enter keep, Esc clear)");
         }
-    } else if !state.show_all_processes {
+    } else if !state.processes.show_all {
         let idle = model.processes.iter().filter(|p| !rows::has_io(p)).count();
         if idle > 0 {
             t.push_str(&format!("  {idle} without I/O hidden (a)"));
@@ -49,7 +93,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     }
     let table = columns::table(process_columns(&procs, state), inner.width, theme.table_header())
         .row_highlight_style(theme.selected_row());
-    let selected = (state.focus == Pane::Processes).then_some(state.selected_process);
+    let selected = (state.panes.focus == Pane::Processes).then_some(state.processes.selection.index());
     let mut ts = TableState::new().with_selected(selected);
     frame.render_stateful_widget(table, inner, &mut ts);
 }
@@ -57,10 +101,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
 fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
     let theme = Theme { color: state.color };
     let u = state.units;
-    let marker = if state.sort_descending() { "▼" } else { "▲" };
+    let marker = if state.processes.descending() { "▼" } else { "▲" };
     // The sorted column carries the arrow; read+write marks both of its columns.
     let title = |name: &str, sorts: &[ProcSort]| -> String {
-        if sorts.contains(&state.sort) {
+        if sorts.contains(&state.processes.sort) {
             format!("{name}{marker}")
         } else {
             name.to_string()

@@ -14,42 +14,40 @@ use crate::ui::format;
 use crate::ui::state::{Action, UiState};
 use crate::ui::theme::{Level, Theme};
 
-/// The view's keys, handled before the general ones: `w` opens and closes it; while it is open,
-/// Esc closes (the detail first), Enter opens the selected file's detail, j/k/arrows/g/G select.
+/// The readahead view's own state: the selected file (by `dev:ino`) and whether its detail is open.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadaheadView {
+    /// Enter: the selected file's detail fills the view.
+    pub detail: bool,
+    pub selection: crate::ui::table::Selection,
+}
+
+/// The view's keys while it is on screen: Esc closes (the detail first), Enter opens the selected
+/// file's detail, j/k/arrows/g/G select (`w` opens and closes it).
 pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
-    if code == KeyCode::Char('w') {
-        state.readahead_view = !state.readahead_view;
-        state.readahead_detail = false;
-        return Some(Action::Redraw);
-    }
-    if !state.readahead_view {
-        return None;
-    }
-    if let Some(by) = crate::ui::rows::list_step(code) {
-        state.selected_readahead = (state.selected_readahead as i64).saturating_add(by).max(0) as usize;
+    if crate::ui::rows::list_step(code).is_some() {
+        state.readahead.selection.step_key(code);
         return Some(Action::Redraw);
     }
     match code {
-        KeyCode::Esc if state.readahead_detail => {
-            state.readahead_detail = false;
-            Some(Action::Redraw)
-        }
-        KeyCode::Esc => {
-            state.readahead_view = false;
-            Some(Action::Redraw)
-        }
-        KeyCode::Enter => {
-            state.readahead_detail = !state.readahead_detail;
-            Some(Action::Redraw)
-        }
-        _ => None,
+        KeyCode::Esc if state.readahead.detail => state.readahead.detail = false,
+        KeyCode::Esc => state.close(),
+        KeyCode::Enter => state.readahead.detail = !state.readahead.detail,
+        _ => return None,
     }
+    Some(Action::Redraw)
+}
+
+/// The identities of the file rows, in order (what the selection follows).
+pub fn row_keys(model: &Model) -> Vec<String> {
+    let Some(ra) = model.readahead.as_ref() else { return Vec::new() };
+    ra.files.iter().map(|f| format!("{}:{}:{}", f.dev, f.ino, f.label.as_deref().unwrap_or(""))).collect()
 }
 
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let theme = Theme { color: state.color };
     let keys =
-        if state.readahead_detail { "Enter/Esc back" } else { "w/Esc back  ↑↓ file  Enter detail" };
+        if state.readahead.detail { "Enter/Esc back" } else { "w/Esc back  ↑↓ file  Enter detail" };
     let block = Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Span::styled(
         format!(
             "▶ Readahead{}  {keys} ",
@@ -74,8 +72,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), inner);
         return;
     };
-    let selected = state.selected_readahead.min(ra.files.len().saturating_sub(1));
-    if state.readahead_detail {
+    let selected = state.readahead.selection.index().min(ra.files.len().saturating_sub(1));
+    if state.readahead.detail {
         if let Some(f) = ra.files.get(selected) {
             return render_detail(frame, inner, f, state);
         }

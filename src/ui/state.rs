@@ -10,7 +10,6 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crate::model::Model;
 use crate::ui::format::Units;
 use crate::ui::history::History;
-use crate::ui::io_processes::{self, IoSort};
 use crate::ui::rows;
 
 /// The sampling interval steps `+` and `-` move through (seconds): 0.25 s to 60 s.
@@ -121,12 +120,49 @@ pub struct RecordingIndicator {
     pub bytes: u64,
 }
 
+/// What fills the screen below the header. Views open on top of one another (the files of the
+/// device in the detail view, the probe health over anything); Esc goes back to the one below.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Body {
+    /// The memory, devices, process and cache panes (one of them with `z`).
+    #[default]
+    Panes,
+    /// Enter: the selected device's eBPF block-layer detail (src/ui/device_detail.rs).
+    DeviceDetail,
+    /// `e`: the eBPF probe health (src/ui/probe_health.rs).
+    ProbeHealth,
+    /// `f`: the files view (src/ui/files.rs).
+    Files,
+    /// `w`: readahead per device and file (src/ui/readahead.rs).
+    Readahead,
+    /// `c`: the cgroups (src/ui/cgroups.rs).
+    Cgroups,
+    /// `y`: the sync calls (src/ui/syncs.rs).
+    Syncs,
+}
+
+/// What is drawn over the body and owns the keyboard while open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overlay {
+    /// `?` / F1: the key help.
+    Help,
+    /// `/`: the process filter is being typed (on the header's line).
+    Filter,
+}
+
+/// The stacked panes' own state: which one has the focus, and whether it fills the body (`z`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PanesView {
+    pub focus: Pane,
+    pub zoomed: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct UiState {
-    pub focus: Pane,
-    /// The focused pane fills the screen below the header.
-    pub zoomed: bool,
-    pub help: bool,
+    /// The view on screen below the header, and the views under it (Esc goes back to them).
+    pub body: Body,
+    back: Vec<Body>,
+    pub overlay: Option<Overlay>,
     /// The shown model is frozen; sampling goes on so rates are current again on resume.
     pub paused: bool,
     pub units: Units,
@@ -134,21 +170,11 @@ pub struct UiState {
     pub color: bool,
     /// The sampling interval asked for (the model's `interval_s` is the one measured).
     pub interval: Duration,
-    pub sort: ProcSort,
-    /// True when the sort runs against `sort`'s natural direction.
-    pub sort_reversed: bool,
-    /// Process filter: substring of comm (case-insensitive) or of the pid. Empty = no filter.
-    pub filter: String,
-    /// True while the user types the filter after `/`.
-    pub editing_filter: bool,
-    pub show_partitions: bool,
-    /// Show loop/ram/zram devices even when they did no I/O.
-    pub show_idle_virtual: bool,
-    /// Show processes without any I/O in the interval too.
-    pub show_all_processes: bool,
-    /// Selected row of the devices and process tables (index into the visible rows).
-    pub selected_device: usize,
-    pub selected_process: usize,
+    /// Row filter of the process, cache, files and cgroup tables: substring of comm
+    /// (case-insensitive), of the pid, or of a path. Empty = no filter.
+    pub filter: crate::ui::line_input::LineInput,
+    /// Set with Enter in the cgroup view: the process panes show one cgroup's processes (`C`).
+    pub cgroup_filter: Option<crate::ui::cgroups::CgroupFilter>,
     pub history: History,
     /// Local time zone offset for the header clock, seconds east of UTC (0 in tests).
     pub utc_offset_s: i64,
@@ -160,97 +186,90 @@ pub struct UiState {
     pub message: Option<String>,
     /// True in `ioscope replay`: the help shows the player's keys.
     pub replay: bool,
-    /// Enter: the selected device's eBPF block-layer detail fills the body (Enter or Esc closes).
-    pub device_detail: bool,
-    /// `e`: the eBPF probe-health view fills the body.
-    pub probe_health: bool,
-    /// `b`: the process pane shows disk I/O per submitter (eBPF) instead of /proc/PID/io.
-    pub io_view: bool,
-    pub io_sort: IoSort,
-    /// The cache pane's sort key and direction (`s`, `r` while it has the focus).
-    pub cache_sort: crate::ui::cache::CacheSort,
-    pub cache_sort_reversed: bool,
-    pub selected_cache: usize,
-    /// `f`: the files view fills the body (src/ui/files.rs), limited to `files_scope`.
-    pub files_view: bool,
-    pub files_scope: crate::ui::files::FileScope,
-    pub files_sort: crate::ui::files::FileSort,
-    pub files_sort_reversed: bool,
-    pub selected_file: usize,
-    /// `w`: the readahead view fills the body; Enter there opens the selected file's detail.
-    pub readahead_view: bool,
-    pub readahead_detail: bool,
-    pub selected_readahead: usize,
-    /// `c`: the cgroup view fills the body (src/ui/cgroups.rs); its sort, selection, and the rows
-    /// on screen (id, name) for Enter, which limits the process panes to one cgroup (`C` clears).
-    pub cgroups_view: bool,
-    pub cgroups_sort: crate::ui::cgroups::CgroupSort,
-    pub cgroups_sort_reversed: bool,
-    pub selected_cgroup: usize,
-    pub cgroup_rows: Vec<(u64, String)>,
-    pub cgroup_filter: Option<crate::ui::cgroups::CgroupFilter>,
-    /// `y`: the sync-call view fills the body (src/ui/syncs.rs).
-    pub syncs_view: bool,
-    pub selected_sync: usize,
+    /// Each view's own state (sort, selection, options), kept while it is closed.
+    pub panes: PanesView,
+    pub devices: crate::ui::devices::DevicesView,
+    pub processes: crate::ui::processes::ProcessesView,
+    pub cache: crate::ui::cache::CacheView,
+    pub files: crate::ui::files::FilesView,
+    pub readahead: crate::ui::readahead::ReadaheadView,
+    pub cgroups: crate::ui::cgroups::CgroupsView,
+    pub syncs: crate::ui::syncs::SyncsView,
 }
 
 impl UiState {
     pub fn new(interval: Duration, color: bool) -> UiState {
         UiState {
-            focus: Pane::default(),
-            zoomed: false,
-            help: false,
+            body: Body::Panes,
+            back: Vec::new(),
+            overlay: None,
             paused: false,
             units: Units::Human,
             color,
             interval: clamp_interval(interval),
-            sort: ProcSort::default(),
-            sort_reversed: false,
-            filter: String::new(),
-            editing_filter: false,
-            show_partitions: false,
-            show_idle_virtual: false,
-            show_all_processes: false,
-            selected_device: 0,
-            selected_process: 0,
+            filter: Default::default(),
+            cgroup_filter: None,
             history: History::default(),
             utc_offset_s: 0,
             baseline: None,
             recording: None,
             message: None,
             replay: false,
-            device_detail: false,
-            probe_health: false,
-            io_view: false,
-            io_sort: IoSort::default(),
-            cache_sort: Default::default(),
-            cache_sort_reversed: false,
-            selected_cache: 0,
-            files_view: false,
-            files_scope: Default::default(),
-            files_sort: Default::default(),
-            files_sort_reversed: false,
-            selected_file: 0,
-            readahead_view: false,
-            readahead_detail: false,
-            selected_readahead: 0,
-            cgroups_view: false,
-            cgroups_sort: Default::default(),
-            cgroups_sort_reversed: false,
-            selected_cgroup: 0,
-            cgroup_rows: Vec::new(),
-            cgroup_filter: None,
-            syncs_view: false,
-            selected_sync: 0,
+            panes: PanesView::default(),
+            devices: Default::default(),
+            processes: Default::default(),
+            cache: Default::default(),
+            files: Default::default(),
+            readahead: Default::default(),
+            cgroups: Default::default(),
+            syncs: Default::default(),
         }
     }
 
-    /// Whether the current sort puts the biggest value first.
-    pub fn sort_descending(&self) -> bool {
-        self.sort.descending_by_default() != self.sort_reversed
+    /// True while `overlay` is open.
+    pub fn shows(&self, overlay: Overlay) -> bool {
+        self.overlay == Some(overlay)
+    }
+
+    /// True while the filter is being typed after `/`.
+    pub fn editing_filter(&self) -> bool {
+        self.shows(Overlay::Filter)
+    }
+
+    /// Opens `body` over the view on screen (a view already open below comes back to the top).
+    pub fn open(&mut self, body: Body) {
+        if self.body == body {
+            return;
+        }
+        self.back.retain(|b| *b != body);
+        self.back.push(self.body);
+        self.body = body;
+    }
+
+    /// Closes the view on screen: the one below comes back (the panes at the bottom).
+    pub fn close(&mut self) {
+        self.body = self.back.pop().unwrap_or_default();
+    }
+
+    /// A view's key opens it, or closes it where it is open (on screen or under another view).
+    pub fn toggle(&mut self, body: Body) {
+        if self.body == body {
+            self.close();
+        } else if self.back.contains(&body) {
+            self.back.retain(|b| *b != body);
+        } else {
+            self.open(body);
+        }
+    }
+
+    /// True when `body` is on screen or under the view on screen.
+    pub fn is_open(&self, body: Body) -> bool {
+        self.body == body || self.back.contains(&body)
     }
 
     /// Applies one key press. Key releases and repeats reported by some terminals are ignored.
+    /// An overlay takes the keyboard; then the view on screen has its keys; the rest are global
+    /// or the panes' (which keep working under the other views).
     pub fn handle_key(&mut self, key: KeyEvent) -> Action {
         if key.kind == KeyEventKind::Release {
             return Action::None;
@@ -260,120 +279,102 @@ impl UiState {
             return Action::Quit;
         }
         self.message = None;
-        if self.editing_filter {
-            return self.edit_filter(key.code);
-        }
-        if !self.help {
-            if let Some(action) = crate::ui::readahead::handle_key(self, key.code) {
-                return action;
+        match self.overlay {
+            Some(Overlay::Filter) => return self.edit_filter(key.code),
+            // The help hides the views: keys that would change them invisibly are ignored.
+            Some(Overlay::Help) => {
+                return match key.code {
+                    KeyCode::Char('q') => Action::Quit,
+                    KeyCode::Char('?') | KeyCode::Esc | KeyCode::F(1) => {
+                        self.overlay = None;
+                        Action::Redraw
+                    }
+                    _ => Action::None,
+                };
             }
-            if let Some(action) = crate::ui::cgroups::handle_key(self, key.code) {
-                return action;
-            }
-            if let Some(action) = crate::ui::syncs::handle_key(self, key.code) {
-                return action;
-            }
+            None => {}
         }
-        if self.help {
-            // The overlay hides the panes: keys that would change them invisibly are ignored.
-            return match key.code {
-                KeyCode::Char('q') => Action::Quit,
-                KeyCode::Char('?') | KeyCode::Esc | KeyCode::F(1) => {
-                    self.help = false;
-                    Action::Redraw
-                }
-                _ => Action::None,
-            };
+        let view = match self.body {
+            Body::Files => crate::ui::files::handle_key(self, key.code),
+            Body::Readahead => crate::ui::readahead::handle_key(self, key.code),
+            Body::Cgroups => crate::ui::cgroups::handle_key(self, key.code),
+            Body::Syncs => crate::ui::syncs::handle_key(self, key.code),
+            Body::Panes | Body::DeviceDetail | Body::ProbeHealth => None,
+        };
+        if let Some(action) = view {
+            return action;
         }
-        match key.code {
-            KeyCode::Char('q') => Action::Quit,
-            KeyCode::Char('?') | KeyCode::F(1) => toggle(&mut self.help),
+        self.global_key(key.code).unwrap_or_else(|| self.panes_key(key.code))
+    }
+
+    /// Keys that work whatever view is on screen: quit, help, opening and closing views, Esc.
+    fn global_key(&mut self, code: KeyCode) -> Option<Action> {
+        match code {
+            KeyCode::Char('q') => return Some(Action::Quit),
+            KeyCode::Char('?') | KeyCode::F(1) => self.overlay = Some(Overlay::Help),
+            KeyCode::Char('/') => self.overlay = Some(Overlay::Filter),
             KeyCode::Char('f') => self.toggle_files_view(),
-            KeyCode::Esc if self.files_view => self.toggle_files_view(),
-            KeyCode::Char('s') if self.files_view => {
-                self.files_sort = self.files_sort.next();
-                self.files_sort_reversed = false;
-                self.selected_file = 0;
-                Action::Redraw
+            KeyCode::Char('w') => {
+                self.toggle(Body::Readahead);
+                self.readahead.detail = false;
             }
-            KeyCode::Char('r') if self.files_view => toggle(&mut self.files_sort_reversed),
-            KeyCode::Down | KeyCode::Char('j') if self.files_view => self.move_file(1),
-            KeyCode::Up | KeyCode::Char('k') if self.files_view => self.move_file(-1),
-            KeyCode::PageDown if self.files_view => self.move_file(10),
-            KeyCode::PageUp if self.files_view => self.move_file(-10),
-            KeyCode::Home | KeyCode::Char('g') if self.files_view => self.move_file(i64::MIN / 2),
-            KeyCode::End | KeyCode::Char('G') if self.files_view => self.move_file(i64::MAX / 2),
-            KeyCode::Esc => {
-                if self.probe_health {
-                    self.probe_health = false;
-                } else if self.device_detail {
-                    self.device_detail = false;
-                } else if self.zoomed {
-                    self.zoomed = false;
-                } else if !self.filter.is_empty() {
-                    self.filter.clear();
-                    self.selected_process = 0;
-                } else {
-                    return Action::None;
-                }
-                Action::Redraw
+            KeyCode::Char('c') => self.toggle(Body::Cgroups),
+            KeyCode::Char('C') => self.cgroup_filter = None,
+            KeyCode::Char('y') => self.toggle(Body::Syncs),
+            KeyCode::Char('e') => self.toggle(Body::ProbeHealth),
+            KeyCode::Enter if self.body == Body::ProbeHealth => {
+                // The selected device's detail instead, or back from it.
+                self.close();
+                self.toggle_device_detail();
             }
-            KeyCode::Tab => self.focus(self.focus.next()),
-            KeyCode::BackTab => self.focus(self.focus.previous()),
+            KeyCode::Enter if matches!(self.body, Body::Panes | Body::DeviceDetail) => {
+                self.toggle_device_detail()
+            }
+            KeyCode::Esc if self.body != Body::Panes => self.close(),
+            KeyCode::Esc if self.panes.zoomed => self.panes.zoomed = false,
+            KeyCode::Esc if !self.filter.is_empty() => {
+                self.filter.clear();
+                self.processes.selection.reset();
+            }
+            KeyCode::Esc => return Some(Action::None),
+            _ => return None,
+        }
+        Some(Action::Redraw)
+    }
+
+    /// The panes' keys (focus, selection, sort, options) and the live session's (pause,
+    /// interval, units, baseline, recording).
+    fn panes_key(&mut self, code: KeyCode) -> Action {
+        match code {
+            KeyCode::Tab => self.focus(self.panes.focus.next()),
+            KeyCode::BackTab => self.focus(self.panes.focus.previous()),
             KeyCode::Char('1') => self.focus(Pane::Memory),
             KeyCode::Char('2') => self.focus(Pane::Devices),
             KeyCode::Char('3') => self.focus(Pane::Processes),
             KeyCode::Char('4') => self.focus(Pane::Cache),
-            KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
-            KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
-            KeyCode::PageDown => self.move_selection(10),
-            KeyCode::PageUp => self.move_selection(-10),
-            KeyCode::Home | KeyCode::Char('g') => self.move_selection(i64::MIN / 2),
-            // Past the end on purpose: clamp_selection pulls it back to the last row.
-            KeyCode::End | KeyCode::Char('G') => self.move_selection(i64::MAX / 2),
-            KeyCode::Char('z') => toggle(&mut self.zoomed),
-            KeyCode::Char('s') if self.focus == Pane::Cache => {
-                self.cache_sort = self.cache_sort.next();
-                self.cache_sort_reversed = false;
+            KeyCode::Char('z') => toggle(&mut self.panes.zoomed),
+            KeyCode::Char('s') if self.panes.focus == Pane::Cache => {
+                self.cache.sort.next_column();
                 Action::Redraw
             }
-            KeyCode::Char('r') if self.focus == Pane::Cache => toggle(&mut self.cache_sort_reversed),
+            KeyCode::Char('r') if self.panes.focus == Pane::Cache => {
+                self.cache.sort.reverse();
+                Action::Redraw
+            }
             KeyCode::Char('s') => {
-                if self.io_view {
-                    self.io_sort = self.io_sort.next();
-                } else {
-                    self.sort = self.sort.next();
-                }
-                self.sort_reversed = false;
+                self.processes.next_sort();
                 Action::Redraw
             }
-            KeyCode::Enter => {
-                // The detail of the selected device, whichever pane had the focus.
-                self.device_detail = !self.device_detail;
-                self.probe_health = false;
-                if self.device_detail {
-                    self.focus = Pane::Devices;
-                }
-                Action::Redraw
-            }
-            KeyCode::Char('e') => {
-                self.probe_health = !self.probe_health;
-                Action::Redraw
-            }
+            KeyCode::Char('r') => toggle(&mut self.processes.reversed),
             KeyCode::Char('d') => {
-                self.io_view = !self.io_view;
-                self.selected_process = 0;
-                self.sort_reversed = false;
+                self.processes.io_view = !self.processes.io_view;
+                self.processes.selection.reset();
+                self.processes.reversed = false;
                 Action::Redraw
             }
-            KeyCode::Char('r') => toggle(&mut self.sort_reversed),
-            KeyCode::Char('/') => {
-                self.editing_filter = true;
-                Action::Redraw
-            }
-            KeyCode::Char('a') => toggle(&mut self.show_all_processes),
-            KeyCode::Char('P') => toggle(&mut self.show_partitions),
-            KeyCode::Char('i') => toggle(&mut self.show_idle_virtual),
+            KeyCode::Char('a') => toggle(&mut self.processes.show_all),
+            KeyCode::Char('P') => toggle(&mut self.devices.show_partitions),
+            KeyCode::Char('i') => toggle(&mut self.devices.show_idle_virtual),
             KeyCode::Char('u') => {
                 self.units = match self.units {
                     Units::Human => Units::Raw,
@@ -386,66 +387,67 @@ impl UiState {
             KeyCode::Char('R') => Action::ToggleRecording,
             KeyCode::Char('+') => self.step_interval(true),
             KeyCode::Char('-') => self.step_interval(false),
-            _ => Action::None,
+            code => match crate::ui::table::step_of(code) {
+                Some(by) => self.move_selection(by),
+                None => Action::None,
+            },
         }
     }
 
     /// While typing after `/`: the filter applies as it is typed; Enter keeps it, Esc clears it.
     fn edit_filter(&mut self, code: KeyCode) -> Action {
-        match code {
-            KeyCode::Enter => self.editing_filter = false,
-            KeyCode::Esc => {
-                self.editing_filter = false;
-                self.filter.clear();
-            }
-            KeyCode::Backspace => {
-                self.filter.pop();
-            }
-            KeyCode::Char(c) if !c.is_control() => self.filter.push(c),
-            _ => return Action::None,
+        use crate::ui::line_input::LineEdit;
+        match self.filter.handle_key(code) {
+            LineEdit::Changed => {}
+            LineEdit::Kept | LineEdit::Cleared => self.overlay = None,
+            LineEdit::Ignored => return Action::None,
         }
-        self.selected_process = 0;
-        self.selected_cache = 0;
-        self.selected_file = 0;
+        self.processes.selection.reset();
+        self.cache.selection.reset();
+        self.files.selection.reset();
         Action::Redraw
+    }
+
+    /// Enter: the selected device's detail, whichever pane had the focus; or back from it.
+    fn toggle_device_detail(&mut self) {
+        if self.body == Body::DeviceDetail {
+            self.close();
+        } else {
+            self.open(Body::DeviceDetail);
+            self.panes.focus = Pane::Devices;
+        }
     }
 
     /// Opens the files view (scoped to the device in the detail view, or to the selected process
     /// when the process pane has the focus) or closes it.
-    fn toggle_files_view(&mut self) -> Action {
+    fn toggle_files_view(&mut self) {
         use crate::ui::files::FileScope;
-        self.files_view = !self.files_view;
-        self.selected_file = 0;
-        if self.files_view {
-            self.files_scope = if self.device_detail {
+        self.files.selection.reset();
+        if !self.is_open(Body::Files) {
+            self.files.scope = if self.is_open(Body::DeviceDetail) {
                 FileScope::SelectedDevice
-            } else if self.focus == Pane::Processes {
+            } else if self.panes.focus == Pane::Processes {
                 FileScope::SelectedProcess
             } else {
                 FileScope::All
             };
         }
-        Action::Redraw
-    }
-
-    fn move_file(&mut self, by: i64) -> Action {
-        self.selected_file = (self.selected_file as i64).saturating_add(by).max(0) as usize;
-        Action::Redraw
+        self.toggle(Body::Files);
     }
 
     fn focus(&mut self, pane: Pane) -> Action {
-        self.focus = pane;
+        self.panes.focus = pane;
         Action::Redraw
     }
 
     fn move_selection(&mut self, by: i64) -> Action {
-        let sel = match self.focus {
-            Pane::Devices => &mut self.selected_device,
-            Pane::Processes => &mut self.selected_process,
-            Pane::Cache => &mut self.selected_cache,
+        let sel = match self.panes.focus {
+            Pane::Devices => &mut self.devices.selection,
+            Pane::Processes => &mut self.processes.selection,
+            Pane::Cache => &mut self.cache.selection,
             Pane::Memory => return Action::None,
         };
-        *sel = (*sel as i64).saturating_add(by).max(0) as usize;
+        sel.step(by);
         Action::Redraw
     }
 
@@ -465,25 +467,32 @@ impl UiState {
         }
     }
 
-    /// Keeps the selected rows within the rows the model has now (they come and go every sample).
+    /// Before each draw: every table's selection follows its row into the rows `model` has now
+    /// (rows come, go and re-sort every sample), by the row's identity.
     pub fn clamp_selection(&mut self, model: &Model) {
-        let devices = rows::visible_devices(model, self).len();
-        let processes = if self.io_view {
-            io_processes::visible(model, self).len()
-        } else {
-            rows::visible_processes(model, self).len()
-        };
-        self.selected_device = self.selected_device.min(devices.saturating_sub(1));
-        self.selected_process = self.selected_process.min(processes.saturating_sub(1));
-        let cache = crate::ui::cache::row_count(model, self);
-        self.selected_cache = self.selected_cache.min(cache.saturating_sub(1));
-        if self.files_view {
-            let files = crate::ui::files::visible(model, self).len();
-            self.selected_file = self.selected_file.min(files.saturating_sub(1));
+        let devices: Vec<String> =
+            rows::visible_devices(model, self).iter().map(|d| d.name.clone()).collect();
+        self.devices.selection.follow(devices);
+        let processes = crate::ui::processes::row_keys(model, self);
+        self.processes.selection.follow(processes);
+        let cache = crate::ui::cache::row_keys(model, self);
+        self.cache.selection.follow(cache);
+        if self.is_open(Body::Files) {
+            let files = crate::ui::files::row_keys(model, self);
+            self.files.selection.follow(files);
         }
-        if self.cgroups_view {
-            self.cgroup_rows = crate::ui::cgroups::rows_for_keys(model, self);
-            self.selected_cgroup = self.selected_cgroup.min(self.cgroup_rows.len().saturating_sub(1));
+        if self.is_open(Body::Readahead) {
+            let rows = crate::ui::readahead::row_keys(model);
+            self.readahead.selection.follow(rows);
+        }
+        if self.is_open(Body::Cgroups) {
+            self.cgroups.rows = crate::ui::cgroups::rows_for_keys(model, self);
+            let ids: Vec<String> = self.cgroups.rows.iter().map(|(id, _)| id.to_string()).collect();
+            self.cgroups.selection.follow(ids);
+        }
+        if self.is_open(Body::Syncs) {
+            let rows = crate::ui::syncs::row_keys(model);
+            self.syncs.selection.follow(rows);
         }
     }
 }
@@ -523,54 +532,54 @@ mod tests {
         assert_eq!(s.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)), Action::Quit);
         // Plain 'c' opens the cgroup view.
         assert_eq!(s.handle_key(key('c')), Action::Redraw);
-        assert!(s.cgroups_view);
+        assert!(s.body == Body::Cgroups);
     }
 
     #[test]
     fn sort_cycles_through_every_column_and_back() {
         let mut s = state();
-        let mut seen = vec![s.sort];
+        let mut seen = vec![s.processes.sort];
         for _ in 0..8 {
             assert_eq!(s.handle_key(key('s')), Action::Redraw);
-            seen.push(s.sort);
+            seen.push(s.processes.sort);
         }
         assert_eq!(seen, ProcSort::ORDER.to_vec());
         s.handle_key(key('s'));
-        assert_eq!(s.sort, ProcSort::Disk);
+        assert_eq!(s.processes.sort, ProcSort::Disk);
     }
 
     #[test]
     fn reverse_flips_direction_and_a_new_column_resets_it() {
         let mut s = state();
-        assert!(s.sort_descending());
+        assert!(s.processes.descending());
         s.handle_key(key('r'));
-        assert!(!s.sort_descending());
+        assert!(!s.processes.descending());
         s.handle_key(key('s'));
-        assert_eq!(s.sort, ProcSort::Read);
-        assert!(s.sort_descending());
-        s.sort = ProcSort::Pid;
-        assert!(!s.sort_descending(), "pid sorts ascending by default");
+        assert_eq!(s.processes.sort, ProcSort::Read);
+        assert!(s.processes.descending());
+        s.processes.sort = ProcSort::Pid;
+        assert!(!s.processes.descending(), "pid sorts ascending by default");
     }
 
     #[test]
     fn filter_editing_types_backspaces_keeps_and_clears() {
         let mut s = state();
-        s.selected_process = 4;
+        s.processes.selection.select_index(4);
         s.handle_key(key('/'));
-        assert!(s.editing_filter);
+        assert!(s.editing_filter());
         // While typing, bound keys are text: 'q' must not quit, 's' must not sort.
         for c in "fiqs".chars() {
             assert_eq!(s.handle_key(key(c)), Action::Redraw);
         }
         assert_eq!(s.filter, "fiqs");
-        assert_eq!(s.sort, ProcSort::Disk);
+        assert_eq!(s.processes.sort, ProcSort::Disk);
         s.handle_key(code(KeyCode::Backspace));
         s.handle_key(code(KeyCode::Backspace));
         s.handle_key(key('o'));
         assert_eq!(s.filter, "fio");
-        assert_eq!(s.selected_process, 0);
+        assert_eq!(s.processes.selection.index(), 0);
         s.handle_key(code(KeyCode::Enter));
-        assert!(!s.editing_filter);
+        assert!(!s.editing_filter());
         assert_eq!(s.filter, "fio");
         // Esc in normal mode clears a kept filter.
         assert_eq!(s.handle_key(code(KeyCode::Esc)), Action::Redraw);
@@ -580,7 +589,7 @@ mod tests {
         s.handle_key(key('/'));
         s.handle_key(key('x'));
         s.handle_key(code(KeyCode::Esc));
-        assert!(!s.editing_filter);
+        assert!(!s.editing_filter());
         assert_eq!(s.filter, "");
         // Ctrl-C quits even while typing.
         s.handle_key(key('/'));
@@ -590,23 +599,23 @@ mod tests {
     #[test]
     fn focus_by_tab_backtab_and_digits() {
         let mut s = state();
-        assert_eq!(s.focus, Pane::Devices);
+        assert_eq!(s.panes.focus, Pane::Devices);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.focus, Pane::Processes);
+        assert_eq!(s.panes.focus, Pane::Processes);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.focus, Pane::Cache);
+        assert_eq!(s.panes.focus, Pane::Cache);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.focus, Pane::Memory);
+        assert_eq!(s.panes.focus, Pane::Memory);
         s.handle_key(code(KeyCode::BackTab));
-        assert_eq!(s.focus, Pane::Cache);
+        assert_eq!(s.panes.focus, Pane::Cache);
         s.handle_key(code(KeyCode::BackTab));
-        assert_eq!(s.focus, Pane::Processes);
+        assert_eq!(s.panes.focus, Pane::Processes);
         s.handle_key(key('1'));
-        assert_eq!(s.focus, Pane::Memory);
+        assert_eq!(s.panes.focus, Pane::Memory);
         s.handle_key(key('2'));
-        assert_eq!(s.focus, Pane::Devices);
+        assert_eq!(s.panes.focus, Pane::Devices);
         s.handle_key(key('3'));
-        assert_eq!(s.focus, Pane::Processes);
+        assert_eq!(s.panes.focus, Pane::Processes);
     }
 
     #[test]
@@ -614,33 +623,33 @@ mod tests {
         let mut s = state();
         s.filter = "fio".into();
         s.handle_key(key('z'));
-        assert!(s.zoomed);
+        assert!(s.panes.zoomed);
         s.handle_key(code(KeyCode::Esc));
-        assert!(!s.zoomed);
+        assert!(!s.panes.zoomed);
         assert_eq!(s.filter, "fio");
         s.handle_key(key('z'));
         s.handle_key(key('z'));
-        assert!(!s.zoomed);
+        assert!(!s.panes.zoomed);
     }
 
     #[test]
     fn selection_moves_in_the_focused_table_only() {
         let mut s = state();
-        s.focus = Pane::Processes;
+        s.panes.focus = Pane::Processes;
         s.handle_key(key('j'));
         s.handle_key(code(KeyCode::Down));
-        assert_eq!((s.selected_process, s.selected_device), (2, 0));
+        assert_eq!((s.processes.selection.index(), s.devices.selection.index()), (2, 0));
         s.handle_key(key('k'));
         s.handle_key(key('k'));
         s.handle_key(key('k'));
-        assert_eq!(s.selected_process, 0, "never below the first row");
-        s.focus = Pane::Memory;
+        assert_eq!(s.processes.selection.index(), 0, "never below the first row");
+        s.panes.focus = Pane::Memory;
         assert_eq!(s.handle_key(key('j')), Action::None);
-        s.focus = Pane::Devices;
+        s.panes.focus = Pane::Devices;
         s.handle_key(code(KeyCode::End));
-        assert!(s.selected_device > 1000);
+        assert!(s.devices.selection.index() > 1000);
         s.handle_key(code(KeyCode::Home));
-        assert_eq!(s.selected_device, 0);
+        assert_eq!(s.devices.selection.index(), 0);
     }
 
     #[test]
@@ -656,26 +665,100 @@ mod tests {
             })
             .collect();
         let m = Model { processes, ..Default::default() };
-        s.selected_process = 99;
-        s.selected_device = 5;
+        s.processes.selection.select_index(99);
+        s.devices.selection.select_index(5);
         s.clamp_selection(&m);
-        assert_eq!((s.selected_process, s.selected_device), (2, 0));
+        assert_eq!((s.processes.selection.index(), s.devices.selection.index()), (2, 0));
+    }
+
+    #[test]
+    fn the_selected_process_stays_selected_when_the_rows_re_sort() {
+        let model = |rates: [(u32, f64); 3]| Model {
+            processes: rates
+                .iter()
+                .map(|&(pid, w)| crate::model::ProcessModel {
+                    pid,
+                    comm: format!("w{pid}"),
+                    write_bytes_s: w,
+                    io_readable: true,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let selected_pid =
+            |s: &UiState, m: &Model| rows::visible_processes(m, s)[s.processes.selection.index()].pid;
+        let mut s = state();
+        s.handle_key(key('3'));
+        let first = model([(1, 300.0), (2, 200.0), (3, 100.0)]);
+        s.clamp_selection(&first);
+        s.handle_key(key('j'));
+        s.clamp_selection(&first);
+        assert_eq!(selected_pid(&s, &first), 2);
+        // Pid 2 writes most in the next interval: it sorts first, and stays selected.
+        let second = model([(1, 100.0), (2, 900.0), (3, 200.0)]);
+        s.clamp_selection(&second);
+        assert_eq!((s.processes.selection.index(), selected_pid(&s, &second)), (0, 2));
+        // A new sort column re-sorts the rows on screen: the selection goes with the process.
+        s.handle_key(key('s'));
+        s.handle_key(key('r'));
+        s.processes.sort = ProcSort::Pid;
+        s.clamp_selection(&second);
+        assert_eq!(selected_pid(&s, &second), 2);
+        // Gone: the selection stays at its place, on the row now there.
+        let third = model([(1, 100.0), (4, 900.0), (3, 200.0)]);
+        s.clamp_selection(&third);
+        assert_eq!(selected_pid(&s, &third), 3);
+    }
+
+    #[test]
+    fn views_open_over_one_another_and_esc_goes_back() {
+        let mut s = state();
+        s.handle_key(code(KeyCode::Enter));
+        assert_eq!((s.body, s.panes.focus), (Body::DeviceDetail, Pane::Devices));
+        s.handle_key(key('f'));
+        assert_eq!(s.body, Body::Files);
+        assert_eq!(s.files.scope, crate::ui::files::FileScope::SelectedDevice);
+        s.handle_key(key('e'));
+        assert_eq!(s.body, Body::ProbeHealth);
+        s.handle_key(code(KeyCode::Esc));
+        assert_eq!(s.body, Body::Files);
+        s.handle_key(code(KeyCode::Esc));
+        assert_eq!(s.body, Body::DeviceDetail);
+        // Enter in the probe health view: the device detail instead, and back.
+        s.handle_key(key('e'));
+        s.handle_key(code(KeyCode::Enter));
+        assert_eq!(s.body, Body::Panes);
+        s.handle_key(key('e'));
+        s.handle_key(code(KeyCode::Enter));
+        assert_eq!(s.body, Body::DeviceDetail);
+        // A view's key closes it where it is, on screen or under another.
+        s.handle_key(key('y'));
+        s.handle_key(key('w'));
+        assert_eq!(s.body, Body::Readahead);
+        s.handle_key(key('y'));
+        assert_eq!(s.body, Body::Readahead);
+        s.handle_key(key('w'));
+        assert_eq!(s.body, Body::DeviceDetail);
+        s.handle_key(code(KeyCode::Esc));
+        assert_eq!(s.body, Body::Panes);
+        assert_eq!(s.handle_key(code(KeyCode::Esc)), Action::None);
     }
 
     #[test]
     fn sort_keys_act_on_the_cache_pane_when_it_has_the_focus() {
         let mut s = state();
         s.handle_key(key('4'));
-        assert_eq!(s.focus, Pane::Cache);
-        let first = s.cache_sort;
+        assert_eq!(s.panes.focus, Pane::Cache);
+        let first = s.cache.sort.column;
         s.handle_key(key('s'));
-        assert_ne!(s.cache_sort, first);
-        assert_eq!(s.sort, ProcSort::Disk, "the process sort is untouched");
+        assert_ne!(s.cache.sort.column, first);
+        assert_eq!(s.processes.sort, ProcSort::Disk, "the process sort is untouched");
         s.handle_key(key('r'));
-        assert!(s.cache_sort_reversed && !s.sort_reversed);
+        assert!(s.cache.sort.reversed && !s.processes.reversed);
         s.handle_key(key('j'));
         s.handle_key(key('j'));
-        assert_eq!((s.selected_cache, s.selected_process), (2, 0));
+        assert_eq!((s.cache.selection.index(), s.processes.selection.index()), (2, 0));
     }
 
     #[test]
@@ -700,14 +783,14 @@ mod tests {
     fn help_overlay_swallows_keys_except_close_and_quit() {
         let mut s = state();
         s.handle_key(key('?'));
-        assert!(s.help);
+        assert!(s.shows(Overlay::Help));
         assert_eq!(s.handle_key(key('z')), Action::None);
-        assert!(!s.zoomed);
+        assert!(!s.panes.zoomed);
         s.handle_key(code(KeyCode::Esc));
-        assert!(!s.help);
+        assert!(!s.shows(Overlay::Help));
         s.handle_key(key('?'));
         s.handle_key(key('?'));
-        assert!(!s.help);
+        assert!(!s.shows(Overlay::Help));
         s.handle_key(key('?'));
         assert_eq!(s.handle_key(key('q')), Action::Quit);
     }
@@ -724,11 +807,11 @@ mod tests {
         s.handle_key(key('p'));
         assert!(!s.paused);
         s.handle_key(key('P'));
-        assert!(s.show_partitions);
+        assert!(s.devices.show_partitions);
         s.handle_key(key('i'));
-        assert!(s.show_idle_virtual);
+        assert!(s.devices.show_idle_virtual);
         s.handle_key(key('a'));
-        assert!(s.show_all_processes);
+        assert!(s.processes.show_all);
     }
 
     #[test]

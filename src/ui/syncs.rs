@@ -17,27 +17,31 @@ use crate::ui::theme::{Level, Theme};
 /// A running call this old gets a line in the memory pane.
 pub const LONG_CALL_S: f64 = 1.0;
 
-/// The view's keys, handled before the general ones: `y` opens and closes it; while it is open,
-/// Esc closes it and j/k/arrows/g/G select a row.
+/// The sync-call view's own state: the selected row (by pid, call and file).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SyncsView {
+    pub selection: crate::ui::table::Selection,
+}
+
+/// The view's keys while it is on screen: Esc closes it and j/k/arrows/g/G select a row (`y`
+/// opens and closes it).
 pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
-    if code == KeyCode::Char('y') {
-        state.syncs_view = !state.syncs_view;
-        return Some(Action::Redraw);
-    }
-    if !state.syncs_view {
-        return None;
-    }
-    if let Some(by) = crate::ui::rows::list_step(code) {
-        state.selected_sync = (state.selected_sync as i64).saturating_add(by).max(0) as usize;
+    if crate::ui::rows::list_step(code).is_some() {
+        state.syncs.selection.step_key(code);
         return Some(Action::Redraw);
     }
     match code {
         KeyCode::Esc => {
-            state.syncs_view = false;
+            state.close();
             Some(Action::Redraw)
         }
         _ => None,
     }
+}
+
+/// The identities of the rows, in order (what the selection follows).
+pub fn row_keys(model: &Model) -> Vec<String> {
+    model.syncs.iter().map(|r| format!("{}:{}:{}:{}", r.pid, r.syscall, r.dev, r.ino)).collect()
 }
 
 /// Seconds as "840 µs", "12 ms", "4.2 s".
@@ -102,7 +106,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     ])
     .style(theme.table_header());
     let visible = table_area.height.saturating_sub(1) as usize;
-    let selected = state.selected_sync.min(model.syncs.len().saturating_sub(1));
+    let selected = state.syncs.selection.index().min(model.syncs.len().saturating_sub(1));
     let first = selected.saturating_sub(visible.saturating_sub(1));
     let rows: Vec<Row> = model
         .syncs

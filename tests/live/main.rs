@@ -30,5 +30,6 @@ mod live_iostat;
 mod live_loopdev;
 mod live_page_cache;
 mod live_prometheus;
+mod live_quit;
 mod live_readahead;
 mod live_syncs;

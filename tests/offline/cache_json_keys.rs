@@ -1,5 +1,5 @@
 //! The page-cache JSON keys are a documented interface: every key the Model serializes under
-//! `cache` and `cache_processes[]` must be named in the README's "Page cache" JSON table, and the
+//! `cache` and `cache_processes[]` must be named in src/model/README.md's "Page cache" JSON table, and the
 //! keys the issue promised must be there.
 
 use crate::busy_box;
@@ -8,8 +8,9 @@ use crate::cache_box;
 use serde_json::Value;
 
 fn readme_section() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme.find("### Page cache (eBPF)").expect("README has a Page cache section");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model/README.md")).unwrap();
+    let start = readme.find("\n## Page cache\n").expect("src/model/README.md has a Page cache section");
     let rest = &readme[start..];
     let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 1);
     rest[..end].to_string()
@@ -26,10 +27,10 @@ fn every_cache_key_is_documented_and_the_promised_ones_exist() {
     let cache = keys(&json["cache"]);
     let procs = keys(&json["cache_processes"][0]);
     for k in &cache {
-        assert!(doc.contains(k.as_str()), "cache.{k} is not documented in the README");
+        assert!(doc.contains(k.as_str()), "cache.{k} is not documented in src/model/README.md");
     }
     for k in &procs {
-        assert!(doc.contains(k.as_str()), "cache_processes[].{k} is not documented in the README");
+        assert!(doc.contains(k.as_str()), "cache_processes[].{k} is not documented in src/model/README.md");
     }
     for k in ["accesses", "misses", "hit_pct", "dirtied", "evicted"] {
         assert!(cache.contains(&k.to_string()), "cache.{k} missing");

@@ -4,9 +4,9 @@ use std::cell::Cell;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use ioscope::cli::{Format, HeadlessOptions};
 use ioscope::model::{DeviceModel, Model, ProcessModel, PsiView};
 use ioscope::output::headless::report_loop;
+use ioscope::output::headless::{Format, HeadlessOptions};
 use ioscope::output::text::format_frame_at;
 use ioscope::sample::Sample;
 

@@ -1,6 +1,6 @@
 //! The readahead model from hand-built samples (figures computed by hand in the comments), its
 //! view (insta snapshots at 80x24 and 160x48, the file detail), its --batch lines, and its JSON
-//! keys against the README. Accept changed snapshots with
+//! keys against src/model/README.md. Accept changed snapshots with
 //! `INSTA_UPDATE=always cargo test --test offline readahead_model::`, after reading them.
 
 use crate::common;
@@ -12,7 +12,7 @@ use ioscope::model::readahead::{waste_pct, WindowTrend};
 use ioscope::model::Model;
 use ioscope::sample::{BlockSettings, DiskStat, MemInfo, Sample};
 use ioscope::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
-use ioscope::ui::UiState;
+use ioscope::ui::{Body, UiState};
 
 const LOOP0: u32 = 7 << 20;
 
@@ -202,7 +202,7 @@ fn the_first_sample_has_no_interval() {
 fn view() -> UiState {
     let mut s = UiState::new(Duration::from_secs(1), false);
     s.handle_key(KeyEvent::from(KeyCode::Char('w')));
-    assert!(s.readahead_view);
+    assert!(s.body == Body::Readahead);
     s
 }
 
@@ -223,9 +223,9 @@ fn readahead_file_detail_160x48() {
     insta::assert_snapshot!(screen(&model(), &s, 160, 48));
     // Esc closes the detail, then the view.
     s.handle_key(KeyEvent::from(KeyCode::Esc));
-    assert!(s.readahead_view && !s.readahead_detail);
+    assert!(s.body == Body::Readahead && !s.readahead.detail);
     s.handle_key(KeyEvent::from(KeyCode::Esc));
-    assert!(!s.readahead_view);
+    assert!(s.body != Body::Readahead);
 }
 
 #[test]
@@ -244,8 +244,9 @@ fn batch_text_lists_devices_files_and_hints() {
 }
 
 fn readme_section() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme.find("### Readahead (eBPF)").expect("README has a Readahead section");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model/README.md")).unwrap();
+    let start = readme.find("\n## Readahead\n").expect("src/model/README.md has a Readahead section");
     let rest = &readme[start..];
     let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 1);
     rest[..end].to_string()
@@ -267,11 +268,11 @@ fn every_readahead_json_key_is_documented_and_the_promised_ones_exist() {
         for k in &keys {
             assert!(
                 doc.contains(&format!("`{k}`")),
-                "readahead.{list}[].{k} is not documented in the README"
+                "readahead.{list}[].{k} is not documented in src/model/README.md"
             );
         }
     }
     for k in ra.as_object().unwrap().keys() {
-        assert!(doc.contains(&format!("`{k}`")), "readahead.{k} is not documented in the README");
+        assert!(doc.contains(&format!("`{k}`")), "readahead.{k} is not documented in src/model/README.md");
     }
 }

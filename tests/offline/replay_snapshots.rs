@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use ioscope::record::Recording;
 use ioscope::replay::player::Player;
 use ioscope::replay::{self, tui, ReplayOutput};
-use ioscope::ui::UiState;
+use ioscope::ui::{Body, Overlay, UiState};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
@@ -74,8 +74,8 @@ fn v1_recording_screen_80x24() {
 #[test]
 fn v1_recording_screen_160x48_processes_sorted_by_write() {
     insta::assert_snapshot!(screen(V1, 2, 160, 48, |s| {
-        s.focus = ioscope::ui::Pane::Processes;
-        s.sort = ioscope::ui::ProcSort::Write;
+        s.panes.focus = ioscope::ui::Pane::Processes;
+        s.processes.sort = ioscope::ui::ProcSort::Write;
     }));
 }
 
@@ -123,8 +123,8 @@ fn demo_cold_vs_warm_read() {
     assert!(w.rchar_s > 2.0 * c.rchar_s && w.read_bytes_s < 0.05 * w.rchar_s, "warm: {w:?}");
     assert!(warm > cold);
     let filter = |s: &mut UiState| {
-        s.sort = ioscope::ui::ProcSort::Rchar;
-        s.focus = ioscope::ui::Pane::Processes;
+        s.processes.sort = ioscope::ui::ProcSort::Rchar;
+        s.panes.focus = ioscope::ui::Pane::Processes;
     };
     insta::assert_snapshot!("demo_cold_read_160x48", screen(COLD_WARM, cold, 160, 48, filter));
     insta::assert_snapshot!("demo_warm_read_160x48", screen(COLD_WARM, warm, 160, 48, filter));
@@ -168,7 +168,7 @@ fn demo_dirty_threshold_stall() {
     assert!(m.dirty + m.writeback > m.dirty_background_threshold, "{m:?}");
     insta::assert_snapshot!(
         "demo_dirty_stall_160x48",
-        screen(DIRTY, pos, 160, 48, |s| s.focus = ioscope::ui::Pane::Memory)
+        screen(DIRTY, pos, 160, 48, |s| s.panes.focus = ioscope::ui::Pane::Memory)
     );
     insta::assert_snapshot!("demo_dirty_stall_80x24", screen(DIRTY, pos, 80, 24, |_| {}));
 }
@@ -211,7 +211,7 @@ fn demo_readahead_waste() {
     let ra_after: u64 = after.iter().map(|(_, m)| ra(m)).sum();
     assert!(ra_after * 10 < read_ahead, "read ahead before {read_ahead}, after {ra_after}");
     assert_eq!(ra(m), 0, "{:?}", table_db(m));
-    let view = |s: &mut UiState| s.readahead_view = true;
+    let view = |s: &mut UiState| s.open(Body::Readahead);
     insta::assert_snapshot!("demo_readahead_waste_160x48", screen(READAHEAD, pos, 160, 48, view));
     insta::assert_snapshot!("demo_readahead_waste_80x24", screen(READAHEAD, pos, 80, 24, view));
     // And while fio reads: read-around pages per second against the pages used.
@@ -274,7 +274,7 @@ fn compare_small_vs_large_writes_tui() {
 
 #[test]
 fn replay_help_lists_the_player_keys() {
-    let help = screen(V1, 2, 100, 30, |s| s.help = true);
+    let help = screen(V1, 2, 100, 30, |s| s.overlay = Some(Overlay::Help));
     assert!(help.contains("go to a time") && help.contains("play / pause"), "{help}");
     assert!(!help.contains("sampling interval"), "live-only keys are left out: {help}");
     insta::assert_snapshot!("replay_help_100x30", help);

@@ -11,7 +11,7 @@ use crossterm::event::KeyCode;
 use ioscope::model::cgroups::CgroupModel;
 use ioscope::model::{cgroup_names, panes, Model};
 use ioscope::sample::{BpfProgramStatus, BpfStatus};
-use ioscope::ui::UiState;
+use ioscope::ui::{Body, UiState};
 
 fn screen(model: &Model, state: &UiState) -> String {
     common::ui::screen(model, state, 200, 40)
@@ -68,7 +68,7 @@ fn the_view_names_pods_and_services_and_limits_the_panes_to_one() {
     // Enter on the first row (the pod, the busiest): the page-cache pane shows its processes only.
     s.clamp_selection(&m);
     key(&mut s, KeyCode::Enter);
-    assert!(!s.cgroups_view);
+    assert!(s.body != Body::Cgroups);
     let limited = screen(&m, &s);
     assert!(limited.contains("cgroup pod 8c5e3b4a"), "{limited}");
     for p in &m.cache_processes {
@@ -150,7 +150,7 @@ fn sync_call_latency_per_cgroup_and_what_it_lacks() {
     for _ in 0..7 {
         key(&mut s, KeyCode::Char('s'));
     }
-    assert_eq!(s.cgroups_sort, ioscope::ui::cgroups::CgroupSort::Sync);
+    assert_eq!(s.cgroups.sort.column, ioscope::ui::cgroups::CgroupSort::Sync);
     let rows: Vec<u64> = ioscope::ui::cgroups::visible(&m, &s).iter().map(|c| c.id).collect();
     assert_eq!(rows, [41, 40]);
 }

@@ -8,7 +8,7 @@ use crate::files_box;
 use common::ui::{press, screen};
 
 use crossterm::event::KeyCode;
-use ioscope::ui::{Pane, UiState};
+use ioscope::ui::{Body, Pane, UiState};
 
 fn state() -> UiState {
     common::ui::state(&[])
@@ -18,7 +18,7 @@ fn state() -> UiState {
 fn files_view_80x24() {
     let mut s = state();
     press(&mut s, KeyCode::Char('f'));
-    assert!(s.files_view);
+    assert!(s.body == Body::Files);
     insta::assert_snapshot!(screen(&files_box::with_files(), &s, 80, 24));
 }
 
@@ -33,9 +33,9 @@ fn files_view_160x48() {
 fn files_of_the_device_in_the_detail_view_sorted_by_path_160x48() {
     let m = files_box::with_files();
     let mut s = state();
-    s.focus = Pane::Devices;
+    s.panes.focus = Pane::Devices;
     let loop0 = ioscope::ui::rows::visible_devices(&m, &s).iter().position(|d| d.name == "loop0").unwrap();
-    s.selected_device = loop0;
+    s.devices.selection.select_index(loop0);
     press(&mut s, KeyCode::Enter);
     press(&mut s, KeyCode::Char('f'));
     let rows = ioscope::ui::files::visible(&m, &s);
@@ -44,16 +44,16 @@ fn files_of_the_device_in_the_detail_view_sorted_by_path_160x48() {
     insta::assert_snapshot!(screen(&m, &s, 160, 48));
     // Esc closes the files view, then the detail.
     press(&mut s, KeyCode::Esc);
-    assert!(!s.files_view && s.device_detail);
+    assert!(s.body != Body::Files && s.body == Body::DeviceDetail);
 }
 
 #[test]
 fn files_of_the_selected_process_and_filters() {
     let m = files_box::with_files();
     let mut s = state();
-    s.focus = Pane::Processes;
+    s.panes.focus = Pane::Processes;
     let rows = ioscope::ui::rows::visible_processes(&m, &s);
-    s.selected_process = rows.iter().position(|p| p.pid == 2301).unwrap();
+    s.processes.selection.select_index(rows.iter().position(|p| p.pid == 2301).unwrap());
     press(&mut s, KeyCode::Char('f'));
     let v = ioscope::ui::files::visible(&m, &s);
     assert_eq!(v.iter().map(|f| f.ino).collect::<Vec<_>>(), vec![524_301]);
@@ -61,9 +61,7 @@ fn files_of_the_selected_process_and_filters() {
     // A filter by path, device or process name, from the whole list.
     let mut s = state();
     press(&mut s, KeyCode::Char('f'));
-    for c in "pg_wal".chars() {
-        s.filter.push(c);
-    }
+    s.filter = "pg_wal".into();
     assert_eq!(ioscope::ui::files::visible(&m, &s).len(), 1);
     s.filter = "fio".into();
     assert_eq!(ioscope::ui::files::visible(&m, &s)[0].path.as_deref(), Some("/mnt/bench/fio.0.0"));
@@ -204,9 +202,9 @@ fn device_detail_lists_the_files_its_requests_were_for_160x48() {
     m.files = ioscope::model::files::compute(Some(&a), &b, 1.0);
     m.block_files = ioscope::model::files::block_files(Some(&a), &b);
     let mut s = state();
-    s.focus = Pane::Devices;
+    s.panes.focus = Pane::Devices;
     let vda = ioscope::ui::rows::visible_devices(&m, &s).iter().position(|d| d.name == "vda").unwrap();
-    s.selected_device = vda;
+    s.devices.selection.select_index(vda);
     press(&mut s, KeyCode::Enter);
     let top = ioscope::ui::device_detail::top_files(&m, "vda");
     assert_eq!(top.len(), 5, "the five with the most bytes");
@@ -232,6 +230,6 @@ fn probe_health_counts_the_requests_not_sent_for_mapping_160x48() {
     let rate = lost.iter().find(|l| l.what == "requests not mapped: over the rate limit").unwrap();
     assert_eq!((rate.interval, rate.total), (50_000, 52_000));
     let mut s = state();
-    s.probe_health = true;
+    s.open(Body::ProbeHealth);
     insta::assert_snapshot!(screen(&m, &s, 160, 48));
 }

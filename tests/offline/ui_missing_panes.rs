@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ioscope::model::{panes, Model};
 use ioscope::sample::BpfStatus;
-use ioscope::ui::{Pane, UiState};
+use ioscope::ui::{Body, Pane, UiState};
 
 fn screen(model: &Model, state: &UiState) -> String {
     common::ui::screen(model, state, 160, 48)
@@ -38,7 +38,7 @@ fn on_6_1() -> Model {
 #[test]
 fn the_hit_rate_names_the_missing_tracepoint() {
     let mut s = UiState::new(Duration::from_secs(1), true);
-    s.focus = Pane::Cache;
+    s.panes.focus = Pane::Cache;
     let text = screen(&on_6_1(), &s);
     assert!(text.contains("hit n/a, needs filemap:mm_filemap_get_pages (6.12+)"), "{text}");
 }
@@ -46,7 +46,7 @@ fn the_hit_rate_names_the_missing_tracepoint() {
 #[test]
 fn the_readahead_view_says_why_it_is_empty() {
     let mut s = UiState::new(Duration::from_secs(1), true);
-    s.readahead_view = true;
+    s.open(Body::Readahead);
     let text = screen(&on_6_1(), &s);
     assert!(
         text.contains("no readahead on this kernel: needs tracepoint readahead:page_cache_ra_order"),

@@ -9,7 +9,7 @@ use common::ui::{screen, terminal};
 
 use std::time::Duration;
 
-use ioscope::ui::{self, Pane, UiState};
+use ioscope::ui::{self, Body, Overlay, Pane, UiState};
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use ratatui::Terminal;
@@ -36,45 +36,45 @@ fn main_200x60() {
 #[test]
 fn help_80x24() {
     let mut s = state();
-    s.help = true;
+    s.overlay = Some(Overlay::Help);
     insta::assert_snapshot!(screen(&busy_box::no_psi_no_bpf(), &s, 80, 24));
 }
 
 #[test]
 fn zoomed_devices_80x24() {
     let mut s = state();
-    s.focus = Pane::Devices;
-    s.zoomed = true;
-    s.show_partitions = true;
-    s.show_idle_virtual = true;
+    s.panes.focus = Pane::Devices;
+    s.panes.zoomed = true;
+    s.devices.show_partitions = true;
+    s.devices.show_idle_virtual = true;
     insta::assert_snapshot!(screen(&busy_box::busy(), &s, 80, 24));
 }
 
 #[test]
 fn zoomed_devices_200x60() {
     let mut s = state();
-    s.focus = Pane::Devices;
-    s.zoomed = true;
+    s.panes.focus = Pane::Devices;
+    s.panes.zoomed = true;
     insta::assert_snapshot!(screen(&busy_box::busy(), &s, 200, 60));
 }
 
 #[test]
 fn filtered_processes_80x24() {
     let mut s = state();
-    s.focus = Pane::Processes;
+    s.panes.focus = Pane::Processes;
     s.filter = "FIO".into();
-    s.selected_process = 1;
+    s.processes.selection.select_index(1);
     insta::assert_snapshot!(screen(&busy_box::busy(), &s, 80, 24));
 }
 
 #[test]
 fn processes_zoomed_raw_units_sorted_by_pid_120x40() {
     let mut s = state();
-    s.focus = Pane::Processes;
-    s.zoomed = true;
+    s.panes.focus = Pane::Processes;
+    s.panes.zoomed = true;
     s.units = ui::Units::Raw;
-    s.sort = ui::ProcSort::Pid;
-    s.show_all_processes = true;
+    s.processes.sort = ui::ProcSort::Pid;
+    s.processes.show_all = true;
     insta::assert_snapshot!(screen(&busy_box::busy(), &s, 120, 40));
 }
 
@@ -105,7 +105,7 @@ fn starting_screen_before_any_sample() {
 fn no_color_renders_without_any_colour() {
     let mut s = state();
     s.color = false;
-    s.help = false;
+    s.overlay = None;
     for (w, h) in [(80, 24), (200, 60)] {
         let t = terminal(&busy_box::busy(), &s, w, h);
         for cell in t.backend().buffer().content() {
@@ -130,8 +130,8 @@ fn odd_sizes_do_not_panic() {
     for (w, h) in [(1, 1), (10, 3), (40, 10), (79, 23), (100, 30), (149, 29), (150, 30), (300, 100)] {
         for zoom in [false, true] {
             for help in [false, true] {
-                s.zoomed = zoom;
-                s.help = help;
+                s.panes.zoomed = zoom;
+                s.overlay = help.then_some(Overlay::Help);
                 terminal(&m, &s, w, h);
             }
         }
@@ -148,9 +148,9 @@ fn block_main_160x48() {
 
 fn detail_state(device: usize) -> UiState {
     let mut s = state();
-    s.focus = Pane::Devices;
-    s.device_detail = true;
-    s.selected_device = device;
+    s.panes.focus = Pane::Devices;
+    s.open(Body::DeviceDetail);
+    s.devices.selection.select_index(device);
     s
 }
 
@@ -180,30 +180,30 @@ fn block_device_detail_without_block_figures_says_why_80x24() {
 #[test]
 fn block_probe_health_80x24() {
     let mut s = state();
-    s.probe_health = true;
+    s.open(Body::ProbeHealth);
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
 }
 
 #[test]
 fn block_probe_health_160x48() {
     let mut s = state();
-    s.probe_health = true;
+    s.open(Body::ProbeHealth);
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
 }
 
 #[test]
 fn block_io_processes_80x24() {
     let mut s = state();
-    s.focus = Pane::Processes;
-    s.io_view = true;
+    s.panes.focus = Pane::Processes;
+    s.processes.io_view = true;
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
 }
 
 #[test]
 fn block_io_processes_zoomed_160x48() {
     let mut s = state();
-    s.focus = Pane::Processes;
-    s.io_view = true;
-    s.zoomed = true;
+    s.panes.focus = Pane::Processes;
+    s.processes.io_view = true;
+    s.panes.zoomed = true;
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
 }

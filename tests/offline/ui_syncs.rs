@@ -9,7 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ioscope::model::panes::PaneStatus;
 use ioscope::model::syncs::SyncModel;
 use ioscope::model::Model;
-use ioscope::ui::UiState;
+use ioscope::ui::{Body, UiState};
 
 fn screen(model: &Model, state: &UiState) -> String {
     common::ui::screen(model, state, 140, 30)
@@ -60,7 +60,7 @@ fn the_view_lists_the_running_call_first_and_the_memory_pane_names_it() {
     let main = screen(&m, &state);
     assert!(main.contains("⚠ fsync /data/big.zip by java (4123): 4.2 s so far, 1.9G dirty"), "{main}");
     state.handle_key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE));
-    assert!(state.syncs_view);
+    assert!(state.body == Body::Syncs);
     let view = screen(&m, &state);
     let lines: Vec<&str> = view.lines().collect();
     let java = lines.iter().position(|l| l.contains("/data/big.zip")).expect("the running call's row");
@@ -73,7 +73,7 @@ fn the_view_lists_the_running_call_first_and_the_memory_pane_names_it() {
         assert!(lines[mysql].contains(cell), "{cell} missing in {}", lines[mysql]);
     }
     state.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
-    assert!(!state.syncs_view);
+    assert!(state.body != Body::Syncs);
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn without_the_probes_the_view_says_what_is_missing() {
         ..Default::default()
     }];
     let mut state = UiState::new(Duration::from_secs(1), false);
-    state.syncs_view = true;
+    state.open(Body::Syncs);
     let view = screen(&m, &state);
     assert!(view.contains("needs syscalls:sys_enter_fsync"), "{view}");
     m.bpf = Default::default();

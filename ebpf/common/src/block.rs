@@ -9,6 +9,23 @@
 //! which userspace reads once per interval. The one per-request path to userspace is the
 //! rate-limited ring of completed requests for block-to-file mapping (crate::block_files).
 
+/// (program, tracepoint event in category `block`): the slots of the per-program vectors of
+/// userspace's `BlockProbeHealth`, in this order in every Sample and so in every recording.
+/// `block_io_done` is [`RETIRED`]: its slot stays (0 in new samples) so that older recordings are
+/// still read right. Shared with userspace: its loader attaches these, its model reads their
+/// health by these names.
+pub const PROGRAMS: [(&str, &str); 6] = [
+    ("block_io_start", "block_io_start"),
+    ("block_rq_insert", "block_rq_insert"),
+    ("block_rq_issue", "block_rq_issue"),
+    ("block_rq_complete", "block_rq_complete"),
+    ("block_io_done", "block_io_done"),
+    ("block_rq_merge", "block_rq_merge"),
+];
+/// No longer traced: its work (crediting the submitter) moved to block_rq_complete, one program
+/// run fewer per request (probes/src/block_io.rs).
+pub const RETIRED: &str = "block_io_done";
+
 /// The per-request table: an array of [`REQ_SLOTS`] [`ReqSlot`]s, a request's slot chosen by its
 /// tag ([`req_slot`]). An array, not a hash map: its lookup is inlined by the kernel (a hash
 /// insert, lookup and delete per request cost more than everything else the programs do), and it

@@ -20,6 +20,10 @@
 //!   the syncing task's context), `dio_read_bytes`, `dio_write_bytes`, `fs_writeback_bytes`
 //!   (writeback as the filesystem does it, fsync's included; keyed by `s_dev`).
 
+/// The program that counts a file's writeback (`writeback:writeback_single_inode`); the model
+/// reads its status by this name to tell "no writeback" from "not traced".
+pub const WRITEBACK_PROGRAM: &str = "writeback_single_inode";
+
 /// Per-CPU LRU hash map: [`FileKey`] → [`FileCounters`].
 pub const FILE_IO_MAP: &str = "FILE_IO";
 /// LRU hash map: thread id → [`FileInsertRecord`], the folio the thread inserted last.

@@ -1,0 +1,158 @@
+//! Leaf helpers every layer may use, and which use nothing of ioscope: the command-line value
+//! parsers (durations, intervals, counts), the colour choice, the usage exit code, and the clocks.
+//! Nothing here knows about samples, models or views; see src/README.md ("Layers").
+
+use std::ffi::OsStr;
+use std::time::Duration;
+
+/// Shortest and longest sampling interval accepted, seconds. Below 0.1 s the counters barely move
+/// and the sampling itself becomes the load; above an hour a "rate" means little.
+pub const MIN_INTERVAL_S: f64 = 0.1;
+pub const MAX_INTERVAL_S: f64 = 3600.0;
+
+/// The exit code of a usage error (unknown flag, bad value, bad combination), as clap and BSD
+/// sysexits-free tools use it.
+pub const USAGE_EXIT_CODE: i32 = 2;
+
+/// Parses a length of time: plain seconds ("90", "0.5"), with a unit ("90s", "5m", "2h"), or a
+/// clock-like "m:ss" / "h:mm:ss".
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let bad = || format!("'{s}' is not a time (use seconds, 90s, 5m, 2h or h:mm:ss)");
+    let secs = if t.contains(':') {
+        let parts: Vec<&str> = t.split(':').collect();
+        if parts.len() > 3 {
+            return Err(bad());
+        }
+        let mut total = 0.0;
+        for (i, part) in parts.iter().enumerate() {
+            let v: f64 = part.parse().map_err(|_| bad())?;
+            // Minutes and seconds after the first field stay below 60; the first may be anything.
+            if i > 0 && !(0.0..60.0).contains(&v) {
+                return Err(bad());
+            }
+            total = total * 60.0 + v;
+        }
+        total
+    } else {
+        let (num, mult) = match t.char_indices().last() {
+            Some((i, 's')) => (&t[..i], 1.0),
+            Some((i, 'm')) => (&t[..i], 60.0),
+            Some((i, 'h')) => (&t[..i], 3600.0),
+            _ => (t, 1.0),
+        };
+        num.parse::<f64>().map_err(|_| bad())? * mult
+    };
+    if !secs.is_finite() || !(0.0..=365.0 * 86400.0).contains(&secs) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Colour is off with `--no-color`, or when NO_COLOR is set to anything but the empty string
+/// (https://no-color.org: "when present and not an empty string").
+pub fn wants_color(no_color_flag: bool, no_color_env: Option<&OsStr>) -> bool {
+    let env_says_no = no_color_env.is_some_and(|v| !v.is_empty());
+    !(no_color_flag || env_says_no)
+}
+
+/// Parses `--interval`: seconds as a decimal number within [MIN_INTERVAL_S, MAX_INTERVAL_S].
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    // The range check also rejects NaN (every comparison with NaN is false) and infinities.
+    if !(MIN_INTERVAL_S..=MAX_INTERVAL_S).contains(&secs) {
+        return Err(format!("must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S} seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses `-n`: a whole number of reports, at least one.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    parse_positive(s, "reports")
+}
+
+/// Parses `compare --top`: a whole number of metrics per pane, at least one (a number too large
+/// for u64 means "all").
+pub fn parse_top(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<u64>().is_err() {
+        return Ok(u64::MAX);
+    }
+    parse_positive(s, "metrics")
+}
+
+fn parse_positive(s: &str, what: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) if !s.trim().is_empty() && s.trim().bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("'{s}' is too large"))
+        }
+        Err(_) => Err(format!("'{s}' is not a whole number of {what}")),
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the elapsed time between two samples is measured on it, so that a
+/// wall-clock step (NTP, suspend) never distorts a rate.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Seconds east of UTC of the local time zone, for the header clock (0 when unknown).
+pub fn local_utc_offset_s() -> i64 {
+    // SAFETY: time() and localtime_r() only write to the tm struct we own.
+    unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&now, &mut tm).is_null() {
+            0
+        } else {
+            tm.tm_gmtoff
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_accepts_fractions_and_the_range_ends() {
+        assert_eq!(parse_interval("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_interval("0.1"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_interval("3600"), Ok(Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn interval_rejects_zero_text_nan_and_out_of_range() {
+        for bad in ["0", "0.09", "3600.5", "-1", "abc", "", "NaN", "inf"] {
+            assert!(parse_interval(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!(parse_interval("abc").unwrap_err(), "'abc' is not a number of seconds");
+    }
+
+    #[test]
+    fn durations_in_every_spelling() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("1:30"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1:02:03"), Ok(Duration::from_secs(3723)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        for bad in ["", "x", "-1", "5d", "1:2:3:4", "1:75", "0:75", "1:-5", "inf", "NaN"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn no_color_env_only_counts_when_not_empty() {
+        assert!(wants_color(false, None));
+        assert!(wants_color(false, Some(OsStr::new(""))));
+        assert!(!wants_color(false, Some(OsStr::new("1"))));
+        assert!(!wants_color(true, None));
+    }
+}
