@@ -1,12 +1,14 @@
-//! Helpers shared by the live tests: when a root-only test may run, and throwaway loop devices
-//! (optionally with a mounted filesystem) that are torn down even when the test fails.
-#![allow(dead_code)] // each test binary uses a different subset
+//! Helpers shared by the tests (both binaries, tests/offline and tests/live): when a root-only
+//! test may run, each live module's turn, and throwaway loop devices (optionally with a mounted
+//! filesystem) that are torn down even when the test fails.
+#![allow(dead_code)] // the offline binary uses a few of them
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub mod exporter;
+pub mod ui;
 
 /// Set (to 1) in CI: root/eBPF tests must run and pass instead of skipping.
 pub const REQUIRE_ENV: &str = "IOSCOPE_REQUIRE_BPF";
@@ -36,6 +38,49 @@ pub fn skip(test: &str, reason: &str) -> bool {
     }
     eprintln!("SKIPPED {test}: {reason}");
     false
+}
+
+/// Which live module's tests are running, and how many of them.
+static GROUP: std::sync::Mutex<(Option<&'static str>, usize)> = std::sync::Mutex::new((None, 0));
+static GROUP_FREE: std::sync::Condvar = std::sync::Condvar::new();
+
+/// The live tests are one binary, but each module's tests measure the machine's I/O and must not
+/// run beside another module's (as when each module was its own binary, run one after the other):
+/// every live test starts with `let _group = common::live_group(module_path!());`. Tests of the
+/// same module run side by side as before (those that must not hold their module's own lock);
+/// a test of another module waits until the running module's tests have all finished.
+pub fn live_group(module: &'static str) -> LiveGroup {
+    let mut g = GROUP.lock().unwrap_or_else(|e| e.into_inner());
+    while g.0.is_some_and(|m| m != module) {
+        g = GROUP_FREE.wait(g).unwrap_or_else(|e| e.into_inner());
+    }
+    *g = (Some(module), g.1 + 1);
+    LiveGroup
+}
+
+/// A live test's share of its module's turn; the last one of a module to drop ends the turn.
+pub struct LiveGroup;
+
+impl Drop for LiveGroup {
+    fn drop(&mut self) {
+        let mut g = GROUP.lock().unwrap_or_else(|e| e.into_inner());
+        g.1 -= 1;
+        if g.1 == 0 {
+            g.0 = None;
+            GROUP_FREE.notify_all();
+        }
+    }
+}
+
+/// The name libtest gives test `f` of the module whose `module_path!()` is `module` (the crate's
+/// name left out: `live_syncs::child_entry_point`), to re-run it alone with `--exact`.
+pub fn test_name(module: &str, f: &str) -> String {
+    let within_crate = module.split_once("::").map_or("", |(_, rest)| rest);
+    if within_crate.is_empty() {
+        f.to_string()
+    } else {
+        format!("{within_crate}::{f}")
+    }
 }
 
 /// Runs a command and returns its stdout, panicking with its stderr on failure.
@@ -259,10 +304,11 @@ pub fn write_patterned_file(path: &Path, mib: u64) {
     f.sync_all().unwrap();
 }
 
-/// A copy of the running test binary re-run as a worker process (its `child_entry_point` test,
-/// with `mode_var` = mode and `file_var` = file in its environment), talking over its stdio: it
-/// prints markers, the parent answers with a byte on its stdin. The live tests use it so that the
-/// I/O measured is a process of its own, started and set up before the "before" sample.
+/// A copy of the running test binary re-run as a worker process (the `child_entry_point` test of
+/// `module`, the caller's `module_path!()`, with `mode_var` = mode and `file_var` = file in its
+/// environment), talking over its stdio: it prints markers, the parent answers with a byte on its
+/// stdin. The live tests use it so that the I/O measured is a process of its own, started and set
+/// up before the "before" sample.
 pub struct TestChild {
     child: std::process::Child,
     out: std::io::BufReader<std::process::ChildStdout>,
@@ -271,9 +317,9 @@ pub struct TestChild {
 }
 
 impl TestChild {
-    pub fn spawn(mode_var: &str, mode: &str, file_var: &str, file: &Path) -> TestChild {
+    pub fn spawn(module: &str, mode_var: &str, mode: &str, file_var: &str, file: &Path) -> TestChild {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_entry_point", "--nocapture", "--test-threads=1"])
+            .args(["--exact", &test_name(module, "child_entry_point"), "--nocapture", "--test-threads=1"])
             .env(mode_var, mode)
             .env(file_var, file)
             .stdin(std::process::Stdio::piped())

@@ -8,6 +8,7 @@ mod dist;
 mod ebpf;
 mod empty_program;
 mod fio;
+mod fio_agree;
 mod layers;
 mod overhead;
 mod overhead_fsync;

@@ -10,11 +10,13 @@
 //! lines and a final `IOSCOPE-LAB DONE`.
 //!
 //! Also its own workload helpers: `lab-guest mmap-read FILE [random]` touches random pages of a
-//! mapping of FILE (with MADV_RANDOM when asked), as tests/live_readahead.rs's child does;
+//! mapping of FILE (with MADV_RANDOM when asked), as tests/live/live_readahead.rs's child does;
 //! `fsync-write FILE MIB` writes MIB MiB and times its fsync (FILE.took, ns), as
-//! tests/live_syncs.rs's worker; `read-move FILE CGROUP_DIR FILE2` reads FILE, moves itself into
-//! the cgroup (no exec) and reads FILE2, as tests/live_cgroups.rs's moved child.
+//! tests/live/live_syncs.rs's worker; `read-move FILE CGROUP_DIR FILE2` reads FILE, moves itself into
+//! the cgroup (no exec) and reads FILE2, as tests/live/live_cgroups.rs's moved child.
 
+#[path = "../mmap_touch.rs"]
+mod mmap_touch;
 #[path = "../support.rs"]
 #[allow(dead_code)]
 mod support;
@@ -32,9 +34,7 @@ use support::{Cell, Feature, FEATURES};
 
 const MARK: &str = "IOSCOPE-LAB";
 const MIB: u64 = 1 << 20;
-const PAGE: u64 = 4096;
-/// Random pages the mmap reader touches (tests/live_readahead.rs's TOUCHES).
-const TOUCHES: u64 = 1000;
+use mmap_touch::{PAGE, TOUCHES};
 const EXT4: &str = "/mnt/ext4";
 const XFS: &str = "/mnt/xfs";
 const CGROUP2: &str = "/sys/fs/cgroup";
@@ -553,7 +553,7 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
             .iter()
             .flat_map(|r| r["io_processes"].as_array().cloned().unwrap_or_default())
             .any(|r| rows(&r) && r["exited"] == true);
-        // The live test's bound (tests/live_block_json.rs), without its skipped-run slack: one
+        // The live test's bound (tests/live/live_block_json.rs), without its skipped-run slack: one
         // dd, no other eBPF tool in the guest.
         if !(w <= want + 1.0 && w >= want - 128.0 * 1024.0) {
             return Err(format!("dd (pid {pid}) credited with {w:.0} bytes written on vda, wrote {want:.0}"));
@@ -564,7 +564,7 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
         Ok(format!("dd credited with {w:.0} of {want:.0} bytes on vda, named dd, reported exited"))
     });
 
-    // The page cache: cold, warm and half-cached reads of a 16 MiB file (tests/live_page_cache.rs).
+    // The page cache: cold, warm and half-cached reads of a 16 MiB file (tests/live/live_page_cache.rs).
     let file = format!("{EXT4}/cache16");
     let prep = run_pid("dd", &["if=/dev/urandom", &format!("of={file}"), "bs=1M", "count=16"])
         .and_then(|_| drop_caches());
@@ -652,7 +652,7 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
     });
     drop(holder);
 
-    // Readahead: a cold sequential read (tests/live_readahead.rs: used ≥ 95 %).
+    // Readahead: a cold sequential read (tests/live/live_readahead.rs: used ≥ 95 %).
     let seq = format!("{EXT4}/seq32");
     let prep = run_pid("dd", &["if=/dev/zero", &format!("of={seq}"), "bs=1M", "count=32"])
         .and_then(|_| drop_caches());
@@ -731,9 +731,9 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
     syncs_and_cgroups(s, mon, status);
 }
 
-/// Sync calls (tests/live_syncs.rs): an fsync of 16 MiB timed by its caller, on its file and
+/// Sync calls (tests/live/live_syncs.rs): an fsync of 16 MiB timed by its caller, on its file and
 /// process, its latency within 10 % (+ 2 ms: TCG's clocks) and the bytes it wrote back within
-/// 10 %. cgroups (tests/live_cgroups.rs): direct writes in one cgroup credited there within 5 %;
+/// 10 %. cgroups (tests/live/live_cgroups.rs): direct writes in one cgroup credited there within 5 %;
 /// a cold read in another, and after a move without exec a cold read credited to the new
 /// cgroup, each within 10 % of its pages (the helper's own code pages are accesses too) and
 /// missed.
@@ -741,7 +741,7 @@ fn syncs_and_cgroups(s: &mut Suite, mon: &Monitor, status: Option<&Value>) {
     let path = format!("{EXT4}/fsync16");
     let holder = hold_open(&path);
     // The flusher leaves the call its pages (the guest's memory is small: its background
-    // threshold is a few MiB), as tests/live_syncs.rs does with the expiry.
+    // threshold is a few MiB), as tests/live/live_syncs.rs does with the expiry.
     let vm = |name: &str| format!("/proc/sys/vm/{name}");
     let knobs = ["dirty_background_ratio", "dirty_ratio", "dirty_expire_centisecs"];
     let saved: Vec<String> =
@@ -878,7 +878,7 @@ fn files_seen(reports: &[Value]) -> String {
 }
 
 /// `memory.dirty_threshold` and the background one equal the kernel's own (/proc/vmstat), as
-/// tests/live_dirty_thresholds.rs checks.
+/// tests/live/live_dirty_thresholds.rs checks.
 fn dirty_thresholds(report: Option<&Value>) -> Result<String, String> {
     let r = report.ok_or("no report")?;
     let m = &r["memory"];
@@ -987,28 +987,7 @@ fn read_move(path: &str, cgroup: &str, path2: &str) {
 }
 
 /// Touches TOUCHES random pages of a shared read-only mapping of the file (with MADV_RANDOM when
-/// asked), as tests/live_readahead.rs's child does.
+/// asked), as tests/live/live_readahead.rs's child does (xtask/src/mmap_touch.rs).
 fn mmap_read(path: &str, random: bool) {
-    let f = std::fs::File::open(path).expect(path);
-    let len = f.metadata().unwrap().len() as usize;
-    // SAFETY: a shared read-only mapping of a file nobody truncates while we read it.
-    let p =
-        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
-    assert_ne!(p, libc::MAP_FAILED);
-    if random {
-        // SAFETY: advice on our own mapping.
-        assert_eq!(unsafe { libc::madvise(p, len, libc::MADV_RANDOM) }, 0);
-    }
-    let pages = len as u64 / PAGE;
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut sum = 0u64;
-    for _ in 0..TOUCHES {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let off = (x % pages * PAGE) as usize;
-        // SAFETY: off is within the mapping.
-        sum = sum.wrapping_add(u64::from(unsafe { *(p as *const u8).add(off) }));
-    }
-    std::hint::black_box(sum);
+    mmap_touch::touch_random_pages(&std::fs::File::open(path).expect(path), random);
 }

@@ -1,0 +1,162 @@
+//! Live file names from the kernel's dentries (root only): on fresh ext4 and xfs loop devices, the
+//! issue's files case run by a shell whose `cat` and `dd`s have all exited before the sample (a
+//! cold 32 MiB read, 16 MiB `oflag=direct`, 8 MiB buffered + `sync`): every file has its real path
+//! in that sample, and readahead's file too, with the /proc and mount-walk fallbacks off, so the
+//! kernel's names alone must find them.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+
+use common::LoopDevice;
+use ioscope::bpf::{BpfCollector, BpfOptions};
+use ioscope::model::files::compute;
+use ioscope::sample::Sample;
+
+const PAGE: u64 = 4096;
+const MIB: u64 = 1 << 20;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn sample(bpf: &mut BpfCollector) -> Sample {
+    let mut s = Sample { page_size: PAGE, mono_ns: ioscope::collect::monotonic_ns(), ..Default::default() };
+    s.bpf = bpf.read();
+    s
+}
+
+fn sh(script: &str) {
+    let st = Command::new("sh").arg("-c").arg(script).status().unwrap();
+    assert!(st.success(), "{script}: {st}");
+}
+
+fn files_case(fstype: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = &format!("live_file_names_{fstype}");
+    if !common::require_root(test) {
+        return;
+    }
+    let lo = LoopDevice::with_fs(320, fstype);
+    let m = lo.mount_point();
+    let dir = m.join("sub/dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big");
+    // Written and dropped from the cache before the probes start: its name is read at the cat.
+    sh(&format!("head -c {} /dev/urandom > {} && sync", 32 * MIB, big.display()));
+    let f = std::fs::File::open(&big).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: plain syscall on an open fd.
+    assert_eq!(
+        unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) },
+        0
+    );
+    drop(f);
+
+    let options = BpfOptions { path_fallbacks: false, ..Default::default() };
+    let mut bpf = BpfCollector::start_with(&options);
+    let st = bpf.status().clone();
+    let named = ["file_name_add", "file_name_dirty", "file_name_dio"];
+    if !named.iter().all(|n| st.programs.iter().any(|p| p.program == *n && p.attached)) {
+        common::skip(test, &format!("file-name programs unavailable: {st:?}"));
+        return;
+    }
+    let direct = m.join("direct");
+    let buffered = m.join("sub/buffered");
+    let s0 = sample(&mut bpf);
+    sh(&format!(
+        "cat {} > /dev/null && dd if=/dev/zero of={} bs=1M count=16 oflag=direct 2>/dev/null && \
+         dd if=/dev/zero of={} bs=1M count=8 2>/dev/null && sync",
+        big.display(),
+        direct.display(),
+        buffered.display()
+    ));
+    let s1 = sample(&mut bpf);
+    let files = compute(Some(&s0), &s1, (s1.mono_ns - s0.mono_ns) as f64 / 1e9);
+    let dev = format!("{}:{}", lo.major, lo.minor);
+    let row = |p: &Path| {
+        let i = common::ino(p);
+        files.iter().find(|f| f.dev == dev && f.ino == i).unwrap_or_else(|| {
+            let mine: Vec<_> = files.iter().filter(|f| f.dev == dev).collect();
+            panic!("no entry for {dev} inode {i} ({}); this device's files: {mine:#?}", p.display())
+        })
+    };
+    let b = row(&big);
+    assert_eq!(b.path.as_deref(), Some(big.to_str().unwrap()), "{b:?}");
+    common::within("big read from disk", b.disk_read_bytes, 32 * MIB);
+    let d = row(&direct);
+    assert_eq!(d.path.as_deref(), Some(direct.to_str().unwrap()), "{d:?}");
+    common::within("direct written", d.direct_write_bytes, 16 * MIB);
+    let w = row(&buffered);
+    assert_eq!(w.path.as_deref(), Some(buffered.to_str().unwrap()), "{w:?}");
+    common::within("buffered dirtied", w.dirtied_bytes, 8 * MIB);
+    common::within("buffered written back", w.writeback_bytes, 8 * MIB);
+    // Readahead's view of the cat: the same path.
+    let ra = s1.bpf.readahead.as_ref().expect("readahead probes");
+    let kdev = (lo.major << 20) | lo.minor;
+    let r = ra.files.iter().find(|f| f.dev == kdev && f.ino == common::ino(&big));
+    let r = r.unwrap_or_else(|| panic!("readahead has no row for {}: {:?}", big.display(), ra.files));
+    assert_eq!(r.path.as_deref(), Some(big.to_str().unwrap()), "{r:?}");
+}
+
+#[test]
+fn ext4_files_nobody_holds_open_have_their_paths() {
+    let _group = common::live_group(module_path!());
+    files_case("ext4");
+}
+
+#[test]
+fn xfs_files_nobody_holds_open_have_their_paths() {
+    let _group = common::live_group(module_path!());
+    files_case("xfs");
+}
+
+/// After a burst of new files, a sample holds only the rows active in its interval: one file read
+/// cold afterwards is the device's only file row (the burst's rows were drained and are gone).
+#[test]
+fn a_sample_after_a_burst_holds_only_the_active_files() {
+    let _group = common::live_group(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "live_file_names_burst";
+    if !common::require_root(test) {
+        return;
+    }
+    let lo = LoopDevice::with_fs(128, "ext4");
+    let m = lo.mount_point().to_path_buf();
+    let mut bpf = BpfCollector::start_with(&BpfOptions { path_fallbacks: false, ..Default::default() });
+    if !bpf.status().programs.iter().any(|p| p.program == "file_name_add" && p.attached) {
+        common::skip(test, "file-name programs unavailable");
+        return;
+    }
+    let _ = sample(&mut bpf);
+    sh(&format!("for i in $(seq 1 600); do echo $i > {}/f$i; done; sync", m.display()));
+    let burst = sample(&mut bpf);
+    let dev = (lo.major, lo.minor);
+    let own_cache = (lo.major << 20 | lo.minor) as u64;
+    let mine = |s: &Sample| -> Vec<(u64, Option<String>)> {
+        s.bpf
+            .files
+            .iter()
+            .filter(|f| (f.major, f.minor) == dev && f.ino != own_cache && f.label.is_none())
+            .map(|f| (f.ino, f.path.clone()))
+            .collect()
+    };
+    assert!(mine(&burst).len() >= 200, "the burst's files: {:?}", mine(&burst).len());
+    let one = m.join("f7");
+    let f = std::fs::File::open(&one).unwrap();
+    // SAFETY: plain syscall on an open fd.
+    assert_eq!(
+        unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) },
+        0
+    );
+    drop(f);
+    sh(&format!("cat {} > /dev/null", one.display()));
+    let after = sample(&mut bpf);
+    let rows = mine(&after);
+    assert!(rows.contains(&(common::ino(&one), Some(one.to_str().unwrap().to_string()))), "{rows:?}");
+    // None of the burst's other files (a directory's or the journal's late write may show).
+    let burst_inos: Vec<u64> =
+        (1..=600).filter(|&i| i != 7).map(|i| common::ino(&m.join(format!("f{i}")))).collect();
+    let stale: Vec<_> = rows.iter().filter(|(i, _)| burst_inos.contains(i)).collect();
+    assert!(stale.is_empty(), "rows of files idle in the interval: {stale:?} (all rows: {rows:?})");
+}

@@ -1,0 +1,257 @@
+//! Live per-file attribution (root only): known buffered and O_DIRECT reads and writes on named
+//! files of fresh ext4 and xfs loop devices are credited to the right paths (±10 %), the writeback
+//! after `sync` (done by a flusher thread) included; and paths stay true, on ext4 and on xfs, for a
+//! deleted-but-open file, a file renamed while written, a hard link and a second filesystem with
+//! the same inode numbers.
+
+use crate::common;
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::sync::Mutex;
+
+use common::LoopDevice;
+use ioscope::bpf::BpfCollector;
+use ioscope::model::files::{compute, FileModel};
+use ioscope::sample::Sample;
+
+const PAGE: u64 = 4096;
+const MIB: u64 = 1 << 20;
+
+/// The tests share the machine's probes: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn start(test: &str) -> Option<BpfCollector> {
+    if !common::require_root(test) {
+        return None;
+    }
+    let bpf = BpfCollector::start();
+    let st = bpf.status().clone();
+    let wanted = [
+        "filemap:mm_filemap_add_to_page_cache",
+        "writeback:writeback_dirty_folio",
+        "writeback:writeback_single_inode",
+        "iomap:iomap_dio_rw_begin",
+    ];
+    if !wanted.iter().all(|t| st.programs.iter().any(|p| p.tracepoint == *t && p.attached)) {
+        common::skip(test, &format!("per-file probes unavailable: {st:?}"));
+        return None;
+    }
+    Some(bpf)
+}
+
+fn sample(bpf: &mut BpfCollector) -> Sample {
+    let mut s = Sample { page_size: PAGE, mono_ns: ioscope::collect::monotonic_ns(), ..Default::default() };
+    s.bpf = bpf.read();
+    s
+}
+
+fn files_between(a: &Sample, b: &Sample) -> Vec<FileModel> {
+    compute(Some(a), b, (b.mono_ns - a.mono_ns) as f64 / 1e9)
+}
+
+fn find<'a>(files: &'a [FileModel], lo: &LoopDevice, ino: u64) -> &'a FileModel {
+    let dev = format!("{}:{}", lo.major, lo.minor);
+    files.iter().find(|f| f.dev == dev && f.ino == ino).unwrap_or_else(|| {
+        let mine: Vec<_> = files.iter().filter(|f| f.dev == dev).collect();
+        panic!("no entry for {dev} inode {ino}; this device's files: {mine:#?}")
+    })
+}
+
+fn drop_cache(f: &File) {
+    f.sync_all().unwrap();
+    // SAFETY: plain syscall on an open fd.
+    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+}
+
+/// A 1 MiB buffer aligned for O_DIRECT, inside a slightly larger allocation.
+fn aligned(raw: &mut [u8]) -> &mut [u8] {
+    let skip = raw.as_ptr().align_offset(4096);
+    &mut raw[skip..skip + MIB as usize]
+}
+
+fn attribution(fstype: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = &format!("live_files_{fstype}");
+    let Some(mut bpf) = start(test) else { return };
+    let lo = LoopDevice::with_fs(320, fstype);
+    let alpha_path = lo.mount_point().join("alpha");
+    let beta_path = lo.mount_point().join("beta");
+    // mkfs's requests spent the burst of block requests the kernel sends for mapping: let it refill.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+
+    let s0 = sample(&mut bpf);
+    // alpha: 16 MiB buffered write, written back by `sync` (the flusher does it), then read cold.
+    let mut alpha =
+        OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&alpha_path).unwrap();
+    let block = vec![0x5au8; MIB as usize];
+    for _ in 0..16 {
+        alpha.write_all(&block).unwrap();
+    }
+    // SAFETY: no preconditions.
+    unsafe { libc::sync() };
+    drop_cache(&alpha);
+    let mut alpha_r = File::open(&alpha_path).unwrap();
+    let mut buf = vec![0u8; 128 << 10];
+    while alpha_r.read(&mut buf).unwrap() > 0 {}
+    // beta: 8 MiB O_DIRECT write, then 8 MiB O_DIRECT read.
+    let mut beta = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&beta_path)
+        .unwrap();
+    let mut raw = vec![0x33u8; MIB as usize + 4096];
+    for _ in 0..8 {
+        beta.write_all(aligned(&mut raw)).unwrap();
+    }
+    let mut beta_r = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&beta_path).unwrap();
+    while beta_r.read(aligned(&mut raw)).unwrap() > 0 {}
+    // Both files are still open: their paths come from /proc/self/fd.
+    let s1 = sample(&mut bpf);
+    let files = files_between(&s0, &s1);
+
+    let a = find(&files, &lo, common::ino(&alpha_path));
+    assert_eq!(a.path.as_deref(), Some(alpha_path.to_str().unwrap()), "{a:?}");
+    common::within("alpha dirtied", a.dirtied_bytes, 16 * MIB);
+    common::within("alpha written back", a.writeback_bytes, 16 * MIB);
+    common::within("alpha read from disk", a.disk_read_bytes, 16 * MIB);
+    assert_eq!(a.readahead_bytes + a.demand_read_bytes, a.disk_read_bytes);
+    // A sequential read: its first 128 KiB read() misses on demand, readahead brings the rest.
+    assert!(a.demand_read_bytes >= 128 << 10 && a.readahead_bytes >= 8 * MIB, "{a:?}");
+    assert_eq!(a.direct_read_bytes + a.direct_write_bytes, 0, "{a:?}");
+    let me = std::process::id();
+    assert!(a.processes.iter().any(|p| p.pid == me), "the test process is involved: {a:?}");
+
+    let b = find(&files, &lo, common::ino(&beta_path));
+    assert_eq!(b.path.as_deref(), Some(beta_path.to_str().unwrap()), "{b:?}");
+    common::within("beta direct write", b.direct_write_bytes, 8 * MIB);
+    common::within("beta direct read", b.direct_read_bytes, 8 * MIB);
+    assert!(b.disk_read_bytes < MIB, "direct reads do not go through the cache: {b:?}");
+    // The block requests, mapped to the files through their extents: all of them when the kernel
+    // sent every request (other I/O on the machine can use up the rate limit), else a sample that
+    // never exceeds what was done.
+    let sampling = ioscope::model::files::block_files(Some(&s0), &s1).expect("request ring");
+    let blk = [a.block_write_bytes, a.block_read_bytes, b.block_write_bytes, b.block_read_bytes];
+    let want = [16 * MIB, 16 * MIB, 8 * MIB, 8 * MIB];
+    let what = ["alpha block writes", "alpha block reads", "beta block writes", "beta block reads"];
+    for ((got, want), what) in blk.into_iter().zip(want).zip(what) {
+        if sampling.not_sent == 0 {
+            common::within(what, got, want);
+        } else {
+            assert!(got as f64 <= want as f64 * 1.1, "{what}: {got} > {want}");
+        }
+    }
+    eprintln!("{test}: alpha {a:?}\n{test}: beta {b:?}\n{test}: {sampling:?}");
+    drop((alpha, alpha_r, beta, beta_r));
+}
+
+#[test]
+fn ext4_reads_writes_and_writeback_are_credited_to_their_files() {
+    let _group = common::live_group(module_path!());
+    attribution("ext4");
+}
+
+#[test]
+fn xfs_reads_writes_and_writeback_are_credited_to_their_files() {
+    let _group = common::live_group(module_path!());
+    attribution("xfs");
+}
+
+fn write_mib(f: &mut File, mib: u64) {
+    let block = vec![0x11u8; MIB as usize];
+    for _ in 0..mib {
+        f.write_all(&block).unwrap();
+    }
+    // sync(2), not fsync: the flusher writes it back (fsync's own writeback: tests/live/live_block_files.rs).
+    // SAFETY: no preconditions.
+    unsafe { libc::sync() };
+}
+
+#[test]
+fn ext4_paths_stay_true_for_deleted_renamed_linked_and_twin_files() {
+    let _group = common::live_group(module_path!());
+    paths_stay_true("ext4");
+}
+
+#[test]
+fn xfs_paths_stay_true_for_deleted_renamed_linked_and_twin_files() {
+    let _group = common::live_group(module_path!());
+    paths_stay_true("xfs");
+}
+
+fn paths_stay_true(fstype: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = &format!("live_files_paths_{fstype}");
+    let Some(mut bpf) = start(test) else { return };
+    // xfs needs 300 MiB at least.
+    let size = if fstype == "xfs" { 320 } else { 128 };
+    let lo = LoopDevice::with_fs(size, fstype);
+    let twin = LoopDevice::with_fs(size, fstype);
+    let m = lo.mount_point();
+    // The first file of each fresh ext4: the same inode number on two filesystems.
+    let a = m.join("twin");
+    let b = twin.mount_point().join("twin");
+    let mut fa = File::create(&a).unwrap();
+    let mut fb = File::create(&b).unwrap();
+    assert_eq!(common::ino(&a), common::ino(&b), "fresh {fstype}s number their first file alike");
+
+    // Renamed while written: a sample while it has its first name caches that name.
+    let old = m.join("old-name");
+    let new = m.join("new-name");
+    let mut renamed = File::create(&old).unwrap();
+    let s0 = sample(&mut bpf);
+    write_mib(&mut renamed, 2);
+    let s1 = sample(&mut bpf);
+    let f = files_between(&s0, &s1);
+    assert_eq!(find(&f, &lo, common::ino(&old)).path.as_deref(), Some(old.to_str().unwrap()));
+    std::fs::rename(&old, &new).unwrap();
+    write_mib(&mut renamed, 2);
+
+    // Deleted while open.
+    let gone = m.join("gone");
+    let mut deleted =
+        OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&gone).unwrap();
+    let gone_ino = common::ino(&gone);
+    std::fs::remove_file(&gone).unwrap();
+    write_mib(&mut deleted, 2);
+
+    // A hard link, written through one name and closed.
+    let h1 = m.join("link-1");
+    let h2 = m.join("link-2");
+    let mut linked = File::create(&h1).unwrap();
+    std::fs::hard_link(&h1, &h2).unwrap();
+    let linked_ino = common::ino(&h1);
+    write_mib(&mut linked, 2);
+    drop(linked);
+
+    write_mib(&mut fa, 1);
+    write_mib(&mut fb, 3);
+
+    let s2 = sample(&mut bpf);
+    let f = files_between(&s1, &s2);
+    let r = find(&f, &lo, common::ino(&new));
+    assert_eq!(r.path.as_deref(), Some(new.to_str().unwrap()), "renamed: {r:?}");
+    common::within("renamed written back", r.writeback_bytes, 2 * MIB);
+
+    let d = find(&f, &lo, gone_ino);
+    let want = format!("{} (deleted)", gone.display());
+    assert!(d.path.is_none() || d.path.as_deref() == Some(want.as_str()), "deleted: {d:?}");
+    assert_eq!(d.path.as_deref(), Some(want.as_str()), "an open deleted file is found through /proc");
+
+    let l = find(&f, &lo, linked_ino);
+    let names = [h1.to_str().unwrap(), h2.to_str().unwrap()];
+    assert!(l.path.as_deref().is_none_or(|p| names.contains(&p)), "hard link: {l:?}");
+    common::within("hard link written back", l.writeback_bytes, 2 * MIB);
+
+    let ta = find(&f, &lo, common::ino(&a));
+    let tb = find(&f, &twin, common::ino(&b));
+    assert_eq!(ta.path.as_deref(), Some(a.to_str().unwrap()));
+    assert_eq!(tb.path.as_deref(), Some(b.to_str().unwrap()));
+    common::within("twin a written back", ta.writeback_bytes, MIB);
+    common::within("twin b written back", tb.writeback_bytes, 3 * MIB);
+    drop((renamed, deleted, fa, fb));
+}

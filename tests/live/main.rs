@@ -1,0 +1,35 @@
+//! The live tests, one binary: they need root (IOSCOPE_REQUIRE_BPF=1 makes a skip a failure) and
+//! make real I/O on loop devices, load the eBPF programs and check ioscope against fio, iostat,
+//! bpftrace, debugfs and Prometheus. Each module was once its own test binary, and still runs as
+//! one: every test holds its module's turn (`common::live_group`), so tests of one module may run
+//! side by side but never beside another module's I/O. `cargo test --test live live_iostat::` runs
+//! one module. A test waiting for its turn counts as running: libtest's "has been running for over
+//! 60 seconds" then means another module's tests are still going.
+
+#[path = "../common/mod.rs"]
+mod common;
+// The fio agreement harness, shared with `cargo xtask bench-fio`.
+#[path = "../../xtask/src/fio_agree.rs"]
+#[allow(dead_code)]
+mod fio_agree;
+// The readahead checks' mmap reader, shared with the kernel lab's guest.
+#[path = "../../xtask/src/mmap_touch.rs"]
+mod mmap_touch;
+
+mod live_bench;
+mod live_bench_fio;
+mod live_block;
+mod live_block_files;
+mod live_block_json;
+mod live_bpf;
+mod live_cgroups;
+mod live_dirty_thresholds;
+mod live_file_names;
+mod live_files;
+mod live_iostat;
+mod live_loopdev;
+mod live_page_cache;
+mod live_prometheus;
+mod live_quit;
+mod live_readahead;
+mod live_syncs;

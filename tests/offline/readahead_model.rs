@@ -1,0 +1,278 @@
+//! The readahead model from hand-built samples (figures computed by hand in the comments), its
+//! view (insta snapshots at 80x24 and 160x48, the file detail), its --batch lines, and its JSON
+//! keys against src/model/README.md. Accept changed snapshots with
+//! `INSTA_UPDATE=always cargo test --test offline readahead_model::`, after reading them.
+
+use crate::common;
+use common::ui::screen;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent};
+use ioscope::model::readahead::{waste_pct, WindowTrend};
+use ioscope::model::Model;
+use ioscope::sample::{BlockSettings, DiskStat, MemInfo, Sample};
+use ioscope::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
+use ioscope::ui::{Body, UiState};
+
+const LOOP0: u32 = 7 << 20;
+
+fn file(ino: u64, path: Option<&str>, ra: u64, used: u64, wasted: u64, window: u32) -> RaFileSample {
+    RaFileSample {
+        dev: LOOP0,
+        ino,
+        path: path.map(String::from),
+        ra_pages: ra,
+        used_pages: used,
+        wasted_pages: wasted,
+        last_window: window,
+        max_window: 32,
+        triggers: vec![RaTrigger { pid: 4242, comm: "columnstore".into() }],
+        use_hist: vec![0; 24],
+        ..Default::default()
+    }
+}
+
+fn sample(mono_s: u64, sectors_read: u64, files: Vec<RaFileSample>) -> Sample {
+    Sample {
+        mono_ns: mono_s * 1_000_000_000,
+        page_size: 4096,
+        memory: MemInfo { total_bytes: 8 << 30, available_bytes: 400 << 20, ..Default::default() },
+        disks: vec![DiskStat {
+            major: 7,
+            minor: 0,
+            name: "loop0".into(),
+            sectors_read,
+            ..Default::default()
+        }],
+        block_settings: vec![BlockSettings {
+            name: "loop0".into(),
+            read_ahead_kb: Some(128),
+            ..Default::default()
+        }],
+        bpf: ioscope::sample::BpfSample {
+            readahead: Some(ReadaheadSample { files, page_map_capacity: 262_144, ..Default::default() }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Two seconds in which the mmap'ed column file read 400 pages ahead (100 used, 300 evicted
+/// unused) and the log file was read sequentially (64 pages, all used), while loop0 read
+/// 4000 sectors.
+fn model() -> Model {
+    let mut col0 = file(12, Some("/db/col/c1.bin"), 100, 50, 10, 32);
+    col0.windows = 3;
+    let mut col1 = file(12, Some("/db/col/c1.bin"), 500, 150, 310, 32);
+    col1.windows = 16;
+    col1.mmap_miss = 40;
+    col1.use_hist[3] = 60;
+    col1.use_hist[10] = 40;
+    let log0 = file(13, None, 0, 0, 0, 16);
+    let mut log1 = file(13, None, 64, 64, 0, 32);
+    log1.sync_events = 1;
+    log1.async_events = 3;
+    log1.windows = 4;
+    log1.use_hist[1] = 4;
+    let prev = sample(10, 1000, vec![col0, log0]);
+    let cur = sample(12, 5000, vec![col1, log1]);
+    Model::between(&prev, &cur)
+}
+
+#[test]
+fn per_file_and_per_device_figures_are_interval_differences() {
+    let m = model();
+    let ra = m.readahead.as_ref().unwrap();
+    let col = &ra.files[0];
+    assert_eq!(col.path, "/db/col/c1.bin");
+    assert_eq!((col.ra_pages, col.used_pages, col.wasted_pages), (400, 100, 300));
+    assert_eq!(col.waste_pct, Some(75.0));
+    assert_eq!(col.pending_pages, 500 - 150 - 310);
+    assert_eq!(col.windows, 13);
+    let log = &ra.files[1];
+    assert_eq!(log.path, "7:0:13", "an unresolved file shows as device:inode");
+    assert_eq!(log.window_trend, WindowTrend::Growing);
+    assert_eq!(log.first_use_hist[1], 4);
+    let d = &ra.devices[0];
+    assert_eq!((d.name.as_str(), d.read_ahead_kb), ("loop0", Some(128)));
+    assert_eq!((d.ra_pages, d.used_pages, d.wasted_pages), (464, 164, 300));
+    // 300 / (164 + 300), and 464 pages × 4096 = 1,900,544 bytes of 4000 sectors × 512 = 2,048,000.
+    assert!((d.waste_pct.unwrap() - 300.0 * 100.0 / 464.0).abs() < 1e-9);
+    assert!((d.ra_read_share_pct.unwrap() - 92.8).abs() < 1e-9);
+    assert_eq!((d.ra_pages_s, d.wasted_pages_s), (232.0, 150.0));
+}
+
+#[test]
+fn high_waste_names_the_remedies_that_fit() {
+    let m = model();
+    let hints = &m.readahead.as_ref().unwrap().hints;
+    assert_eq!(hints.len(), 2, "{hints:?}");
+    let h = &hints[0];
+    // Under 10 % of memory available (400 MiB of 8 GiB): more memory is named; mmap misses: madvise.
+    for want in [
+        "/db/col/c1.bin",
+        "75%",
+        "lower read_ahead_kb on loop0 (now 128 KiB)",
+        "madvise(MADV_RANDOM)",
+        "columnstore(4242)",
+        "more memory",
+    ] {
+        assert!(h.contains(want), "{want:?} not in {h}");
+    }
+    // The log file is read sequentially (async readahead) with windows at their 32-page maximum.
+    assert_eq!(
+        hints[1],
+        "7:0:13: sequential reader held to 128 KiB windows; raise read_ahead_kb on loop0 (now 128 KiB)"
+    );
+}
+
+/// An interval of evictions only: the remedy follows how the file was read before it.
+fn evictions_only(windows: u64, sync: u64, asynch: u64) -> Vec<String> {
+    let mut before = file(20, Some("/db/f"), 1000, 100, 0, 32);
+    (before.windows, before.sync_events, before.async_events) = (windows, sync, asynch);
+    let mut after = before.clone();
+    after.wasted_pages = 900;
+    let m = Model::between(&sample(1, 0, vec![before]), &sample(2, 0, vec![after]));
+    m.readahead.unwrap().hints
+}
+
+#[test]
+fn the_remedy_fits_how_the_file_was_read() {
+    // Windows no readahead event opened: the read-around of faults on a mapping.
+    let h = evictions_only(40, 0, 3);
+    assert!(h[0].contains("madvise(MADV_RANDOM)") && h[0].contains("100%"), "{h:?}");
+    // Every window opened by read()'s sync/async readahead.
+    let h = evictions_only(40, 10, 30);
+    assert!(h[0].contains("posix_fadvise(POSIX_FADV_RANDOM)"), "{h:?}");
+}
+
+#[test]
+fn a_random_mmap_reader_is_not_called_sequential() {
+    // Async readahead at the 32-page maximum, but most windows were read-around: no "raise" hint.
+    let mut before = file(21, Some("/db/g"), 0, 0, 0, 32);
+    (before.windows, before.async_events) = (100, 5);
+    let mut after = before.clone();
+    (after.windows, after.async_events, after.ra_pages, after.used_pages) = (200, 10, 3200, 3200);
+    let m = Model::between(&sample(1, 0, vec![before]), &sample(2, 0, vec![after]));
+    assert!(m.readahead.unwrap().hints.is_empty());
+}
+
+/// The files beyond a sample's rows come as one summed row per device, whose counts are the
+/// interval's (not differences), and count in the device's totals.
+#[test]
+fn a_devices_other_files_are_one_row_in_its_totals() {
+    let prev = sample(10, 1000, vec![file(12, Some("/a"), 8, 8, 0, 8)]);
+    let mut cur = sample(12, 5000, vec![file(12, Some("/a"), 16, 16, 0, 8)]);
+    let others = RaOthers {
+        dev: LOOP0,
+        files: 300,
+        windows: 300,
+        ra_pages: 300,
+        used_pages: 290,
+        wasted_pages: 10,
+        ..Default::default()
+    };
+    cur.bpf.readahead.as_mut().unwrap().others = vec![others];
+    let m = Model::between(&prev, &cur);
+    let ra = m.readahead.unwrap();
+    let row = ra.files.iter().find(|f| f.label.is_some()).expect("a summed row");
+    assert_eq!(row.path, "300 other files");
+    assert!(!row.path_known);
+    assert_eq!(
+        (row.ra_pages, row.used_pages, row.wasted_pages, row.device.as_str()),
+        (300, 290, 10, "loop0")
+    );
+    let d = &ra.devices[0];
+    assert_eq!((d.ra_pages, d.used_pages, d.wasted_pages), (308, 298, 10));
+    assert!(ra.hints.iter().all(|h| !h.contains("other files")), "{:?}", ra.hints);
+}
+
+#[test]
+fn waste_is_of_the_pages_settled() {
+    assert_eq!(waste_pct(0, 0), None);
+    assert_eq!(waste_pct(3, 1), Some(25.0));
+}
+
+#[test]
+fn the_first_sample_has_no_interval() {
+    let s = sample(10, 0, vec![file(12, None, 10, 0, 0, 4)]);
+    assert!(Model::compute(None, &s, Duration::ZERO).readahead.is_none());
+}
+
+fn view() -> UiState {
+    let mut s = UiState::new(Duration::from_secs(1), false);
+    s.handle_key(KeyEvent::from(KeyCode::Char('w')));
+    assert!(s.body == Body::Readahead);
+    s
+}
+
+#[test]
+fn readahead_view_80x24() {
+    insta::assert_snapshot!(screen(&model(), &view(), 80, 24));
+}
+
+#[test]
+fn readahead_view_160x48() {
+    insta::assert_snapshot!(screen(&model(), &view(), 160, 48));
+}
+
+#[test]
+fn readahead_file_detail_160x48() {
+    let mut s = view();
+    s.handle_key(KeyEvent::from(KeyCode::Enter));
+    insta::assert_snapshot!(screen(&model(), &s, 160, 48));
+    // Esc closes the detail, then the view.
+    s.handle_key(KeyEvent::from(KeyCode::Esc));
+    assert!(s.body == Body::Readahead && !s.readahead.detail);
+    s.handle_key(KeyEvent::from(KeyCode::Esc));
+    assert!(s.body != Body::Readahead);
+}
+
+#[test]
+fn without_the_probes_the_view_says_why() {
+    let m = Model::default();
+    let text = screen(&m, &view(), 80, 24);
+    assert!(text.contains("eBPF is off"), "{text}");
+}
+
+#[test]
+fn batch_text_lists_devices_files_and_hints() {
+    let text = ioscope::output::text::format_frame(&model());
+    for want in ["Readahead (pages/s)", "loop0", "/db/col/c1.bin", "7:0:13", "hint: /db/col/c1.bin"] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+}
+
+fn readme_section() -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/model/README.md")).unwrap();
+    let start = readme.find("\n## Readahead\n").expect("src/model/README.md has a Readahead section");
+    let rest = &readme[start..];
+    let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 1);
+    rest[..end].to_string()
+}
+
+#[test]
+fn every_readahead_json_key_is_documented_and_the_promised_ones_exist() {
+    let json = serde_json::to_value(model()).unwrap();
+    let doc = readme_section();
+    let ra = &json["readahead"];
+    for (list, promised) in [
+        ("devices", &["name", "read_ahead_kb", "ra_pages", "used_pages", "wasted_pages"][..]),
+        ("files", &["path", "dev", "ino", "ra_pages", "used_pages", "wasted_pages", "window_pages"][..]),
+    ] {
+        let keys: Vec<String> = ra[list][0].as_object().unwrap().keys().cloned().collect();
+        for k in promised {
+            assert!(keys.contains(&k.to_string()), "readahead.{list}[].{k} missing");
+        }
+        for k in &keys {
+            assert!(
+                doc.contains(&format!("`{k}`")),
+                "readahead.{list}[].{k} is not documented in src/model/README.md"
+            );
+        }
+    }
+    for k in ra.as_object().unwrap().keys() {
+        assert!(doc.contains(&format!("`{k}`")), "readahead.{k} is not documented in src/model/README.md");
+    }
+}

@@ -1,0 +1,209 @@
+//! Whole-screen snapshots of the TUI rendered from hand-built models (tests/fixtures/models). They
+//! are the specification of what the user sees: review a changed snapshot by reading it.
+//! Accept new or changed ones with `INSTA_UPDATE=always cargo test --test offline ui_snapshots::`.
+
+use crate::block_box;
+use crate::busy_box;
+use crate::common;
+use common::ui::{screen, terminal};
+
+use std::time::Duration;
+
+use ioscope::ui::{self, Body, Overlay, Pane, UiState};
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use ratatui::Terminal;
+
+fn state() -> UiState {
+    common::ui::state(&busy_box::history_points())
+}
+
+#[test]
+fn main_80x24() {
+    insta::assert_snapshot!(screen(&busy_box::busy(), &state(), 80, 24));
+}
+
+#[test]
+fn main_160x48() {
+    insta::assert_snapshot!(screen(&busy_box::busy(), &state(), 160, 48));
+}
+
+#[test]
+fn main_200x60() {
+    insta::assert_snapshot!(screen(&busy_box::busy(), &state(), 200, 60));
+}
+
+#[test]
+fn help_80x24() {
+    let mut s = state();
+    s.overlay = Some(Overlay::Help);
+    insta::assert_snapshot!(screen(&busy_box::no_psi_no_bpf(), &s, 80, 24));
+}
+
+#[test]
+fn zoomed_devices_80x24() {
+    let mut s = state();
+    s.panes.focus = Pane::Devices;
+    s.panes.zoomed = true;
+    s.devices.show_partitions = true;
+    s.devices.show_idle_virtual = true;
+    insta::assert_snapshot!(screen(&busy_box::busy(), &s, 80, 24));
+}
+
+#[test]
+fn zoomed_devices_200x60() {
+    let mut s = state();
+    s.panes.focus = Pane::Devices;
+    s.panes.zoomed = true;
+    insta::assert_snapshot!(screen(&busy_box::busy(), &s, 200, 60));
+}
+
+#[test]
+fn filtered_processes_80x24() {
+    let mut s = state();
+    s.panes.focus = Pane::Processes;
+    s.filter = "FIO".into();
+    s.processes.selection.select_index(1);
+    insta::assert_snapshot!(screen(&busy_box::busy(), &s, 80, 24));
+}
+
+#[test]
+fn processes_zoomed_raw_units_sorted_by_pid_120x40() {
+    let mut s = state();
+    s.panes.focus = Pane::Processes;
+    s.panes.zoomed = true;
+    s.units = ui::Units::Raw;
+    s.processes.sort = ui::ProcSort::Pid;
+    s.processes.show_all = true;
+    insta::assert_snapshot!(screen(&busy_box::busy(), &s, 120, 40));
+}
+
+#[test]
+fn psi_absent_and_bpf_off_80x24() {
+    let mut s = state();
+    s.paused = true;
+    insta::assert_snapshot!(screen(&busy_box::no_psi_no_bpf(), &s, 80, 24));
+}
+
+#[test]
+fn first_sample_rates_pending_80x24() {
+    let s = UiState::new(Duration::from_secs(2), true);
+    insta::assert_snapshot!(screen(&busy_box::first_sample(), &s, 80, 24));
+}
+
+#[test]
+fn starting_screen_before_any_sample() {
+    let s = UiState::new(Duration::from_secs(1), true);
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| ui::draw_starting(f, &s)).unwrap();
+    let text = t.backend().to_string();
+    assert!(text.contains("taking the first sample"), "{text}");
+}
+
+/// NO_COLOR: not a single cell may carry a colour; with colour on, the saturated vda is red.
+#[test]
+fn no_color_renders_without_any_colour() {
+    let mut s = state();
+    s.color = false;
+    s.overlay = None;
+    for (w, h) in [(80, 24), (200, 60)] {
+        let t = terminal(&busy_box::busy(), &s, w, h);
+        for cell in t.backend().buffer().content() {
+            assert_eq!(
+                (cell.fg, cell.bg),
+                (Color::Reset, Color::Reset),
+                "cell {:?} at {w}x{h}",
+                cell.symbol()
+            );
+        }
+    }
+    let t = terminal(&busy_box::busy(), &state(), 80, 24);
+    let red = t.backend().buffer().content().iter().filter(|c| c.fg == Color::Red).count();
+    assert!(red > 0, "colour on: the 100 % util and the PSI io figures are red");
+}
+
+/// Every screen size in between renders without panicking, down to absurdly small terminals.
+#[test]
+fn odd_sizes_do_not_panic() {
+    let m = busy_box::busy();
+    let mut s = state();
+    for (w, h) in [(1, 1), (10, 3), (40, 10), (79, 23), (100, 30), (149, 29), (150, 30), (300, 100)] {
+        for zoom in [false, true] {
+            for help in [false, true] {
+                s.panes.zoomed = zoom;
+                s.overlay = help.then_some(Overlay::Help);
+                terminal(&m, &s, w, h);
+            }
+        }
+    }
+}
+
+// The block probes (issue 3): the devices pane with latency and the cross-check flag, the device
+// detail on Enter, the probe-health view, and the per-submitter process view.
+
+#[test]
+fn block_main_160x48() {
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &state(), 160, 48));
+}
+
+fn detail_state(device: usize) -> UiState {
+    let mut s = state();
+    s.panes.focus = Pane::Devices;
+    s.open(Body::DeviceDetail);
+    s.devices.selection.select_index(device);
+    s
+}
+
+#[test]
+fn block_device_detail_80x24() {
+    // Visible rows: loop0, vda, nvme0n1 (idle loop1 and the vda1 partition are hidden).
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(1), 80, 24));
+}
+
+#[test]
+fn block_device_detail_160x48() {
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(1), 160, 48));
+}
+
+#[test]
+fn block_device_detail_mismatch_and_util_note_80x24() {
+    // loop0: eBPF saw 20 MB where diskstats counted 26.2 MiB; non-rotational, so %util misleads.
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(0), 80, 24));
+}
+
+#[test]
+fn block_device_detail_without_block_figures_says_why_80x24() {
+    // The idle NVMe disk: the probes never saw a request on it.
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(2), 80, 24));
+}
+
+#[test]
+fn block_probe_health_80x24() {
+    let mut s = state();
+    s.open(Body::ProbeHealth);
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
+}
+
+#[test]
+fn block_probe_health_160x48() {
+    let mut s = state();
+    s.open(Body::ProbeHealth);
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
+}
+
+#[test]
+fn block_io_processes_80x24() {
+    let mut s = state();
+    s.panes.focus = Pane::Processes;
+    s.processes.io_view = true;
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
+}
+
+#[test]
+fn block_io_processes_zoomed_160x48() {
+    let mut s = state();
+    s.panes.focus = Pane::Processes;
+    s.processes.io_view = true;
+    s.panes.zoomed = true;
+    insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
+}

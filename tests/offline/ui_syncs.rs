@@ -1,0 +1,98 @@
+//! The sync-call view (`y`) and the memory pane's line for a long call, drawn from a model made
+//! by hand: the running call first with its age, the path, the figures; and what the view says
+//! when the probes are missing.
+
+use crate::common;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ioscope::model::panes::PaneStatus;
+use ioscope::model::syncs::SyncModel;
+use ioscope::model::Model;
+use ioscope::ui::{Body, UiState};
+
+fn screen(model: &Model, state: &UiState) -> String {
+    common::ui::screen(model, state, 140, 30)
+}
+
+fn model() -> Model {
+    let mut m = Model { interval_s: 1.0, ..Default::default() };
+    m.bpf.enabled = true;
+    m.memory.dirty = 1_900 << 20;
+    m.syncs = vec![
+        SyncModel {
+            pid: 4123,
+            comm: "java".into(),
+            syscall: "fsync".into(),
+            path: Some("/data/big.zip".into()),
+            dev: "8:1".into(),
+            ino: 12,
+            running: 1,
+            running_s: 4.2,
+            written_bytes: 800 << 20,
+            others_throttled_s: 0.7,
+            ..Default::default()
+        },
+        SyncModel {
+            pid: 977,
+            comm: "mysqld".into(),
+            syscall: "fdatasync".into(),
+            path: Some("/var/lib/mysql/ib_logfile0".into()),
+            dev: "8:1".into(),
+            ino: 40,
+            calls: 310,
+            total_s: 9.3,
+            mean_s: 0.03,
+            p50_s: 0.002,
+            p99_s: 1.8,
+            max_s: 2.4,
+            written_bytes: 5 << 20,
+            ..Default::default()
+        },
+    ];
+    m
+}
+
+#[test]
+fn the_view_lists_the_running_call_first_and_the_memory_pane_names_it() {
+    let m = model();
+    let mut state = UiState::new(Duration::from_secs(1), false);
+    let main = screen(&m, &state);
+    assert!(main.contains("⚠ fsync /data/big.zip by java (4123): 4.2 s so far, 1.9G dirty"), "{main}");
+    state.handle_key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE));
+    assert!(state.body == Body::Syncs);
+    let view = screen(&m, &state);
+    let lines: Vec<&str> = view.lines().collect();
+    let java = lines.iter().position(|l| l.contains("/data/big.zip")).expect("the running call's row");
+    let mysql = lines.iter().position(|l| l.contains("ib_logfile0")).expect("the completed calls' row");
+    assert!(java < mysql, "{view}");
+    for cell in ["4123", "java", "fsync", "4.2 s", "800M", "700 ms"] {
+        assert!(lines[java].contains(cell), "{cell} missing in {}", lines[java]);
+    }
+    for cell in ["310", "30 ms", "1.8 s", "2.4 s", "fdatasync"] {
+        assert!(lines[mysql].contains(cell), "{cell} missing in {}", lines[mysql]);
+    }
+    state.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    assert!(state.body != Body::Syncs);
+}
+
+#[test]
+fn without_the_probes_the_view_says_what_is_missing() {
+    let mut m = Model::default();
+    m.bpf.enabled = true;
+    m.bpf.panes = vec![PaneStatus {
+        pane: "syncs",
+        title: "sync calls (fsync and friends)",
+        live: false,
+        missing: vec!["syscalls:sys_enter_fsync".into()],
+        reason: Some("needs tracepoint syscalls:sys_enter_fsync".into()),
+        ..Default::default()
+    }];
+    let mut state = UiState::new(Duration::from_secs(1), false);
+    state.open(Body::Syncs);
+    let view = screen(&m, &state);
+    assert!(view.contains("needs syscalls:sys_enter_fsync"), "{view}");
+    m.bpf = Default::default();
+    let off = screen(&m, &state);
+    assert!(off.contains("eBPF is off"), "{off}");
+}
