@@ -449,7 +449,7 @@ impl BpfCollector {
                         .chain(running.iter_mut().map(|r| (&mut r.file, r.pid)));
                     self.sync_paths.resolve(wanted, &sample.files, std::time::Instant::now());
                     let attached = self.sync_attached.clone();
-                    sample.syncs = Some(crate::sample_syncs::SyncSample { attached, calls, running });
+                    sample.syncs = Some(crate::sample::syncs::SyncSample { attached, calls, running });
                 }
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }

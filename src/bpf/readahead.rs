@@ -14,8 +14,8 @@ use ioscope_common::readahead::{
 
 use super::resolve::files::{scan_process_dirs, MAX_FDS_PER_SCAN};
 use super::tracefs;
+use crate::sample::readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 use crate::sample::BpfProgramStatus;
-use crate::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 
 /// Every readahead program: (program, category, event), in the order [`fill_layout`] handles them.
 pub const PROBES: [(&str, &str, &str); 9] = [

@@ -16,8 +16,8 @@ use ioscope_common::syncs::{
 
 use super::kernel_btf::KernelBtf;
 use super::tracefs;
+use crate::sample::syncs::{SyncCallCounters, SyncFile, SyncRunning};
 use crate::sample::BpfProgramStatus;
-use crate::sample_syncs::{SyncCallCounters, SyncFile, SyncRunning};
 
 pub const ENTER_PROGRAM: &str = "sync_enter";
 pub const EXIT_PROGRAM: &str = "sync_exit";

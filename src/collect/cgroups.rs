@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::collect::{psi, read};
+use crate::sample::cgroups::{CgroupIoCounters, CgroupMemory, CgroupSample};
 use crate::sample::BpfSample;
-use crate::sample_cgroup::{CgroupIoCounters, CgroupMemory, CgroupSample};
 
 /// Most cgroups whose files are read in one sample (the busiest are not chosen: the first seen).
 pub const MAX_CGROUPS: usize = 512;

@@ -42,8 +42,8 @@ use super::counter::{delta, per_second};
 use super::io_processes::IoProcessModel;
 use super::psi::{self, PsiView};
 use crate::model::block::percentile;
+use crate::sample::cgroups::CgroupSample;
 use crate::sample::Sample;
-use crate::sample_cgroup::CgroupSample;
 
 /// JSON: `cgroups[]`, the busiest disk users first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -301,7 +301,7 @@ fn io_rates(p: Option<&CgroupSample>, c: Option<&CgroupSample>, secs: f64) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample_cgroup::CgroupIoCounters;
+    use crate::sample::cgroups::CgroupIoCounters;
 
     fn io_row(pid: u32, cgroup_id: u64, cgroup: &str, read: f64, write: f64) -> IoProcessModel {
         IoProcessModel {
@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn sync_calls_add_up_per_cgroup_with_their_running_ones() {
-        use crate::sample_syncs::{SyncCallCounters, SyncFile, SyncRunning, SyncSample};
+        use crate::sample::syncs::{SyncCallCounters, SyncFile, SyncRunning, SyncSample};
         let calls = |pid: u32, ino: u64, cgroup_id: u64, n: u64, bucket: usize, max_ns: u64| {
             let mut hist = vec![0; 32];
             hist[bucket] = n;

@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
+use crate::sample::readahead::{RaFileSample, RaOthers, ReadaheadSample};
 use crate::sample::Sample;
-use crate::sample_readahead::{RaFileSample, RaOthers, ReadaheadSample};
 
 /// Waste at or above this share of an interval's settled pages (used + wasted) is called high.
 pub const HIGH_WASTE_PCT: f64 = 50.0;

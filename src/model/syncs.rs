@@ -1,5 +1,5 @@
 //! Sync calls per (process, call, file) (README "Sync calls"), from the sync probes' counters in
-//! the Samples (src/sample_syncs.rs). The figures are cumulative since ioscope started (a slow
+//! the Samples (src/sample/syncs.rs). The figures are cumulative since ioscope started (a slow
 //! fsync a minute ago still matters), except `calls_interval` and `others_throttled_s`:
 //!
 //! ```text
@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::model::block::percentile;
+use crate::sample::syncs::{SyncCallCounters, SyncFile};
 use crate::sample::Sample;
-use crate::sample_syncs::{SyncCallCounters, SyncFile};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct SyncModel {
@@ -172,8 +172,8 @@ pub fn running_longer_than(rows: &[SyncModel], secs: f64) -> impl Iterator<Item 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::syncs::{SyncRunning, SyncSample};
     use crate::sample::{CacheCountersSample, CacheProcessSample, PageCacheSample};
-    use crate::sample_syncs::{SyncRunning, SyncSample};
 
     fn file(ino: u64, path: Option<&str>) -> SyncFile {
         SyncFile { major: 7, minor: 1, ino, path: path.map(str::to_string) }

@@ -10,8 +10,8 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent};
 use ioscope::model::readahead::{waste_pct, WindowTrend};
 use ioscope::model::Model;
+use ioscope::sample::readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 use ioscope::sample::{BlockSettings, DiskStat, MemInfo, Sample};
-use ioscope::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 use ioscope::ui::{Body, UiState};
 
 const LOOP0: u32 = 7 << 20;

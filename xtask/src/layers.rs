@@ -16,23 +16,15 @@ use anyhow::{bail, Context, Result};
 pub struct Layer {
     pub name: &'static str,
     pub modules: &'static [&'static str],
-    /// The layer's modules are one module written in several files (they may import each other
-    /// both ways); otherwise modules of one layer may import each other only without a cycle.
-    pub one_unit: bool,
 }
 
 const fn layer(name: &'static str, modules: &'static [&'static str]) -> Layer {
-    Layer { name, modules, one_unit: false }
+    Layer { name, modules }
 }
 
 pub const LAYERS: &[Layer] = &[
     layer("leaf", &["util", "bounded"]),
-    // sample.rs and its sample_*.rs families are one module (to become src/sample/).
-    Layer {
-        name: "sample",
-        modules: &["sample", "sample_cgroup", "sample_readahead", "sample_syncs"],
-        one_unit: true,
-    },
+    layer("sample", &["sample"]),
     layer("bpf", &["bpf"]),
     layer("collect", &["collect", "privilege"]),
     layer("model", &["model"]),
@@ -124,7 +116,7 @@ pub fn check(files: &[(String, String)]) -> Vec<String> {
                 "src/{}:{}: {} (layer {}) imports {} (layer {}, higher)",
                 e.file, e.line, e.from, LAYERS[from].name, e.to, LAYERS[to].name
             ));
-        } else if to == from && !LAYERS[from].one_unit {
+        } else if to == from {
             same_layer.entry(&e.from).or_default().insert(&e.to);
         }
     }
@@ -353,10 +345,10 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("cycle within layer mode"), "{problems:?}");
         assert!(problems[0].contains("src/replay/tui.rs:2"), "{problems:?}");
-        // The sample family is one module over several files.
+        // A module's files import each other freely (src/sample/ is one module).
         let family = files(&[
-            ("sample.rs", "use crate::sample_syncs::S;\n"),
-            ("sample_syncs.rs", "use crate::sample::T;\n"),
+            ("sample/mod.rs", "use crate::sample::syncs::S;\n"),
+            ("sample/syncs.rs", "use crate::sample::T;\n"),
         ]);
         assert_eq!(check(&family), Vec::<String>::new());
     }

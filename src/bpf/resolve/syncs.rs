@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::files::{scan_process_dirs, FileId};
+use crate::sample::syncs::SyncFile;
 use crate::sample::FileIoSample;
-use crate::sample_syncs::SyncFile;
 
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
 /// Most paths (and misses) remembered; beyond it the cache starts afresh.

@@ -1,0 +1,27 @@
+//! Per-process I/O counters (/proc/PID/io).
+
+use serde::{Deserialize, Serialize};
+
+/// One process's /proc/PID/io and identity.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProcessIo {
+    pub pid: u32,
+    pub comm: String,
+    /// starttime from /proc/PID/stat (clock ticks since boot): with pid, it tells a reused pid apart.
+    pub start_ticks: u64,
+    /// None when /proc/PID/io cannot be read (another user's process without privileges).
+    pub io: Option<ProcIoCounters>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProcIoCounters {
+    pub rchar: u64,
+    pub wchar: u64,
+    pub syscr: u64,
+    pub syscw: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub cancelled_write_bytes: u64,
+}
