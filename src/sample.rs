@@ -247,7 +247,7 @@ pub struct BpfSample {
     pub files: Vec<FileIoSample>,
     /// The readahead probes' counters; None when they are not attached.
     pub readahead: Option<crate::sample_readahead::ReadaheadSample>,
-    /// Block requests mapped to files through extent maps (src/collect/block_files.rs); None
+    /// Block requests mapped to files through extent maps (src/bpf/resolve/block_files.rs); None
     /// when the request ring buffer is not available.
     pub block_files: Option<BlockFilesSample>,
     /// Sync calls (fsync and friends); None when their probes are not attached.
@@ -561,7 +561,7 @@ pub struct FileProcess {
     pub comm: String,
 }
 
-/// A file's page-cache residency when the sample was taken (src/collect/file_cache.rs).
+/// A file's page-cache residency when the sample was taken (src/bpf/resolve/file_cache.rs).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct FileCacheState {

@@ -477,7 +477,7 @@ impl BlockMaps {
 
         if self.last_purge.elapsed() >= PURGE_EVERY {
             self.last_purge = Instant::now();
-            self.stale_evicted += self.purge_stale(crate::collect::monotonic_ns());
+            self.stale_evicted += self.purge_stale(crate::util::monotonic_ns());
         }
         let mut h = self.read_health()?;
         let stats: Vec<super::prog_stats::ProgStats> = self

@@ -1,6 +1,6 @@
 //! The kernel half of block-to-file mapping (ebpf/probes/src/block_files.rs): the rate limit
 //! handed to `block_rq_complete`, draining the ring buffer of completed requests, and the
-//! counts of requests sent and not sent. Mapping them to files is src/collect/block_files.rs.
+//! counts of requests sent and not sent. Mapping them to files is src/bpf/resolve/block_files.rs.
 
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{MapData, PerCpuArray, RingBuf};

@@ -1,6 +1,6 @@
 //! The per-file attribution's userspace half: the extra offsets it needs from tracefs, attaching
 //! `writeback_single_inode`, and reading the FILE_IO map (summed over CPUs). Merging writeback
-//! keyed by a backing device onto its filesystem and finding paths is src/collect/files.rs.
+//! keyed by a backing device onto its filesystem and finding paths is src/bpf/resolve/files.rs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -19,6 +19,7 @@ pub mod prog_stats;
 pub mod readahead;
 pub mod readahead_fn;
 pub mod renamed;
+pub mod resolve;
 pub mod syncs;
 pub mod teardown;
 pub mod tracefs;
@@ -59,7 +60,7 @@ pub struct BpfOptions {
     /// fallbacks that this kernel also has). Empty in the product.
     pub hidden_tracepoints: Vec<String>,
     /// Paths also from /proc and mount walks when the kernel's names have none (see
-    /// collect::files). Tests turn it off to prove the kernel's names alone find them, and
+    /// resolve::files). Tests turn it off to prove the kernel's names alone find them, and
     /// `ioscope serve` without `--top-files` (no per-file series to name). True in the TUI.
     pub path_fallbacks: bool,
 }
@@ -98,17 +99,17 @@ pub struct BpfCollector {
     page_cache: Option<page_cache::PageCacheMaps>,
     /// The per-file attribution map, and the path/mount bookkeeping that turns it into samples.
     files: Option<files::FileMaps>,
-    file_resolver: crate::collect::files::FileResolver,
+    file_resolver: resolve::files::FileResolver,
     /// The direct I/O pending in the CPUs' memos as of the last sample.
     dio_memos: files::MemoTracker,
     readahead: Option<readahead::ReadaheadMaps>,
     /// Completed requests from `block_rq_complete`, and their mapping to files.
     request_ring: Option<block_files::RequestRing>,
-    block_file_mapper: crate::collect::block_files::BlockFileMapper,
+    block_file_mapper: resolve::block_files::BlockFileMapper,
     /// Sync calls (fsync and friends) and the paths of their files.
     syncs: Option<syncs::SyncMaps>,
     sync_attached: Vec<String>,
-    sync_paths: crate::collect::syncs::SyncPathResolver,
+    sync_paths: resolve::syncs::SyncPathResolver,
     /// Each program of the status (same order), when attached: to read the kernel's run counts.
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
     /// cgroup v2 ids to paths, for the block and page-cache rows (one cache for both).
@@ -298,7 +299,7 @@ impl BpfCollector {
             &options.hidden_tracepoints,
         );
         programs.extend(name_statuses);
-        let mut file_resolver = crate::collect::files::FileResolver::default();
+        let mut file_resolver = resolve::files::FileResolver::default();
         file_resolver.fallbacks = options.path_fallbacks;
         if let Some(names) = names {
             file_resolver.set_names(names);
@@ -468,7 +469,7 @@ impl BpfCollector {
     }
 
     /// The block requests mapped most recently (oldest first), for tests and debugging.
-    pub fn recent_block_requests(&self) -> Vec<crate::collect::block_files::MappedRequest> {
+    pub fn recent_block_requests(&self) -> Vec<resolve::block_files::MappedRequest> {
         self.block_file_mapper.recent().cloned().collect()
     }
 }

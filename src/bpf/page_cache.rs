@@ -185,18 +185,17 @@ const DEFAULT_IOCB_WRITE: u32 = 1 << 18;
 /// `hidden`: tracepoints ("category:event") to treat as missing (tests).
 pub fn layout(tracefs_dir: &Path, hidden: &[String]) -> (CacheLayout, Vec<Result<(), String>>) {
     let mut layout = CacheLayout::UNSET;
-    let results = PROBES
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            if hidden.iter().any(|h| *h == format!("{}:{}", p.category, p.event)) {
-                return Err(format!("tracepoint {}:{} hidden on request", p.category, p.event));
+    let results = tracefs::fill_per_probe(
+        PROBES.iter().map(|p| (p.category, p.event)),
+        |category, event| {
+            if hidden.iter().any(|h| *h == format!("{category}:{event}")) {
+                return Err(anyhow!("tracepoint {category}:{event} hidden on request"));
             }
             // Under an older name where the kernel has only that (see super::renamed).
-            let text = super::renamed::read_format(tracefs_dir, p.category, p.event).map(|(t, _)| t);
-            text.and_then(|t| fill_layout(&mut layout, i, &t)).map_err(|e| format!("{e:#}"))
-        })
-        .collect();
+            super::renamed::read_format(tracefs_dir, category, event).map(|(t, _)| t)
+        },
+        |i, text| fill_layout(&mut layout, i, text),
+    );
     (layout, results)
 }
 

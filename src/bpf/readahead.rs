@@ -12,8 +12,8 @@ use ioscope_common::readahead::{
     RaFileKey, RaFileStats, RaLayout, RaTotals, RA_FILES_MAP, RA_PAGES_MAX, RA_TOTALS_MAP,
 };
 
+use super::resolve::files::{scan_process_dirs, MAX_FDS_PER_SCAN};
 use super::tracefs;
-use crate::collect::files::{scan_process_dirs, MAX_FDS_PER_SCAN};
 use crate::sample::BpfProgramStatus;
 use crate::sample_readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 
@@ -39,16 +39,14 @@ const PATH_CACHE_MAX: usize = 2 * ioscope_common::readahead::RA_FILES_MAX as usi
 /// Reads each probe's format file; returns the layout and, per probe, Ok or why not.
 pub fn layout(tracefs_dir: &Path) -> (RaLayout, Vec<Result<(), String>>) {
     let mut l = RaLayout::UNSET;
-    let results = PROBES
-        .iter()
-        .enumerate()
-        .map(|(i, (_, category, event))| {
+    let results = tracefs::fill_per_probe(
+        PROBES.iter().map(|(_, category, event)| (*category, *event)),
+        |category, event| {
             std::fs::read_to_string(tracefs_dir.join("events").join(category).join(event).join("format"))
                 .with_context(|| format!("tracepoint {category}:{event} is not available on this kernel"))
-                .and_then(|t| fill_layout(&mut l, i, &t))
-                .map_err(|e| format!("{e:#}"))
-        })
-        .collect();
+        },
+        |i, text| fill_layout(&mut l, i, text),
+    );
     (l, results)
 }
 

@@ -1,6 +1,6 @@
 //! The sync-call probes' userspace half (ioscope_common::syncs): which tracepoints and struct
 //! fields this kernel has, attaching, and reading the maps (summed over CPUs). Paths are found by
-//! src/collect/syncs.rs.
+//! src/bpf/resolve/syncs.rs.
 
 use std::path::Path;
 

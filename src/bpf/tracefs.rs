@@ -193,6 +193,23 @@ pub fn mount() -> Result<PathBuf> {
     Ok(PathBuf::from(TRACEFS_MOUNT))
 }
 
+/// The reading loop of a layout that takes one field set per probe: reads each probe's format file
+/// with `read(category, event)` and fills the probe's part of the layout with `fill(index, text)`.
+/// Returns, per probe in order, Ok or why it cannot be attached (the whole error chain, one line).
+pub fn fill_per_probe(
+    probes: impl IntoIterator<Item = (&'static str, &'static str)>,
+    mut read: impl FnMut(&'static str, &'static str) -> Result<String>,
+    mut fill: impl FnMut(usize, &str) -> Result<()>,
+) -> Vec<Result<(), String>> {
+    probes
+        .into_iter()
+        .enumerate()
+        .map(|(i, (category, event))| {
+            read(category, event).and_then(|t| fill(i, &t)).map_err(|e| format!("{e:#}"))
+        })
+        .collect()
+}
+
 /// Reads and parses `TRACEFS/events/CATEGORY/EVENT/format`.
 pub fn read_event_format(tracefs: &Path, category: &str, event: &str) -> Result<EventFormat> {
     let path = tracefs.join("events").join(category).join(event).join("format");

@@ -9,18 +9,13 @@ use crate::sample::Sample;
 pub use crate::util::monotonic_ns;
 pub use processes::ProcessReader;
 
-pub mod block_files;
 pub mod cgroups;
 pub mod disks;
-pub mod extents;
-pub mod file_cache;
-pub mod files;
 pub mod host;
 pub mod memory;
 pub mod processes;
 pub mod psi;
 mod read;
-pub mod syncs;
 
 /// Where /proc and /sys are: the real ones live, fixture directories in tests.
 #[derive(Clone, Debug)]

@@ -1,5 +1,5 @@
 //! Per-file disk I/O for one interval (README "Files"), from the per-file counters in two
-//! Samples (src/collect/files.rs keeps a file's counters continuous while it is in the Samples):
+//! Samples (src/bpf/resolve/files.rs keeps a file's counters continuous while it is in the Samples):
 //!
 //! ```text
 //! disk_read_bytes    = Δinserted_pages × page size   (pages read into the cache; write allocations excluded)

@@ -8,16 +8,17 @@ use std::cmp::Ordering;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, TableState};
+use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
 use crate::model::cache::{CacheModel, CacheProcessModel};
 use crate::model::panes::{self, PaneStatus};
 use crate::model::{MemoryModel, Model, ProcessModel};
-use crate::ui::columns::{self, Column};
+use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
 use crate::ui::rows;
 use crate::ui::state::{Pane, UiState};
+use crate::ui::table;
 use crate::ui::theme::{Level, Theme};
 
 /// Hit rates below these are highlighted (only for processes doing a fair amount of access).
@@ -205,11 +206,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), table_area);
         return;
     }
-    let table = columns::table(cache_columns(&rows, state), table_area.width, theme.table_header())
-        .row_highlight_style(theme.selected_row());
     let selected = (state.panes.focus == Pane::Cache).then_some(state.cache.selection.index());
-    let mut ts = TableState::new().with_selected(selected);
-    frame.render_stateful_widget(table, table_area, &mut ts);
+    table::render(frame, table_area, cache_columns(&rows, state), &theme, selected);
 }
 
 /// The cachestat-like line, and the cross-check's warning when the figures do not add up.
@@ -380,11 +378,8 @@ fn render_estimate(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
     est.cells = rows.iter().map(|p| plain(format::bytes(p.cache_estimate_bytes_s, u))).collect();
     let mut disk = Column::new("from disk/s", 0);
     disk.cells = rows.iter().map(|p| plain(format::bytes(p.read_bytes_s, u))).collect();
-    let table = columns::table(vec![pid, comm, est, disk], table_area.width, theme.table_header())
-        .row_highlight_style(theme.selected_row());
     let selected = (state.panes.focus == Pane::Cache).then_some(state.cache.selection.index());
-    let mut ts = TableState::new().with_selected(selected);
-    frame.render_stateful_widget(table, table_area, &mut ts);
+    table::render(frame, table_area, vec![pid, comm, est, disk], &theme, selected);
 }
 
 /// The memory model the memory pane draws: the kernel's own dirty thresholds (from

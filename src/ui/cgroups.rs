@@ -7,14 +7,15 @@ use crossterm::event::KeyCode;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Block, Borders, Paragraph, TableState, Wrap};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::model::cgroups::CgroupModel;
 use crate::model::Model;
-use crate::ui::columns::{self, Column};
+use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
 use crate::ui::state::{Action, UiState};
+use crate::ui::table;
 use crate::ui::theme::{Level, Theme};
 
 /// The view's sort key; `s` cycles through them in this order.
@@ -252,10 +253,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         .areas(inner);
         (t, Some(n))
     };
-    let table = columns::table(cgroup_columns(&rows, state), table_area.width, theme.table_header())
-        .row_highlight_style(theme.selected_row());
-    let mut ts = TableState::new().with_selected(Some(state.cgroups.selection.index().min(rows.len() - 1)));
-    frame.render_stateful_widget(table, table_area, &mut ts);
+    table::render(
+        frame,
+        table_area,
+        cgroup_columns(&rows, state),
+        &theme,
+        Some(state.cgroups.selection.index().min(rows.len() - 1)),
+    );
     if let Some(area) = note_area {
         frame.render_widget(Paragraph::new(Span::styled(missing.join("; "), theme.dim())), area);
     }

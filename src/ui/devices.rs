@@ -4,15 +4,16 @@
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, TableState};
+use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
 use crate::model::{DeviceModel, Model};
 use crate::sample::BlockSettings;
-use crate::ui::columns::{self, Column};
+use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
 use crate::ui::rows;
 use crate::ui::state::UiState;
+use crate::ui::table;
 use crate::ui::theme::{Level, Theme};
 
 /// %util from which a device is highlighted. Only meaningful for single-queue devices: a device
@@ -85,14 +86,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         (inner, None)
     };
     let with_settings = settings_area.is_none();
-    let table = columns::table(
+    table::render(
+        frame,
+        stats_area,
         stat_columns(model, &devices, state, with_settings),
-        stats_area.width,
-        theme.table_header(),
-    )
-    .row_highlight_style(theme.selected_row());
-    let mut ts = TableState::new().with_selected(state_selection(state));
-    frame.render_stateful_widget(table, stats_area, &mut ts);
+        &theme,
+        state_selection(state),
+    );
     if let Some(area) = settings_area {
         let [title_area, table_area] =
             Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
@@ -100,10 +100,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
             Paragraph::new(Line::from(Span::styled("Queue settings (/sys/block/*/queue)", theme.dim()))),
             title_area,
         );
-        let table = columns::table(settings_columns(&devices), table_area.width, theme.table_header())
-            .row_highlight_style(theme.selected_row());
-        let mut ts = TableState::new().with_selected(state_selection(state));
-        frame.render_stateful_widget(table, table_area, &mut ts);
+        table::render(frame, table_area, settings_columns(&devices), &theme, state_selection(state));
     }
 }
 

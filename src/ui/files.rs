@@ -8,15 +8,16 @@ use std::cmp::Ordering;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Block, Paragraph, TableState};
+use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
 use crate::model::files::FileModel;
 use crate::model::Model;
-use crate::ui::columns::{self, Column};
+use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
 use crate::ui::rows;
 use crate::ui::state::{Action, UiState};
+use crate::ui::table;
 use crate::ui::table::{Selection, Sort, SortColumn};
 use crate::ui::theme::Theme;
 
@@ -246,11 +247,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         };
         frame.render_widget(msg(m), table_area);
     } else {
-        let table =
-            columns::table(file_columns(&rows, state, inner.width), table_area.width, theme.table_header())
-                .row_highlight_style(theme.selected_row());
-        let mut ts = TableState::new().with_selected(Some(state.files.selection.index().min(rows.len() - 1)));
-        frame.render_stateful_widget(table, table_area, &mut ts);
+        table::render(
+            frame,
+            table_area,
+            file_columns(&rows, state, inner.width),
+            &theme,
+            Some(state.files.selection.index().min(rows.len() - 1)),
+        );
     }
     let sampled = match model.block_files.as_ref().and_then(|b| b.sampled_pct) {
         Some(p) if p < 99.95 => format!(" ({p:.0}% of requests sampled)"),

@@ -6,13 +6,14 @@ use std::cmp::Ordering;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Block, Paragraph, TableState};
+use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
 use crate::model::{IoProcessModel, Model};
-use crate::ui::columns::{self, Column};
+use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
 use crate::ui::state::{Pane, UiState};
+use crate::ui::table;
 use crate::ui::theme::Theme;
 
 /// The eBPF view's sort key. `s` cycles through them in this order.
@@ -148,11 +149,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
         return;
     }
-    let table = columns::table(io_columns(&rows, state), inner.width, theme.table_header())
-        .row_highlight_style(theme.selected_row());
     let selected = (state.panes.focus == Pane::Processes).then_some(state.processes.selection.index());
-    let mut ts = TableState::new().with_selected(selected);
-    frame.render_stateful_widget(table, inner, &mut ts);
+    table::render(frame, inner, io_columns(&rows, state), &theme, selected);
 }
 
 /// The table's columns for `rows` (also used by the device detail for its submitters).

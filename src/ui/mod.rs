@@ -28,6 +28,7 @@ pub mod history;
 pub mod io_processes;
 pub mod line_input;
 pub mod memory;
+pub mod panes;
 pub mod probe_health;
 pub mod processes;
 pub mod readahead;

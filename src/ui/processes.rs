@@ -3,14 +3,15 @@
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Block, Paragraph, TableState};
+use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
 use crate::model::{Model, ProcessModel};
-use crate::ui::columns::{self, Column};
+use crate::ui::columns::Column;
 use crate::ui::format;
 use crate::ui::rows;
 use crate::ui::state::{Pane, ProcSort, UiState};
+use crate::ui::table;
 use crate::ui::theme::Theme;
 
 /// The process pane's own state: the /proc and eBPF (`d`) tables' sort columns, one direction
@@ -91,11 +92,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
         return;
     }
-    let table = columns::table(process_columns(&procs, state), inner.width, theme.table_header())
-        .row_highlight_style(theme.selected_row());
     let selected = (state.panes.focus == Pane::Processes).then_some(state.processes.selection.index());
-    let mut ts = TableState::new().with_selected(selected);
-    frame.render_stateful_widget(table, inner, &mut ts);
+    table::render(frame, inner, process_columns(&procs, state), &theme, selected);
 }
 
 fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {

@@ -33,11 +33,11 @@ impl Pane {
         Pane::ORDER.iter().position(|p| *p == self).unwrap_or(0)
     }
 
-    fn next(self) -> Pane {
+    pub fn next(self) -> Pane {
         Pane::ORDER[(self.index() + 1) % Pane::ORDER.len()]
     }
 
-    fn previous(self) -> Pane {
+    pub fn previous(self) -> Pane {
         Pane::ORDER[(self.index() + Pane::ORDER.len() - 1) % Pane::ORDER.len()]
     }
 }
@@ -150,13 +150,6 @@ pub enum Overlay {
     Filter,
 }
 
-/// The stacked panes' own state: which one has the focus, and whether it fills the body (`z`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PanesView {
-    pub focus: Pane,
-    pub zoomed: bool,
-}
-
 #[derive(Clone, Debug)]
 pub struct UiState {
     /// The view on screen below the header, and the views under it (Esc goes back to them).
@@ -187,7 +180,7 @@ pub struct UiState {
     /// True in `ioscope replay`: the help shows the player's keys.
     pub replay: bool,
     /// Each view's own state (sort, selection, options), kept while it is closed.
-    pub panes: PanesView,
+    pub panes: crate::ui::panes::PanesView,
     pub devices: crate::ui::devices::DevicesView,
     pub processes: crate::ui::processes::ProcessesView,
     pub cache: crate::ui::cache::CacheView,
@@ -215,7 +208,7 @@ impl UiState {
             recording: None,
             message: None,
             replay: false,
-            panes: PanesView::default(),
+            panes: Default::default(),
             devices: Default::default(),
             processes: Default::default(),
             cache: Default::default(),
@@ -304,7 +297,7 @@ impl UiState {
         if let Some(action) = view {
             return action;
         }
-        self.global_key(key.code).unwrap_or_else(|| self.panes_key(key.code))
+        self.global_key(key.code).unwrap_or_else(|| self.session_key(key.code))
     }
 
     /// Keys that work whatever view is on screen: quit, help, opening and closing views, Esc.
@@ -342,39 +335,10 @@ impl UiState {
         Some(Action::Redraw)
     }
 
-    /// The panes' keys (focus, selection, sort, options) and the live session's (pause,
-    /// interval, units, baseline, recording).
-    fn panes_key(&mut self, code: KeyCode) -> Action {
+    /// The live session's keys (pause, interval, units, baseline, recording); the rest go to the
+    /// panes (src/ui/panes.rs), which keep their keys under the other views.
+    fn session_key(&mut self, code: KeyCode) -> Action {
         match code {
-            KeyCode::Tab => self.focus(self.panes.focus.next()),
-            KeyCode::BackTab => self.focus(self.panes.focus.previous()),
-            KeyCode::Char('1') => self.focus(Pane::Memory),
-            KeyCode::Char('2') => self.focus(Pane::Devices),
-            KeyCode::Char('3') => self.focus(Pane::Processes),
-            KeyCode::Char('4') => self.focus(Pane::Cache),
-            KeyCode::Char('z') => toggle(&mut self.panes.zoomed),
-            KeyCode::Char('s') if self.panes.focus == Pane::Cache => {
-                self.cache.sort.next_column();
-                Action::Redraw
-            }
-            KeyCode::Char('r') if self.panes.focus == Pane::Cache => {
-                self.cache.sort.reverse();
-                Action::Redraw
-            }
-            KeyCode::Char('s') => {
-                self.processes.next_sort();
-                Action::Redraw
-            }
-            KeyCode::Char('r') => toggle(&mut self.processes.reversed),
-            KeyCode::Char('d') => {
-                self.processes.io_view = !self.processes.io_view;
-                self.processes.selection.reset();
-                self.processes.reversed = false;
-                Action::Redraw
-            }
-            KeyCode::Char('a') => toggle(&mut self.processes.show_all),
-            KeyCode::Char('P') => toggle(&mut self.devices.show_partitions),
-            KeyCode::Char('i') => toggle(&mut self.devices.show_idle_virtual),
             KeyCode::Char('u') => {
                 self.units = match self.units {
                     Units::Human => Units::Raw,
@@ -387,10 +351,7 @@ impl UiState {
             KeyCode::Char('R') => Action::ToggleRecording,
             KeyCode::Char('+') => self.step_interval(true),
             KeyCode::Char('-') => self.step_interval(false),
-            code => match crate::ui::table::step_of(code) {
-                Some(by) => self.move_selection(by),
-                None => Action::None,
-            },
+            code => crate::ui::panes::handle_key(self, code),
         }
     }
 
@@ -433,22 +394,6 @@ impl UiState {
             };
         }
         self.toggle(Body::Files);
-    }
-
-    fn focus(&mut self, pane: Pane) -> Action {
-        self.panes.focus = pane;
-        Action::Redraw
-    }
-
-    fn move_selection(&mut self, by: i64) -> Action {
-        let sel = match self.panes.focus {
-            Pane::Devices => &mut self.devices.selection,
-            Pane::Processes => &mut self.processes.selection,
-            Pane::Cache => &mut self.cache.selection,
-            Pane::Memory => return Action::None,
-        };
-        sel.step(by);
-        Action::Redraw
     }
 
     fn step_interval(&mut self, up: bool) -> Action {
@@ -497,7 +442,7 @@ impl UiState {
     }
 }
 
-fn toggle(flag: &mut bool) -> Action {
+pub(crate) fn toggle(flag: &mut bool) -> Action {
     *flag = !*flag;
     Action::Redraw
 }

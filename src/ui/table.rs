@@ -3,6 +3,22 @@
 //! row when rows re-sort or come and go between two models; and a sort column with its direction.
 
 use crossterm::event::KeyCode;
+use ratatui::layout::Rect;
+use ratatui::widgets::TableState;
+use ratatui::Frame;
+
+use crate::ui::columns::{self, Column};
+use crate::ui::theme::Theme;
+
+/// Draws `columns` as a table filling `area` (the columns that fit its width, see
+/// [`columns::table`]), the `selected` row highlighted (None: no highlight, e.g. the pane has not
+/// the focus).
+pub fn render(frame: &mut Frame, area: Rect, columns: Vec<Column>, theme: &Theme, selected: Option<usize>) {
+    let table =
+        columns::table(columns, area.width, theme.table_header()).row_highlight_style(theme.selected_row());
+    let mut state = TableState::new().with_selected(selected);
+    frame.render_stateful_widget(table, area, &mut state);
+}
 
 /// The selected row of one table. Keys move the index; before each draw [`Selection::follow`]
 /// gets the keys of the rows on screen, in order, and moves the index to where the selected row

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use common::LoopDevice;
+use ioscope::bpf::resolve::block_files::{MappedRequest, Target, LABEL_JOURNAL, LABEL_METADATA};
 use ioscope::bpf::BpfCollector;
-use ioscope::collect::block_files::{MappedRequest, Target, LABEL_JOURNAL, LABEL_METADATA};
 use ioscope::model::files::{compute, FileModel};
 use ioscope::sample::Sample;
 use ioscope_common::block::RWBS_META;

@@ -9,6 +9,7 @@ mod ebpf;
 mod empty_program;
 mod fio;
 mod fio_agree;
+mod layers;
 mod overhead;
 mod overhead_fsync;
 mod perf;
@@ -53,6 +54,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Fail when a module of src/ imports a higher layer's, or peers of one layer import each
+    /// other in a cycle (the layers: xtask/src/layers.rs, src/README.md).
+    Layers,
     /// Print the kernel support table (markdown) that the README carries.
     SupportTable,
     /// Measure ioscope's own CPU, memory and first-frame time (arguments go to the perf tool).
@@ -101,6 +105,7 @@ fn main() -> anyhow::Result<()> {
         Command::CheckEbpf => ebpf::check(),
         Command::Dist => dist::run().map(|_| ()),
         Command::Vm { args } => vm::run(&args),
+        Command::Layers => layers::run(),
         Command::SupportTable => {
             print!("{}", support::markdown());
             Ok(())

@@ -1,5 +1,5 @@
 //! Completed block requests sent to userspace one by one, so userspace can map their sectors to
-//! files through extent maps (src/collect/block_files.rs). `block_rq_complete` calls in here; the
+//! files through extent maps (src/bpf/resolve/block_files.rs). `block_rq_complete` calls in here; the
 //! emission is rate-limited per CPU by a token bucket ([`admit`]) so its cost stays bounded at any
 //! request rate, and every request it does not send is counted ([`RqBucket`]).
 

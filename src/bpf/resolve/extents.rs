@@ -1,6 +1,6 @@
 //! Where files and journals are on a disk: a file's extents (FIEMAP), a filesystem device's place
 //! on its disk (sysfs), and the journal's place read from the filesystem's superblock. Used by
-//! src/collect/block_files.rs to map block requests to files.
+//! src/bpf/resolve/block_files.rs to map block requests to files.
 
 use std::fs::File;
 use std::os::unix::io::AsRawFd;

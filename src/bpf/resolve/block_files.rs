@@ -1,7 +1,7 @@
 //! Block requests → files (README "Block requests to files"). The kernel sends a rate-limited
 //! sample of completed requests (disk, sector, size, rwbs flags, submitter; src/bpf/block_files.rs);
 //! each is matched against the extent maps of the files the files pane knows (FIEMAP on the path
-//! the resolver found, plus the partition's start sector from sysfs: src/collect/extents.rs), in
+//! the resolver found, plus the partition's start sector from sysfs: src/bpf/resolve/extents.rs), in
 //! this order:
 //!
 //! 1. inside the filesystem's journal (ext4's journal inode as its superblock records it, xfs's

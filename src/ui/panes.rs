@@ -1,0 +1,70 @@
+//! The stacked panes (memory, devices, processes, page cache): their own state and keys. Their
+//! keys keep working under the other views (the device detail follows the devices' selection).
+
+use crossterm::event::KeyCode;
+
+use crate::ui::state::{toggle, Action, Pane, UiState};
+
+/// Which pane has the focus, and whether it fills the body (`z`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PanesView {
+    pub focus: Pane,
+    pub zoomed: bool,
+}
+
+/// The panes' keys: focus (Tab, 1-4), zoom, the focused table's selection and sort, and the
+/// tables' options (`d`, `a`, `P`, `i`).
+pub fn handle_key(state: &mut UiState, code: KeyCode) -> Action {
+    match code {
+        KeyCode::Tab => focus(state, state.panes.focus.next()),
+        KeyCode::BackTab => focus(state, state.panes.focus.previous()),
+        KeyCode::Char('1') => focus(state, Pane::Memory),
+        KeyCode::Char('2') => focus(state, Pane::Devices),
+        KeyCode::Char('3') => focus(state, Pane::Processes),
+        KeyCode::Char('4') => focus(state, Pane::Cache),
+        KeyCode::Char('z') => toggle(&mut state.panes.zoomed),
+        KeyCode::Char('s') if state.panes.focus == Pane::Cache => {
+            state.cache.sort.next_column();
+            Action::Redraw
+        }
+        KeyCode::Char('r') if state.panes.focus == Pane::Cache => {
+            state.cache.sort.reverse();
+            Action::Redraw
+        }
+        KeyCode::Char('s') => {
+            state.processes.next_sort();
+            Action::Redraw
+        }
+        KeyCode::Char('r') => toggle(&mut state.processes.reversed),
+        KeyCode::Char('d') => {
+            state.processes.io_view = !state.processes.io_view;
+            state.processes.selection.reset();
+            state.processes.reversed = false;
+            Action::Redraw
+        }
+        KeyCode::Char('a') => toggle(&mut state.processes.show_all),
+        KeyCode::Char('P') => toggle(&mut state.devices.show_partitions),
+        KeyCode::Char('i') => toggle(&mut state.devices.show_idle_virtual),
+        code => match crate::ui::table::step_of(code) {
+            Some(by) => move_selection(state, by),
+            None => Action::None,
+        },
+    }
+}
+
+fn focus(state: &mut UiState, pane: Pane) -> Action {
+    state.panes.focus = pane;
+    Action::Redraw
+}
+
+/// Moves the focused table's selection (the memory pane has none).
+fn move_selection(state: &mut UiState, by: i64) -> Action {
+    let selection = match state.panes.focus {
+        Pane::Devices => &mut state.devices.selection,
+        Pane::Processes => &mut state.processes.selection,
+        Pane::Cache => &mut state.cache.selection,
+        Pane::Memory => return Action::None,
+    };
+    selection.step(by);
+    Action::Redraw
+}
