@@ -1,4 +1,4 @@
-//! The block-layer probes' userspace half (kernel side: ebpf/probes/src/block_io.rs): the field
+//! The block-layer probes' userspace half (kernel side: ebpf/probes/src/block.rs): the field
 //! offsets each event needs from tracefs (classic programs) and from the kernel's BTF (their BTF
 //! tracepoint twins), attaching one of each pair, and reading the maps into the Sample once per
 //! interval.
@@ -145,7 +145,7 @@ pub fn request_layout(btf: &KernelBtf) -> Result<RequestLayout> {
     })
 }
 
-/// The name of the BTF tracepoint twin of block program `program` (ebpf/probes/src/block_io.rs).
+/// The name of the BTF tracepoint twin of block program `program` (ebpf/probes/src/block.rs).
 pub fn btf_twin(program: &str) -> String {
     format!("{program}_btf")
 }

@@ -36,10 +36,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::cache::{hit_pct, CacheProcessModel};
 use super::cgroup_names::{self, CgroupName};
 use super::counter::{delta, per_second};
 use super::io_processes::IoProcessModel;
+use super::page_cache::{hit_pct, PageCacheProcessModel};
 use super::psi::{self, PsiView};
 use crate::model::block::percentile;
 use crate::sample::cgroups::CgroupSample;
@@ -131,7 +131,7 @@ pub fn compute(
     cur: &Sample,
     secs: f64,
     io: &[IoProcessModel],
-    cache: &[CacheProcessModel],
+    cache: &[PageCacheProcessModel],
 ) -> Vec<CgroupModel> {
     let Some(prev) = prev else { return Vec::new() };
     let mut by_id: BTreeMap<u64, Acc> = BTreeMap::new();
@@ -316,8 +316,14 @@ mod tests {
         }
     }
 
-    fn cache_row(pid: u32, cgroup_id: u64, accesses: u64, misses: u64, dirtied: u64) -> CacheProcessModel {
-        CacheProcessModel {
+    fn cache_row(
+        pid: u32,
+        cgroup_id: u64,
+        accesses: u64,
+        misses: u64,
+        dirtied: u64,
+    ) -> PageCacheProcessModel {
+        PageCacheProcessModel {
             pid,
             cgroup_id,
             accesses,

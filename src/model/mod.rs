@@ -11,7 +11,6 @@ use crate::sample::Sample;
 
 pub mod block;
 pub mod block_health;
-pub mod cache;
 pub mod cgroup_names;
 pub mod cgroups;
 pub mod compare;
@@ -21,6 +20,7 @@ pub mod files;
 pub mod flatten;
 pub mod io_processes;
 pub mod memory;
+pub mod page_cache;
 pub mod panes;
 pub mod processes;
 pub mod psi;
@@ -47,9 +47,9 @@ pub struct Model {
     /// Disk I/O per submitting process and disk, from the block probes (empty without eBPF).
     pub io_processes: Vec<IoProcessModel>,
     /// The page cache from the eBPF probes (system line); null without them.
-    pub cache: Option<cache::CacheModel>,
+    pub cache: Option<page_cache::PageCacheModel>,
     /// Per-process page-cache figures for the interval (processes with activity, exited ones too).
-    pub cache_processes: Vec<cache::CacheProcessModel>,
+    pub cache_processes: Vec<page_cache::PageCacheProcessModel>,
     /// Per-file disk I/O in the interval (README "Files"), the most disk bytes first.
     pub files: Vec<files::FileModel>,
     /// How much of the block requests the files' `block_*` figures sample; null without the
@@ -89,7 +89,7 @@ impl Model {
     pub fn compute(prev: Option<&Sample>, cur: &Sample, elapsed: Duration) -> Model {
         let secs = elapsed.as_secs_f64();
         let io_processes = io_processes::compute(prev, cur, secs);
-        let cache_processes = cache::processes(prev, cur, secs);
+        let cache_processes = page_cache::processes(prev, cur, secs);
         let cgroups = cgroups::compute(prev, cur, secs, &io_processes, &cache_processes);
         Model {
             interval_s: if prev.is_some() { secs } else { 0.0 },
@@ -111,7 +111,7 @@ impl Model {
                 panes: panes::compute(&cur.bpf.status),
             },
             io_processes,
-            cache: cache::compute(prev, cur, secs),
+            cache: page_cache::compute(prev, cur, secs),
             cache_processes,
             files: files::compute(prev, cur, secs),
             block_files: files::block_files(prev, cur),

@@ -4,10 +4,10 @@
 //! sample source, clock and writer, so tests drive it with fixture Samples and failing writers.
 
 pub mod block_text;
-pub mod cache_text;
 pub mod cgroups_text;
 pub mod files_text;
 pub mod headless;
+pub mod page_cache_text;
 pub mod prometheus;
 pub mod readahead_text;
 pub mod syncs_text;

@@ -37,7 +37,7 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
     super::block_text::append(&mut s, m);
     if m.interval_s > 0.0 {
         s.push('\n');
-        super::cache_text::append(&mut s, m);
+        super::page_cache_text::append(&mut s, m);
         if crate::model::files::available(m) {
             s.push('\n');
             super::files_text::append(&mut s, m);

@@ -25,7 +25,7 @@ fn groups(pane: Pane) -> &'static [&'static str] {
         Pane::Memory => &["memory", "psi"],
         Pane::Devices => &["devices"],
         Pane::Processes => &["processes"],
-        Pane::Cache => &["cache"],
+        Pane::PageCache => &["cache"],
     }
 }
 

@@ -146,7 +146,7 @@ pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
                 state.cgroup_filter = Some(CgroupFilter { id: *id, name: name.clone() });
                 state.close();
                 state.processes.selection.reset();
-                state.cache.selection.reset();
+                state.page_cache.selection.reset();
             }
         }
         KeyCode::Char('s') => state.cgroups.sort.next_column(),

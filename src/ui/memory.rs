@@ -28,9 +28,9 @@ const GAP: &str = "  ";
 
 /// Rows the pane needs at `width` (block title included) without sparkline growth.
 pub fn wanted_height(model: &Model, state: &UiState, width: u16) -> u16 {
-    let memory = crate::ui::cache::memory_for_display(model);
+    let memory = crate::ui::page_cache::memory_for_display(model);
     let top = text_lines(&memory, model.interval_s, state, width).len() as u16;
-    let extra = (crate::ui::cache::memory_lines(model, state).len()
+    let extra = (crate::ui::page_cache::memory_lines(model, state).len()
         + crate::ui::syncs::memory_lines(model, state).len()) as u16;
     1 + top + extra + 1
 }
@@ -40,13 +40,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     let inner = block.inner(area);
     frame.render_widget(block, area);
     // The kernel's own dirty thresholds when eBPF saw them; the throttling warning below the gauge.
-    let memory = crate::ui::cache::memory_for_display(model);
+    let memory = crate::ui::page_cache::memory_for_display(model);
     let mut lines = text_lines(&memory, model.interval_s, state, inner.width);
     let after_gauge = lines
         .iter()
         .position(|l| l.spans.first().is_some_and(|s| s.content.starts_with("dirty+wb")))
         .map_or(lines.len(), |i| i + 1);
-    let extra = crate::ui::cache::memory_lines(model, state)
+    let extra = crate::ui::page_cache::memory_lines(model, state)
         .into_iter()
         .chain(crate::ui::syncs::memory_lines(model, state));
     for (i, l) in extra.enumerate() {

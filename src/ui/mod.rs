@@ -14,7 +14,6 @@ use ratatui::Frame;
 use crate::model::Model;
 
 pub mod baseline;
-pub mod cache;
 pub mod cgroups;
 pub mod columns;
 pub mod device_detail;
@@ -28,6 +27,7 @@ pub mod history;
 pub mod io_processes;
 pub mod line_input;
 pub mod memory;
+pub mod page_cache;
 pub mod panes;
 pub mod probe_health;
 pub mod processes;
@@ -114,9 +114,9 @@ fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
     if procs.height >= 2 * MIN_PROCESS_HEIGHT + 2 {
         let [p, c] = Layout::vertical([Constraint::Fill(1); 2]).areas(procs);
         render_pane(frame, p, Pane::Processes, model, state);
-        render_pane(frame, c, Pane::Cache, model, state);
-    } else if state.panes.focus == Pane::Cache {
-        render_pane(frame, procs, Pane::Cache, model, state);
+        render_pane(frame, c, Pane::PageCache, model, state);
+    } else if state.panes.focus == Pane::PageCache {
+        render_pane(frame, procs, Pane::PageCache, model, state);
     } else {
         render_pane(frame, procs, Pane::Processes, model, state);
     }
@@ -128,7 +128,7 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
         Pane::Devices => ('2', devices::title(model, state)),
         Pane::Processes if state.processes.io_view => ('3', io_processes::title(model, state)),
         Pane::Processes => ('3', processes::title(model, state)),
-        Pane::Cache => ('4', cache::title(model, state)),
+        Pane::PageCache => ('4', page_cache::title(model, state)),
     };
     if let Some(baseline) = &state.baseline {
         let title = baseline::title(&title, baseline, state);
@@ -141,7 +141,7 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
         Pane::Devices => devices::render(frame, area, model, state, block),
         Pane::Processes if state.processes.io_view => io_processes::render(frame, area, model, state, block),
         Pane::Processes => processes::render(frame, area, model, state, block),
-        Pane::Cache => cache::render(frame, area, model, state, block),
+        Pane::PageCache => page_cache::render(frame, area, model, state, block),
     }
 }
 

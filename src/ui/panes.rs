@@ -21,14 +21,14 @@ pub fn handle_key(state: &mut UiState, code: KeyCode) -> Action {
         KeyCode::Char('1') => focus(state, Pane::Memory),
         KeyCode::Char('2') => focus(state, Pane::Devices),
         KeyCode::Char('3') => focus(state, Pane::Processes),
-        KeyCode::Char('4') => focus(state, Pane::Cache),
+        KeyCode::Char('4') => focus(state, Pane::PageCache),
         KeyCode::Char('z') => toggle(&mut state.panes.zoomed),
-        KeyCode::Char('s') if state.panes.focus == Pane::Cache => {
-            state.cache.sort.next_column();
+        KeyCode::Char('s') if state.panes.focus == Pane::PageCache => {
+            state.page_cache.sort.next_column();
             Action::Redraw
         }
-        KeyCode::Char('r') if state.panes.focus == Pane::Cache => {
-            state.cache.sort.reverse();
+        KeyCode::Char('r') if state.panes.focus == Pane::PageCache => {
+            state.page_cache.sort.reverse();
             Action::Redraw
         }
         KeyCode::Char('s') => {
@@ -62,7 +62,7 @@ fn move_selection(state: &mut UiState, by: i64) -> Action {
     let selection = match state.panes.focus {
         Pane::Devices => &mut state.devices.selection,
         Pane::Processes => &mut state.processes.selection,
-        Pane::Cache => &mut state.cache.selection,
+        Pane::PageCache => &mut state.page_cache.selection,
         Pane::Memory => return Action::None,
     };
     selection.step(by);

@@ -23,11 +23,11 @@ pub enum Pane {
     Devices,
     Processes,
     /// Page cache per process (eBPF), or the /proc estimate without it.
-    Cache,
+    PageCache,
 }
 
 impl Pane {
-    const ORDER: [Pane; 4] = [Pane::Memory, Pane::Devices, Pane::Processes, Pane::Cache];
+    const ORDER: [Pane; 4] = [Pane::Memory, Pane::Devices, Pane::Processes, Pane::PageCache];
 
     fn index(self) -> usize {
         Pane::ORDER.iter().position(|p| *p == self).unwrap_or(0)
@@ -183,7 +183,7 @@ pub struct UiState {
     pub panes: crate::ui::panes::PanesView,
     pub devices: crate::ui::devices::DevicesView,
     pub processes: crate::ui::processes::ProcessesView,
-    pub cache: crate::ui::cache::CacheView,
+    pub page_cache: crate::ui::page_cache::PageCacheView,
     pub files: crate::ui::files::FilesView,
     pub readahead: crate::ui::readahead::ReadaheadView,
     pub cgroups: crate::ui::cgroups::CgroupsView,
@@ -211,7 +211,7 @@ impl UiState {
             panes: Default::default(),
             devices: Default::default(),
             processes: Default::default(),
-            cache: Default::default(),
+            page_cache: Default::default(),
             files: Default::default(),
             readahead: Default::default(),
             cgroups: Default::default(),
@@ -364,7 +364,7 @@ impl UiState {
             LineEdit::Ignored => return Action::None,
         }
         self.processes.selection.reset();
-        self.cache.selection.reset();
+        self.page_cache.selection.reset();
         self.files.selection.reset();
         Action::Redraw
     }
@@ -420,8 +420,8 @@ impl UiState {
         self.devices.selection.follow(devices);
         let processes = crate::ui::processes::row_keys(model, self);
         self.processes.selection.follow(processes);
-        let cache = crate::ui::cache::row_keys(model, self);
-        self.cache.selection.follow(cache);
+        let cache = crate::ui::page_cache::row_keys(model, self);
+        self.page_cache.selection.follow(cache);
         if self.is_open(Body::Files) {
             let files = crate::ui::files::row_keys(model, self);
             self.files.selection.follow(files);
@@ -548,11 +548,11 @@ mod tests {
         s.handle_key(code(KeyCode::Tab));
         assert_eq!(s.panes.focus, Pane::Processes);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.panes.focus, Pane::Cache);
+        assert_eq!(s.panes.focus, Pane::PageCache);
         s.handle_key(code(KeyCode::Tab));
         assert_eq!(s.panes.focus, Pane::Memory);
         s.handle_key(code(KeyCode::BackTab));
-        assert_eq!(s.panes.focus, Pane::Cache);
+        assert_eq!(s.panes.focus, Pane::PageCache);
         s.handle_key(code(KeyCode::BackTab));
         assert_eq!(s.panes.focus, Pane::Processes);
         s.handle_key(key('1'));
@@ -694,16 +694,16 @@ mod tests {
     fn sort_keys_act_on_the_cache_pane_when_it_has_the_focus() {
         let mut s = state();
         s.handle_key(key('4'));
-        assert_eq!(s.panes.focus, Pane::Cache);
-        let first = s.cache.sort.column;
+        assert_eq!(s.panes.focus, Pane::PageCache);
+        let first = s.page_cache.sort.column;
         s.handle_key(key('s'));
-        assert_ne!(s.cache.sort.column, first);
+        assert_ne!(s.page_cache.sort.column, first);
         assert_eq!(s.processes.sort, ProcSort::Disk, "the process sort is untouched");
         s.handle_key(key('r'));
-        assert!(s.cache.sort.reversed && !s.processes.reversed);
+        assert!(s.page_cache.sort.reversed && !s.processes.reversed);
         s.handle_key(key('j'));
         s.handle_key(key('j'));
-        assert_eq!((s.cache.selection.index(), s.processes.selection.index()), (2, 0));
+        assert_eq!((s.page_cache.selection.index(), s.processes.selection.index()), (2, 0));
     }
 
     #[test]

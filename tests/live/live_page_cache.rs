@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use common::LoopDevice;
 use ioscope::bpf::{BpfCollector, BpfOptions};
 use ioscope::collect::{Sampler, SystemRoot};
-use ioscope::model::cache::{processes, CacheProcessModel};
+use ioscope::model::page_cache::{processes, PageCacheProcessModel};
 use ioscope::model::Model;
 use ioscope::sample::Sample;
 
@@ -103,7 +103,7 @@ fn run_child<T>(mode: &str, file: &Path, before: impl FnOnce() -> T) -> (u32, T)
 }
 
 /// The child's row for the interval between two samples (it has exited by `after`).
-fn child_row(before: &Sample, after: &Sample, pid: u32) -> CacheProcessModel {
+fn child_row(before: &Sample, after: &Sample, pid: u32) -> PageCacheProcessModel {
     let rows = processes(Some(before), after, 1.0);
     let row =
         rows.into_iter().find(|r| r.pid == pid).unwrap_or_else(|| panic!("pid {pid} not in the sample"));
@@ -190,7 +190,7 @@ fn start(options: &BpfOptions) -> Option<BpfCollector> {
     Some(bpf)
 }
 
-fn pct(r: &CacheProcessModel) -> f64 {
+fn pct(r: &PageCacheProcessModel) -> f64 {
     r.hit_pct.unwrap_or_else(|| panic!("no accesses counted: {r:?}"))
 }
 
@@ -394,7 +394,7 @@ fn a_writer_past_the_dirty_limit_is_shown_throttled() {
         "dirtied {} not ≈ {expected}",
         row.dirtied
     );
-    let m = ioscope::model::cache::compute(Some(&before), &after, 1.0).unwrap();
+    let m = ioscope::model::page_cache::compute(Some(&before), &after, 1.0).unwrap();
     assert!(m.throttled_processes >= 1 && m.throttled_ms >= row.throttled_ms, "{m:?}");
     let k = m.kernel_dirty.expect("global_dirty_state seen");
     // The last event may come from after the settings were restored; the throttle record is from

@@ -79,10 +79,10 @@ fn the_view_names_pods_and_services_and_limits_the_panes_to_one() {
     key(&mut s, KeyCode::Down);
     s.clamp_selection(&m);
     key(&mut s, KeyCode::Enter);
-    let other = ioscope::ui::cache::visible_rows(&m, &s);
+    let other = ioscope::ui::page_cache::visible_rows(&m, &s);
     assert!(other.is_empty(), "{other:?}");
     key(&mut s, KeyCode::Char('C'));
-    assert_eq!(ioscope::ui::cache::visible_rows(&m, &s).len(), m.cache_processes.len());
+    assert_eq!(ioscope::ui::page_cache::visible_rows(&m, &s).len(), m.cache_processes.len());
 }
 
 #[test]

@@ -23,7 +23,7 @@ pub const PROGRAMS: [(&str, &str); 6] = [
     ("block_rq_merge", "block_rq_merge"),
 ];
 /// No longer traced: its work (crediting the submitter) moved to block_rq_complete, one program
-/// run fewer per request (probes/src/block_io.rs).
+/// run fewer per request (probes/src/block.rs).
 pub const RETIRED: &str = "block_io_done";
 
 /// The per-request table: an array of [`REQ_SLOTS`] [`ReqSlot`]s, a request's slot chosen by its

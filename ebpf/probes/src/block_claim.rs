@@ -1,6 +1,6 @@
 //! The block programs for kernels without BPF's compare-and-exchange (before Linux 5.12, whose
 //! verifier refuses the instruction anywhere in a program: "BPF_STX uses reserved fields"). Each
-//! `_nocas` program is its classic twin in block_io.rs with one difference: a free slot of the
+//! `_nocas` program is its classic twin in block.rs with one difference: a free slot of the
 //! device or process table is claimed by a `BPF_NOEXIST` insert into BLOCK_SLOT_CLAIMS (see
 //! ioscope_common::block_claim). Userspace attaches these or the classic ones, never both.
 
@@ -12,7 +12,7 @@ use aya_ebpf::{
 };
 use ioscope_common::block_claim::CLAIMS_MAX;
 
-use crate::block_io::{classic_io_start, classic_rq_complete, classic_rq_insert, classic_rq_issue};
+use crate::block::{classic_io_start, classic_rq_complete, classic_rq_insert, classic_rq_issue};
 
 /// Claim key → the table key holding that slot.
 #[map]

@@ -2,13 +2,13 @@
 //! a `try_*` function returning `Result` so `?` can be used on every fallible helper call.
 #![no_std]
 #![no_main]
-// The atomic add for the shared in-flight counters (block_io.rs): the bpf target has no AtomicU64 RMW.
+// The atomic add for the shared in-flight counters (block.rs): the bpf target has no AtomicU64 RMW.
 #![allow(internal_features)]
 #![feature(core_intrinsics)]
 
+mod block;
 mod block_claim;
 mod block_files;
-mod block_io;
 mod cgroup_move;
 mod file_names;
 mod files;

@@ -12,8 +12,8 @@ pub mod encode;
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::cache::CacheCounts;
 use crate::model::files::writeback_so_far;
+use crate::model::page_cache::PageCacheCounts;
 use crate::model::Model;
 use crate::sample::{BlockDirCounters, CacheCountersSample, Sample};
 
@@ -138,7 +138,7 @@ type Spec<G> = (&'static str, &'static str, &'static str, G);
 type NamedHelp<G> = (&'static str, &'static str, G);
 type DirGet = fn(&BlockDirCounters) -> u64;
 type ProcGet = fn(&crate::sample::ProcIoCounters) -> u64;
-type CacheGet = fn(&CacheCounts) -> u64;
+type CacheGet = fn(&PageCacheCounts) -> u64;
 type FileGet<'a> = Box<dyn Fn(&crate::sample::FileIoSample) -> u64 + 'a>;
 
 fn disks(out: &mut Vec<Family>, s: &Sample) {
@@ -525,8 +525,8 @@ fn page_cache(out: &mut Vec<Family>, s: &Sample) {
 }
 
 /// The Model's per-interval page-cache counts, taken from zero: cumulative counts.
-fn cache_counts(c: &CacheCountersSample, hz: u64, rss_page: Option<u64>) -> CacheCounts {
-    CacheCounts::between(&CacheCountersSample::default(), c, hz, rss_page)
+fn cache_counts(c: &CacheCountersSample, hz: u64, rss_page: Option<u64>) -> PageCacheCounts {
+    PageCacheCounts::between(&CacheCountersSample::default(), c, hz, rss_page)
 }
 
 fn readahead(out: &mut Vec<Family>, t: &Totals) {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::cache::{CacheModel, CacheProcessModel};
+use crate::model::page_cache::{PageCacheModel, PageCacheProcessModel};
 use crate::model::Model;
 use crate::ui::format::human_bytes;
 
@@ -23,7 +23,7 @@ pub fn append(s: &mut String, m: &Model) {
     process_table(s, &m.cache_processes);
 }
 
-fn system_lines(s: &mut String, c: &CacheModel, secs: f64) {
+fn system_lines(s: &mut String, c: &PageCacheModel, secs: f64) {
     let hit = c.hit_pct.map_or("-".to_string(), |p| format!("{p:.1}%"));
     let _ = writeln!(
         s,
@@ -59,8 +59,8 @@ fn system_lines(s: &mut String, c: &CacheModel, secs: f64) {
     }
 }
 
-fn process_table(s: &mut String, rows: &[CacheProcessModel]) {
-    let mut rows: Vec<&CacheProcessModel> = rows.iter().collect();
+fn process_table(s: &mut String, rows: &[PageCacheProcessModel]) {
+    let mut rows: Vec<&PageCacheProcessModel> = rows.iter().collect();
     rows.sort_by(|a, b| b.misses.cmp(&a.misses).then(b.accesses.cmp(&a.accesses)).then(a.pid.cmp(&b.pid)));
     let _ = writeln!(
         s,
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn lists_the_system_line_and_processes_by_misses() {
-        let row = |pid, comm: &str, accesses, misses| CacheProcessModel {
+        let row = |pid, comm: &str, accesses, misses| PageCacheProcessModel {
             pid,
             comm: comm.into(),
             accesses,
@@ -112,7 +112,7 @@ mod tests {
         exited.exited = true;
         let m = Model {
             interval_s: 1.0,
-            cache: Some(CacheModel {
+            cache: Some(PageCacheModel {
                 accesses: 16484,
                 misses: 16384,
                 hits: 100,

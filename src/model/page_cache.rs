@@ -23,7 +23,7 @@ use crate::sample::{CacheCountersSample, PageCacheSample, Sample};
 
 /// One interval's page counts, derived from two sets of cumulative counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct CacheCounts {
+pub struct PageCacheCounts {
     pub accesses: u64,
     pub misses: u64,
     pub hits: u64,
@@ -40,7 +40,7 @@ pub struct CacheCounts {
     pub dio_write_bytes: u64,
 }
 
-impl CacheCounts {
+impl PageCacheCounts {
     /// The formulas above. `hz` converts throttle pauses from jiffies to ms; `rss_page` is the
     /// page size when mmap accesses come from `kmem:rss_stat`, None for the fallback.
     pub fn between(
@@ -48,7 +48,7 @@ impl CacheCounts {
         c: &CacheCountersSample,
         hz: u64,
         rss_page: Option<u64>,
-    ) -> CacheCounts {
+    ) -> PageCacheCounts {
         let d = |f: fn(&CacheCountersSample) -> u64| delta(f(p), f(c));
         let mapped = match rss_page {
             Some(page) => d(|x| x.rss_file_bytes) / page.max(1),
@@ -58,7 +58,7 @@ impl CacheCounts {
         let misses = d(|x| x.inserted_pages).saturating_sub(d(|x| x.write_inserted_pages));
         let hits = accesses - misses.min(accesses);
         let jiffies = d(|x| x.throttle_jiffies);
-        CacheCounts {
+        PageCacheCounts {
             accesses,
             misses,
             hits,
@@ -82,7 +82,7 @@ pub fn hit_pct(hits: u64, accesses: u64) -> Option<f64> {
 
 /// JSON: `cache`. Null without the eBPF page-cache probes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct CacheModel {
+pub struct PageCacheModel {
     /// Pages in the interval, system-wide (all tasks, kernel threads and exited ones included).
     pub accesses: u64,
     pub misses: u64,
@@ -186,7 +186,7 @@ impl CrossCheck {
 
 /// JSON: `cache_processes[]`. Only processes with page-cache activity in the interval.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct CacheProcessModel {
+pub struct PageCacheProcessModel {
     pub pid: u32,
     pub comm: String,
     pub accesses: u64,
@@ -216,14 +216,14 @@ pub struct CacheProcessModel {
     pub cgroup: String,
 }
 
-impl CacheProcessModel {
+impl PageCacheProcessModel {
     fn active(&self) -> bool {
         self.accesses + self.misses + self.dirtied > 0 || self.throttled_ms > 0.0 || self.direct_io
     }
 }
 
 /// The system line, or None without the probes (or for the first sample).
-pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<CacheModel> {
+pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<PageCacheModel> {
     let c = cur.bpf.page_cache.as_ref()?;
     let zero = PageCacheSample::default();
     // The first sample after attach: counts since attach are not an interval's.
@@ -234,12 +234,12 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<CacheMo
     };
     let page = cur.page_size.max(1);
     let rss_page = c.rss_mapped.then_some(page);
-    let t = CacheCounts::between(&p.totals, &c.totals, c.hz, rss_page);
+    let t = PageCacheCounts::between(&p.totals, &c.totals, c.hz, rss_page);
     let procs = processes(prev, cur, secs);
     let pgpgin_bytes = prev.map(|p| delta(p.vmstat.pgpgin, cur.vmstat.pgpgin) * 1024).unwrap_or(0);
     let disk_read_bytes = prev.map(|p| disk_read_sectors(p, cur) * 512).unwrap_or(0);
     let age = |ns: u64| cur.mono_ns.saturating_sub(ns) as f64 / 1e9;
-    Some(CacheModel {
+    Some(PageCacheModel {
         accesses: t.accesses,
         misses: t.misses,
         hits: t.hits,
@@ -292,7 +292,7 @@ fn disk_read_sectors(prev: &Sample, cur: &Sample) -> u64 {
 /// Per process, for processes with page-cache activity in the interval, ordered by pid. A process
 /// absent from the previous sample started (or was first seen) during the interval: its counts
 /// so far all belong to it. Exited processes appear with `exited: true`.
-pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<CacheProcessModel> {
+pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<PageCacheProcessModel> {
     let Some(c) = cur.bpf.page_cache.as_ref() else { return Vec::new() };
     let Some(prev) = prev else { return Vec::new() };
     let p = prev.bpf.page_cache.as_ref();
@@ -306,17 +306,17 @@ pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<CachePro
     // An exited process is looked up in the previous sample (its comm after exec, not before).
     let proc_comm: HashMap<u32, &str> =
         prev.processes.iter().chain(&cur.processes).map(|p| (p.pid, p.comm.as_str())).collect();
-    let mut out: Vec<CacheProcessModel> = c
+    let mut out: Vec<PageCacheProcessModel> = c
         .processes
         .iter()
         .map(|x| {
-            let k = CacheCounts::between(
+            let k = PageCacheCounts::between(
                 before.get(&x.pid).copied().unwrap_or(&zero),
                 &x.counters,
                 c.hz,
                 rss_page,
             );
-            CacheProcessModel {
+            PageCacheProcessModel {
                 pid: x.pid,
                 comm: proc_comm.get(&x.pid).map(|c| c.to_string()).unwrap_or_else(|| x.comm.clone()),
                 accesses: k.accesses,
@@ -339,7 +339,7 @@ pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<CachePro
                 cgroup: x.cgroup.clone(),
             }
         })
-        .filter(CacheProcessModel::active)
+        .filter(PageCacheProcessModel::active)
         .collect();
     out.sort_by_key(|p| p.pid);
     out
@@ -371,13 +371,13 @@ mod tests {
     fn hit_rate_of_a_cold_warm_and_half_warm_read() {
         let zero = CacheCountersSample::default();
         // Cold 64 MiB read: 16384 pages asked for, all inserted by readahead.
-        let cold = CacheCounts::between(&zero, &counters(16384, 0, 0, 16384, 0), 250, None);
+        let cold = PageCacheCounts::between(&zero, &counters(16384, 0, 0, 16384, 0), 250, None);
         assert_eq!((cold.accesses, cold.misses, cold.hits, cold.hit_pct), (16384, 16384, 0, Some(0.0)));
         // Warm: 16384 asked for, 0 inserted.
-        let warm = CacheCounts::between(&zero, &counters(16384, 0, 0, 0, 0), 250, None);
+        let warm = PageCacheCounts::between(&zero, &counters(16384, 0, 0, 0, 0), 250, None);
         assert_eq!(warm.hit_pct, Some(100.0));
         // Half: 8192 of 16384 inserted → 50 %.
-        let half = CacheCounts::between(&zero, &counters(16000, 300, 84, 8192, 0), 250, None);
+        let half = PageCacheCounts::between(&zero, &counters(16000, 300, 84, 8192, 0), 250, None);
         assert_eq!((half.accesses, half.misses, half.hits), (16384, 8192, 8192));
         assert_eq!(half.hit_pct, Some(50.0));
     }
@@ -389,18 +389,18 @@ mod tests {
         // so the windows undercount; the RSS growth is the whole file.
         let mut c = counters(0, 2000, 700, 8192, 0);
         c.rss_file_bytes = 16384 * 4096;
-        let rss = CacheCounts::between(&zero, &c, 250, Some(4096));
+        let rss = PageCacheCounts::between(&zero, &c, 250, Some(4096));
         assert_eq!((rss.accesses, rss.misses, rss.hit_pct), (16384, 8192, Some(50.0)));
-        let fallback = CacheCounts::between(&zero, &c, 250, None);
+        let fallback = PageCacheCounts::between(&zero, &c, 250, None);
         assert_eq!((fallback.accesses, fallback.hit_pct), (2700, Some(0.0)));
     }
 
     #[test]
     fn readahead_ahead_of_reads_gives_zero_not_a_negative_rate() {
         let zero = CacheCountersSample::default();
-        let k = CacheCounts::between(&zero, &counters(32, 0, 0, 512, 0), 250, None);
+        let k = PageCacheCounts::between(&zero, &counters(32, 0, 0, 512, 0), 250, None);
         assert_eq!((k.hits, k.hit_pct), (0, Some(0.0)));
-        assert_eq!(CacheCounts::between(&zero, &zero, 250, None).hit_pct, None, "no accesses: no rate");
+        assert_eq!(PageCacheCounts::between(&zero, &zero, 250, None).hit_pct, None, "no accesses: no rate");
     }
 
     #[test]
@@ -410,7 +410,7 @@ mod tests {
         c.dirtied_pages = 2560;
         c.throttled = 4;
         c.throttle_jiffies = 50;
-        let k = CacheCounts::between(&p, &c, 250, None);
+        let k = PageCacheCounts::between(&p, &c, 250, None);
         assert_eq!((k.misses, k.dirtied, k.throttle_pauses), (3, 2560, 4));
         assert_eq!(k.throttled_ms, 200.0, "50 jiffies at 250 Hz");
     }

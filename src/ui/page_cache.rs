@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
-use crate::model::cache::{CacheModel, CacheProcessModel};
+use crate::model::page_cache::{PageCacheModel, PageCacheProcessModel};
 use crate::model::panes::{self, PaneStatus};
 use crate::model::{MemoryModel, Model, ProcessModel};
 use crate::ui::columns::Column;
@@ -30,7 +30,7 @@ const HIT_MIN_ACCESSES_S: f64 = 100.0;
 
 /// The cache pane's sort key; `s` cycles through them in this order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CacheSort {
+pub enum PageCacheSort {
     /// Pages brought in from disk: who makes the disk read.
     #[default]
     Misses,
@@ -42,60 +42,60 @@ pub enum CacheSort {
     Comm,
 }
 
-impl CacheSort {
-    const ORDER: [CacheSort; 7] = [
-        CacheSort::Misses,
-        CacheSort::Accesses,
-        CacheSort::HitPct,
-        CacheSort::Dirtied,
-        CacheSort::Throttled,
-        CacheSort::Pid,
-        CacheSort::Comm,
+impl PageCacheSort {
+    const ORDER: [PageCacheSort; 7] = [
+        PageCacheSort::Misses,
+        PageCacheSort::Accesses,
+        PageCacheSort::HitPct,
+        PageCacheSort::Dirtied,
+        PageCacheSort::Throttled,
+        PageCacheSort::Pid,
+        PageCacheSort::Comm,
     ];
 
-    pub fn next(self) -> CacheSort {
-        let i = CacheSort::ORDER.iter().position(|s| *s == self).unwrap_or(0);
-        CacheSort::ORDER[(i + 1) % CacheSort::ORDER.len()]
+    pub fn next(self) -> PageCacheSort {
+        let i = PageCacheSort::ORDER.iter().position(|s| *s == self).unwrap_or(0);
+        PageCacheSort::ORDER[(i + 1) % PageCacheSort::ORDER.len()]
     }
 
     /// Counts sort biggest first; the hit rate worst first; pid and comm ascending.
     fn ascending_by_default(self) -> bool {
-        matches!(self, CacheSort::HitPct | CacheSort::Pid | CacheSort::Comm)
+        matches!(self, PageCacheSort::HitPct | PageCacheSort::Pid | PageCacheSort::Comm)
     }
 
     pub fn label(self) -> &'static str {
         match self {
-            CacheSort::Misses => "misses",
-            CacheSort::Accesses => "accesses",
-            CacheSort::HitPct => "hit%",
-            CacheSort::Dirtied => "dirtied",
-            CacheSort::Throttled => "throttled",
-            CacheSort::Pid => "pid",
-            CacheSort::Comm => "comm",
+            PageCacheSort::Misses => "misses",
+            PageCacheSort::Accesses => "accesses",
+            PageCacheSort::HitPct => "hit%",
+            PageCacheSort::Dirtied => "dirtied",
+            PageCacheSort::Throttled => "throttled",
+            PageCacheSort::Pid => "pid",
+            PageCacheSort::Comm => "comm",
         }
     }
 }
 
-impl crate::ui::table::SortColumn for CacheSort {
-    fn next(self) -> CacheSort {
-        CacheSort::next(self)
+impl crate::ui::table::SortColumn for PageCacheSort {
+    fn next(self) -> PageCacheSort {
+        PageCacheSort::next(self)
     }
 }
 
 /// The cache pane's own state: sort (`s`, `r` while it has the focus) and the selected row (by pid).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct CacheView {
-    pub sort: crate::ui::table::Sort<CacheSort>,
+pub struct PageCacheView {
+    pub sort: crate::ui::table::Sort<PageCacheSort>,
     pub selection: crate::ui::table::Selection,
 }
 
 fn ascending(state: &UiState) -> bool {
-    state.cache.sort.column.ascending_by_default() != state.cache.sort.reversed
+    state.page_cache.sort.column.ascending_by_default() != state.page_cache.sort.reversed
 }
 
 /// The eBPF rows shown: matching the filter, sorted; ties by pid.
-pub fn visible_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CacheProcessModel> {
-    let mut rows: Vec<&CacheProcessModel> = model
+pub fn visible_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a PageCacheProcessModel> {
+    let mut rows: Vec<&PageCacheProcessModel> = model
         .cache_processes
         .iter()
         .filter(|p| {
@@ -106,28 +106,28 @@ pub fn visible_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CacheProce
         .collect();
     let asc = ascending(state);
     rows.sort_by(|a, b| {
-        let ord = compare(a, b, state.cache.sort.column);
+        let ord = compare(a, b, state.page_cache.sort.column);
         let ord = if asc { ord } else { ord.reverse() };
         ord.then(a.pid.cmp(&b.pid))
     });
     rows
 }
 
-fn compare(a: &CacheProcessModel, b: &CacheProcessModel, sort: CacheSort) -> Ordering {
-    let key = |p: &CacheProcessModel| -> f64 {
+fn compare(a: &PageCacheProcessModel, b: &PageCacheProcessModel, sort: PageCacheSort) -> Ordering {
+    let key = |p: &PageCacheProcessModel| -> f64 {
         match sort {
-            CacheSort::Misses => p.misses as f64,
-            CacheSort::Accesses => p.accesses as f64,
+            PageCacheSort::Misses => p.misses as f64,
+            PageCacheSort::Accesses => p.accesses as f64,
             // No accesses sorts after every real rate.
-            CacheSort::HitPct => p.hit_pct.unwrap_or(f64::INFINITY),
-            CacheSort::Dirtied => p.dirtied as f64,
-            CacheSort::Throttled => p.throttled_ms,
-            CacheSort::Pid => p.pid as f64,
-            CacheSort::Comm => 0.0,
+            PageCacheSort::HitPct => p.hit_pct.unwrap_or(f64::INFINITY),
+            PageCacheSort::Dirtied => p.dirtied as f64,
+            PageCacheSort::Throttled => p.throttled_ms,
+            PageCacheSort::Pid => p.pid as f64,
+            PageCacheSort::Comm => 0.0,
         }
     };
     match sort {
-        CacheSort::Comm => a.comm.cmp(&b.comm),
+        PageCacheSort::Comm => a.comm.cmp(&b.comm),
         _ => key(a).total_cmp(&key(b)),
     }
 }
@@ -162,7 +162,7 @@ pub fn title(model: &Model, state: &UiState) -> String {
         Some(_) => {
             let arrow = if ascending(state) { "▲" } else { "▼" };
             let fallback = panes::fallback_note(&model.bpf.panes, &["cache", "direct_io"]);
-            format!("Page cache  eBPF{fallback}  sort {} {arrow}", state.cache.sort.column.label())
+            format!("Page cache  eBPF{fallback}  sort {} {arrow}", state.page_cache.sort.column.label())
         }
         None if model.interval_s == 0.0 => "Page cache".to_string(),
         None if model.bpf.enabled => {
@@ -206,13 +206,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), table_area);
         return;
     }
-    let selected = (state.panes.focus == Pane::Cache).then_some(state.cache.selection.index());
+    let selected = (state.panes.focus == Pane::PageCache).then_some(state.page_cache.selection.index());
     table::render(frame, table_area, cache_columns(&rows, state), &theme, selected);
 }
 
 /// The cachestat-like line, and the cross-check's warning when the figures do not add up.
 fn system_lines(
-    c: &CacheModel,
+    c: &PageCacheModel,
     missing: Option<&PaneStatus>,
     interval_s: f64,
     u: Units,
@@ -287,41 +287,41 @@ fn flow(items: Vec<Vec<Span<'static>>>, width: u16) -> Vec<Line<'static>> {
     lines
 }
 
-fn cache_columns(rows: &[&CacheProcessModel], state: &UiState) -> Vec<Column> {
+fn cache_columns(rows: &[&PageCacheProcessModel], state: &UiState) -> Vec<Column> {
     let theme = Theme { color: state.color };
     let u = state.units;
     let arrow = if ascending(state) { "▲" } else { "▼" };
-    let title = |name: &str, sort: Option<CacheSort>| -> String {
-        if sort == Some(state.cache.sort.column) {
+    let title = |name: &str, sort: Option<PageCacheSort>| -> String {
+        if sort == Some(state.page_cache.sort.column) {
             format!("{name}{arrow}")
         } else {
             name.to_string()
         }
     };
-    let col = |name: String, priority: u8, f: &dyn Fn(&CacheProcessModel) -> (String, Style)| {
+    let col = |name: String, priority: u8, f: &dyn Fn(&PageCacheProcessModel) -> (String, Style)| {
         let mut c = Column::new(name, priority);
         c.cells = rows.iter().map(|p| f(p)).collect();
         c
     };
     let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
     let plain = |s: String| (s, Style::new());
-    let mut pid = Column::new(title("pid", Some(CacheSort::Pid)), 0).min_width(7);
+    let mut pid = Column::new(title("pid", Some(PageCacheSort::Pid)), 0).min_width(7);
     pid.cells = rows.iter().map(|p| plain(p.pid.to_string())).collect();
-    let mut comm = Column::new(title("comm", Some(CacheSort::Comm)), 0).left().min_width(15);
+    let mut comm = Column::new(title("comm", Some(PageCacheSort::Comm)), 0).left().min_width(15);
     comm.cells = rows.iter().map(|p| plain(p.comm.clone())).collect();
     vec![
         pid,
         comm,
-        col(title("acc/s", Some(CacheSort::Accesses)), 0, &|p| plain(format::count(p.accesses_s, u))),
-        col(title("miss/s", Some(CacheSort::Misses)), 0, &|p| plain(format::count(p.misses_s, u))),
-        col(title("hit%", Some(CacheSort::HitPct)), 0, &|p| match p.hit_pct {
+        col(title("acc/s", Some(PageCacheSort::Accesses)), 0, &|p| plain(format::count(p.accesses_s, u))),
+        col(title("miss/s", Some(PageCacheSort::Misses)), 0, &|p| plain(format::count(p.misses_s, u))),
+        col(title("hit%", Some(PageCacheSort::HitPct)), 0, &|p| match p.hit_pct {
             Some(h) => (format!("{h:.1}"), theme.level(hit_level(h, p.accesses_s))),
             None => ("-".into(), theme.dim()),
         }),
         col(rate("from cache"), 1, &|p| plain(format::bytes(p.cache_read_bytes_s, u))),
         col(rate("from disk"), 1, &|p| plain(format::bytes(p.disk_read_bytes_s, u))),
-        col(title("dirtied/s", Some(CacheSort::Dirtied)), 1, &|p| plain(format::count(p.dirtied_s, u))),
-        col(title("throttled ms/s", Some(CacheSort::Throttled)), 1, &|p| {
+        col(title("dirtied/s", Some(PageCacheSort::Dirtied)), 1, &|p| plain(format::count(p.dirtied_s, u))),
+        col(title("throttled ms/s", Some(PageCacheSort::Throttled)), 1, &|p| {
             let style = if p.throttled_ms > 0.0 { theme.level(Level::Critical) } else { Style::new() };
             (format::count(p.throttled_ms_s, u), style)
         }),
@@ -378,7 +378,7 @@ fn render_estimate(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
     est.cells = rows.iter().map(|p| plain(format::bytes(p.cache_estimate_bytes_s, u))).collect();
     let mut disk = Column::new("from disk/s", 0);
     disk.cells = rows.iter().map(|p| plain(format::bytes(p.read_bytes_s, u))).collect();
-    let selected = (state.panes.focus == Pane::Cache).then_some(state.cache.selection.index());
+    let selected = (state.panes.focus == Pane::PageCache).then_some(state.page_cache.selection.index());
     table::render(frame, table_area, vec![pid, comm, est, disk], &theme, selected);
 }
 
