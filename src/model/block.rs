@@ -1,7 +1,7 @@
 //! Block-layer figures from the eBPF probes, per disk: latency split into queue and device time with
 //! percentiles, request sizes, rwbs flags, queue depth, and the cross-check against /proc/diskstats.
 //!
-//! Formulas (README "Block layer (eBPF)"): every figure is over the interval, from the increase of
+//! Formulas (src/model/README.md, "Block layer"): every figure is over the interval, from the increase of
 //! cumulative counters and histogram buckets between two samples.
 //! - iops = Δcompleted_requests / Δt; bytes/s = Δcompleted_bytes / Δt; avg size = Δissued_bytes /
 //!   Δissued_requests
@@ -56,7 +56,7 @@ pub struct BlockDirModel {
     /// and their average time there, ms.
     pub sched_pct: f64,
     pub sched_ms_avg: Option<f64>,
-    /// The interval's histograms (bucket counts, log2: see README): queue and device time in µs,
+    /// The interval's histograms (bucket counts, log2: see src/model/README.md): queue and device time in µs,
     /// size in bytes.
     pub queue_hist: Vec<u64>,
     pub device_hist: Vec<u64>,

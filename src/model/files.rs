@@ -1,4 +1,4 @@
-//! Per-file disk I/O for one interval (README "Files"), from the per-file counters in two
+//! Per-file disk I/O for one interval (src/model/README.md, "Files"), from the per-file counters in two
 //! Samples (src/bpf/resolve/files.rs keeps a file's counters continuous while it is in the Samples):
 //!
 //! ```text

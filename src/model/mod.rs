@@ -2,7 +2,7 @@
 //!
 //! Nothing here reads the system: the Model is computed the same way live, on replay, and in tests
 //! from fixtures. Its serde form *is* the `--json` output, so field names are a public, documented
-//! interface (see README "JSON keys"): rename nothing without a compatibility note.
+//! interface (src/model/README.md, "The document", and the per-pane key tables): rename nothing without a compatibility note.
 
 use serde::Serialize;
 use std::time::Duration;
@@ -50,7 +50,7 @@ pub struct Model {
     pub cache: Option<page_cache::PageCacheModel>,
     /// Per-process page-cache figures for the interval (processes with activity, exited ones too).
     pub cache_processes: Vec<page_cache::PageCacheProcessModel>,
-    /// Per-file disk I/O in the interval (README "Files"), the most disk bytes first.
+    /// Per-file disk I/O in the interval (src/model/README.md, "Files"), the most disk bytes first.
     pub files: Vec<files::FileModel>,
     /// How much of the block requests the files' `block_*` figures sample; null without the
     /// request ring.

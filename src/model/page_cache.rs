@@ -1,7 +1,7 @@
 //! Page cache (eBPF): the system hit rate (cachestat-like), per-process hit rates (cachetop-like),
 //! dirtying, dirty throttling, and a plausibility cross-check against the block layer.
 //!
-//! The definitions (README "Page cache"), for one interval, from the probes' cumulative counters:
+//! The definitions (src/model/README.md, "Page cache"), for one interval, from the probes' cumulative counters:
 //!
 //! ```text
 //! accesses = Δread_pages + Δrss_file_bytes / page size

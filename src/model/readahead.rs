@@ -1,6 +1,6 @@
 //! The readahead view: per file and per device, what readahead brought in over the interval, how
 //! much of it was used and how much evicted unused, the windows, and plain-language hints. The
-//! formulas are the README's "Readahead" section; every count is a difference of the probes'
+//! formulas are src/model/README.md's "Readahead" section; every count is a difference of the probes'
 //! cumulative counters between two samples.
 
 use serde::Serialize;

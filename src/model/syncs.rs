@@ -1,4 +1,4 @@
-//! Sync calls per (process, call, file) (README "Sync calls"), from the sync probes' counters in
+//! Sync calls per (process, call, file) (src/model/README.md, "Sync calls"), from the sync probes' counters in
 //! the Samples (src/sample/syncs.rs). The figures are cumulative since ioscope started (a slow
 //! fsync a minute ago still matters), except `calls_interval` and `others_throttled_s`:
 //!

@@ -1,4 +1,4 @@
-//! The recording file format, version 1. Written once here; README "Recordings" describes it.
+//! The recording file format, version 1. Written once here; src/record/README.md describes it.
 //!
 //! ```text
 //! file    = magic "IOSCOPE-REC\n" (12 bytes) · format version u16 LE · reserved u16 (0)

@@ -58,7 +58,7 @@ pub struct FileCacheState {
 }
 
 /// Completed block requests mapped to files through the files' extent maps, cumulative since
-/// the collector started (README "Block requests to files").
+/// the collector started (src/model/README.md, "Block requests to files").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BlockFilesSample {

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// What the page-cache probes (`filemap:*`, `writeback:*`, `iomap:iomap_dio_rw_begin`) counted:
 /// cumulative since attach, summed over CPUs. Definitions: ioscope_common::page_cache and the
-/// README's "Page cache" section.
+/// src/model/README.md's "Page cache" section.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PageCacheSample {

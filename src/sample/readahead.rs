@@ -1,6 +1,6 @@
 //! The readahead probes' raw counters as they go into a [`crate::sample::Sample`] (recorded and
 //! replayed like every other counter). Cumulative per file since the file's entry was created;
-//! ioscope_common::readahead says what each counts, the README's "Readahead" section the figures
+//! ioscope_common::readahead says what each counts, src/model/README.md's "Readahead" section the figures
 //! derived from them.
 
 use serde::{Deserialize, Serialize};

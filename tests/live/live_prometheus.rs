@@ -256,7 +256,7 @@ fn prometheus_scrapes_direct_writes_as_dd_and_diskstats_count_them() {
 
     // The raw counters at the end minus at a time before dd started: no extrapolation (an
     // increase() over a range extrapolates to the range's ends, adding up to 2 scrape intervals'
-    // worth of the average rate; README "Prometheus" explains).
+    // worth of the average rate; src/output/prometheus/README.md explains).
     let back = (t_end - t_start).ceil() + 1.0;
     let delta = |metric: &str| {
         let q = format!("{metric} - {metric} offset {back}s");

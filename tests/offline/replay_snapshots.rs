@@ -1,7 +1,7 @@
 //! Recordings kept in the repository, replayed through today's Model and View:
 //! - `tests/fixtures/recordings/v1-*.rec`, made by ioscope 0.1.0 (format 1), must stay readable by
 //!   every later ioscope: never regenerate it; add a new file when the format changes.
-//! - `assets/demo/*.rec`, the stories' demo recordings (README "Recordings").
+//! - `assets/demo/*.rec`, the stories' demo recordings (assets/demo/README.md).
 //!
 //! Accept changed snapshots with `INSTA_UPDATE=always cargo test --test offline replay_snapshots::`, then read
 //! them.

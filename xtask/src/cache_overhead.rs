@@ -5,7 +5,7 @@
 //! seconds at a time, without and with `ioscope --batch` running (its eBPF programs attached, so
 //! every read() runs the `mm_filemap_get_pages` program), in an order that alternates from round to
 //! round so that drift in the machine's load hits both sides alike; the medians are compared. The target
-//! (README "Page cache"): with ioscope, at least 95 % of the throughput without.
+//! (xtask/README.md, "cargo xtask cache-overhead"): with ioscope, at least 95 % of the throughput without.
 //!
 //! Throughput alone measures the neighbours on a shared machine (other work taking the CPUs), so
 //! the verdict uses fio's own CPU time per read (its usr + sys share of the run, from fio's

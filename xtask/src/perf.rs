@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-/// The targets (README "Performance").
+/// The targets (xtask/README.md, "cargo xtask perf").
 const CPU_TARGET_PERCENT: f64 = 1.0;
 const RSS_TARGET_BYTES: u64 = 30_000_000;
 const FIRST_FRAME_TARGET: Duration = Duration::from_millis(200);

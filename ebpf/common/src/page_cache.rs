@@ -1,7 +1,7 @@
 //! The page-cache probes' shared types: what `filemap:*`, `writeback:*` and `iomap:*` programs
 //! count per process (tgid) and system-wide, and the tracepoint field offsets they need.
 //!
-//! What each counter means (the README's "Page cache" section defines the hit rate built on them):
+//! What each counter means (src/model/README.md's "Page cache" section defines the hit rate built on them):
 //! - `read_pages`: pages requested through the read path (`mm_filemap_get_pages`, range
 //!   `index..=last_index`). `filemap_read()` calls `filemap_get_pages()` once per batch of folios
 //!   with the *remaining* range of the same call, so a continuation (same thread, file and last

@@ -3,7 +3,7 @@
 //! thread inside its last window was brought in by readahead and is remembered in [`RA_PAGES_MAP`]
 //! until it is either **used** (a read, `mm_filemap_get_pages`, or a fault, `mm_filemap_fault` /
 //! `mm_filemap_map_pages`, covers it) or **wasted** (`mm_filemap_delete_from_page_cache` evicts it
-//! first). Per file (device, inode) the programs count into [`RaFileStats`]; the README's
+//! first). Per file (device, inode) the programs count into [`RaFileStats`]; src/model/README.md's
 //! "Readahead" section defines the figures built on them.
 
 /// Hash map: [`RaPageKey`] → [`RaPage`], the readahead folios neither used nor evicted yet.

@@ -1,4 +1,4 @@
-//! Block requests → files (README "Block requests to files"). The kernel sends a rate-limited
+//! Block requests → files (src/model/README.md, "Block requests to files"). The kernel sends a rate-limited
 //! sample of completed requests (disk, sector, size, rwbs flags, submitter; src/bpf/block_files.rs);
 //! each is matched against the extent maps of the files the files pane knows (FIEMAP on the path
 //! the resolver found, plus the partition's start sector from sysfs: src/bpf/resolve/extents.rs), in

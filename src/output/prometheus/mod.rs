@@ -463,7 +463,7 @@ fn memory(out: &mut Vec<Family>, s: &Sample, model: &Model) {
 }
 
 /// The page-cache counters (eBPF), system-wide, cumulative since the probes attached: the
-/// Model's interval formulas (model/cache.rs) applied from zero.
+/// Model's interval formulas (model/page_cache.rs) applied from zero.
 fn page_cache(out: &mut Vec<Family>, s: &Sample) {
     let Some(pc) = &s.bpf.page_cache else { return };
     let c = cache_counts(&pc.totals, pc.hz, pc.rss_mapped.then_some(s.page_size));
