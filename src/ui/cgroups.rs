@@ -139,19 +139,19 @@ pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
     match code {
         KeyCode::Esc => state.close(),
         KeyCode::Enter => {
-            let rows = &state.cgroups.rows;
+            let rows = &state.views.cgroups.rows;
             if let Some((id, name)) =
-                rows.get(state.cgroups.selection.index().min(rows.len().saturating_sub(1)))
+                rows.get(state.views.cgroups.selection.index().min(rows.len().saturating_sub(1)))
             {
                 state.cgroup_filter = Some(CgroupFilter { id: *id, name: name.clone() });
                 state.close();
-                state.processes.selection.reset();
-                state.page_cache.selection.reset();
+                state.views.processes.selection.reset();
+                state.views.page_cache.selection.reset();
             }
         }
-        KeyCode::Char('s') => state.cgroups.sort.next_column(),
-        KeyCode::Char('r') => state.cgroups.sort.reverse(),
-        code if state.cgroups.selection.step_key(code) => {}
+        KeyCode::Char('s') => state.views.cgroups.sort.next_column(),
+        KeyCode::Char('r') => state.views.cgroups.sort.reverse(),
+        code if state.views.cgroups.selection.step_key(code) => {}
         _ => return None,
     }
     Some(Action::Redraw)
@@ -184,8 +184,8 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CgroupModel> {
                 || c.name.kind.contains(&needle)
         })
         .collect();
-    let sort = state.cgroups.sort.column;
-    let descending = (sort != CgroupSort::Name) != state.cgroups.sort.reversed;
+    let sort = state.views.cgroups.sort.column;
+    let descending = (sort != CgroupSort::Name) != state.views.cgroups.sort.reversed;
     rows.sort_by(|a, b| {
         let ord = match sort {
             CgroupSort::Name => label(a).cmp(&label(b)),
@@ -199,14 +199,15 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CgroupModel> {
 
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let theme = Theme { color: state.color };
-    let arrow = if (state.cgroups.sort.column != CgroupSort::Name) != state.cgroups.sort.reversed {
+    let arrow = if (state.views.cgroups.sort.column != CgroupSort::Name) != state.views.cgroups.sort.reversed
+    {
         "▼"
     } else {
         "▲"
     };
     let mut title = format!(
         "▶ cgroups  c/Esc back  Enter: limit the panes to it  sort {} {arrow}",
-        state.cgroups.sort.column.label()
+        state.views.cgroups.sort.column.label()
     );
     if !state.filter.is_empty() || state.editing_filter() {
         title.push_str(&format!("  filter \"{}\"", state.filter));
@@ -258,7 +259,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         table_area,
         cgroup_columns(&rows, state),
         &theme,
-        Some(state.cgroups.selection.index().min(rows.len() - 1)),
+        Some(state.views.cgroups.selection.index().min(rows.len() - 1)),
     );
     if let Some(area) = note_area {
         frame.render_widget(Paragraph::new(Span::styled(missing.join("; "), theme.dim())), area);
@@ -268,10 +269,11 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
 fn cgroup_columns(rows: &[&CgroupModel], state: &UiState) -> Vec<Column> {
     let theme = Theme { color: state.color };
     let u = state.units;
-    let descending = (state.cgroups.sort.column != CgroupSort::Name) != state.cgroups.sort.reversed;
+    let descending =
+        (state.views.cgroups.sort.column != CgroupSort::Name) != state.views.cgroups.sort.reversed;
     let marker = if descending { "▼" } else { "▲" };
     let title = |name: &str, sorts: &[CgroupSort]| -> String {
-        if sorts.contains(&state.cgroups.sort.column) {
+        if sorts.contains(&state.views.cgroups.sort.column) {
             format!("{name}{marker}")
         } else {
             name.to_string()

@@ -24,7 +24,8 @@ use crate::ui::theme::{Level, Theme};
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let theme = Theme { color: state.color };
     let devices = rows::visible_devices(model, state);
-    let Some(d) = devices.get(state.devices.selection.index().min(devices.len().saturating_sub(1))).copied()
+    let Some(d) =
+        devices.get(state.views.devices.selection.index().min(devices.len().saturating_sub(1))).copied()
     else {
         let block = title_block("Device detail", &theme);
         let inner = block.inner(area);

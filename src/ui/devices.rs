@@ -75,7 +75,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
         return;
     }
-    let (stats_area, settings_area) = if state.panes.zoomed {
+    let (stats_area, settings_area) = if state.views.panes.zoomed {
         // Zoomed: the settings get their own table below the statistics, whatever the width.
         let stats_h = (devices.len() as u16 + 1).min(inner.height.saturating_sub(4).max(2));
         let [a, _, b] =
@@ -105,7 +105,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
 }
 
 fn state_selection(state: &UiState) -> Option<usize> {
-    (state.panes.focus == crate::ui::state::Pane::Devices).then_some(state.devices.selection.index())
+    (state.views.panes.focus == crate::ui::state::Pane::Devices)
+        .then_some(state.views.devices.selection.index())
 }
 
 /// Builds a column from one formatter applied to every device.

@@ -104,11 +104,11 @@ pub fn handle_key(state: &mut UiState, code: crossterm::event::KeyCode) -> Optio
     use crossterm::event::KeyCode;
     match code {
         KeyCode::Char('s') => {
-            state.files.sort.next_column();
-            state.files.selection.reset();
+            state.views.files.sort.next_column();
+            state.views.files.selection.reset();
         }
-        KeyCode::Char('r') => state.files.sort.reverse(),
-        code if state.files.selection.step_key(code) => {}
+        KeyCode::Char('r') => state.views.files.sort.reverse(),
+        code if state.views.files.selection.step_key(code) => {}
         _ => return None,
     }
     Some(Action::Redraw)
@@ -138,22 +138,22 @@ enum ScopeFilter {
 }
 
 fn scope_filter(model: &Model, state: &UiState) -> ScopeFilter {
-    match state.files.scope {
+    match state.views.files.scope {
         FileScope::All => ScopeFilter::All,
         FileScope::SelectedDevice => {
             let devices = rows::visible_devices(model, state);
-            match devices.get(state.devices.selection.index().min(devices.len().saturating_sub(1))) {
+            match devices.get(state.views.devices.selection.index().min(devices.len().saturating_sub(1))) {
                 Some(d) => ScopeFilter::Device(d.name.clone()),
                 None => ScopeFilter::All,
             }
         }
         FileScope::SelectedProcess => {
-            let pid = if state.processes.io_view {
+            let pid = if state.views.processes.io_view {
                 let v = crate::ui::io_processes::visible(model, state);
-                v.get(state.processes.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
+                v.get(state.views.processes.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
             } else {
                 let v = rows::visible_processes(model, state);
-                v.get(state.processes.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
+                v.get(state.views.processes.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
             };
             pid.map_or(ScopeFilter::All, ScopeFilter::Pid)
         }
@@ -181,14 +181,14 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a FileModel> {
                     .any(|p| p.comm.to_lowercase().contains(&needle) || p.pid.to_string() == needle)
         })
         .collect();
-    let sort = state.files.sort.column;
+    let sort = state.views.files.sort.column;
     rows.sort_by(|a, b| {
         let o = if sort == FileSort::Path {
             a.name().cmp(&b.name())
         } else {
             sort.key(b).partial_cmp(&sort.key(a)).unwrap_or(Ordering::Equal)
         };
-        let o = if state.files.sort.reversed { o.reverse() } else { o };
+        let o = if state.views.files.sort.reversed { o.reverse() } else { o };
         o.then_with(|| a.name().cmp(&b.name()))
     });
     rows
@@ -201,8 +201,8 @@ pub fn title(model: &Model, state: &UiState) -> String {
     );
     let mut t = format!(
         "Files{fallback}  sort {}{}",
-        state.files.sort.column.label(),
-        if state.files.sort.reversed { " (rev)" } else { "" }
+        state.views.files.sort.column.label(),
+        if state.views.files.sort.reversed { " (rev)" } else { "" }
     );
     match scope_filter(model, state) {
         ScopeFilter::All => {}
@@ -252,7 +252,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
             table_area,
             file_columns(&rows, state, inner.width),
             &theme,
-            Some(state.files.selection.index().min(rows.len() - 1)),
+            Some(state.views.files.selection.index().min(rows.len() - 1)),
         );
     }
     let sampled = match model.block_files.as_ref().and_then(|b| b.sampled_pct) {

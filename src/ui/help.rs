@@ -156,9 +156,9 @@ mod tests {
     /// A state in which every binding has something to act on.
     fn busy_state() -> UiState {
         let mut s = UiState::new(Duration::from_secs(1), true);
-        s.panes.focus = Pane::Processes;
+        s.views.panes.focus = Pane::Processes;
         s.filter = "fio".into();
-        s.processes.selection.select_index(3);
+        s.views.processes.selection.select_index(3);
         s
     }
 

@@ -81,9 +81,9 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a IoProcessModel>
         })
         .filter(|p| crate::ui::cgroups::admits(model, state, p.pid, Some(p.cgroup_id)))
         .collect();
-    let descending = state.processes.io_sort.descending_by_default() != state.processes.reversed;
+    let descending = state.views.processes.io_sort.descending_by_default() != state.views.processes.reversed;
     rows.sort_by(|a, b| {
-        let ord = compare(a, b, state.processes.io_sort);
+        let ord = compare(a, b, state.views.processes.io_sort);
         let ord = if descending { ord.reverse() } else { ord };
         ord.then(a.pid.cmp(&b.pid)).then(a.device.cmp(&b.device))
     });
@@ -110,12 +110,12 @@ fn compare(a: &IoProcessModel, b: &IoProcessModel, sort: IoSort) -> Ordering {
 }
 
 pub fn title(model: &Model, state: &UiState) -> String {
-    let descending = state.processes.io_sort.descending_by_default() != state.processes.reversed;
+    let descending = state.views.processes.io_sort.descending_by_default() != state.views.processes.reversed;
     let arrow = if descending { "▼" } else { "▲" };
     let fallback = crate::model::panes::fallback_note(&model.bpf.panes, &["io_processes"]);
     let mut t = format!(
         "Disk I/O by submitter (eBPF){fallback}  d: /proc view  sort {} {arrow}",
-        state.processes.io_sort.label()
+        state.views.processes.io_sort.label()
     );
     if !state.filter.is_empty() || state.editing_filter() {
         t.push_str(&format!("  filter \"{}\"", state.filter));
@@ -149,7 +149,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
         return;
     }
-    let selected = (state.panes.focus == Pane::Processes).then_some(state.processes.selection.index());
+    let selected =
+        (state.views.panes.focus == Pane::Processes).then_some(state.views.processes.selection.index());
     table::render(frame, inner, io_columns(&rows, state), &theme, selected);
 }
 
@@ -157,10 +158,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
 pub fn io_columns(rows: &[&IoProcessModel], state: &UiState) -> Vec<Column> {
     let theme = Theme { color: state.color };
     let u = state.units;
-    let descending = state.processes.io_sort.descending_by_default() != state.processes.reversed;
+    let descending = state.views.processes.io_sort.descending_by_default() != state.views.processes.reversed;
     let marker = if descending { "▼" } else { "▲" };
     let title = |name: &str, sorts: &[IoSort]| -> String {
-        if sorts.contains(&state.processes.io_sort) {
+        if sorts.contains(&state.views.processes.io_sort) {
             format!("{name}{marker}")
         } else {
             name.to_string()
@@ -246,12 +247,12 @@ mod tests {
         let m = model();
         let mut s = UiState::new(Duration::from_secs(1), false);
         assert_eq!(pids(&m, &s), [20, 10, 30]);
-        s.processes.io_sort = IoSort::LatP99;
+        s.views.processes.io_sort = IoSort::LatP99;
         assert_eq!(pids(&m, &s), [20, 10, 30]);
-        s.processes.reversed = true;
+        s.views.processes.reversed = true;
         assert_eq!(pids(&m, &s), [30, 10, 20]);
-        s.processes.reversed = false;
-        s.processes.io_sort = IoSort::Comm;
+        s.views.processes.reversed = false;
+        s.views.processes.io_sort = IoSort::Comm;
         assert_eq!(pids(&m, &s), [30, 10, 20]);
         // The filter matches comm, pid or disk.
         s.filter = "VDA".into();

@@ -70,7 +70,9 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         Body::Cgroups => cgroups::render(frame, body, model, state),
         Body::ProbeHealth => probe_health::render(frame, body, model, state),
         Body::DeviceDetail => device_detail::render(frame, body, model, state),
-        Body::Panes if state.panes.zoomed => render_pane(frame, body, state.panes.focus, model, state),
+        Body::Panes if state.views.panes.zoomed => {
+            render_pane(frame, body, state.views.panes.focus, model, state)
+        }
         Body::Panes => draw_stacked(frame, body, model, state),
     }
     if state.shows(Overlay::Help) {
@@ -115,7 +117,7 @@ fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
         let [p, c] = Layout::vertical([Constraint::Fill(1); 2]).areas(procs);
         render_pane(frame, p, Pane::Processes, model, state);
         render_pane(frame, c, Pane::PageCache, model, state);
-    } else if state.panes.focus == Pane::PageCache {
+    } else if state.views.panes.focus == Pane::PageCache {
         render_pane(frame, procs, Pane::PageCache, model, state);
     } else {
         render_pane(frame, procs, Pane::Processes, model, state);
@@ -126,20 +128,22 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
     let (key, title) = match pane {
         Pane::Memory => ('1', "Memory".to_string()),
         Pane::Devices => ('2', devices::title(model, state)),
-        Pane::Processes if state.processes.io_view => ('3', io_processes::title(model, state)),
+        Pane::Processes if state.views.processes.io_view => ('3', io_processes::title(model, state)),
         Pane::Processes => ('3', processes::title(model, state)),
         Pane::PageCache => ('4', page_cache::title(model, state)),
     };
     if let Some(baseline) = &state.baseline {
         let title = baseline::title(&title, baseline, state);
-        let block = pane_block(key, &title, state.panes.focus == pane, state);
+        let block = pane_block(key, &title, state.views.panes.focus == pane, state);
         return baseline::render(frame, area, pane, model, baseline, state, block);
     }
-    let block = pane_block(key, &title, state.panes.focus == pane, state);
+    let block = pane_block(key, &title, state.views.panes.focus == pane, state);
     match pane {
         Pane::Memory => memory::render(frame, area, model, state, block),
         Pane::Devices => devices::render(frame, area, model, state, block),
-        Pane::Processes if state.processes.io_view => io_processes::render(frame, area, model, state, block),
+        Pane::Processes if state.views.processes.io_view => {
+            io_processes::render(frame, area, model, state, block)
+        }
         Pane::Processes => processes::render(frame, area, model, state, block),
         Pane::PageCache => page_cache::render(frame, area, model, state, block),
     }

@@ -90,7 +90,7 @@ pub struct PageCacheView {
 }
 
 fn ascending(state: &UiState) -> bool {
-    state.page_cache.sort.column.ascending_by_default() != state.page_cache.sort.reversed
+    state.views.page_cache.sort.column.ascending_by_default() != state.views.page_cache.sort.reversed
 }
 
 /// The eBPF rows shown: matching the filter, sorted; ties by pid.
@@ -106,7 +106,7 @@ pub fn visible_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a PageCacheP
         .collect();
     let asc = ascending(state);
     rows.sort_by(|a, b| {
-        let ord = compare(a, b, state.page_cache.sort.column);
+        let ord = compare(a, b, state.views.page_cache.sort.column);
         let ord = if asc { ord } else { ord.reverse() };
         ord.then(a.pid.cmp(&b.pid))
     });
@@ -162,7 +162,7 @@ pub fn title(model: &Model, state: &UiState) -> String {
         Some(_) => {
             let arrow = if ascending(state) { "▲" } else { "▼" };
             let fallback = panes::fallback_note(&model.bpf.panes, &["cache", "direct_io"]);
-            format!("Page cache  eBPF{fallback}  sort {} {arrow}", state.page_cache.sort.column.label())
+            format!("Page cache  eBPF{fallback}  sort {} {arrow}", state.views.page_cache.sort.column.label())
         }
         None if model.interval_s == 0.0 => "Page cache".to_string(),
         None if model.bpf.enabled => {
@@ -206,7 +206,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), table_area);
         return;
     }
-    let selected = (state.panes.focus == Pane::PageCache).then_some(state.page_cache.selection.index());
+    let selected =
+        (state.views.panes.focus == Pane::PageCache).then_some(state.views.page_cache.selection.index());
     table::render(frame, table_area, cache_columns(&rows, state), &theme, selected);
 }
 
@@ -292,7 +293,7 @@ fn cache_columns(rows: &[&PageCacheProcessModel], state: &UiState) -> Vec<Column
     let u = state.units;
     let arrow = if ascending(state) { "▲" } else { "▼" };
     let title = |name: &str, sort: Option<PageCacheSort>| -> String {
-        if sort == Some(state.page_cache.sort.column) {
+        if sort == Some(state.views.page_cache.sort.column) {
             format!("{name}{arrow}")
         } else {
             name.to_string()
@@ -378,7 +379,8 @@ fn render_estimate(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
     est.cells = rows.iter().map(|p| plain(format::bytes(p.cache_estimate_bytes_s, u))).collect();
     let mut disk = Column::new("from disk/s", 0);
     disk.cells = rows.iter().map(|p| plain(format::bytes(p.read_bytes_s, u))).collect();
-    let selected = (state.panes.focus == Pane::PageCache).then_some(state.page_cache.selection.index());
+    let selected =
+        (state.views.panes.focus == Pane::PageCache).then_some(state.views.page_cache.selection.index());
     table::render(frame, table_area, vec![pid, comm, est, disk], &theme, selected);
 }
 

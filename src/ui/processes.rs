@@ -48,7 +48,7 @@ impl ProcessesView {
 
 /// The identities of the rows on screen, in order (what the selection follows).
 pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
-    if state.processes.io_view {
+    if state.views.processes.io_view {
         crate::ui::io_processes::visible(model, state)
             .iter()
             .map(|p| format!("{}:{}", p.pid, p.device))
@@ -59,14 +59,14 @@ pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
 }
 
 pub fn title(model: &Model, state: &UiState) -> String {
-    let arrow = if state.processes.descending() { "▼" } else { "▲" };
-    let mut t = format!("Processes  sort {} {arrow}", state.processes.sort.label());
+    let arrow = if state.views.processes.descending() { "▼" } else { "▲" };
+    let mut t = format!("Processes  sort {} {arrow}", state.views.processes.sort.label());
     if !state.filter.is_empty() || state.editing_filter() {
         t.push_str(&format!("  filter \"{}\"", state.filter));
         if state.editing_filter() {
             t.push_str(" (Enter keep, Esc clear)");
         }
-    } else if !state.processes.show_all {
+    } else if !state.views.processes.show_all {
         let idle = model.processes.iter().filter(|p| !rows::has_io(p)).count();
         if idle > 0 {
             t.push_str(&format!("  {idle} without I/O hidden (a)"));
@@ -92,17 +92,18 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
         return;
     }
-    let selected = (state.panes.focus == Pane::Processes).then_some(state.processes.selection.index());
+    let selected =
+        (state.views.panes.focus == Pane::Processes).then_some(state.views.processes.selection.index());
     table::render(frame, inner, process_columns(&procs, state), &theme, selected);
 }
 
 fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
     let theme = Theme { color: state.color };
     let u = state.units;
-    let marker = if state.processes.descending() { "▼" } else { "▲" };
+    let marker = if state.views.processes.descending() { "▼" } else { "▲" };
     // The sorted column carries the arrow; read+write marks both of its columns.
     let title = |name: &str, sorts: &[ProcSort]| -> String {
-        if sorts.contains(&state.processes.sort) {
+        if sorts.contains(&state.views.processes.sort) {
             format!("{name}{marker}")
         } else {
             name.to_string()

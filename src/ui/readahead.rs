@@ -26,13 +26,13 @@ pub struct ReadaheadView {
 /// file's detail, j/k/arrows/g/G select (`w` opens and closes it).
 pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
     if crate::ui::rows::list_step(code).is_some() {
-        state.readahead.selection.step_key(code);
+        state.views.readahead.selection.step_key(code);
         return Some(Action::Redraw);
     }
     match code {
-        KeyCode::Esc if state.readahead.detail => state.readahead.detail = false,
+        KeyCode::Esc if state.views.readahead.detail => state.views.readahead.detail = false,
         KeyCode::Esc => state.close(),
-        KeyCode::Enter => state.readahead.detail = !state.readahead.detail,
+        KeyCode::Enter => state.views.readahead.detail = !state.views.readahead.detail,
         _ => return None,
     }
     Some(Action::Redraw)
@@ -47,7 +47,7 @@ pub fn row_keys(model: &Model) -> Vec<String> {
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let theme = Theme { color: state.color };
     let keys =
-        if state.readahead.detail { "Enter/Esc back" } else { "w/Esc back  ↑↓ file  Enter detail" };
+        if state.views.readahead.detail { "Enter/Esc back" } else { "w/Esc back  ↑↓ file  Enter detail" };
     let block = Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Span::styled(
         format!(
             "▶ Readahead{}  {keys} ",
@@ -72,8 +72,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), inner);
         return;
     };
-    let selected = state.readahead.selection.index().min(ra.files.len().saturating_sub(1));
-    if state.readahead.detail {
+    let selected = state.views.readahead.selection.index().min(ra.files.len().saturating_sub(1));
+    if state.views.readahead.detail {
         if let Some(f) = ra.files.get(selected) {
             return render_detail(frame, inner, f, state);
         }

@@ -24,8 +24,8 @@ pub fn visible_devices<'a>(model: &'a Model, state: &UiState) -> Vec<&'a DeviceM
     model
         .devices
         .iter()
-        .filter(|d| state.devices.show_partitions || !d.is_partition)
-        .filter(|d| state.devices.show_idle_virtual || !(d.is_virtual && d.idle))
+        .filter(|d| state.views.devices.show_partitions || !d.is_partition)
+        .filter(|d| state.views.devices.show_idle_virtual || !(d.is_virtual && d.idle))
         .collect()
 }
 
@@ -56,16 +56,16 @@ pub fn visible_processes<'a>(model: &'a Model, state: &UiState) -> Vec<&'a Proce
         .iter()
         .filter(|p| {
             if state.filter.is_empty() {
-                state.processes.show_all || has_io(p)
+                state.views.processes.show_all || has_io(p)
             } else {
                 matches_filter(p, &state.filter)
             }
         })
         .filter(|p| crate::ui::cgroups::admits(model, state, p.pid, None))
         .collect();
-    let descending = state.processes.descending();
+    let descending = state.views.processes.descending();
     rows.sort_by(|a, b| {
-        let ord = compare(a, b, state.processes.sort);
+        let ord = compare(a, b, state.views.processes.sort);
         let ord = if descending { ord.reverse() } else { ord };
         ord.then(a.pid.cmp(&b.pid))
     });
@@ -152,16 +152,16 @@ mod tests {
     fn reverse_and_other_columns() {
         let m = model();
         let mut s = state();
-        s.processes.reversed = true;
+        s.views.processes.reversed = true;
         assert_eq!(pids(&visible_processes(&m, &s)), vec![20, 1234, 10, 40]);
-        s.processes.reversed = false;
-        s.processes.sort = ProcSort::Write;
+        s.views.processes.reversed = false;
+        s.views.processes.sort = ProcSort::Write;
         assert_eq!(pids(&visible_processes(&m, &s)), vec![10, 1234, 20, 40]);
-        s.processes.sort = ProcSort::Comm;
+        s.views.processes.sort = ProcSort::Comm;
         // Byte order: upper case sorts before lower case.
         assert_eq!(pids(&visible_processes(&m, &s)), vec![40, 10, 1234, 20]);
-        s.processes.sort = ProcSort::Pid;
-        s.processes.show_all = true;
+        s.views.processes.sort = ProcSort::Pid;
+        s.views.processes.show_all = true;
         assert_eq!(pids(&visible_processes(&m, &s)), vec![10, 20, 30, 40, 1234]);
     }
 
@@ -187,9 +187,9 @@ mod tests {
         // An idle physical disk stays; a busy loop device stays.
         assert_eq!(names(&s), vec!["vda", "loop1", "nvme0n1"]);
         assert_eq!(hidden_devices(&m, &s), 2);
-        s.devices.show_partitions = true;
+        s.views.devices.show_partitions = true;
         assert_eq!(names(&s), vec!["vda", "vda1", "loop1", "nvme0n1"]);
-        s.devices.show_idle_virtual = true;
+        s.views.devices.show_idle_virtual = true;
         assert_eq!(names(&s), vec!["vda", "vda1", "loop0", "loop1", "nvme0n1"]);
         assert_eq!(hidden_devices(&m, &s), 0);
     }

@@ -179,7 +179,14 @@ pub struct UiState {
     pub message: Option<String>,
     /// True in `ioscope replay`: the help shows the player's keys.
     pub replay: bool,
-    /// Each view's own state (sort, selection, options), kept while it is closed.
+    /// Each view's own state, kept while it is closed.
+    pub views: Views,
+}
+
+/// The views' own states (sort, selection, options), each type defined in its view's module.
+/// Only a view reads or changes its own; what every view shares is in [`UiState`].
+#[derive(Clone, Debug, Default)]
+pub struct Views {
     pub panes: crate::ui::panes::PanesView,
     pub devices: crate::ui::devices::DevicesView,
     pub processes: crate::ui::processes::ProcessesView,
@@ -208,14 +215,7 @@ impl UiState {
             recording: None,
             message: None,
             replay: false,
-            panes: Default::default(),
-            devices: Default::default(),
-            processes: Default::default(),
-            page_cache: Default::default(),
-            files: Default::default(),
-            readahead: Default::default(),
-            cgroups: Default::default(),
-            syncs: Default::default(),
+            views: Views::default(),
         }
     }
 
@@ -309,7 +309,7 @@ impl UiState {
             KeyCode::Char('f') => self.toggle_files_view(),
             KeyCode::Char('w') => {
                 self.toggle(Body::Readahead);
-                self.readahead.detail = false;
+                self.views.readahead.detail = false;
             }
             KeyCode::Char('c') => self.toggle(Body::Cgroups),
             KeyCode::Char('C') => self.cgroup_filter = None,
@@ -324,10 +324,10 @@ impl UiState {
                 self.toggle_device_detail()
             }
             KeyCode::Esc if self.body != Body::Panes => self.close(),
-            KeyCode::Esc if self.panes.zoomed => self.panes.zoomed = false,
+            KeyCode::Esc if self.views.panes.zoomed => self.views.panes.zoomed = false,
             KeyCode::Esc if !self.filter.is_empty() => {
                 self.filter.clear();
-                self.processes.selection.reset();
+                self.views.processes.selection.reset();
             }
             KeyCode::Esc => return Some(Action::None),
             _ => return None,
@@ -363,9 +363,9 @@ impl UiState {
             LineEdit::Kept | LineEdit::Cleared => self.overlay = None,
             LineEdit::Ignored => return Action::None,
         }
-        self.processes.selection.reset();
-        self.page_cache.selection.reset();
-        self.files.selection.reset();
+        self.views.processes.selection.reset();
+        self.views.page_cache.selection.reset();
+        self.views.files.selection.reset();
         Action::Redraw
     }
 
@@ -375,7 +375,7 @@ impl UiState {
             self.close();
         } else {
             self.open(Body::DeviceDetail);
-            self.panes.focus = Pane::Devices;
+            self.views.panes.focus = Pane::Devices;
         }
     }
 
@@ -383,11 +383,11 @@ impl UiState {
     /// when the process pane has the focus) or closes it.
     fn toggle_files_view(&mut self) {
         use crate::ui::files::FileScope;
-        self.files.selection.reset();
+        self.views.files.selection.reset();
         if !self.is_open(Body::Files) {
-            self.files.scope = if self.is_open(Body::DeviceDetail) {
+            self.views.files.scope = if self.is_open(Body::DeviceDetail) {
                 FileScope::SelectedDevice
-            } else if self.panes.focus == Pane::Processes {
+            } else if self.views.panes.focus == Pane::Processes {
                 FileScope::SelectedProcess
             } else {
                 FileScope::All
@@ -417,27 +417,27 @@ impl UiState {
     pub fn clamp_selection(&mut self, model: &Model) {
         let devices: Vec<String> =
             rows::visible_devices(model, self).iter().map(|d| d.name.clone()).collect();
-        self.devices.selection.follow(devices);
+        self.views.devices.selection.follow(devices);
         let processes = crate::ui::processes::row_keys(model, self);
-        self.processes.selection.follow(processes);
+        self.views.processes.selection.follow(processes);
         let cache = crate::ui::page_cache::row_keys(model, self);
-        self.page_cache.selection.follow(cache);
+        self.views.page_cache.selection.follow(cache);
         if self.is_open(Body::Files) {
             let files = crate::ui::files::row_keys(model, self);
-            self.files.selection.follow(files);
+            self.views.files.selection.follow(files);
         }
         if self.is_open(Body::Readahead) {
             let rows = crate::ui::readahead::row_keys(model);
-            self.readahead.selection.follow(rows);
+            self.views.readahead.selection.follow(rows);
         }
         if self.is_open(Body::Cgroups) {
-            self.cgroups.rows = crate::ui::cgroups::rows_for_keys(model, self);
-            let ids: Vec<String> = self.cgroups.rows.iter().map(|(id, _)| id.to_string()).collect();
-            self.cgroups.selection.follow(ids);
+            self.views.cgroups.rows = crate::ui::cgroups::rows_for_keys(model, self);
+            let ids: Vec<String> = self.views.cgroups.rows.iter().map(|(id, _)| id.to_string()).collect();
+            self.views.cgroups.selection.follow(ids);
         }
         if self.is_open(Body::Syncs) {
             let rows = crate::ui::syncs::row_keys(model);
-            self.syncs.selection.follow(rows);
+            self.views.syncs.selection.follow(rows);
         }
     }
 }
@@ -483,33 +483,33 @@ mod tests {
     #[test]
     fn sort_cycles_through_every_column_and_back() {
         let mut s = state();
-        let mut seen = vec![s.processes.sort];
+        let mut seen = vec![s.views.processes.sort];
         for _ in 0..8 {
             assert_eq!(s.handle_key(key('s')), Action::Redraw);
-            seen.push(s.processes.sort);
+            seen.push(s.views.processes.sort);
         }
         assert_eq!(seen, ProcSort::ORDER.to_vec());
         s.handle_key(key('s'));
-        assert_eq!(s.processes.sort, ProcSort::Disk);
+        assert_eq!(s.views.processes.sort, ProcSort::Disk);
     }
 
     #[test]
     fn reverse_flips_direction_and_a_new_column_resets_it() {
         let mut s = state();
-        assert!(s.processes.descending());
+        assert!(s.views.processes.descending());
         s.handle_key(key('r'));
-        assert!(!s.processes.descending());
+        assert!(!s.views.processes.descending());
         s.handle_key(key('s'));
-        assert_eq!(s.processes.sort, ProcSort::Read);
-        assert!(s.processes.descending());
-        s.processes.sort = ProcSort::Pid;
-        assert!(!s.processes.descending(), "pid sorts ascending by default");
+        assert_eq!(s.views.processes.sort, ProcSort::Read);
+        assert!(s.views.processes.descending());
+        s.views.processes.sort = ProcSort::Pid;
+        assert!(!s.views.processes.descending(), "pid sorts ascending by default");
     }
 
     #[test]
     fn filter_editing_types_backspaces_keeps_and_clears() {
         let mut s = state();
-        s.processes.selection.select_index(4);
+        s.views.processes.selection.select_index(4);
         s.handle_key(key('/'));
         assert!(s.editing_filter());
         // While typing, bound keys are text: 'q' must not quit, 's' must not sort.
@@ -517,12 +517,12 @@ mod tests {
             assert_eq!(s.handle_key(key(c)), Action::Redraw);
         }
         assert_eq!(s.filter, "fiqs");
-        assert_eq!(s.processes.sort, ProcSort::Disk);
+        assert_eq!(s.views.processes.sort, ProcSort::Disk);
         s.handle_key(code(KeyCode::Backspace));
         s.handle_key(code(KeyCode::Backspace));
         s.handle_key(key('o'));
         assert_eq!(s.filter, "fio");
-        assert_eq!(s.processes.selection.index(), 0);
+        assert_eq!(s.views.processes.selection.index(), 0);
         s.handle_key(code(KeyCode::Enter));
         assert!(!s.editing_filter());
         assert_eq!(s.filter, "fio");
@@ -544,23 +544,23 @@ mod tests {
     #[test]
     fn focus_by_tab_backtab_and_digits() {
         let mut s = state();
-        assert_eq!(s.panes.focus, Pane::Devices);
+        assert_eq!(s.views.panes.focus, Pane::Devices);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.panes.focus, Pane::Processes);
+        assert_eq!(s.views.panes.focus, Pane::Processes);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.panes.focus, Pane::PageCache);
+        assert_eq!(s.views.panes.focus, Pane::PageCache);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.panes.focus, Pane::Memory);
+        assert_eq!(s.views.panes.focus, Pane::Memory);
         s.handle_key(code(KeyCode::BackTab));
-        assert_eq!(s.panes.focus, Pane::PageCache);
+        assert_eq!(s.views.panes.focus, Pane::PageCache);
         s.handle_key(code(KeyCode::BackTab));
-        assert_eq!(s.panes.focus, Pane::Processes);
+        assert_eq!(s.views.panes.focus, Pane::Processes);
         s.handle_key(key('1'));
-        assert_eq!(s.panes.focus, Pane::Memory);
+        assert_eq!(s.views.panes.focus, Pane::Memory);
         s.handle_key(key('2'));
-        assert_eq!(s.panes.focus, Pane::Devices);
+        assert_eq!(s.views.panes.focus, Pane::Devices);
         s.handle_key(key('3'));
-        assert_eq!(s.panes.focus, Pane::Processes);
+        assert_eq!(s.views.panes.focus, Pane::Processes);
     }
 
     #[test]
@@ -568,33 +568,33 @@ mod tests {
         let mut s = state();
         s.filter = "fio".into();
         s.handle_key(key('z'));
-        assert!(s.panes.zoomed);
+        assert!(s.views.panes.zoomed);
         s.handle_key(code(KeyCode::Esc));
-        assert!(!s.panes.zoomed);
+        assert!(!s.views.panes.zoomed);
         assert_eq!(s.filter, "fio");
         s.handle_key(key('z'));
         s.handle_key(key('z'));
-        assert!(!s.panes.zoomed);
+        assert!(!s.views.panes.zoomed);
     }
 
     #[test]
     fn selection_moves_in_the_focused_table_only() {
         let mut s = state();
-        s.panes.focus = Pane::Processes;
+        s.views.panes.focus = Pane::Processes;
         s.handle_key(key('j'));
         s.handle_key(code(KeyCode::Down));
-        assert_eq!((s.processes.selection.index(), s.devices.selection.index()), (2, 0));
+        assert_eq!((s.views.processes.selection.index(), s.views.devices.selection.index()), (2, 0));
         s.handle_key(key('k'));
         s.handle_key(key('k'));
         s.handle_key(key('k'));
-        assert_eq!(s.processes.selection.index(), 0, "never below the first row");
-        s.panes.focus = Pane::Memory;
+        assert_eq!(s.views.processes.selection.index(), 0, "never below the first row");
+        s.views.panes.focus = Pane::Memory;
         assert_eq!(s.handle_key(key('j')), Action::None);
-        s.panes.focus = Pane::Devices;
+        s.views.panes.focus = Pane::Devices;
         s.handle_key(code(KeyCode::End));
-        assert!(s.devices.selection.index() > 1000);
+        assert!(s.views.devices.selection.index() > 1000);
         s.handle_key(code(KeyCode::Home));
-        assert_eq!(s.devices.selection.index(), 0);
+        assert_eq!(s.views.devices.selection.index(), 0);
     }
 
     #[test]
@@ -610,10 +610,10 @@ mod tests {
             })
             .collect();
         let m = Model { processes, ..Default::default() };
-        s.processes.selection.select_index(99);
-        s.devices.selection.select_index(5);
+        s.views.processes.selection.select_index(99);
+        s.views.devices.selection.select_index(5);
         s.clamp_selection(&m);
-        assert_eq!((s.processes.selection.index(), s.devices.selection.index()), (2, 0));
+        assert_eq!((s.views.processes.selection.index(), s.views.devices.selection.index()), (2, 0));
     }
 
     #[test]
@@ -632,7 +632,7 @@ mod tests {
             ..Default::default()
         };
         let selected_pid =
-            |s: &UiState, m: &Model| rows::visible_processes(m, s)[s.processes.selection.index()].pid;
+            |s: &UiState, m: &Model| rows::visible_processes(m, s)[s.views.processes.selection.index()].pid;
         let mut s = state();
         s.handle_key(key('3'));
         let first = model([(1, 300.0), (2, 200.0), (3, 100.0)]);
@@ -643,11 +643,11 @@ mod tests {
         // Pid 2 writes most in the next interval: it sorts first, and stays selected.
         let second = model([(1, 100.0), (2, 900.0), (3, 200.0)]);
         s.clamp_selection(&second);
-        assert_eq!((s.processes.selection.index(), selected_pid(&s, &second)), (0, 2));
+        assert_eq!((s.views.processes.selection.index(), selected_pid(&s, &second)), (0, 2));
         // A new sort column re-sorts the rows on screen: the selection goes with the process.
         s.handle_key(key('s'));
         s.handle_key(key('r'));
-        s.processes.sort = ProcSort::Pid;
+        s.views.processes.sort = ProcSort::Pid;
         s.clamp_selection(&second);
         assert_eq!(selected_pid(&s, &second), 2);
         // Gone: the selection stays at its place, on the row now there.
@@ -660,10 +660,10 @@ mod tests {
     fn views_open_over_one_another_and_esc_goes_back() {
         let mut s = state();
         s.handle_key(code(KeyCode::Enter));
-        assert_eq!((s.body, s.panes.focus), (Body::DeviceDetail, Pane::Devices));
+        assert_eq!((s.body, s.views.panes.focus), (Body::DeviceDetail, Pane::Devices));
         s.handle_key(key('f'));
         assert_eq!(s.body, Body::Files);
-        assert_eq!(s.files.scope, crate::ui::files::FileScope::SelectedDevice);
+        assert_eq!(s.views.files.scope, crate::ui::files::FileScope::SelectedDevice);
         s.handle_key(key('e'));
         assert_eq!(s.body, Body::ProbeHealth);
         s.handle_key(code(KeyCode::Esc));
@@ -694,16 +694,16 @@ mod tests {
     fn sort_keys_act_on_the_cache_pane_when_it_has_the_focus() {
         let mut s = state();
         s.handle_key(key('4'));
-        assert_eq!(s.panes.focus, Pane::PageCache);
-        let first = s.page_cache.sort.column;
+        assert_eq!(s.views.panes.focus, Pane::PageCache);
+        let first = s.views.page_cache.sort.column;
         s.handle_key(key('s'));
-        assert_ne!(s.page_cache.sort.column, first);
-        assert_eq!(s.processes.sort, ProcSort::Disk, "the process sort is untouched");
+        assert_ne!(s.views.page_cache.sort.column, first);
+        assert_eq!(s.views.processes.sort, ProcSort::Disk, "the process sort is untouched");
         s.handle_key(key('r'));
-        assert!(s.page_cache.sort.reversed && !s.processes.reversed);
+        assert!(s.views.page_cache.sort.reversed && !s.views.processes.reversed);
         s.handle_key(key('j'));
         s.handle_key(key('j'));
-        assert_eq!((s.page_cache.selection.index(), s.processes.selection.index()), (2, 0));
+        assert_eq!((s.views.page_cache.selection.index(), s.views.processes.selection.index()), (2, 0));
     }
 
     #[test]
@@ -730,7 +730,7 @@ mod tests {
         s.handle_key(key('?'));
         assert!(s.shows(Overlay::Help));
         assert_eq!(s.handle_key(key('z')), Action::None);
-        assert!(!s.panes.zoomed);
+        assert!(!s.views.panes.zoomed);
         s.handle_key(code(KeyCode::Esc));
         assert!(!s.shows(Overlay::Help));
         s.handle_key(key('?'));
@@ -752,11 +752,11 @@ mod tests {
         s.handle_key(key('p'));
         assert!(!s.paused);
         s.handle_key(key('P'));
-        assert!(s.devices.show_partitions);
+        assert!(s.views.devices.show_partitions);
         s.handle_key(key('i'));
-        assert!(s.devices.show_idle_virtual);
+        assert!(s.views.devices.show_idle_virtual);
         s.handle_key(key('a'));
-        assert!(s.processes.show_all);
+        assert!(s.views.processes.show_all);
     }
 
     #[test]

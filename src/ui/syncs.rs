@@ -27,7 +27,7 @@ pub struct SyncsView {
 /// opens and closes it).
 pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
     if crate::ui::rows::list_step(code).is_some() {
-        state.syncs.selection.step_key(code);
+        state.views.syncs.selection.step_key(code);
         return Some(Action::Redraw);
     }
     match code {
@@ -106,7 +106,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     ])
     .style(theme.table_header());
     let visible = table_area.height.saturating_sub(1) as usize;
-    let selected = state.syncs.selection.index().min(model.syncs.len().saturating_sub(1));
+    let selected = state.views.syncs.selection.index().min(model.syncs.len().saturating_sub(1));
     let first = selected.saturating_sub(visible.saturating_sub(1));
     let rows: Vec<Row> = model
         .syncs

@@ -223,7 +223,7 @@ fn readahead_file_detail_160x48() {
     insta::assert_snapshot!(screen(&model(), &s, 160, 48));
     // Esc closes the detail, then the view.
     s.handle_key(KeyEvent::from(KeyCode::Esc));
-    assert!(s.body == Body::Readahead && !s.readahead.detail);
+    assert!(s.body == Body::Readahead && !s.views.readahead.detail);
     s.handle_key(KeyEvent::from(KeyCode::Esc));
     assert!(s.body != Body::Readahead);
 }

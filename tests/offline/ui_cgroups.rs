@@ -150,7 +150,7 @@ fn sync_call_latency_per_cgroup_and_what_it_lacks() {
     for _ in 0..7 {
         key(&mut s, KeyCode::Char('s'));
     }
-    assert_eq!(s.cgroups.sort.column, ioscope::ui::cgroups::CgroupSort::Sync);
+    assert_eq!(s.views.cgroups.sort.column, ioscope::ui::cgroups::CgroupSort::Sync);
     let rows: Vec<u64> = ioscope::ui::cgroups::visible(&m, &s).iter().map(|c| c.id).collect();
     assert_eq!(rows, [41, 40]);
 }

@@ -33,9 +33,9 @@ fn files_view_160x48() {
 fn files_of_the_device_in_the_detail_view_sorted_by_path_160x48() {
     let m = files_box::with_files();
     let mut s = state();
-    s.panes.focus = Pane::Devices;
+    s.views.panes.focus = Pane::Devices;
     let loop0 = ioscope::ui::rows::visible_devices(&m, &s).iter().position(|d| d.name == "loop0").unwrap();
-    s.devices.selection.select_index(loop0);
+    s.views.devices.selection.select_index(loop0);
     press(&mut s, KeyCode::Enter);
     press(&mut s, KeyCode::Char('f'));
     let rows = ioscope::ui::files::visible(&m, &s);
@@ -51,9 +51,9 @@ fn files_of_the_device_in_the_detail_view_sorted_by_path_160x48() {
 fn files_of_the_selected_process_and_filters() {
     let m = files_box::with_files();
     let mut s = state();
-    s.panes.focus = Pane::Processes;
+    s.views.panes.focus = Pane::Processes;
     let rows = ioscope::ui::rows::visible_processes(&m, &s);
-    s.processes.selection.select_index(rows.iter().position(|p| p.pid == 2301).unwrap());
+    s.views.processes.selection.select_index(rows.iter().position(|p| p.pid == 2301).unwrap());
     press(&mut s, KeyCode::Char('f'));
     let v = ioscope::ui::files::visible(&m, &s);
     assert_eq!(v.iter().map(|f| f.ino).collect::<Vec<_>>(), vec![524_301]);
@@ -202,9 +202,9 @@ fn device_detail_lists_the_files_its_requests_were_for_160x48() {
     m.files = ioscope::model::files::compute(Some(&a), &b, 1.0);
     m.block_files = ioscope::model::files::block_files(Some(&a), &b);
     let mut s = state();
-    s.panes.focus = Pane::Devices;
+    s.views.panes.focus = Pane::Devices;
     let vda = ioscope::ui::rows::visible_devices(&m, &s).iter().position(|d| d.name == "vda").unwrap();
-    s.devices.selection.select_index(vda);
+    s.views.devices.selection.select_index(vda);
     press(&mut s, KeyCode::Enter);
     let top = ioscope::ui::device_detail::top_files(&m, "vda");
     assert_eq!(top.len(), 5, "the five with the most bytes");
