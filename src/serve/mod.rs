@@ -60,7 +60,8 @@ pub struct ServeArgs {
     /// Also export the N files with the most disk I/O (device and path labels; needs eBPF).
     #[arg(long, value_name = "N", default_value = "0", value_parser = parse_series_top)]
     pub top_files: usize,
-    /// Also export disk I/O per cgroup (one series per cgroup and disk; needs eBPF).
+    /// Also export disk I/O, page cache, throttling and sync calls per cgroup (cgroups active in
+    /// the last 15 minutes; needs eBPF).
     #[arg(long)]
     pub cgroups: bool,
     /// Do not load eBPF programs: the procfs and sysfs figures only.

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::exporter::{sample_names, Exporter};
+use common::exporter::{sample_names, value, Exporter};
 use serde_json::Value;
 
 const DASHBOARD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/grafana/ioscope-dashboard.json");
@@ -320,6 +320,18 @@ fn prometheus_scrapes_direct_writes_as_dd_and_diskstats_count_them() {
         }
     }
     assert!(missing.is_empty(), "dashboard metrics not in a real scrape: {missing:?}");
+
+    // Per cgroup (--cgroups): the cat above read the 16 MiB file (4,096 pages) through the page
+    // cache from this test's cgroup, and dd wrote the loop device from it.
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let cgroup = cgroup.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 line").to_string();
+    let text = ex.scrape();
+    let accesses = value(&text, &format!("ioscope_cgroup_page_cache_accesses_total{{cgroup=\"{cgroup}\"}}"));
+    assert!(accesses.is_some_and(|a| a >= 4096.0), "{cgroup}: page-cache accesses {accesses:?}");
+    let written =
+        format!("ioscope_cgroup_disk_written_bytes_total{{cgroup=\"{cgroup}\",device=\"{}\"}}", lo.name);
+    let written = value(&text, &written);
+    assert!(written.is_some_and(|w| w >= expected * 0.95), "{cgroup}: disk bytes written {written:?}");
 }
 
 #[test]

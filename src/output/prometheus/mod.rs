@@ -27,7 +27,9 @@ pub struct ExportOptions {
     pub top_processes: usize,
     /// The N files with the most disk I/O (device and path labels); 0: none.
     pub top_files: usize,
-    /// Disk I/O per cgroup (cgroup and device labels; as many series as cgroups doing I/O).
+    /// Per cgroup: disk I/O (cgroup and device labels), page cache, dirty throttling and sync
+    /// calls (cgroup label); as many series as cgroups active in the last
+    /// [`CGROUP_IDLE_FORGET_S`] seconds.
     pub cgroups: bool,
 }
 
@@ -51,7 +53,29 @@ pub struct Totals {
     readahead: BTreeMap<String, [u64; 3]>,
     /// Per (cgroup path, device): bytes read, bytes written, read and write requests.
     cgroups: BTreeMap<(String, String), [u64; 4]>,
+    /// Per cgroup path, from the cgroup view (src/model/cgroups.rs): its page cache and sync calls.
+    cgroup_activity: BTreeMap<String, CgroupTotals>,
+    /// Seconds of intervals observed so far: the clock by which idle cgroups are forgotten.
+    elapsed_s: f64,
 }
+
+/// One cgroup's running sums from the cgroup view, and when it last did anything.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CgroupTotals {
+    accesses: u64,
+    misses: u64,
+    dirtied_pages: u64,
+    throttled_s: f64,
+    sync_calls: u64,
+    /// `Totals::elapsed_s` at the end of the last interval it grew in (disk I/O included).
+    last_active_s: f64,
+}
+
+/// A cgroup with no disk I/O, page-cache activity or sync call for this long leaves the
+/// per-cgroup series (its counters start again from 0 if it comes back: a counter reset, which
+/// `rate()` handles). Without it a machine whose containers come and go (Kubernetes) would
+/// export every cgroup it ever saw.
+pub const CGROUP_IDLE_FORGET_S: f64 = 900.0;
 
 impl Totals {
     /// Adds one interval's growth, from its Model. The cgroup view's bytes and requests are the
@@ -65,6 +89,8 @@ impl Totals {
                 t[2] += d.wasted_pages;
             }
         }
+        // The end of this interval: when what grew in it was last active.
+        self.elapsed_s += model.interval_s;
         let whole = |rate: f64| (rate * model.interval_s).round().max(0.0) as u64;
         for p in &model.io_processes {
             let grew =
@@ -73,11 +99,43 @@ impl Totals {
                 continue;
             }
             let cgroup = if p.cgroup.is_empty() { "unknown".to_string() } else { p.cgroup.clone() };
+            self.cgroup_activity.entry(cgroup.clone()).or_default().last_active_s = self.elapsed_s;
             let t = self.cgroups.entry((cgroup, p.device.clone())).or_default();
             for (t, g) in t.iter_mut().zip(grew) {
                 *t += g;
             }
         }
+        for c in &model.cgroups {
+            let grew =
+                [whole(c.accesses_s), whole(c.misses_s), whole(c.dirtied_pages_s), c.sync_calls_interval];
+            let throttled_s = (c.throttled_ms_s * model.interval_s / 1000.0).max(0.0);
+            if grew.iter().all(|&g| g == 0) && throttled_s == 0.0 {
+                continue;
+            }
+            let path = if c.path.is_empty() { "unknown".to_string() } else { c.path.clone() };
+            let t = self.cgroup_activity.entry(path).or_default();
+            t.accesses += grew[0];
+            t.misses += grew[1];
+            t.dirtied_pages += grew[2];
+            t.sync_calls += grew[3];
+            t.throttled_s += throttled_s;
+            t.last_active_s = self.elapsed_s;
+        }
+        let now = self.elapsed_s;
+        let idle = |t: &CgroupTotals| now - t.last_active_s > CGROUP_IDLE_FORGET_S;
+        let forgotten: Vec<String> =
+            self.cgroup_activity.iter().filter(|(_, t)| idle(t)).map(|(path, _)| path.clone()).collect();
+        for path in &forgotten {
+            self.cgroup_activity.remove(path);
+        }
+        if !forgotten.is_empty() {
+            self.cgroups.retain(|(path, _), _| !forgotten.contains(path));
+        }
+    }
+
+    /// The cgroups with series (tests).
+    pub fn cgroup_paths(&self) -> Vec<&str> {
+        self.cgroup_activity.keys().map(String::as_str).collect()
     }
 }
 
@@ -558,6 +616,20 @@ fn cgroups(out: &mut Vec<Family>, t: &Totals) {
             f.add(&[("cgroup", cgroup), ("device", device)], v[i] as f64);
         }
     }
+    type Get = fn(&CgroupTotals) -> f64;
+    let activity: [(&'static str, &'static str, &'static str, Get); 5] = [
+        ("ioscope_cgroup_page_cache_accesses", "", "Page-cache accesses by the cgroup's processes (eBPF, the cgroup view's accesses).", |t| t.accesses as f64),
+        ("ioscope_cgroup_page_cache_misses", "", "Page-cache misses of the cgroup's processes (eBPF, the cgroup view's misses).", |t| t.misses as f64),
+        ("ioscope_cgroup_page_cache_dirtied_pages", "pages", "Pages the cgroup's processes dirtied (eBPF).", |t| t.dirtied_pages as f64),
+        ("ioscope_cgroup_dirty_throttled_seconds", "seconds", "Time the cgroup's processes were paused by dirty-page throttling (eBPF, balance_dirty_pages).", |t| t.throttled_s),
+        ("ioscope_cgroup_sync_calls", "", "Completed sync calls (fsync, fdatasync, sync_file_range, msync, syncfs, sync, io_uring fsync) of the cgroup's processes (eBPF).", |t| t.sync_calls as f64),
+    ];
+    for (name, unit, help, get) in activity {
+        let f = family(out, Kind::Counter, name, unit, help);
+        for (cgroup, t) in &t.cgroup_activity {
+            f.add(&[("cgroup", cgroup)], get(t));
+        }
+    }
 }
 
 /// The `n` processes with the most disk bytes in the last interval (ties: the most since they
@@ -817,6 +889,64 @@ fn exporter(out: &mut Vec<Family>, s: &Sample, stats: Option<&SelfStats>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A model of one `interval_s` in which cgroup `path` read `accesses` pages and its process
+    /// `pid` wrote `bytes` to vda.
+    fn cgroup_model(interval_s: f64, path: &str, accesses: f64, bytes: f64) -> Model {
+        let mut m = Model { interval_s, ..Model::default() };
+        m.cgroups.push(crate::model::cgroups::CgroupModel {
+            path: path.into(),
+            accesses_s: accesses / interval_s,
+            misses_s: accesses / 4.0 / interval_s,
+            throttled_ms_s: 250.0 / interval_s,
+            sync_calls_interval: 2,
+            ..Default::default()
+        });
+        if bytes > 0.0 {
+            m.io_processes.push(crate::model::io_processes::IoProcessModel {
+                cgroup: path.into(),
+                device: "vda".into(),
+                write_bytes_s: bytes / interval_s,
+                ..Default::default()
+            });
+        }
+        m
+    }
+
+    fn value(families: &[Family], name: &str, labels: &str) -> Option<f64> {
+        let text = encode::encode(families, Format::Text);
+        text.lines().find_map(|l| l.strip_prefix(&format!("{name}{{{labels}}} ")).map(|v| v.parse().unwrap()))
+    }
+
+    #[test]
+    fn cgroup_series_add_up_the_cgroup_view_and_forget_idle_cgroups() {
+        let mut t = Totals::default();
+        t.observe(&cgroup_model(5.0, "/db.slice", 1000.0, 4096.0));
+        t.observe(&cgroup_model(5.0, "/db.slice", 600.0, 0.0));
+        let mut out = Vec::new();
+        cgroups(&mut out, &t);
+        let get = |n: &str| value(&out, n, r#"cgroup="/db.slice""#);
+        assert_eq!(get("ioscope_cgroup_page_cache_accesses_total"), Some(1600.0));
+        assert_eq!(get("ioscope_cgroup_page_cache_misses_total"), Some(400.0));
+        assert_eq!(get("ioscope_cgroup_dirty_throttled_seconds_total"), Some(0.5));
+        assert_eq!(get("ioscope_cgroup_sync_calls_total"), Some(4.0));
+        assert_eq!(
+            value(&out, "ioscope_cgroup_disk_written_bytes_total", r#"cgroup="/db.slice",device="vda""#),
+            Some(4096.0)
+        );
+        // Another cgroup stays busy; /db.slice goes idle and leaves the series after 900 s, its
+        // disk series with it.
+        for _ in 0..(CGROUP_IDLE_FORGET_S / 60.0) as usize {
+            t.observe(&cgroup_model(60.0, "/web.slice", 10.0, 0.0));
+        }
+        assert_eq!(t.cgroup_paths(), ["/db.slice", "/web.slice"], "idle for exactly the limit: kept");
+        t.observe(&cgroup_model(60.0, "/web.slice", 10.0, 0.0));
+        assert_eq!(t.cgroup_paths(), ["/web.slice"]);
+        let mut out = Vec::new();
+        cgroups(&mut out, &t);
+        let text = encode::encode(&out, Format::Text);
+        assert!(!text.contains("/db.slice"), "{text}");
+    }
 
     #[test]
     fn latency_buckets_are_cumulative_with_le_at_the_bucket_top() {
