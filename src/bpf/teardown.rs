@@ -79,11 +79,18 @@ pub(crate) fn hand_over_to_child() -> bool {
             libc::close(pipe[0]);
             return false;
         }
+        // What the child keeps, ascending (made here: the child must not allocate).
+        let mut keep: Vec<RawFd> = bpf.iter().copied().chain([pipe[0]]).collect();
+        keep.sort_unstable();
         match libc::fork() {
             0 => {
-                // `other` may hold the number of the listing's own descriptor, since reused.
-                for &fd in other.iter().filter(|&&fd| fd != pipe[0]) {
-                    libc::close(fd);
+                // Everything but the eBPF objects and the read end goes, including what another
+                // thread may have opened since the listing. Before close_range (5.9): the listing
+                // (it may hold the number of its own directory, since reused by the pipe).
+                if !close_all_but(&keep) {
+                    for &fd in other.iter().filter(|&&fd| fd != pipe[0]) {
+                        libc::close(fd);
+                    }
                 }
                 libc::close(write_end);
                 // End of file once the parent has exited and closed all its descriptors.
@@ -104,4 +111,21 @@ pub(crate) fn hand_over_to_child() -> bool {
             }
         }
     }
+}
+
+/// Closes every descriptor but those in `keep` (ascending), with close_range(2); false where the
+/// kernel has no close_range (before 5.9). Async-signal-safe: system calls only, no allocation.
+fn close_all_but(keep: &[RawFd]) -> bool {
+    // SAFETY: closes descriptors of this (forked, single-threaded) process only.
+    let close_range = |first: RawFd, last: u32| unsafe {
+        libc::syscall(libc::SYS_close_range, first as u32, last, 0u32) == 0
+    };
+    let mut next: RawFd = 0;
+    for &fd in keep {
+        if fd > next && !close_range(next, (fd - 1) as u32) {
+            return false;
+        }
+        next = fd + 1;
+    }
+    close_range(next, u32::MAX)
 }
