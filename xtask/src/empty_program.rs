@@ -13,6 +13,12 @@ use anyhow::{bail, Result};
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_RAW_TRACEPOINT_OPEN: libc::c_long = 17;
 const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+/// `_IO('$', 8)` and `_IOW('$', 8, __u32)`: PERF_EVENT_IOC_SET_BPF; `_IO('$', 0)`: ..._ENABLE.
+const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
+const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 
 /// `mov r0, 0` and `exit`, as the kernel's `struct bpf_insn` (code, regs, off, imm) in memory.
 const RETURN_ZERO: [u64; 2] = [0x0000_0000_0000_00b7, 0x0000_0000_0000_0095];
@@ -40,6 +46,21 @@ struct RawTracepointOpenAttr {
     rest: [u8; 52],
 }
 
+/// The leading fields of `struct perf_event_attr` (PERF_ATTR_SIZE_VER0 is 64 bytes).
+#[repr(C)]
+struct PerfEventAttr {
+    type_: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+}
+
 /// The program and its attachment: detached when dropped.
 pub struct EmptyProgram {
     _link: OwnedFd,
@@ -47,22 +68,10 @@ pub struct EmptyProgram {
 }
 
 impl EmptyProgram {
-    /// Attaches the empty program to the raw tracepoint `event` (e.g. `mm_filemap_get_pages`).
+    /// Attaches the empty program to the raw tracepoint `event` (e.g. `mm_filemap_get_pages`): the
+    /// floor of a raw or BTF tracepoint program there.
     pub fn attach(event: &str) -> Result<EmptyProgram> {
-        let license = c"GPL";
-        let mut load = ProgLoadAttr {
-            prog_type: BPF_PROG_TYPE_RAW_TRACEPOINT,
-            insn_cnt: RETURN_ZERO.len() as u32,
-            insns: RETURN_ZERO.as_ptr() as u64,
-            license: license.as_ptr() as u64,
-            log_level: 0,
-            log_size: 0,
-            log_buf: 0,
-            kern_version: 0,
-            prog_flags: 0,
-            rest: [0; 96],
-        };
-        let prog = bpf(BPF_PROG_LOAD, &mut load, "loading the empty program")?;
+        let prog = load(BPF_PROG_TYPE_RAW_TRACEPOINT)?;
         let name = std::ffi::CString::new(event)?;
         let mut open = RawTracepointOpenAttr {
             name: name.as_ptr() as u64,
@@ -73,6 +82,78 @@ impl EmptyProgram {
             bpf(BPF_RAW_TRACEPOINT_OPEN, &mut open, &format!("attaching it to raw tracepoint {event}"))?;
         Ok(EmptyProgram { _link: link, _prog: prog })
     }
+
+    /// Attaches the empty program to the classic tracepoint `category:event` (through a perf
+    /// event, as aya attaches tracepoint programs): the floor of a classic tracepoint program
+    /// there, the record the kernel builds for it included.
+    pub fn attach_tracepoint(category: &str, event: &str) -> Result<EmptyProgram> {
+        let prog = load(BPF_PROG_TYPE_TRACEPOINT)?;
+        let id_path = format!("/sys/kernel/tracing/events/{category}/{event}/id");
+        let id: u64 = std::fs::read_to_string(&id_path)
+            .map_err(|e| anyhow::anyhow!("reading {id_path}: {e}"))?
+            .trim()
+            .parse()?;
+        let mut attr = PerfEventAttr {
+            type_: PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: id,
+            sample_period: 1,
+            sample_type: 0,
+            read_format: 0,
+            flags: 0,
+            wakeup_events: 1,
+            bp_type: 0,
+            config1: 0,
+        };
+        // SAFETY: a perf_event_attr of the size it declares; pid -1, cpu 0 (a tracepoint's programs
+        // run on every CPU), no group, close-on-exec.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &mut attr as *mut PerfEventAttr,
+                -1,
+                0,
+                -1,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            bail!("perf_event_open for {category}:{event}: {}", std::io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor the kernel just gave us, owned by nobody else.
+        let link = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&link);
+        // SAFETY: ioctls on the perf event just opened, with the program's descriptor.
+        unsafe {
+            if libc::ioctl(raw, PERF_EVENT_IOC_SET_BPF as _, std::os::fd::AsRawFd::as_raw_fd(&prog)) < 0
+                || libc::ioctl(raw, PERF_EVENT_IOC_ENABLE as _, 0) < 0
+            {
+                bail!(
+                    "attaching the empty program to {category}:{event}: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+        Ok(EmptyProgram { _link: link, _prog: prog })
+    }
+}
+
+/// Loads `mov r0, 0; exit` as a program of type `prog_type`.
+fn load(prog_type: u32) -> Result<OwnedFd> {
+    let license = c"GPL";
+    let mut load = ProgLoadAttr {
+        prog_type,
+        insn_cnt: RETURN_ZERO.len() as u32,
+        insns: RETURN_ZERO.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        log_level: 0,
+        log_size: 0,
+        log_buf: 0,
+        kern_version: 0,
+        prog_flags: 0,
+        rest: [0; 96],
+    };
+    bpf(BPF_PROG_LOAD, &mut load, "loading the empty program")
 }
 
 /// bpf(2) with `attr`, returning the new file descriptor.
@@ -99,5 +180,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(ProgLoadAttr, kern_version), 40);
         // BPF_RAW_TRACEPOINT_OPEN: name at 0, prog_fd at 8.
         assert_eq!(std::mem::offset_of!(RawTracepointOpenAttr, prog_fd), 8);
+        // perf_event_attr: PERF_ATTR_SIZE_VER0, wakeup_events at 48, config1 at 56.
+        assert_eq!(std::mem::size_of::<PerfEventAttr>(), 64);
+        assert_eq!(std::mem::offset_of!(PerfEventAttr, wakeup_events), 48);
     }
 }

@@ -57,6 +57,11 @@ struct OverheadArgs {
     /// (`--fsync=1`), to a file on ext4 made on the loop device (src/overhead_fsync.rs).
     #[arg(long, conflicts_with_all = ["device", "file", "buffered_loop"])]
     fsync: bool,
+    /// With --fsync: write the job's file in this directory of an existing filesystem (a real
+    /// disk's, e.g. /var/tmp: the realistic case, one filesystem and no loop device doubling each
+    /// request) instead of on ext4 made on a loop device.
+    #[arg(long, requires = "fsync", conflicts_with = "ram")]
+    dir: Option<PathBuf>,
     /// The loop device's image in /dev/shm (tmpfs, buffered): its flushes cost nothing, so every
     /// microsecond of an fsync is the kernel's own path and the probes' (the worst case for the
     /// sync probes, and one the shared disk's noise does not reach).
@@ -99,27 +104,57 @@ pub fn run(args: &[String]) -> Result<()> {
     };
     let loopdev;
     let _created;
-    let device = match (&args.device, &args.file) {
-        (Some(d), _) => d.clone(),
-        (None, Some(f)) => {
+    let device = match (&args.device, &args.file, &args.dir) {
+        (Some(d), _, _) => d.clone(),
+        (None, Some(f), _) => {
             _created = TestFile::ensure(f)?;
             f.clone()
         }
-        (None, None) => {
+        (None, None, Some(dir)) => dir.clone(),
+        (None, None, None) => {
             loopdev = LoopDevice::new(!args.buffered_loop && !args.ram, args.ram)?;
             loopdev.path.clone()
         }
     };
     let ticks_per_s = clock_ticks_per_second();
-    let mount = if args.fsync { Some(crate::overhead_fsync::Ext4Mount::new(&device)?) } else { None };
-    let fsync_file = mount.as_ref().map(|m| m.dir.join("fio-fsync"));
+    let mount = if args.fsync && args.dir.is_none() {
+        Some(crate::overhead_fsync::Ext4Mount::new(&device)?)
+    } else {
+        None
+    };
+    let _job_file;
+    let fsync_file = match (&mount, &args.dir) {
+        (Some(m), _) => Some(m.dir.join("fio-fsync")),
+        (None, Some(dir)) => {
+            _job_file = crate::overhead_fsync::JobFile::new(dir)?;
+            Some(_job_file.path.clone())
+        }
+        (None, None) => None,
+    };
+    // The floor of the fsync job: an empty program on every event ioscope's programs attach to
+    // (the block events are not all of them there: the sync calls', the page cache's, writeback's).
+    let floor_events = if args.fsync && args.floor {
+        let events = crate::overhead_fsync::attached_events(&bin)?;
+        println!(
+            "floor: an empty program on each of ioscope's {} attachments (same events, same kind: raw for \
+             raw and BTF tracepoints, classic for classic ones)",
+            events.len()
+        );
+        Some(events)
+    } else {
+        None
+    };
     let fio = |device: &Path, seconds: u32| match &fsync_file {
         Some(f) => crate::overhead_fsync::fio_fsync(f, seconds),
         None => fio(device, seconds),
     };
     if args.fsync {
         println!(
-            "fsync job: fio 4 KiB writes, fsync after each (--fsync=1, psync), on ext4 on the loop device"
+            "fsync job: fio 4 KiB writes, fsync after each (--fsync=1, psync), {}",
+            match &args.dir {
+                Some(d) => format!("in {} (an existing filesystem)", d.display()),
+                None => "on ext4 on the loop device".to_string(),
+            }
         );
     }
     println!(
@@ -133,6 +168,7 @@ pub fn run(args: &[String]) -> Result<()> {
         match (&args.device, args.buffered_loop) {
             (Some(_), _) => "",
             (None, _) if args.file.is_some() => " (a file on a real disk's filesystem)",
+            (None, _) if args.dir.is_some() => "",
             (None, _) if args.ram => " (loop device over a file in /dev/shm: CPU-bound, the worst case)",
             (None, true) => " (loop device over a file, buffered: CPU-bound, the worst case)",
             (None, false) => " (loop device over a file, direct I/O to the disk below)",
@@ -146,8 +182,12 @@ pub fn run(args: &[String]) -> Result<()> {
         match side {
             Side::Without => Ok((fio(&device, args.seconds)?, None)),
             Side::EmptyPrograms => {
-                let _programs =
-                    BLOCK_EVENTS.iter().map(|e| EmptyProgram::attach(e)).collect::<Result<Vec<_>>>()?;
+                let _programs = match &floor_events {
+                    Some(events) => events.iter().map(|e| e.attach_empty()).collect::<Result<Vec<_>>>()?,
+                    None => {
+                        BLOCK_EVENTS.iter().map(|e| EmptyProgram::attach(e)).collect::<Result<Vec<_>>>()?
+                    }
+                };
                 Ok((fio(&device, args.seconds)?, None))
             }
             Side::Ioscope => {

@@ -1,7 +1,9 @@
 //! `cargo xtask overhead --fsync`: the fsync-heavy job of issue 21. fio writes 4 KiB blocks and
 //! calls fsync after each (`--fsync=1`, psync, one job) to a file on a fresh ext4 filesystem on the
 //! benchmark's loop device (direct I/O to the disk below), so every I/O runs the sync-call probes
-//! (entry, exit) beside the block, page-cache, per-file and writeback ones.
+//! (entry, exit) beside the block, page-cache, per-file and writeback ones. `--dir` puts the file
+//! on an existing filesystem instead (a real disk's). Its floor (`--floor`) is an empty program on
+//! every event ioscope attaches to ([`attached_events`]), not only the block layer's.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,6 +38,81 @@ impl Drop for Ext4Mount {
         let _ = Command::new("umount").arg(&self.dir).status();
         let _ = std::fs::remove_dir(&self.dir);
     }
+}
+
+/// The job's file in an existing directory, removed on drop.
+pub struct JobFile {
+    pub path: PathBuf,
+}
+
+impl JobFile {
+    pub fn new(dir: &Path) -> Result<JobFile> {
+        if !dir.is_dir() {
+            bail!("--dir {}: not a directory", dir.display());
+        }
+        Ok(JobFile { path: dir.join(format!("ioscope-overhead-fsync-{}", std::process::id())) })
+    }
+}
+
+impl Drop for JobFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One attachment of one of ioscope's programs: the event and how the program runs there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attachment {
+    pub category: String,
+    pub event: String,
+    /// Raw or BTF tracepoint (the event's arguments, no record): else a classic one.
+    pub raw: bool,
+}
+
+impl Attachment {
+    /// The empty program on the same event, of the same kind.
+    pub fn attach_empty(&self) -> Result<crate::empty_program::EmptyProgram> {
+        if self.raw {
+            crate::empty_program::EmptyProgram::attach(&self.event)
+        } else {
+            crate::empty_program::EmptyProgram::attach_tracepoint(&self.category, &self.event)
+        }
+    }
+}
+
+/// Every attachment of `bin`'s programs on this kernel, from its own report (`--once --json`:
+/// `bpf.programs[]`, one row per program and event).
+pub fn attached_events(bin: &Path) -> Result<Vec<Attachment>> {
+    let out = Command::new(bin)
+        .args(["--once", "--json", "--interval", "0.1"])
+        .output()
+        .with_context(|| format!("running {}", bin.display()))?;
+    if !out.status.success() {
+        bail!("{} --once --json failed: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).context("its --json output")?;
+    attachments(&json)
+}
+
+fn attachments(json: &serde_json::Value) -> Result<Vec<Attachment>> {
+    let programs = json["bpf"]["programs"].as_array().context("no bpf.programs in the report")?;
+    let mut events = Vec::new();
+    for p in programs.iter().filter(|p| p["attached"].as_bool() == Some(true)) {
+        let (tracepoint, mechanism) = (p["tracepoint"].as_str(), p["mechanism"].as_str());
+        let (Some(tracepoint), Some(mechanism)) = (tracepoint, mechanism) else { continue };
+        let Some((category, event)) = tracepoint.split_once(':') else { continue };
+        let raw = match mechanism {
+            "raw_tracepoint" | "btf_tracepoint" => true,
+            "tracepoint" => false,
+            // fentry, kprobe: not on the kernels this runs on; no floor for them.
+            other => bail!("{tracepoint}: no empty program for mechanism {other}"),
+        };
+        events.push(Attachment { category: category.into(), event: event.into(), raw });
+    }
+    if events.is_empty() {
+        bail!("ioscope attached no program");
+    }
+    Ok(events)
 }
 
 /// One time-based run of the fsync job on `file`: its write IOPS (each write followed by fsync).
@@ -73,6 +150,30 @@ pub fn write_iops(text: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachments_are_read_from_the_report_with_their_kind() {
+        let json = serde_json::json!({"bpf": {"programs": [
+            {"program": "a", "tracepoint": "block:block_io_start", "mechanism": "btf_tracepoint", "attached": true},
+            {"program": "b", "tracepoint": "syscalls:sys_enter_fsync", "mechanism": "tracepoint", "attached": true},
+            {"program": "b", "tracepoint": "syscalls:sys_enter_sync", "mechanism": "tracepoint", "attached": false},
+            {"program": "c", "tracepoint": "sched:sched_switch", "mechanism": "raw_tracepoint", "attached": true},
+        ]}});
+        let a = attachments(&json).unwrap();
+        let names: Vec<_> = a.iter().map(|a| (a.category.as_str(), a.event.as_str(), a.raw)).collect();
+        assert_eq!(
+            names,
+            [
+                ("block", "block_io_start", true),
+                ("syscalls", "sys_enter_fsync", false),
+                ("sched", "sched_switch", true)
+            ]
+        );
+        let fentry = serde_json::json!({"bpf": {"programs": [
+            {"program": "f", "tracepoint": "filemap:mm_filemap_get_pages", "mechanism": "fexit", "attached": true},
+        ]}});
+        assert!(attachments(&fentry).is_err());
+    }
 
     #[test]
     fn write_iops_is_field_49() {
