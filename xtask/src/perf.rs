@@ -35,6 +35,12 @@ struct PerfArgs {
     /// Run ioscope with --no-bpf (procfs only).
     #[arg(long)]
     no_bpf: bool,
+    /// Run a fio load in this directory for the whole run (buffered 4 KiB random reads and writes
+    /// over 8 files of 64 MiB, libaio at depth 8, plus an fsync every 64 writes): the TUI's and
+    /// --batch's memory under I/O, every probe firing. Their CPU is then the load's to read, not
+    /// idle cost (the target is for an idle machine).
+    #[arg(long)]
+    fio: Option<PathBuf>,
     /// Text whose appearance in the tmux pane marks the TUI's first frame with data (default: this
     /// machine's hostname, which the header shows once the first sample is drawn).
     #[arg(long)]
@@ -58,6 +64,10 @@ pub fn run(args: &[String]) -> Result<()> {
         WARM_UP.as_secs()
     );
 
+    let _fio = match &args.fio {
+        Some(dir) => Some(FioLoad::start(dir, args.seconds + WARM_UP.as_secs() + 60)?),
+        None => None,
+    };
     let mut ioscope_args = vec!["--interval".to_string(), "1".to_string()];
     if args.no_bpf {
         ioscope_args.push("--no-bpf".into());
@@ -360,5 +370,44 @@ mod tests {
         let stat = "42 (a) b) S 1 42 42 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 300 1000 50";
         assert_eq!(parse_cpu_ticks(stat), Some(12));
         assert_eq!(parse_cpu_ticks("42 (x) S 1"), None);
+    }
+}
+
+/// A fio job running in the background until dropped.
+struct FioLoad(std::process::Child, PathBuf);
+
+impl FioLoad {
+    fn start(dir: &Path, seconds: u64) -> Result<FioLoad> {
+        let dir = dir.join(format!("ioscope-perf-fio-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let child = Command::new("fio")
+            .args([
+                "--name=ioscope-perf-load".to_string(),
+                format!("--directory={}", dir.display()),
+                "--rw=randrw".into(),
+                "--bs=4k".into(),
+                "--size=512m".into(),
+                "--nrfiles=8".into(),
+                "--ioengine=libaio".into(),
+                "--iodepth=8".into(),
+                "--fsync=64".into(),
+                "--time_based".into(),
+                format!("--runtime={seconds}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .context("starting fio (is it installed?)")?;
+        println!("fio load: 4 KiB buffered randrw over 8 files in {}, fsync every 64 writes", dir.display());
+        Ok(FioLoad(child, dir))
+    }
+}
+
+impl Drop for FioLoad {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
