@@ -21,10 +21,11 @@ use super::kernel_btf::KernelBtf;
 use crate::sample::BpfProgramStatus;
 
 /// (program, category, event) of each naming program.
-pub const PROGRAMS: [(&str, &str, &str); 3] = [
+pub const PROGRAMS: [(&str, &str, &str); 4] = [
     ("file_name_add", "filemap", "mm_filemap_add_to_page_cache"),
     ("file_name_dirty", "writeback", "writeback_dirty_folio"),
     ("file_name_dio", "iomap", "iomap_dio_rw_begin"),
+    ("file_name_wb", "writeback", "writeback_single_inode_start"),
 ];
 
 /// Most directory paths remembered between samples (cleared when full).

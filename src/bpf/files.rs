@@ -201,7 +201,7 @@ pub fn attach(
         .ok_or_else(|| anyhow!("map {FILE_IO_MAP} is not in the eBPF object"))
         .and_then(|m| Ok(PerCpuHashMap::try_from(m)?));
     match maps {
-        Ok(io) => (statuses, Some(FileMaps { io })),
+        Ok(io) => (statuses, Some(FileMaps { io, batch: true })),
         Err(e) => {
             for s in statuses.iter_mut() {
                 s.error.get_or_insert_with(|| format!("{e:#}"));
@@ -227,11 +227,18 @@ pub struct RawFile {
 
 pub struct FileMaps {
     io: PerCpuHashMap<MapData, FileKey, FileCounters>,
+    /// The kernel drains the map in batches (see crate::bpf::map_batch); false once it refused.
+    batch: bool,
 }
 
-/// Most FILE_IO entries drained per sample: a burst of new files is read over several samples
-/// (the kernel's LRU map keeps counting meanwhile) instead of in one costly sample.
-pub const DRAIN_BUDGET: usize = 4096;
+/// Most FILE_IO entries drained per sample: the whole map. Drained in batches, a sample costs in
+/// proportion to the files active since the last one, and every file's row comes in the sample
+/// after its I/O, while the kernel's name for it (FILE_NAMES, an LRU a burst overruns) is fresh.
+pub const DRAIN_BUDGET: usize = ioscope_common::files::FILE_MAX_ENTRIES as usize;
+/// Most entries drained per sample entry by entry (kernels before 5.6, without batches: three
+/// system calls an entry): a burst of new files is read over several samples (the kernel's LRU
+/// map keeps counting meanwhile) instead of in one costly sample.
+pub const DRAIN_BUDGET_ONE_BY_ONE: usize = 4096;
 
 impl FileMaps {
     /// What the programs counted since the last drain, per file, at most `budget` entries: each
@@ -240,8 +247,29 @@ impl FileMaps {
     /// not to the map's size. An increment landing between an entry's read and its deletion is
     /// lost (microseconds; the programs update per-CPU values in place, without a lock).
     pub fn drain(&mut self, budget: usize) -> Result<Vec<RawFile>> {
-        let keys: Vec<FileKey> =
-            self.io.keys().take(budget).collect::<Result<_, _>>().context("listing FILE_IO")?;
+        if self.batch {
+            use aya::maps::IterableMap;
+            use std::os::fd::AsFd;
+            let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow!("{what}: {e}"))?;
+            let fd = self.io.map().fd().as_fd();
+            match super::map_batch::lookup::<FileKey, FileCounters>(fd, Some(cpus), true, budget) {
+                Ok(entries) => {
+                    // A key twice (deleted and created again mid-drain) is merged with its
+                    // twin by the resolver, like the keys of one file on two devices.
+                    let mut out: Vec<RawFile> = entries.iter().map(|e| sum_cpus(e.key, &e.values)).collect();
+                    out.sort_by_key(|f| f.key);
+                    return Ok(out);
+                }
+                Err(e) if super::map_batch::unsupported(&e) => self.batch = false,
+                Err(e) => return Err(e).context("draining FILE_IO"),
+            }
+        }
+        let keys: Vec<FileKey> = self
+            .io
+            .keys()
+            .take(budget.min(DRAIN_BUDGET_ONE_BY_ONE))
+            .collect::<Result<_, _>>()
+            .context("listing FILE_IO")?;
         let mut out = BTreeMap::new();
         for key in keys {
             // The LRU may evict an entry between listing and lookup.

@@ -12,6 +12,7 @@ pub mod file_names;
 pub mod files;
 pub mod kernel_btf;
 pub mod kfunc;
+pub mod map_batch;
 pub mod mapped_keys;
 pub mod page_cache;
 pub mod privileges;

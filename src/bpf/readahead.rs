@@ -193,6 +193,8 @@ pub struct ReadaheadMaps {
     /// Each entry's counters as last read: an entry read unchanged, with nothing pending, is
     /// removed (see [`ReadaheadMaps::read`]).
     last: StdHashMap<RaFileKey, RaFileStats>,
+    /// The kernel reads and deletes in batches (see crate::bpf::map_batch); false once it refused.
+    batch: bool,
 }
 
 impl ReadaheadMaps {
@@ -207,7 +209,49 @@ impl ReadaheadMaps {
             .filter(|s| s.attached)
             .map(|s| s.fallback_for.clone().unwrap_or_else(|| s.tracepoint.clone()))
             .collect();
-        Ok(ReadaheadMaps { files, totals, attached, paths: PathCache::default(), last: StdHashMap::new() })
+        Ok(ReadaheadMaps {
+            files,
+            totals,
+            attached,
+            paths: PathCache::default(),
+            last: StdHashMap::new(),
+            batch: true,
+        })
+    }
+
+    /// Every RA_FILES entry, in batches when the kernel has them (else entry by entry).
+    fn entries(&mut self) -> Result<Vec<(RaFileKey, RaFileStats)>> {
+        if self.batch {
+            use aya::maps::IterableMap;
+            use std::os::fd::AsFd;
+            let fd = self.files.map().fd().as_fd();
+            let max = ioscope_common::readahead::RA_FILES_MAX as usize;
+            match super::map_batch::lookup::<RaFileKey, RaFileStats>(fd, None, false, max) {
+                Ok(entries) => {
+                    return Ok(entries
+                        .into_iter()
+                        .filter_map(|e| Some((e.key, e.values.into_iter().next()?)))
+                        .collect())
+                }
+                Err(e) if super::map_batch::unsupported(&e) => self.batch = false,
+                Err(e) => return Err(e).context("reading RA_FILES"),
+            }
+        }
+        self.files.iter().collect::<Result<_, _>>().context("reading RA_FILES")
+    }
+
+    /// Removes entries from RA_FILES (in batches when the kernel has them).
+    fn remove(&mut self, keys: &[RaFileKey]) {
+        if self.batch {
+            use aya::maps::IterableMap;
+            use std::os::fd::AsFd;
+            if super::map_batch::delete(self.files.map().fd().as_fd(), keys).is_ok() {
+                return;
+            }
+        }
+        for key in keys {
+            let _ = self.files.remove(key);
+        }
     }
 
     /// The counters as of now, for the files whose entry changed since the last read or that
@@ -227,16 +271,16 @@ impl ReadaheadMaps {
         known: &StdHashMap<(u32, u64), String>,
         kernel_name: &mut dyn FnMut(u32, u64) -> Option<String>,
     ) -> Result<ReadaheadSample> {
-        let entries: Vec<(RaFileKey, RaFileStats)> =
-            self.files.iter().collect::<Result<_, _>>().context("reading RA_FILES")?;
+        let entries = self.entries()?;
         // Changed (or pending) entries stay; the others are removed (see keep_in_sample).
         let mut kept: Vec<(RaFileKey, RaFileStats, u64)> = Vec::with_capacity(entries.len());
+        let mut removed = Vec::new();
         for (key, s) in entries {
             let before = self.last.get(&key);
             if keep_in_sample(before, &s) {
                 kept.push((key, s, activity(before, &s)));
             } else {
-                let _ = self.files.remove(&key);
+                removed.push(key);
             }
         }
         // At most RA_ROWS files with a row (every file with pages pending, then the most active):
@@ -250,11 +294,8 @@ impl ReadaheadMaps {
         let mut comms: StdHashMap<u32, String> = StdHashMap::new();
         for (i, (key, s, _)) in kept.into_iter().enumerate() {
             if i >= RA_ROWS && s.pending() == 0 {
-                let _ = self.files.remove(&key);
+                removed.push(key);
                 add_other(&mut others, key.dev, self.last.get(&key), &s);
-                // Named while the kernel's name map still holds it (an LRU a burst overruns): the
-                // files view, which drains its rows over several samples, finds the path cached.
-                let _ = kernel_name(key.dev, key.ino);
                 continue;
             }
             last.insert(key, s);
@@ -268,6 +309,7 @@ impl ReadaheadMaps {
             files.push(to_sample(&key, &s, path, triggers));
         }
         self.last = last;
+        self.remove(&removed);
         files.sort_by_key(|f| (f.dev, f.ino));
         others.sort_by_key(|o| o.dev);
         let per_cpu = self.totals.get(&0, 0).context("reading RA_TOTALS")?;

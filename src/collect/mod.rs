@@ -57,12 +57,17 @@ impl SystemRoot {
 /// Reads everything procfs and sysfs offer into a Sample (bpf and clocks left default).
 /// Files that are missing or unreadable leave their part empty rather than failing the sample.
 pub fn collect(root: &SystemRoot) -> Sample {
-    collect_with(root, Some(&mut ProcessReader::one_shot()))
+    collect_with(root, Some(&mut ProcessReader::one_shot()), &mut disks::SettingsCache::default())
 }
 
 /// [`collect`] with a process reader that may keep files open from one sample to the next; None
-/// leaves the per-process list empty (a consumer that shows no process rows).
-pub fn collect_with(root: &SystemRoot, process_reader: Option<&mut ProcessReader>) -> Sample {
+/// leaves the per-process list empty (a consumer that shows no process rows). `settings` keeps
+/// the block settings between samples (see [`disks::SettingsCache`]).
+pub fn collect_with(
+    root: &SystemRoot,
+    process_reader: Option<&mut ProcessReader>,
+    settings: &mut disks::SettingsCache,
+) -> Sample {
     // diskstats first: `Sampler::sample` stamps the clock just before, and iostat's rates are the
     // ones most sensitive to the interval. meminfo and vmstat are read back to back: the
     // dirty-threshold formula combines MemFree with vmstat's file LRU sizes, and vmstat carries the
@@ -70,7 +75,7 @@ pub fn collect_with(root: &SystemRoot, process_reader: Option<&mut ProcessReader
     let disks = disks::diskstats(root);
     let memory = memory::meminfo(root);
     let vmstat = memory::vmstat(root);
-    let block_settings = disks::block_settings(root, &disks);
+    let block_settings = settings.read(root, &disks);
     Sample {
         mono_ns: 0,
         wall_unix_ms: 0,
@@ -105,11 +110,18 @@ pub struct Sampler {
     /// None: no per-process rows (see [`Sampler::without_processes`]).
     processes: Option<ProcessReader>,
     cgroups: cgroups::CgroupFiles,
+    settings: disks::SettingsCache,
 }
 
 impl Sampler {
     pub fn new(root: SystemRoot, bpf: BpfCollector) -> Sampler {
-        Sampler { root, bpf, processes: Some(ProcessReader::new()), cgroups: cgroups::CgroupFiles::new() }
+        Sampler {
+            root,
+            bpf,
+            processes: Some(ProcessReader::new()),
+            cgroups: cgroups::CgroupFiles::new(),
+            settings: disks::SettingsCache::default(),
+        }
     }
 
     /// Leaves `Sample::processes` empty: /proc/PID/{comm,io} of every process is the largest
@@ -124,7 +136,7 @@ impl Sampler {
     pub fn sample(&mut self) -> Sample {
         let mono_ns = monotonic_ns();
         let wall_unix_ms = wall_unix_ms();
-        let mut s = collect_with(&self.root, self.processes.as_mut());
+        let mut s = collect_with(&self.root, self.processes.as_mut(), &mut self.settings);
         s.mono_ns = mono_ns;
         s.wall_unix_ms = wall_unix_ms;
         s.bpf = self.bpf.read();

@@ -160,3 +160,41 @@ fn a_sample_after_a_burst_holds_only_the_active_files() {
     let stale: Vec<_> = rows.iter().filter(|(i, _)| burst_inos.contains(i)).collect();
     assert!(stale.is_empty(), "rows of files idle in the interval: {stale:?} (all rows: {rows:?})");
 }
+
+/// A file whose kernel name the LRU name map lost before its writeback (more new files dirtied
+/// after it, on another filesystem, than FILE_NAMES holds, none sampled in between) is named again
+/// as it is written back (`file_name_wb`, at `sync -f` of its filesystem): its row in the next
+/// sample has its path, with the fallbacks off.
+#[test]
+fn a_file_written_back_after_a_burst_of_names_has_its_path() {
+    let _group = common::live_group(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "live_file_names_writeback";
+    if !common::require_root(test) {
+        return;
+    }
+    let burst = ioscope_common::file_names::FILE_NAMES_MAX as usize + 1000;
+    let lo = LoopDevice::with_fs(64, "ext4");
+    // ext4's default 16 KiB per inode: room for the burst's inodes.
+    let other = LoopDevice::with_fs(448, "ext4");
+    let mut bpf = BpfCollector::start_with(&BpfOptions { path_fallbacks: false, ..Default::default() });
+    if !bpf.status().programs.iter().any(|p| p.program == "file_name_wb" && p.attached) {
+        common::skip(test, "file_name_wb unavailable");
+        return;
+    }
+    let _ = sample(&mut bpf);
+    let first = lo.mount_point().join("first");
+    std::fs::write(&first, vec![1u8; MIB as usize]).unwrap();
+    let dir = other.mount_point().join("burst");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..burst {
+        std::fs::write(dir.join(format!("f{i}")), [7u8; PAGE as usize]).unwrap();
+    }
+    sh(&format!("sync -f {}", first.display()));
+    let s = sample(&mut bpf);
+    let ino = common::ino(&first);
+    let row = s.bpf.files.iter().find(|f| (f.major, f.minor) == (lo.major, lo.minor) && f.ino == ino);
+    let row = row.expect("the first file's row");
+    assert!(row.writeback_pages > 0 || row.fs_writeback_bytes > 0, "{row:?}");
+    assert_eq!(row.path.as_deref(), Some(first.to_str().unwrap()), "{row:?}");
+}

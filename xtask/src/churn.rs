@@ -68,7 +68,11 @@ struct BurstCost {
 pub fn run(args: &[String]) -> Result<()> {
     let args = ChurnArgs::try_parse_from(std::iter::once("churn".to_string()).chain(args.iter().cloned()))?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
-    let bin = build_release(root)?;
+    // Another build to compare against (an older commit's binary), alternating runs.
+    let bin = match std::env::var_os("IOSCOPE_CHURN_BIN") {
+        Some(bin) => PathBuf::from(bin),
+        None => build_release(root)?,
+    };
     let tick = 1.0 / clock_ticks_per_second();
     let fs = Mounted::new(&args.fstype)?;
     let json_path = fs.dir.join("samples.json");

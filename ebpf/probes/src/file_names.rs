@@ -60,6 +60,17 @@ pub fn file_name_dirty(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// `writeback:writeback_single_inode_start(struct inode *, ...)`: an inode's pages go to writeback
+/// (the flusher, sync(2)). Names a file whose name the LRU map lost since it was dirtied (a burst
+/// of new files written back later): its writeback row gets a path too.
+#[btf_tracepoint(function = "writeback_single_inode_start")]
+pub fn file_name_wb(ctx: BtfTracePointContext) -> i32 {
+    if name_layout!(configured) != 0 {
+        name_inode(ctx.arg(0), 0);
+    }
+    0
+}
+
 /// `iomap:iomap_dio_rw_begin(struct kiocb *, ...)`: a direct I/O; its file's own dentry (the name
 /// it was opened by) is used.
 #[btf_tracepoint(function = "iomap_dio_rw_begin")]

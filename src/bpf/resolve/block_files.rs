@@ -100,6 +100,8 @@ struct Counts {
     write_bytes: u64,
     path: Option<String>,
     changed: Option<Instant>,
+    /// The disk's name, read from sysfs when the row was made (not at every sample).
+    disk: String,
 }
 
 /// Extent maps, journal places and the cumulative counts per (disk, target). See the module docs.
@@ -286,7 +288,11 @@ impl BlockFileMapper {
             let comm = comm_text(&e.comm);
             let parts = classify(e, &comm, &journal, self.index.get(&disk).map_or(&[][..], |v| v));
             for (t, bytes) in &parts {
-                let c = self.counts.entry((disk, t.clone())).or_default();
+                let sys = &self.sys;
+                let c = self
+                    .counts
+                    .entry((disk, t.clone()))
+                    .or_insert_with(|| Counts { disk: disk_name(sys, disk), ..Default::default() });
                 if e.rwbs & RWBS_READ != 0 {
                     c.read_requests += 1;
                     c.read_bytes += bytes;
@@ -326,7 +332,7 @@ impl BlockFileMapper {
                 BlockTargetCounters {
                     major: disk.0,
                     minor: disk.1,
-                    disk: disk_name(&self.sys, *disk),
+                    disk: c.disk.clone(),
                     fs_major: fs.0,
                     fs_minor: fs.1,
                     ino,
