@@ -360,19 +360,6 @@ fn tmux(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_ticks_are_counted_after_the_last_parenthesis() {
-        // comm "a) b" contains a parenthesis and a space; utime 7, stime 5.
-        let stat = "42 (a) b) S 1 42 42 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 300 1000 50";
-        assert_eq!(parse_cpu_ticks(stat), Some(12));
-        assert_eq!(parse_cpu_ticks("42 (x) S 1"), None);
-    }
-}
-
 /// A fio job running in the background until dropped.
 struct FioLoad(std::process::Child, PathBuf);
 
@@ -409,5 +396,18 @@ impl Drop for FioLoad {
         let _ = self.0.kill();
         let _ = self.0.wait();
         let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_counted_after_the_last_parenthesis() {
+        // comm "a) b" contains a parenthesis and a space; utime 7, stime 5.
+        let stat = "42 (a) b) S 1 42 42 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 300 1000 50";
+        assert_eq!(parse_cpu_ticks(stat), Some(12));
+        assert_eq!(parse_cpu_ticks("42 (x) S 1"), None);
     }
 }
