@@ -18,10 +18,12 @@ pub mod page_cache;
 pub mod privileges;
 pub mod prog_stats;
 pub mod readahead;
+pub mod readahead_510;
 pub mod readahead_fn;
 pub mod renamed;
 pub mod resolve;
 pub mod syncs;
+pub mod syncs_510;
 pub mod teardown;
 pub mod tracefs;
 
@@ -37,6 +39,7 @@ use ioscope_common::file_names::{NameLayout, NAME_LAYOUT_GLOBAL};
 use ioscope_common::files::FILE_LAYOUT_GLOBAL;
 use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
 use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
+use ioscope_common::readahead_510::{Ra510Layout, RA_510_LAYOUT_GLOBAL};
 use ioscope_common::readahead_fn::{RaFnLayout, RA_FN_LAYOUT_GLOBAL};
 
 use self::block::BlockMaps;
@@ -231,10 +234,18 @@ impl BpfCollector {
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
         loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
         loader.override_global(RA_FN_LAYOUT_GLOBAL, &ra_fn_layout, true);
+        let ra_510 = (ra_fn_layout.configured != 0).then(|| btf.as_ref().map(readahead_510::layout));
+        let ra_510 = ra_510.flatten().and_then(|l| l.ok()).unwrap_or(Ra510Layout::UNSET);
+        loader.override_global(RA_510_LAYOUT_GLOBAL, &ra_510, true);
         let names_global = name_layout.as_ref().copied().unwrap_or(NameLayout::UNSET);
         loader.override_global(NAME_LAYOUT_GLOBAL, &names_global, true);
         let sync_plan = syncs::plan(&tracefs, btf.as_ref(), &sync_plan_hidden);
         loader.override_global(ioscope_common::syncs::SYNC_LAYOUT_GLOBAL, &sync_plan.layout, true);
+        loader.override_global(
+            ioscope_common::syncs_510::URING_510_LAYOUT_GLOBAL,
+            &sync_plan.uring_510,
+            true,
+        );
         let move_plan = cgroup_move::plan(&tracefs, &sync_plan_hidden);
         let move_layout = move_plan.clone().unwrap_or(ioscope_common::cgroup_move::MoveLayout::UNSET);
         loader.override_global(ioscope_common::cgroup_move::MOVE_LAYOUT_GLOBAL, &move_layout, true);

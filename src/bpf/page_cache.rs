@@ -278,7 +278,7 @@ pub fn fill_layout(l: &mut CacheLayout, index: usize, text: &str) -> Result<()> 
 /// The folio order (one byte). Kernels before folios had no `order` field: their events are raised
 /// per page (`__add_to_page_cache_locked()`, `__delete_from_page_cache()` on 5.10), so the page is
 /// one page ([`NO_ORDER`]). Large folios in the page cache (5.18) came after the field.
-fn order_field(f: &EventFormat) -> Result<u32> {
+pub(super) fn order_field(f: &EventFormat) -> Result<u32> {
     match f.field_sized("order", 1) {
         Ok(field) => Ok(field.offset),
         Err(_) if f.fields.iter().all(|x| x.name != "order") && f.fields.iter().any(|x| x.name == "pfn") => {
@@ -669,7 +669,7 @@ pub fn jiffies_now() -> Option<((u64, u64), Instant)> {
 pub const FALLBACK_HZ: u64 = 250;
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn fixture(name: &str) -> String {
@@ -678,7 +678,7 @@ mod tests {
     }
 
     /// Linux 5.10's events, raised per page: no `order` field (Debian's 5.10, as the lab reads it).
-    const ADD_5_10: &str = "name: mm_filemap_add_to_page_cache\nID: 470\nformat:\n\
+    pub(in crate::bpf) const ADD_5_10: &str = "name: mm_filemap_add_to_page_cache\nID: 470\nformat:\n\
         \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
         \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
         \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\

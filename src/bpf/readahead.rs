@@ -98,7 +98,8 @@ pub fn fill_layout(l: &mut RaLayout, index: usize, text: &str) -> Result<()> {
             l.unbounded_ok = 1;
         }
         4 | 5 => {
-            let offs = [at("s_dev", 4)?, at("i_ino", 8)?, at("index", 8)?, at("order", 1)?];
+            let offs =
+                [at("s_dev", 4)?, at("i_ino", 8)?, at("index", 8)?, super::page_cache::order_field(&f)?];
             if l.add_ok == 1 || l.delete_ok == 1 {
                 same(
                     "mm_filemap_add_to_page_cache",
@@ -466,6 +467,17 @@ mod tests {
         l2.async_ok = 0;
         let moved = SYNC_RA.replace("offset:48", "offset:52");
         assert!(fill_layout(&mut l2, 1, &moved).unwrap_err().to_string().contains("unlike"));
+    }
+
+    /// 5.10's insertions and evictions have no `order` (raised per page): one page each.
+    #[test]
+    fn insertions_without_order_are_one_page() {
+        let add = super::super::page_cache::tests::ADD_5_10;
+        let mut l = RaLayout::UNSET;
+        fill_layout(&mut l, 4, add).unwrap();
+        fill_layout(&mut l, 5, &add.replace("add_to_page_cache", "delete_from_page_cache")).unwrap();
+        assert_eq!((l.add_ok, l.delete_ok, l.folio_ino, l.folio_index), (1, 1, 16, 24));
+        assert_eq!(l.folio_order, ioscope_common::page_cache::NO_ORDER);
     }
 
     #[test]

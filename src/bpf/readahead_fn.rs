@@ -66,11 +66,14 @@ pub fn plan(
 ) -> (RaFnLayout, Vec<Planned>, Vec<(&'static str, String)>) {
     let mut planned = Vec::new();
     let mut refused = Vec::new();
-    let wanted: Vec<_> = RA_FALLBACKS.iter().filter_map(|fb| Some((*fb, missing(fb.probe)?))).collect();
+    // 5.10: the `file_ra_state` is an argument, not `ractl->ra` (super::readahead_510).
+    let ra_arg = super::readahead_510::ra_is_an_argument(btf);
+    let table: &[RaFallback] = if ra_arg { &super::readahead_510::RA_FALLBACKS } else { &RA_FALLBACKS };
+    let wanted: Vec<_> = table.iter().filter_map(|fb| Some((*fb, missing(fb.probe)?))).collect();
     if wanted.is_empty() {
         return (RaFnLayout::UNSET, planned, refused);
     }
-    let layout = fn_layout(btf);
+    let layout = fn_layout(btf, ra_arg);
     for (fb, why) in wanted {
         let chosen = layout.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|_| {
             let f = kfunc::choose(btf, traceable, fb.functions)?;
@@ -78,6 +81,9 @@ pub fn plan(
             let second_ok = !fb.second_is_count || f.params.get(1).is_some_and(|p| !p.pointer);
             if !ractl_first || !second_ok {
                 bail!("{}'s parameters are not (ractl, ...) as expected", f.name);
+            }
+            if ra_arg {
+                super::readahead_510::check_params(&fb, &f)?;
             }
             Ok(f)
         });
@@ -90,13 +96,18 @@ pub fn plan(
     (layout, planned, refused)
 }
 
-/// The offsets the fallbacks read, from BTF.
-fn fn_layout(btf: &KernelBtf) -> Result<RaFnLayout> {
+/// The offsets the fallbacks read, from BTF. `ra_arg` (5.10): there is no `ractl->ra`; the
+/// programs used there take it from their arguments (`ractl_ra` 0: read and left unused), and
+/// need what super::readahead_510::layout finds.
+fn fn_layout(btf: &KernelBtf, ra_arg: bool) -> Result<RaFnLayout> {
     let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
+    if ra_arg {
+        super::readahead_510::layout(btf)?;
+    }
     Ok(RaFnLayout {
         configured: 1,
         ractl_mapping: field("readahead_control", "mapping", 8)?,
-        ractl_ra: field("readahead_control", "ra", 8)?,
+        ractl_ra: if ra_arg { 0 } else { field("readahead_control", "ra", 8)? },
         ractl_index: field("readahead_control", "_index", 8)?,
         mapping_host: field("address_space", "host", 8)?,
         inode_sb: field("inode", "i_sb", 8)?,

@@ -45,6 +45,10 @@ pub struct SyncPlan {
     pub layout: SyncLayout,
     pub syscalls: Vec<(&'static str, Result<(), String>)>,
     pub uring: Result<&'static str, String>,
+    /// The io_uring programs (submission, completion): matched by request address, or on 5.10 by
+    /// ring and user_data (super::syncs_510, with its layout).
+    pub uring_programs: [&'static str; 2],
+    pub uring_510: ioscope_common::syncs_510::Uring510Layout,
     /// Why calls have no file (no BTF for the file table), for the status.
     pub notes: Vec<String>,
 }
@@ -86,8 +90,17 @@ pub fn plan(tracefs_dir: &Path, btf: Option<&KernelBtf>, hidden: &[String]) -> S
         syscalls.push((*name, r.map_err(|e| format!("{e:#}"))));
     }
     let mut notes = Vec::new();
+    let mut uring_programs = [URING_SUBMIT_PROGRAM, URING_COMPLETE_PROGRAM];
+    let mut uring_510 = ioscope_common::syncs_510::Uring510Layout::UNSET;
     let uring = (|| -> Result<&'static str> {
         let complete = read("io_uring", "io_uring_complete")?;
+        if let Err(no_req) = complete.field_sized("req", 8) {
+            // 5.10: matched by ring and user_data (super::syncs_510).
+            let submit = read("io_uring", URING_SUBMIT_EVENTS[1]).map_err(|_| no_req)?;
+            uring_510 = super::syncs_510::layout(&submit, &complete, btf)?;
+            uring_programs = [super::syncs_510::SUBMIT_PROGRAM, super::syncs_510::COMPLETE_PROGRAM];
+            return Ok(URING_SUBMIT_EVENTS[1]);
+        }
         l.complete_req = complete.field_sized("req", 8)?.offset;
         let mut last = None;
         for event in URING_SUBMIT_EVENTS {
@@ -107,7 +120,7 @@ pub fn plan(tracefs_dir: &Path, btf: Option<&KernelBtf>, hidden: &[String]) -> S
     match btf {
         Some(k) => match file_table_layout(k, &mut l) {
             Ok(()) => {
-                if uring.is_ok() {
+                if uring.is_ok() && uring_510.configured == 0 {
                     if let Err(e) = uring_fd_layout(k, &mut l) {
                         notes.push(format!("io_uring sync calls without their file: {e:#}"));
                     }
@@ -117,7 +130,7 @@ pub fn plan(tracefs_dir: &Path, btf: Option<&KernelBtf>, hidden: &[String]) -> S
         },
         None => notes.push("sync calls without their file: no kernel BTF".into()),
     }
-    SyncPlan { layout: l, syscalls, uring, notes }
+    SyncPlan { layout: l, syscalls, uring, uring_programs, uring_510, notes }
 }
 
 /// `task->files->fdt->fd[fd]->f_inode`, `->i_ino`, `->i_sb->s_dev`.
@@ -179,7 +192,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
     let submit = plan.uring.clone().map(|e| e.to_string());
     attach_each(
         ebpf,
-        URING_SUBMIT_PROGRAM,
+        plan.uring_programs[0],
         vec![(
             "io_uring".into(),
             submit.clone().unwrap_or_else(|_| URING_SUBMIT_EVENTS[0].into()),
@@ -188,7 +201,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
     );
     attach_each(
         ebpf,
-        URING_COMPLETE_PROGRAM,
+        plan.uring_programs[1],
         vec![("io_uring".into(), "io_uring_complete".into(), submit.map(|_| ()))],
     );
     let maps = (|| -> Result<SyncMaps> {

@@ -36,7 +36,7 @@ impl Feature {
     }
 }
 
-use Cell::{Missing, Works};
+use Cell::Works;
 
 /// Where the submitter of block I/O comes from: the per-process and the per-cgroup disk I/O alike.
 const SUBMITTER: [Cell; 4] = [
@@ -173,7 +173,7 @@ pub const FEATURES: &[Feature] = &[
         label: "Readahead: sequential windows, used %",
         pane: Some("readahead"),
         cells: [
-            Missing("readahead:* (6.18+)"),
+            Works("fentry do_page_cache_ra, page_cache_sync_ra, page_cache_async_ra (fallbacks), fexit generic_file_buffered_read"),
             Works("fentry page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra (fallbacks), fexit filemap_get_pages"),
             Works("fentry page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra (fallbacks)"),
             Works("readahead:page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra"),
@@ -184,7 +184,7 @@ pub const FEATURES: &[Feature] = &[
         label: "Readahead: mmap read-around wasted",
         pane: Some("readahead"),
         cells: [
-            Missing("readahead:* (6.18+)"),
+            Works("fentry do_page_cache_ra (fallback), fentry filemap_fault, filemap_map_pages"),
             Works("fentry page_cache_ra_order (fallback), fentry filemap_fault, filemap_map_pages"),
             Works("fentry page_cache_ra_order (fallback), filemap:mm_filemap_fault"),
             Works("readahead:page_cache_ra_order, filemap:mm_filemap_fault"),
@@ -195,6 +195,17 @@ pub const FEATURES: &[Feature] = &[
         label: "Sync calls: fsync latency per process and file",
         pane: Some("syncs"),
         cells: [SYNCS, SYNCS, SYNCS, SYNCS],
+    },
+    Feature {
+        id: "syncs_io_uring",
+        label: "Sync calls: io_uring fsync latency per process and file",
+        pane: Some("syncs_io_uring"),
+        cells: [
+            Works("io_uring:io_uring_submit_sqe, io_uring_complete (matched by ring and user_data: no `req`)"),
+            Works("io_uring:io_uring_submit_sqe, io_uring_complete"),
+            Works("io_uring:io_uring_submit_req, io_uring_complete"),
+            Works("io_uring:io_uring_submit_req, io_uring_complete"),
+        ],
     },
     Feature {
         id: "cgroups_io",

@@ -14,8 +14,10 @@ pub mod file_names;
 pub mod files;
 pub mod page_cache;
 pub mod readahead;
+pub mod readahead_510;
 pub mod readahead_fn;
 pub mod syncs;
+pub mod syncs_510;
 
 /// Bits of a kernel-internal `dev_t` that hold the minor number (include/linux/kdev_t.h,
 /// MINORBITS). Tracepoints report this internal form, not the userspace encoding of `stat(2)`.

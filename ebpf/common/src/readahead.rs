@@ -71,6 +71,7 @@ pub struct RaLayout {
     pub folio_dev: u32,
     pub folio_ino: u32,
     pub folio_index: u32,
+    /// `page_cache::NO_ORDER` where the events have no `order` (before folios, 5.10: one page each).
     pub folio_order: u32,
 
     /// `mm_filemap_get_pages` and `mm_filemap_map_pages` share one layout.

@@ -16,8 +16,10 @@ mod kernel;
 mod page_cache;
 mod read_fn;
 mod readahead;
+mod readahead_510;
 mod readahead_fn;
 mod syncs;
+mod syncs_510;
 
 #[cfg(not(test))]
 #[panic_handler]

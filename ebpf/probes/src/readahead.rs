@@ -17,7 +17,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
     programs::TracePointContext,
 };
-use ioscope_common::page_cache::CacheScratch;
+use ioscope_common::page_cache::{CacheScratch, NO_ORDER};
 use ioscope_common::readahead::{
     binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaPage, RaPageKey, RaReadMemo,
     RaShared, RaTotals, RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX,
@@ -272,14 +272,12 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     // SAFETY: a plain copy of this thread's record.
     let Some(w) = (unsafe { RA_WINDOWS.get(&tid) }).copied() else { return Ok(0) };
     // SAFETY: offsets from the format file.
-    let (dev, ino, index, order) = unsafe {
-        (
-            field::<u32>(ctx, l.folio_dev)?,
-            field::<u64>(ctx, l.folio_ino)?,
-            field::<u64>(ctx, l.folio_index)?,
-            field::<u8>(ctx, l.folio_order)?,
-        )
+    let (dev, ino, index) = unsafe {
+        (field::<u32>(ctx, l.folio_dev)?, field::<u64>(ctx, l.folio_ino)?, field::<u64>(ctx, l.folio_index)?)
     };
+    // Before folios (5.10) the event has no `order`: one page per event.
+    // SAFETY: offset from the format file.
+    let order = if l.folio_order == NO_ORDER { 0 } else { unsafe { field::<u8>(ctx, l.folio_order)? } };
     if !in_window(&w, dev, ino, index) {
         return Ok(0);
     }

@@ -23,7 +23,7 @@ macro_rules! ra_fn {
 /// What every readahead tracepoint records of its `readahead_control`: the file (its inode's
 /// `s_dev` and `i_ino`), `readahead_index(ractl)`, and its `file_ra_state`.
 #[inline(always)]
-fn ractl_file(ractl: *const u8) -> Option<(u32, u64, u64, *const u8)> {
+pub fn ractl_file(ractl: *const u8) -> Option<(u32, u64, u64, *const u8)> {
     if ra_fn!(configured) == 0 {
         return None;
     }

@@ -30,12 +30,12 @@ static SYNC_STATS: LruPerCpuHashMap<SyncKey, SyncStats> =
     LruPerCpuHashMap::with_max_entries(SYNC_MAX_ENTRIES, 0);
 
 #[map]
-static SYNC_INFLIGHT: LruHashMap<u64, SyncInFlight> = LruHashMap::with_max_entries(SYNC_INFLIGHT_MAX, 0);
+pub static SYNC_INFLIGHT: LruHashMap<u64, SyncInFlight> = LruHashMap::with_max_entries(SYNC_INFLIGHT_MAX, 0);
 
 /// io_uring sync requests submitted and not completed: `io_uring_complete` (every completion of
 /// every ring) looks for its request in SYNC_INFLIGHT only when this is not 0.
 #[map]
-static SYNC_URING_PENDING: Array<u64> = Array::with_max_entries(1, 0);
+pub static SYNC_URING_PENDING: Array<u64> = Array::with_max_entries(1, 0);
 
 macro_rules! layout {
     ($($f:ident).+) => {
@@ -162,7 +162,15 @@ fn fd_file(fd: u32) -> (u32, u64) {
         return (0, 0);
     }
     let fds: *const u8 = Probe::get(fdt, layout!(fdt_fd));
-    let file: *const u8 = Probe::get(fds, fd * 8);
+    file_id(Probe::get(fds, fd * 8))
+}
+
+/// The (s_dev, inode) of a `struct file`; zeros when it cannot be read.
+#[inline(always)]
+pub fn file_id(file: *const u8) -> (u32, u64) {
+    if layout!(files_ok) == 0 {
+        return (0, 0);
+    }
     let inode: *const u8 = Probe::get(file, layout!(file_inode));
     let sb: *const u8 = Probe::get(inode, layout!(inode_sb));
     (Probe::get(sb, layout!(sb_dev)), Probe::get(inode, layout!(inode_ino)))
@@ -170,7 +178,7 @@ fn fd_file(fd: u32) -> (u32, u64) {
 
 /// Records a call starting now under `key`; false when the map refused it.
 #[inline(always)]
-fn start(key: u64, kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> bool {
+pub fn start(key: u64, kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> bool {
     let f = SyncInFlight {
         // SAFETY: helper without preconditions.
         start_ns: unsafe { bpf_ktime_get_ns() },
@@ -189,7 +197,7 @@ fn start(key: u64, kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> bool {
 
 /// Adds a finished call to its (process, call, file) on this CPU.
 #[inline(always)]
-fn finish(f: &SyncInFlight) {
+pub fn finish(f: &SyncInFlight) {
     // SAFETY: helper without preconditions.
     let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.start_ns);
     let key = SyncKey { tgid: f.tgid, kind: f.kind, dev: f.dev, _pad: 0, ino: f.ino };

@@ -43,7 +43,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("mmap-read") => mmap_read(&args[1], args.get(2).is_some_and(|a| a == "random")),
-        Some("fsync-write") => fsync_write(&args[1], args[2].parse().expect("MiB")),
+        Some("fsync-write") => {
+            fsync_write(&args[1], args[2].parse().expect("MiB"), args.get(3).is_some_and(|a| a == "uring"))
+        }
         Some("read-move") => read_move(&args[1], &args[2], &args[3]),
         Some("suite") => {
             let code = suite();
@@ -51,7 +53,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: lab-guest suite | mmap-read FILE [random] | fsync-write FILE MIB | \
+                "usage: lab-guest suite | mmap-read FILE [random] | fsync-write FILE MIB [uring] | \
                  read-move FILE CGROUP_DIR FILE2"
             );
             std::process::exit(2);
@@ -750,18 +752,16 @@ fn syncs_and_cgroups(s: &mut Suite, mon: &Monitor, status: Option<&Value>) {
         let _ = std::fs::write(vm(k), v);
     }
     let (pid, r) = mon.around(|| run_pid("/bin/lab-guest", &["fsync-write", &path, "16"]));
+    let uring_path = format!("{EXT4}/fsync-uring");
+    let (uring_pid, uring_r) =
+        mon.around(|| run_pid("/bin/lab-guest", &["fsync-write", &uring_path, "4", "uring"]));
     for (k, v) in knobs.iter().zip(&saved) {
         let _ = std::fs::write(vm(k), v.trim());
     }
     drop(holder);
     s.feature("syncs", status, || {
         let pid = u64::from(*pid.as_ref().map_err(Clone::clone)?);
-        let took: f64 = std::fs::read_to_string(format!("{path}.took"))
-            .map_err(|e| format!("{path}.took: {e}"))?
-            .trim()
-            .parse::<f64>()
-            .map_err(|e| e.to_string())?
-            / 1e9;
+        let took = timed(&path)?;
         let last = r.last().ok_or("no report")?;
         let rows = last["syncs"].as_array().cloned().unwrap_or_default();
         let row = rows
@@ -781,6 +781,29 @@ fn syncs_and_cgroups(s: &mut Suite, mon: &Monitor, status: Option<&Value>) {
             // flusher or the journal may take some pages first (5.10 in CI: 13.3 of 16.8 MB).
             && written as f64 <= (16 * MIB) as f64 * 1.1
             && written >= 8 * MIB)
+        .then_some(detail.clone())
+        .ok_or(detail)
+    });
+    s.feature("syncs_io_uring", status, || {
+        let pid = u64::from(*uring_pid.as_ref().map_err(Clone::clone)?);
+        let took = timed(&uring_path)?;
+        let last = uring_r.last().ok_or("no report")?;
+        let rows = last["syncs"].as_array().cloned().unwrap_or_default();
+        let row = rows
+            .iter()
+            .find(|x| x["pid"].as_u64() == Some(pid) && x["syscall"] == "io_uring fsync")
+            .ok_or_else(|| format!("no io_uring fsync row for pid {pid}: syncs[] {}", last["syncs"]))?;
+        let max = row["max_s"].as_f64().unwrap_or(0.0);
+        let detail = format!(
+            "io_uring fsync of {uring_path} by pid {pid}: ioscope {max:.4} s, the caller timed {took:.4} s; \
+             path {}, calls {}",
+            row["path"], row["calls"]
+        );
+        // The caller's time also has the submission's syscall and the wakeup after the completion.
+        (max <= took * 1.1 + 0.002
+            && max >= took * 0.5
+            && row["path"] == uring_path.as_str()
+            && row["calls"].as_u64() == Some(1))
         .then_some(detail.clone())
         .ok_or(detail)
     });
@@ -960,15 +983,41 @@ fn once_checks(
 }
 
 /// Writes `mib` MiB to `path` and fsyncs it; the call's duration (ns) goes to `path`.took.
-fn fsync_write(path: &str, mib: u64) {
+/// The seconds `fsync-write` timed its call, from `path.took`.
+fn timed(path: &str) -> Result<f64, String> {
+    let text = std::fs::read_to_string(format!("{path}.took")).map_err(|e| format!("{path}.took: {e}"))?;
+    Ok(text.trim().parse::<f64>().map_err(|e| e.to_string())? / 1e9)
+}
+
+fn fsync_write(path: &str, mib: u64, uring: bool) {
     let mut f = std::fs::File::create(path).expect(path);
     let chunk = vec![0x5au8; MIB as usize];
     for _ in 0..mib {
         f.write_all(&chunk).unwrap();
     }
-    let t = Instant::now();
-    f.sync_all().unwrap();
+    let t = if uring {
+        uring_fsync(&f)
+    } else {
+        let t = Instant::now();
+        f.sync_all().unwrap();
+        t
+    };
     std::fs::write(format!("{path}.took"), t.elapsed().as_nanos().to_string()).unwrap();
+}
+
+/// One IORING_OP_FSYNC of `f` (user_data 7), waited for (as tests/live/live_syncs.rs does);
+/// returns when it was submitted (the ring is set up before: not part of the call).
+fn uring_fsync(f: &std::fs::File) -> Instant {
+    use std::os::fd::AsRawFd;
+    let mut ring = io_uring::IoUring::new(2).expect("io_uring");
+    let sqe = io_uring::opcode::Fsync::new(io_uring::types::Fd(f.as_raw_fd())).build().user_data(7);
+    // SAFETY: the entry refers to no buffer.
+    unsafe { ring.submission().push(&sqe).expect("queue the fsync") };
+    let t = Instant::now();
+    ring.submit_and_wait(1).expect("submit");
+    let result = ring.completion().next().expect("a completion").result();
+    assert_eq!(result, 0, "io_uring fsync failed");
+    t
 }
 
 /// Reads `path`, waits 3 s, moves itself into the cgroup directory `cgroup` (its pid into
