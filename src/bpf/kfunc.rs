@@ -99,12 +99,16 @@ pub fn attach(ebpf: &mut aya::Ebpf, program: &str, hook: Hook, function: &str, b
 /// Loads kprobe `program` and attaches it to `function`: its entry, or its return when the
 /// program is a kretprobe.
 pub fn attach_kprobe(ebpf: &mut aya::Ebpf, program: &str, function: &str) -> Result<()> {
-    let prog =
-        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
-    let p: &mut aya::programs::KProbe = prog.try_into()?;
+    let p = kprobe(ebpf, program)?;
     p.load()?;
     p.attach(function, 0)?;
     Ok(())
+}
+
+fn kprobe<'a>(ebpf: &'a mut aya::Ebpf, program: &str) -> Result<&'a mut aya::programs::KProbe> {
+    let prog =
+        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
+    Ok(prog.try_into()?)
 }
 
 /// The kprobe variant of a fentry/fexit fallback (ebpf/probes/src/kprobe_fallbacks.rs): `entry`
@@ -147,11 +151,18 @@ pub fn attach_fallback(
     };
     let refused = format!("{} refused: {refused}", hook.name());
     let Some(k) = kprobes else { return Err(refused) };
+    // The return's program loaded (verified) before the entry is attached, so that a refused
+    // kretprobe leaves no entry keeping arguments for nothing.
+    if let Some(ret) = k.ret {
+        kprobe(ebpf, ret).and_then(|p| Ok(p.load()?)).map_err(|e| format!("{refused}; kretprobe: {e:#}"))?;
+    }
     // The entry first: a return without its entry's arguments is skipped, never misread.
     attach_kprobe(ebpf, k.entry, function).map_err(|e| format!("{refused}; kprobe: {e:#}"))?;
     let entry = Attached { program: k.entry, mechanism: "kprobe" };
     let Some(ret) = k.ret else { return Ok(vec![entry]) };
-    attach_kprobe(ebpf, ret, function).map_err(|e| format!("{refused}; kretprobe: {e:#}"))?;
+    kprobe(ebpf, ret)
+        .and_then(|p| Ok(p.attach(function, 0)?))
+        .map_err(|e| format!("{refused}; kretprobe: {e:#}"))?;
     Ok(vec![Attached { program: ret, mechanism: "kretprobe" }, entry])
 }
 

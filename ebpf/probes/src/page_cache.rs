@@ -316,7 +316,7 @@ pub(crate) fn fn_read<M: Mem>(iocb: *const u8, count: u64, advanced: bool) {
         pos = pos.wrapping_sub(count as i64);
     }
     let Some((index, last)) = read_pages_range(pos, count, fn_layout!(page_shift)) else { return };
-    let mapping = (mapping as u64).wrapping_sub(&raw const FN_LAYOUT as u64);
+    let mapping = M::number(mapping, (&raw const FN_LAYOUT).cast());
     let Some(s) = scratch() else { return };
     let ids = cached_ids(s);
     count_read(s, ids, 0, mapping, index, last);
