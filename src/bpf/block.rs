@@ -16,6 +16,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, MapData, PerCpuArray, PerCpuValues};
 use aya::programs::ProgramFd;
 use aya::Ebpf;
+
+use super::block_files;
 use ioscope_common::block::*;
 use ioscope_common::kernel_dev_major_minor;
 
@@ -35,6 +37,8 @@ pub fn live_programs() -> impl Iterator<Item = (&'static str, &'static str)> {
     PROGRAMS.into_iter().filter(|(p, _)| *p != RETIRED)
 }
 pub const CATEGORY: &str = "block";
+/// The program on the completion event, after which the block-to-file ring's program must not run.
+const COMPLETE: &str = "block_rq_complete";
 
 /// The Sample's per-device issue counts (`BpfSample::rq_issue`, `devices[].bpf` in JSON), from the
 /// block_rq_issue program's per-direction counters: one program on that tracepoint serves both.
@@ -209,6 +213,10 @@ pub fn attach(
         note = Some(block_claim::NOTE.to_string());
     }
     for (&(slot, program, event), ready) in live.iter().zip(ready) {
+        if program == COMPLETE && ready.is_ok() {
+            // Before the completion's own program: see block_files::RING_PROGRAMS.
+            statuses.push(super::attach_tracepoint(ebpf, block_files::RING_PROGRAMS.0, CATEGORY, event));
+        }
         let mut status = match ready {
             Ok(()) => {
                 let twin = block_claim::twin(program);
@@ -255,6 +263,13 @@ fn attach_twins(
     let mut statuses = Vec::new();
     for (done, &(_, program, event)) in live.iter().enumerate() {
         let twin = btf_twin(program);
+        if program == COMPLETE {
+            // Before the completion's own program: see block_files::RING_PROGRAMS.
+            let ring = super::attach_btf_tracepoint(ebpf, block_files::RING_PROGRAMS.1, CATEGORY, event, btf);
+            statuses.push(ring.unwrap_or_else(|e| {
+                super::program_status(block_files::RING_PROGRAMS.1, CATEGORY, event, Err(format!("{e:#}")))
+            }));
+        }
         let result = if refuse == Some(twin.as_str()) {
             Err(anyhow!("refused on request"))
         } else {
@@ -267,6 +282,7 @@ fn attach_twins(
                 for &(_, p, _) in &live[..=done] {
                     unload_btf_tracepoint(ebpf, &btf_twin(p));
                 }
+                unload_btf_tracepoint(ebpf, block_files::RING_PROGRAMS.1);
                 return Err(format!("{twin}: {e:#}"));
             }
         }

@@ -29,6 +29,12 @@ pub struct RingCounts {
     pub ring_dropped: u64,
 }
 
+/// The programs that send completed requests to the ring (classic, BTF), one beside each kind of
+/// block program and on the same event as `block_rq_complete`, attached before it: a tracepoint
+/// runs its programs in the order they were attached, so the request's slot still holds its
+/// submitter when they run (ebpf/probes/src/block_files.rs says why they are programs of their own).
+pub const RING_PROGRAMS: (&str, &str) = ("block_rq_files", "block_rq_files_btf");
+
 pub struct RequestRing {
     ring: RingBuf<MapData>,
     buckets: PerCpuArray<MapData, RqBucket>,

@@ -129,6 +129,12 @@ pub(crate) fn classic_rq_complete<const CAS: bool>(ctx: &TracePointContext) -> u
     on_result(classic_event(ctx, &layout!(rq_complete)).map(|e| rq_complete::<CAS>(&e)))
 }
 
+/// A classic block_rq_complete record as an [`Event`] (block_files.rs reads it too).
+#[inline(always)]
+pub(crate) fn classic_complete_event(ctx: &TracePointContext) -> Option<Event> {
+    classic_event(ctx, &layout!(rq_complete)).ok()
+}
+
 #[tracepoint]
 pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
     count_health(Health::RqMergeEvents);
@@ -198,7 +204,7 @@ fn on_result(r: Result<(), Lost>) -> u32 {
     0
 }
 
-enum Lost {
+pub(crate) enum Lost {
     /// The program is not configured (its format was not usable): nothing to do.
     Off,
     Read,
@@ -206,19 +212,19 @@ enum Lost {
 
 /// One event of one request.
 #[derive(Default)]
-struct Event {
+pub(crate) struct Event {
     /// The request's tag in the request table: its address (BTF), or from (dev, sector).
-    tag: u64,
-    dev: u32,
-    sector: u64,
-    bytes: u64,
-    rwbs: RwbsFlags,
+    pub(crate) tag: u64,
+    pub(crate) dev: u32,
+    pub(crate) sector: u64,
+    pub(crate) bytes: u64,
+    pub(crate) rwbs: RwbsFlags,
     /// The kernel's own issue time of the request, 0 when unknown (classic events carry none;
     /// see RequestLayout::rq_io_start_time_ns).
-    kernel_issue_ns: u64,
+    pub(crate) kernel_issue_ns: u64,
     /// The kernel's own start stamp of the request as it is at this event, 0 when unknown
     /// (classic events; see RequestLayout::rq_start_time_ns).
-    kernel_start_ns: u64,
+    pub(crate) kernel_start_ns: u64,
 }
 
 /// A number for the request at `rq`, unique while it exists: its distance from a fixed address
@@ -232,7 +238,7 @@ fn address_tag(rq: *const u8) -> u64 {
 /// The event as the classic record would hold it, from the request (BTF programs). `nr_bytes`:
 /// block_rq_complete's argument (the bytes completed); other events take the request's size.
 #[inline(always)]
-fn btf_event(ctx: &BtfTracePointContext, nr_bytes: Option<u32>) -> Result<Event, Lost> {
+pub(crate) fn btf_event(ctx: &BtfTracePointContext, nr_bytes: Option<u32>) -> Result<Event, Lost> {
     if layout!(request.configured) == 0 {
         return Err(Lost::Off);
     }
@@ -301,7 +307,7 @@ fn read_event(ctx: &TracePointContext, l: &EventLayout, e: &mut Event) -> Result
 /// The event from a classic tracepoint's record. Inlined: a subprogram may not return a struct
 /// (it would be a pointer into its caller's stack).
 #[inline(always)]
-fn classic_event(ctx: &TracePointContext, l: &EventLayout) -> Result<Event, Lost> {
+pub(crate) fn classic_event(ctx: &TracePointContext, l: &EventLayout) -> Result<Event, Lost> {
     let mut e = Event::default();
     read_event(ctx, l, &mut e)?;
     e.tag = classic_tag(e.dev, e.sector);
@@ -309,7 +315,7 @@ fn classic_event(ctx: &TracePointContext, l: &EventLayout) -> Result<Event, Lost
 }
 
 #[inline(always)]
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     // SAFETY: no arguments, no preconditions.
     unsafe { bpf_ktime_get_ns() }
 }
@@ -376,7 +382,7 @@ fn slot_at(i: u32) -> Option<&'static mut ReqSlot> {
 
 /// The slot holding the request `tag`: either slot of its pair (see ioscope_common::block::REQ_SLOTS).
 #[inline(always)]
-fn find(tag: u64) -> Option<&'static mut ReqSlot> {
+pub(crate) fn find(tag: u64) -> Option<&'static mut ReqSlot> {
     let first = req_slot(tag) & !1;
     let a = slot_at(first)?;
     if a.tag == tag {
@@ -731,24 +737,28 @@ fn rq_issue<const CAS: bool>(e: &Event) {
 fn rq_complete<const CAS: bool>(e: &Event) {
     let t = now();
     let dev = device::<CAS>(e.dev);
-    let mut tracked = None;
+    // A copy of the slot's info, fully written on every path (an `Option<ReqInfo>` left LLVM free
+    // to read a register never written when it is None, which the verifier refuses).
+    let mut info = zero_info(e.dev);
+    let mut found = false;
     if let Some(s) = find(e.tag) {
         if s.info.flags & REQ_START_FROM_RQ != 0 {
             // Completed with its issue not seen (a run the kernel skipped): settled now.
             settle(&mut s.info, e.kernel_start_ns, || t);
         }
-        tracked = Some(s.info);
+        info = s.info;
+        found = true;
         release(s);
     } else {
         count_health(Health::CompleteUnmatched);
     }
-    crate::block_files::on_complete(t, e.dev, e.sector, e.bytes, e.rwbs.0, tracked.as_ref());
+    let tracked = found.then_some(&info);
     // A device the table had no room for is not counted; its submitters still are.
     if let Some((i, d)) = dev {
-        complete_on_device(e, t, i, d, tracked.as_ref());
+        complete_on_device(e, t, i, d, tracked);
     }
     if let Some(r) = tracked.filter(|r| r.flags & REQ_SUBMITTER != 0) {
-        credit_submitter::<CAS>(&r, e.dev, t);
+        credit_submitter::<CAS>(r, e.dev, t);
     }
 }
 
