@@ -96,14 +96,74 @@ pub fn attach(ebpf: &mut aya::Ebpf, program: &str, hook: Hook, function: &str, b
     Ok(())
 }
 
-/// Loads kprobe `program` and attaches it to the entry of `function`.
+/// Loads kprobe `program` and attaches it to `function`: its entry, or its return when the
+/// program is a kretprobe.
 pub fn attach_kprobe(ebpf: &mut aya::Ebpf, program: &str, function: &str) -> Result<()> {
-    let prog =
-        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
-    let p: &mut aya::programs::KProbe = prog.try_into()?;
+    let p = kprobe(ebpf, program)?;
     p.load()?;
     p.attach(function, 0)?;
     Ok(())
+}
+
+fn kprobe<'a>(ebpf: &'a mut aya::Ebpf, program: &str) -> Result<&'a mut aya::programs::KProbe> {
+    let prog =
+        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
+    Ok(prog.try_into()?)
+}
+
+/// The kprobe variant of a fentry/fexit fallback (ebpf/probes/src/kprobe_fallbacks.rs): `entry`
+/// on the function's entry and, for a fexit, `ret`, a kretprobe on its return that reads the
+/// arguments `entry` kept (then `entry` only keeps them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kprobes {
+    pub entry: &'static str,
+    pub ret: Option<&'static str>,
+}
+
+/// The text of a fentry/fexit refused on request ([`super::BpfOptions::no_trampoline`]).
+pub const REFUSED_ON_REQUEST: &str = "refused on request (IOSCOPE_NO_TRAMPOLINE, a test knob)";
+
+/// A program attached on a kernel function: its name and mechanism ("fentry", "kretprobe"...).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attached {
+    pub program: &'static str,
+    pub mechanism: &'static str,
+}
+
+/// Attaches fallback `program` as `hook` on `function`, else, when that is refused (or
+/// `no_trampoline` refuses it on purpose), its `kprobes` variant. Ok: the programs attached, the
+/// one doing the work first (a kretprobe's entry kprobe second); Err: why neither attached.
+pub fn attach_fallback(
+    ebpf: &mut aya::Ebpf,
+    (program, hook): (&'static str, Hook),
+    function: &str,
+    btf: &aya::Btf,
+    kprobes: Option<Kprobes>,
+    no_trampoline: bool,
+) -> std::result::Result<Vec<Attached>, String> {
+    let refused = if no_trampoline {
+        REFUSED_ON_REQUEST.to_string()
+    } else {
+        match attach(ebpf, program, hook, function, btf) {
+            Ok(()) => return Ok(vec![Attached { program, mechanism: hook.name() }]),
+            Err(e) => format!("{e:#}"),
+        }
+    };
+    let refused = format!("{} refused: {refused}", hook.name());
+    let Some(k) = kprobes else { return Err(refused) };
+    // The return's program loaded (verified) before the entry is attached, so that a refused
+    // kretprobe leaves no entry keeping arguments for nothing.
+    if let Some(ret) = k.ret {
+        kprobe(ebpf, ret).and_then(|p| Ok(p.load()?)).map_err(|e| format!("{refused}; kretprobe: {e:#}"))?;
+    }
+    // The entry first: a return without its entry's arguments is skipped, never misread.
+    attach_kprobe(ebpf, k.entry, function).map_err(|e| format!("{refused}; kprobe: {e:#}"))?;
+    let entry = Attached { program: k.entry, mechanism: "kprobe" };
+    let Some(ret) = k.ret else { return Ok(vec![entry]) };
+    kprobe(ebpf, ret)
+        .and_then(|p| Ok(p.attach(function, 0)?))
+        .map_err(|e| format!("{refused}; kretprobe: {e:#}"))?;
+    Ok(vec![Attached { program: ret, mechanism: "kretprobe" }, entry])
 }
 
 #[cfg(test)]

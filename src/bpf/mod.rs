@@ -67,6 +67,10 @@ pub struct BpfOptions {
     /// resolve::files). Tests turn it off to prove the kernel's names alone find them, and
     /// `ioscope serve` without `--top-files` (no per-file series to name). True in the TUI.
     pub path_fallbacks: bool,
+    /// Refuse fentry/fexit on purpose, as a kernel without BPF trampolines does, so that the
+    /// fallbacks run as their kprobe variants: a test knob (the kernel lab's `--no-trampoline`
+    /// run), set by `IOSCOPE_NO_TRAMPOLINE=1`. False in the product.
+    pub no_trampoline: bool,
 }
 
 impl BpfOptions {
@@ -77,6 +81,7 @@ impl BpfOptions {
         let hidden = std::env::var("IOSCOPE_HIDE_TRACEPOINTS").unwrap_or_default();
         BpfOptions {
             hidden_tracepoints: hidden.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect(),
+            no_trampoline: std::env::var_os("IOSCOPE_NO_TRAMPOLINE").is_some_and(|v| v == "1"),
             ..BpfOptions::default()
         }
     }
@@ -89,6 +94,7 @@ impl Default for BpfOptions {
             refuse_block_twin: None,
             hidden_tracepoints: Vec::new(),
             path_fallbacks: true,
+            no_trampoline: false,
         }
     }
 }
@@ -293,8 +299,11 @@ impl BpfCollector {
             &cache_layouts,
             jiffies_before,
             iomap_btf,
-            &cache_fallbacks,
-            btf.as_ref().filter(|_| !cache_fallbacks.is_empty()).map(|k| k.aya_with_functions()),
+            (
+                &cache_fallbacks,
+                btf.as_ref().filter(|_| !cache_fallbacks.is_empty()).map(|k| k.aya_with_functions()),
+                options.no_trampoline,
+            ),
         );
         programs.extend(cache_statuses);
         let dio_has_direction = file_layout.btf.dio_direction != 0
@@ -317,15 +326,16 @@ impl BpfCollector {
             file_resolver.set_names(names);
         }
         // The read path's program that also feeds readahead (the raw tracepoint or its fallback).
-        let raw_read = programs.iter().any(|p| {
-            matches!(
-                p.program.as_str(),
-                "filemap_get_pages_raw" | "filemap_get_pages_fexit" | "filemap_read_fexit"
-            ) && p.attached
-        });
+        let raw_read =
+            programs.iter().any(|p| page_cache::READ_PATH.contains(&p.program.as_str()) && p.attached);
         let ra_btf = btf.as_ref().filter(|_| !ra_fallbacks.is_empty()).map(|k| k.aya_with_functions());
-        let (ra_statuses, readahead) =
-            readahead::attach(&mut ebpf, &ra_layouts, raw_read, &ra_fallbacks, ra_btf);
+        let (ra_statuses, readahead) = readahead::attach(
+            &mut ebpf,
+            &ra_layouts,
+            raw_read,
+            &ra_fallbacks,
+            (ra_btf, options.no_trampoline),
+        );
         programs.extend(ra_statuses);
         let (sync_statuses, sync_maps) = syncs::attach(&mut ebpf, &sync_plan);
         let sync_attached =
@@ -651,6 +661,7 @@ fn mechanism(ebpf: &Ebpf, program: &str) -> &'static str {
         Some(Program::RawTracePoint(_)) => "raw_tracepoint",
         Some(Program::FEntry(_)) => "fentry",
         Some(Program::FExit(_)) => "fexit",
+        Some(Program::KProbe(p)) if matches!(p.kind(), aya::programs::ProbeKind::Return) => "kretprobe",
         Some(Program::KProbe(_)) => "kprobe",
         Some(_) => "other",
         None => "unknown",

@@ -15,7 +15,7 @@ use ioscope_common::page_cache::{
 };
 
 use super::kernel_btf::KernelBtf;
-use super::kfunc::{self, Hook, Traceable};
+use super::kfunc::{self, Hook, Kprobes, Traceable};
 use super::tracefs::{self, EventFormat};
 use crate::sample::{
     BpfProgramStatus, CacheCountersSample, CacheProcessSample, KernelDirtyState, PageCacheSample,
@@ -59,9 +59,10 @@ pub struct FnFallback {
     pub program: &'static str,
     pub hook: Hook,
     pub functions: &'static [&'static str],
-    /// The same as a kprobe, tried when the fentry/fexit program is refused (a function with
-    /// more arguments than the kernel's BPF trampoline takes, or no trampolines at all).
-    pub kprobe: Option<&'static str>,
+    /// The same as a kprobe (and a kretprobe for a fexit), tried when the fentry/fexit program
+    /// is refused (a function with more arguments than the kernel's BPF trampoline takes, or no
+    /// trampolines at all).
+    pub kprobes: Option<Kprobes>,
 }
 
 /// The fallbacks, for the filemap tracepoints (Linux 6.12+) and iomap_dio_rw_begin (6.5+). A
@@ -70,7 +71,10 @@ pub const FN_FALLBACKS: [FnFallback; 5] = [
     FnFallback {
         probe: "filemap_get_pages",
         program: "filemap_get_pages_fexit",
-        kprobe: None,
+        kprobes: Some(Kprobes {
+            entry: "filemap_get_pages_kprobe",
+            ret: Some("filemap_get_pages_kretprobe"),
+        }),
         hook: Hook::Fexit,
         functions: &["filemap_get_pages"],
     },
@@ -79,28 +83,28 @@ pub const FN_FALLBACKS: [FnFallback; 5] = [
     FnFallback {
         probe: "filemap_get_pages",
         program: "filemap_read_fexit",
-        kprobe: None,
+        kprobes: Some(Kprobes { entry: "filemap_read_kprobe", ret: Some("filemap_read_kretprobe") }),
         hook: Hook::Fexit,
         functions: &["generic_file_buffered_read"],
     },
     FnFallback {
         probe: "filemap_map_pages",
         program: "filemap_map_pages_fentry",
-        kprobe: None,
+        kprobes: Some(Kprobes { entry: "filemap_map_pages_kprobe", ret: None }),
         hook: Hook::Fentry,
         functions: &["filemap_map_pages"],
     },
     FnFallback {
         probe: "filemap_fault",
         program: "filemap_fault_fentry",
-        kprobe: None,
+        kprobes: Some(Kprobes { entry: "filemap_fault_kprobe", ret: None }),
         hook: Hook::Fentry,
         functions: &["filemap_fault"],
     },
     FnFallback {
         probe: "iomap_dio_rw_begin",
         program: "iomap_dio_rw_fentry",
-        kprobe: Some("iomap_dio_rw_kprobe"),
+        kprobes: Some(Kprobes { entry: "iomap_dio_rw_kprobe", ret: None }),
         hook: Hook::Fentry,
         functions: &["__iomap_dio_rw", "iomap_dio_rw"],
     },
@@ -303,18 +307,20 @@ pub fn write_flag(format_text: &str) -> Option<u32> {
 /// [`PROBES`] order) and takes the maps. Returns each program's status and the maps when at
 /// least one program is attached.
 /// `iomap_dio_rw_begin` runs as its BTF tracepoint twin when `iomap_btf` is given and the twin
-/// loads.
+/// loads. `no_trampoline`: the fallbacks' fentry/fexit programs are refused on purpose (tests of
+/// their kprobe variants).
 pub fn attach(
     ebpf: &mut Ebpf,
     layouts: &[Result<(), String>],
     jiffies_before: Option<((u64, u64), Instant)>,
     iomap_btf: Option<&aya::Btf>,
-    fallbacks: &[Planned],
-    fn_btf: Option<&aya::Btf>,
+    (fallbacks, fn_btf, no_trampoline): (&[Planned], Option<&aya::Btf>, bool),
 ) -> (Vec<BpfProgramStatus>, Option<PageCacheMaps>, Option<String>) {
     // Before the read path, so that its task memo works from the first reads (the switch
     // program turns the memo on for a CPU by running there).
     let switch_status = attach_task_cache(ebpf);
+    // A kretprobe's entry kprobe: a row of its own (its runs are timed too).
+    let mut entries = Vec::new();
     let mut statuses: Vec<BpfProgramStatus> = PROBES
         .iter()
         .zip(layouts)
@@ -332,22 +338,21 @@ pub fn attach(
                     fallback_for: Some(format!("{}:{}", p.category, p.event)),
                     ..Default::default()
                 };
-                let Err(refused) = kfunc::attach(ebpf, fb.program, fb.hook, plan.function, btf) else {
-                    return status;
-                };
-                let refused = format!("{} refused: {refused:#}", fb.hook.name());
-                match fb.kprobe.map(|k| (k, kfunc::attach_kprobe(ebpf, k, plan.function))) {
-                    Some((program, Ok(()))) => {
-                        status.program = program.to_string();
-                        status.mechanism = "kprobe".to_string();
+                let how = (fb.program, fb.hook);
+                match kfunc::attach_fallback(ebpf, how, plan.function, btf, fb.kprobes, no_trampoline) {
+                    Ok(attached) => {
+                        let template = status;
+                        let mut rows = attached.into_iter().map(|a| BpfProgramStatus {
+                            program: a.program.to_string(),
+                            mechanism: a.mechanism.to_string(),
+                            ..template.clone()
+                        });
+                        status = rows.next().unwrap_or_else(|| template.clone());
+                        entries.extend(rows);
                     }
-                    Some((_, Err(e))) => {
+                    Err(e) => {
                         status.attached = false;
-                        status.error = Some(format!("{refused}; kprobe: {e:#}"));
-                    }
-                    None => {
-                        status.attached = false;
-                        status.error = Some(refused);
+                        status.error = Some(e);
                     }
                 }
                 return status;
@@ -370,6 +375,7 @@ pub fn attach(
             }
         })
         .collect();
+    statuses.extend(entries);
     if !statuses.iter().any(|s| s.attached) {
         return (statuses, None, None);
     }
@@ -402,6 +408,16 @@ pub fn symbol_value(format_text: &str, name: &str) -> Option<u32> {
 
 /// The direct-I/O fallback's program (on `__iomap_dio_rw`): reads as the BTF twin does.
 pub const DIO_FENTRY: [&str; 2] = ["iomap_dio_rw_fentry", "iomap_dio_rw_kprobe"];
+
+/// The read path's programs that also feed readahead: the raw tracepoint, or a fallback doing the
+/// work (a fexit, or its kretprobe variant).
+pub const READ_PATH: [&str; 5] = [
+    "filemap_get_pages_raw",
+    "filemap_get_pages_fexit",
+    "filemap_read_fexit",
+    "filemap_get_pages_kretprobe",
+    "filemap_read_kretprobe",
+];
 
 /// The probe that has a BTF-tracepoint twin, and the twin's program name.
 pub const DIO_BTF: (&str, &str) = ("iomap_dio_rw_begin", "iomap_dio_rw_begin_btf");

@@ -146,13 +146,13 @@ pub fn fill_layout(l: &mut RaLayout, index: usize, text: &str) -> Result<()> {
 /// read path for readahead too and `readahead_get_pages` (a regular tracepoint, whose record costs
 /// several times more per read) is not attached.
 /// `fallbacks`: programs on kernel functions for the readahead tracepoints the kernel lacks
-/// (super::readahead_fn), attached with `fn_btf`.
+/// (super::readahead_fn), attached with `fn_btf` (`no_trampoline`: as their kprobe variants).
 pub fn attach(
     ebpf: &mut Ebpf,
     layouts: &[Result<(), String>],
     raw_read: bool,
     fallbacks: &[super::readahead_fn::Planned],
-    fn_btf: Option<&aya::Btf>,
+    (fn_btf, no_trampoline): (Option<&aya::Btf>, bool),
 ) -> (Vec<BpfProgramStatus>, Option<ReadaheadMaps>) {
     let mut statuses: Vec<BpfProgramStatus> = PROBES
         .iter()
@@ -160,7 +160,9 @@ pub fn attach(
         .filter(|((program, _, _), _)| !(raw_read && *program == GET_PAGES))
         .map(|((program, category, event), l)| {
             let tracepoint = format!("{category}:{event}");
-            if let Some(s) = super::readahead_fn::attach(ebpf, fallbacks, fn_btf, program, &tracepoint) {
+            if let Some(s) =
+                super::readahead_fn::attach(ebpf, fallbacks, (fn_btf, no_trampoline), program, &tracepoint)
+            {
                 return s;
             }
             match l {

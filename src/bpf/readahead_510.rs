@@ -15,18 +15,21 @@ pub const RA_FALLBACKS: [RaFallback; 4] = [
     RaFallback {
         probe: "readahead_sync_ra",
         program: "readahead_sync_ra_510",
+        kprobe: None,
         functions: &["page_cache_sync_ra"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_async_ra",
         program: "readahead_async_ra_510",
+        kprobe: None,
         functions: &["page_cache_async_ra"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_ra_order",
         program: "readahead_ra_order_510",
+        kprobe: None,
         functions: &["do_page_cache_ra"],
         second_is_count: true,
     },
@@ -34,6 +37,7 @@ pub const RA_FALLBACKS: [RaFallback; 4] = [
     RaFallback {
         probe: "readahead_ra_unbounded",
         program: "readahead_ra_unbounded_fentry",
+        kprobe: Some("readahead_ra_unbounded_kprobe"),
         functions: &["page_cache_ra_unbounded"],
         second_is_count: true,
     },

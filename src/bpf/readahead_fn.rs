@@ -16,6 +16,9 @@ pub struct RaFallback {
     /// The tracepoint program (src/bpf/readahead.rs PROBES) it stands in for.
     pub probe: &'static str,
     pub program: &'static str,
+    /// Its kprobe variant (ebpf/probes/src/kprobe_fallbacks.rs), where fentry is refused; none
+    /// for 5.10's programs (readahead_510.rs), which read that kernel's arguments.
+    pub kprobe: Option<&'static str>,
     /// The functions it can attach to, best first.
     pub functions: &'static [&'static str],
     /// The function's second parameter is a count (not a pointer) the program reads.
@@ -26,24 +29,28 @@ pub const RA_FALLBACKS: [RaFallback; 4] = [
     RaFallback {
         probe: "readahead_sync_ra",
         program: "readahead_sync_ra_fentry",
+        kprobe: Some("readahead_sync_ra_kprobe"),
         functions: &["page_cache_sync_ra"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_async_ra",
         program: "readahead_async_ra_fentry",
+        kprobe: Some("readahead_async_ra_kprobe"),
         functions: &["page_cache_async_ra"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_ra_order",
         program: "readahead_ra_order_fentry",
+        kprobe: Some("readahead_ra_order_kprobe"),
         functions: &["page_cache_ra_order"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_ra_unbounded",
         program: "readahead_ra_unbounded_fentry",
+        kprobe: Some("readahead_ra_unbounded_kprobe"),
         functions: &["page_cache_ra_unbounded"],
         second_is_count: true,
     },
@@ -147,11 +154,12 @@ pub fn fill_vm(layout: &mut RaFnLayout, btf: &KernelBtf) -> Result<()> {
     Ok(())
 }
 
-/// Attaches the planned fallback of `probe` (the tracepoint `category:event`), if any.
+/// Attaches the planned fallback of `probe` (the tracepoint `category:event`), if any: fentry, else
+/// (refused, or `no_trampoline`) its kprobe variant.
 pub fn attach(
     ebpf: &mut Ebpf,
     planned: &[Planned],
-    btf: Option<&aya::Btf>,
+    (btf, no_trampoline): (Option<&aya::Btf>, bool),
     probe: &str,
     tracepoint: &str,
 ) -> Option<BpfProgramStatus> {
@@ -165,9 +173,20 @@ pub fn attach(
         fallback_for: Some(tracepoint.to_string()),
         ..Default::default()
     };
-    if let Err(e) = kfunc::attach(ebpf, plan.fallback.program, Hook::Fentry, plan.function, btf) {
-        status.attached = false;
-        status.error = Some(format!("fentry refused: {e:#}"));
+    let fb = plan.fallback;
+    let kprobes = fb.kprobe.map(|entry| kfunc::Kprobes { entry, ret: None });
+    match kfunc::attach_fallback(ebpf, (fb.program, Hook::Fentry), plan.function, btf, kprobes, no_trampoline)
+    {
+        Ok(attached) => {
+            if let Some(a) = attached.first() {
+                status.program = a.program.to_string();
+                status.mechanism = a.mechanism.to_string();
+            }
+        }
+        Err(e) => {
+            status.attached = false;
+            status.error = Some(e);
+        }
     }
     Some(status)
 }

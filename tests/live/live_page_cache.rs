@@ -461,3 +461,55 @@ fn pin_to_cpu0(pid: u32) {
         assert_eq!(rc, 0, "sched_setaffinity({pid}): {}", std::io::Error::last_os_error());
     }
 }
+
+/// With fentry/fexit refused (BpfOptions::no_trampoline, IOSCOPE_NO_TRAMPOLINE=1) the filemap
+/// fallbacks never run as fentry/fexit: each is its kprobe variant (a kretprobe and its entry
+/// kprobe for the read path) where the kernel has kprobes, else not attached, saying both the
+/// refusal and the kprobe's error. Without the knob the refusal, if any, is the kernel's own.
+#[test]
+fn refused_trampolines_leave_the_fallbacks_to_kprobes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_page_cache") {
+        return;
+    }
+    let hidden = ["filemap:mm_filemap_get_pages", "filemap:mm_filemap_map_pages", "filemap:mm_filemap_fault"];
+    for no_trampoline in [true, false] {
+        let options = BpfOptions {
+            hidden_tracepoints: hidden.iter().map(|t| t.to_string()).collect(),
+            no_trampoline,
+            ..BpfOptions::default()
+        };
+        let bpf = BpfCollector::start_with(&options);
+        let st = bpf.status().clone();
+        if !st.enabled || !common::kernel_has_btf() {
+            common::skip("live_page_cache", &format!("eBPF or BTF unavailable: {:?}", st.reason));
+            return;
+        }
+        for tp in hidden {
+            let rows: Vec<_> = st.programs.iter().filter(|p| p.fallback_for.as_deref() == Some(tp)).collect();
+            assert!(!rows.is_empty(), "{tp}: no fallback row: {st:#?}");
+            for p in rows {
+                let how = p.mechanism.as_str();
+                let on_request = p.error.as_deref().is_some_and(|e| e.contains("refused on request"));
+                if no_trampoline {
+                    assert!(!matches!(how, "fentry" | "fexit") || !p.attached, "{tp}: {p:?}");
+                    if p.attached {
+                        assert!(matches!(how, "kprobe" | "kretprobe"), "{tp}: {p:?}");
+                    } else {
+                        assert!(on_request && p.error.as_deref().unwrap().contains("kprobe"), "{tp}: {p:?}");
+                    }
+                } else {
+                    assert!(!on_request, "{tp}: {p:?}");
+                }
+            }
+        }
+        let read = st.programs.iter().find(|p| p.fallback_for.as_deref() == Some(hidden[0])).unwrap();
+        if no_trampoline && read.attached {
+            assert_eq!(
+                (read.program.as_str(), read.mechanism.as_str()),
+                ("filemap_get_pages_kretprobe", "kretprobe")
+            );
+            assert!(st.programs.iter().any(|p| p.program == "filemap_get_pages_kprobe" && p.attached));
+        }
+    }
+}

@@ -34,6 +34,10 @@ struct Args {
     /// Use the cached kernel package without asking apt for a newer one.
     #[arg(long)]
     offline: bool,
+    /// ioscope refuses fentry/fexit (IOSCOPE_NO_TRAMPOLINE=1), as a kernel without BPF
+    /// trampolines does: the fallbacks run as kprobes and kretprobes, and every check must pass.
+    #[arg(long)]
+    no_trampoline: bool,
     /// Only the checks whose names contain one of these strings.
     #[arg(last = true)]
     filter: Vec<String>,
@@ -68,8 +72,9 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let log = run_dir.join("console.log");
     let cmdline = format!(
-        "console=ttyS0 panic=-1 loglevel=4 lab_kernel={series} lab_filter={}",
-        if args.filter.is_empty() { "-".to_string() } else { args.filter.join(",") }
+        "console=ttyS0 panic=-1 loglevel=4 lab_kernel={series} lab_filter={} lab_no_trampoline={}",
+        if args.filter.is_empty() { "-".to_string() } else { args.filter.join(",") },
+        u8::from(args.no_trampoline)
     );
     let outcome = boot(&kernel.vmlinuz, &initrd, &disks, &cmdline, &log, Duration::from_secs(args.timeout))?;
     let report = outcome.judge(series, &log);

@@ -17,6 +17,11 @@ pub fn kernel_field<T: Copy>(base: *const u8, offset: u32) -> T {
 /// arguments are plain numbers to the verifier). One body serves both.
 pub trait Mem {
     fn get<T: Copy>(base: *const u8, offset: u32) -> T;
+
+    /// A kernel object's address as a number that identifies it for the run (a map key): for a
+    /// [`Plain`] pointer, its distance from `global` (the verifier lets a typed pointer become a
+    /// number only that way); a [`Probe`] read's pointer is a number already.
+    fn number(p: *const u8, global: *const u8) -> u64;
 }
 
 pub struct Plain;
@@ -25,6 +30,11 @@ impl Mem for Plain {
     #[inline(always)]
     fn get<T: Copy>(base: *const u8, offset: u32) -> T {
         kernel_field(base, offset)
+    }
+
+    #[inline(always)]
+    fn number(p: *const u8, global: *const u8) -> u64 {
+        (p as u64).wrapping_sub(global as u64)
     }
 }
 
@@ -40,5 +50,12 @@ impl Mem for Probe {
             aya_ebpf::helpers::bpf_probe_read_kernel(base.wrapping_add(offset as usize).cast::<T>())
                 .unwrap_or_else(|_| core::mem::zeroed())
         }
+    }
+
+    /// Not moved by a global: the verifier refuses arithmetic between a number it cannot bound
+    /// and a map's address.
+    #[inline(always)]
+    fn number(p: *const u8, _global: *const u8) -> u64 {
+        p as u64
     }
 }

@@ -13,6 +13,7 @@ mod cgroup_move;
 mod file_names;
 mod files;
 mod kernel;
+mod kprobe_fallbacks;
 mod page_cache;
 mod read_fn;
 mod readahead;

@@ -14,7 +14,7 @@ use aya_ebpf::{
     },
 };
 
-use crate::kernel::{kernel_field, Mem, Plain, Probe};
+use crate::kernel::{Mem, Plain, Probe};
 use ioscope_common::fallback::{read_pages_range, FnLayout};
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch, DioMemo,
@@ -285,13 +285,17 @@ pub fn filemap_get_pages_fexit(ctx: FExitContext) -> i32 {
     if !matches!(ctx.ret::<i32>(), Ok(0)) {
         return 0;
     }
-    let count: u64 = if fn_layout!(get_pages_iter) != 0 {
-        kernel_field(second, fn_layout!(iov_count))
-    } else {
-        second as u64
-    };
-    fn_read(iocb, count, false);
+    get_pages_done::<Plain>(iocb, second);
     0
+}
+
+/// `filemap_get_pages(iocb, count or iter, ...)` returned 0: its read counted, its arguments read
+/// with `M` (the fexit's plain loads, or the kretprobe's probe reads: kprobe_fallbacks.rs).
+#[inline(always)]
+pub(crate) fn get_pages_done<M: Mem>(iocb: *const u8, second: *const u8) {
+    let count: u64 =
+        if fn_layout!(get_pages_iter) != 0 { M::get(second, fn_layout!(iov_count)) } else { second as u64 };
+    fn_read::<M>(iocb, count, false);
 }
 
 /// Whether the loader filled [`FN_LAYOUT`] (a read-path fallback is planned).
@@ -300,19 +304,19 @@ pub(crate) fn fn_layout_configured() -> bool {
     fn_layout!(configured) != 0
 }
 
-/// A read of `count` bytes through `iocb` (a read-path function's argument, read with plain
-/// loads), counted as the read tracepoint counts it: the file's mapping, and its pages from
+/// A read of `count` bytes through `iocb` (a read-path function's argument, read with `M`),
+/// counted as the read tracepoint counts it: the file's mapping, and its pages from
 /// `iocb->ki_pos`, or up to it when the read has `advanced` it already (at a read's return).
 #[inline(always)]
-pub(crate) fn fn_read(iocb: *const u8, count: u64, advanced: bool) {
-    let filp: *const u8 = kernel_field(iocb, fn_layout!(kiocb_filp));
-    let mapping: *const u8 = kernel_field(filp, fn_layout!(file_mapping));
-    let mut pos: i64 = kernel_field(iocb, fn_layout!(kiocb_pos));
+pub(crate) fn fn_read<M: Mem>(iocb: *const u8, count: u64, advanced: bool) {
+    let filp: *const u8 = M::get(iocb, fn_layout!(kiocb_filp));
+    let mapping: *const u8 = M::get(filp, fn_layout!(file_mapping));
+    let mut pos: i64 = M::get(iocb, fn_layout!(kiocb_pos));
     if advanced {
         pos = pos.wrapping_sub(count as i64);
     }
     let Some((index, last)) = read_pages_range(pos, count, fn_layout!(page_shift)) else { return };
-    let mapping = (mapping as u64).wrapping_sub(&raw const FN_LAYOUT as u64);
+    let mapping = M::number(mapping, (&raw const FN_LAYOUT).cast());
     let Some(s) = scratch() else { return };
     let ids = cached_ids(s);
     count_read(s, ids, 0, mapping, index, last);
@@ -325,19 +329,30 @@ pub(crate) fn fn_read(iocb: *const u8, count: u64, advanced: bool) {
 /// too: see ebpf/README.md).
 #[fentry(function = "filemap_map_pages")]
 pub fn filemap_map_pages_fentry(ctx: FEntryContext) -> i32 {
-    let (vmf, index, last): (*const u8, u64, u64) = (ctx.arg(0), ctx.arg(1), ctx.arg(2));
+    map_pages::<Plain>(ctx.arg(0), ctx.arg(1), ctx.arg(2));
+    0
+}
+
+/// `filemap_map_pages(vmf, start_pgoff, end_pgoff)` entered (`vmf` read with `M`).
+#[inline(always)]
+pub(crate) fn map_pages<M: Mem>(vmf: *const u8, index: u64, last: u64) {
     let pages = range_pages(index, last);
     count(current_ids().0, |c| c.mapped_pages = c.mapped_pages.wrapping_add(pages));
-    crate::readahead_fn::on_vm_fault(vmf, Some((index, last)));
-    0
+    crate::readahead_fn::on_vm_fault::<M>(vmf, Some((index, last)));
 }
 
 /// `mm_filemap_fault`'s fallback: the entry of `filemap_fault(vmf)`, one page asked for.
 #[fentry(function = "filemap_fault")]
 pub fn filemap_fault_fentry(ctx: FEntryContext) -> i32 {
-    count(current_ids().0, |c| c.faults = c.faults.wrapping_add(1));
-    crate::readahead_fn::on_vm_fault(ctx.arg(0), None);
+    fault::<Plain>(ctx.arg(0));
     0
+}
+
+/// `filemap_fault(vmf)` entered (`vmf` read with `M`).
+#[inline(always)]
+pub(crate) fn fault<M: Mem>(vmf: *const u8) {
+    count(current_ids().0, |c| c.faults = c.faults.wrapping_add(1));
+    crate::readahead_fn::on_vm_fault::<M>(vmf, None);
 }
 
 /// `sched:sched_switch`: another task runs on this CPU from now on; the read path's remembered

@@ -7,6 +7,7 @@
 
 use aya_ebpf::{macros::fexit, programs::FExitContext};
 
+use crate::kernel::{Mem, Plain};
 use crate::page_cache::{fn_layout_configured, fn_read};
 
 /// `generic_file_buffered_read(iocb, iter, written)` returns `written` (what a direct read before
@@ -18,13 +19,16 @@ pub fn filemap_read_fexit(ctx: FExitContext) -> i32 {
     if !fn_layout_configured() {
         return 0;
     }
-    let iocb: *const u8 = ctx.arg(0);
-    let written: i64 = ctx.arg(2);
-    let ret: i64 = ctx.arg(3);
+    buffered_read_done::<Plain>(ctx.arg(0), ctx.arg(2), ctx.arg(3));
+    0
+}
+
+/// `generic_file_buffered_read(iocb, _, written)` returned `ret` (`iocb` read with `M`).
+#[inline(always)]
+pub(crate) fn buffered_read_done<M: Mem>(iocb: *const u8, written: i64, ret: i64) {
     let done = ret.wrapping_sub(written);
     if ret <= 0 || done <= 0 {
-        return 0;
+        return;
     }
-    fn_read(iocb, done as u64, true);
-    0
+    fn_read::<M>(iocb, done as u64, true);
 }

@@ -11,6 +11,7 @@ use aya_ebpf::{macros::fentry, programs::FEntryContext};
 use ioscope_common::readahead_510::Ra510Layout;
 
 use crate::kernel::kernel_field;
+use crate::kernel::Plain;
 use crate::readahead::{on_order, on_ra_event};
 use crate::readahead_fn::ractl_file;
 
@@ -46,7 +47,7 @@ fn on_decision(ractl: *const u8, ra: *const u8, is_async: bool) {
     if ra_510!(configured) == 0 {
         return;
     }
-    let Some((dev, ino, index, _)) = ractl_file(ractl) else { return };
+    let Some((dev, ino, index, _)) = ractl_file::<Plain>(ractl) else { return };
     let ra_pages: u32 = kernel_field(ra, ra_510!(ra_ra_pages));
     // Its low 16 bits, as the later kernels' fallbacks read it.
     let mmap_miss: u16 = kernel_field(ra, ra_510!(ra_mmap_miss));
@@ -72,7 +73,7 @@ pub fn readahead_ra_order_510(ctx: FEntryContext) -> i32 {
     if file.is_null() {
         return 0;
     }
-    let Some((dev, ino, index, _)) = ractl_file(ractl) else { return 0 };
+    let Some((dev, ino, index, _)) = ractl_file::<Plain>(ractl) else { return 0 };
     let start: u64 = kernel_field(file, ra_510!(file_ra_start));
     let size: u32 = kernel_field(file, ra_510!(file_ra_size));
     if start != index || u64::from(size) != nr || size == 0 {

@@ -74,6 +74,32 @@ fn cmdline(key: &str) -> Option<String> {
     line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{key}=")).map(str::to_string))
 }
 
+/// Whether the host asked for fentry/fexit to be refused (`cargo xtask vm --no-trampoline`).
+fn no_trampoline() -> bool {
+    cmdline("lab_no_trampoline").is_some_and(|v| v == "1")
+}
+
+/// The fallbacks on kernel functions in use (`bpf.programs[]`): with `--no-trampoline`, none may be
+/// a fentry/fexit, and at least one must be a kprobe or kretprobe.
+fn trampolines_refused(report: Option<&Value>) -> Result<String, String> {
+    let programs = report.and_then(|r| r["bpf"]["programs"].as_array()).ok_or("no bpf.programs[]")?;
+    let on_functions: Vec<String> = programs
+        .iter()
+        .filter(|p| p["attached"] == true)
+        .filter(|p| matches!(p["mechanism"].as_str(), Some("fentry" | "fexit" | "kprobe" | "kretprobe")))
+        .map(|p| format!("{} {} {}", p["mechanism"].as_str().unwrap_or("?"), p["tracepoint"], p["program"]))
+        .collect();
+    let trampolines: Vec<&String> =
+        on_functions.iter().filter(|p| p.starts_with("fentry") || p.starts_with("fexit")).collect();
+    if !trampolines.is_empty() {
+        return Err(format!("fentry/fexit still attached: {trampolines:?}"));
+    }
+    if on_functions.is_empty() {
+        return Err("no kprobe or kretprobe attached".into());
+    }
+    Ok(on_functions.join(", "))
+}
+
 /// The results of one suite run: per check, its verdict.
 struct Suite {
     kernel: String,
@@ -225,6 +251,9 @@ fn suite() -> i32 {
             }
         }
         s.always("dirty_thresholds", || dirty_thresholds(first.as_ref()));
+        if no_trampoline() {
+            s.always("no_trampoline", || trampolines_refused(first.as_ref()));
+        }
         run_features(&mut s, mon);
     }
     let mon_ok = mon.is_some();
@@ -262,8 +291,9 @@ filemap:mm_filemap_fault,iomap:iomap_dio_rw_begin,block:block_io_start";
 
 /// `cargo xtask vm --kernel K -- cost`: the kernel's timing of every program (bpf_stats:
 /// run_time_ns / run_cnt) over one workload (a 16 MiB file read cold and warm with `dd bs=64k`,
-/// read direct, 1000 random touches of a 64 MiB mapping), run twice: with the tracepoints, then
-/// with those that have fallbacks hidden. One `INFO cost` line per program and run, its ns/run
+/// read direct, 1000 random touches of a 64 MiB mapping), run three times: with the tracepoints,
+/// with those that have fallbacks hidden (fentry/fexit), and hidden with fentry/fexit refused
+/// (IOSCOPE_NO_TRAMPOLINE: the kprobe variants). One `INFO cost` line per program and run, its ns/run
 /// and its ratio to the cheapest program of the same run (`cache_sched_switch`, one store): TCG
 /// times are not absolute. The figures of ebpf/README.md's cost table.
 fn cost() -> i32 {
@@ -281,9 +311,11 @@ fn cost() -> i32 {
         say("FAIL", "cost", &e);
         return 1;
     }
-    for (run, hidden) in [("tracepoints", ""), ("fallbacks", COST_HIDDEN)] {
+    let runs =
+        [("tracepoints", "", false), ("fallbacks", COST_HIDDEN, false), ("kprobes", COST_HIDDEN, true)];
+    for (run, hidden, no_trampoline) in runs {
         say("START", "cost", run);
-        let mon = match Monitor::start_hiding(hidden) {
+        let mon = match Monitor::start_with(hidden, no_trampoline) {
             Ok(m) => m,
             Err(e) => {
                 say("FAIL", "cost", &format!("{run}: {e}"));
@@ -329,7 +361,7 @@ fn cost() -> i32 {
             );
         }
     }
-    let passed = 2 - failed;
+    let passed = runs.len() - failed;
     say(
         "DONE",
         "suite",
@@ -353,15 +385,19 @@ struct Monitor {
 }
 
 impl Monitor {
+    /// As the run asks: with fentry/fexit refused when `cargo xtask vm --no-trampoline` booted
+    /// the guest (`lab_no_trampoline=1`).
     fn start() -> Result<Monitor, String> {
-        Monitor::start_hiding("")
+        Monitor::start_with("", no_trampoline())
     }
 
     /// With `hidden` ("category:event,..."): ioscope treats those tracepoints as missing
-    /// (IOSCOPE_HIDE_TRACEPOINTS), as on an older kernel.
-    fn start_hiding(hidden: &str) -> Result<Monitor, String> {
+    /// (IOSCOPE_HIDE_TRACEPOINTS), as on an older kernel; with `no_trampoline`, it refuses
+    /// fentry/fexit (IOSCOPE_NO_TRAMPOLINE=1), as a kernel without BPF trampolines does.
+    fn start_with(hidden: &str, no_trampoline: bool) -> Result<Monitor, String> {
         let mut child = Command::new("/bin/ioscope")
             .env("IOSCOPE_HIDE_TRACEPOINTS", hidden)
+            .env("IOSCOPE_NO_TRAMPOLINE", if no_trampoline { "1" } else { "0" })
             .args(["--batch", "--json", "--interval", "1", "-n", "100000"])
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create("/tmp/ioscope.stderr").map_err(|e| e.to_string())?)
