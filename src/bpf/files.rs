@@ -252,16 +252,19 @@ impl FileMaps {
             use std::os::fd::AsFd;
             let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow!("{what}: {e}"))?;
             let fd = self.io.map().fd().as_fd();
-            match super::map_batch::lookup::<FileKey, FileCounters>(fd, Some(cpus), true, budget) {
-                Ok(entries) => {
-                    // A key twice (deleted and created again mid-drain) is merged with its
-                    // twin by the resolver, like the keys of one file on two devices.
-                    let mut out: Vec<RawFile> = entries.iter().map(|e| sum_cpus(e.key, &e.values)).collect();
-                    out.sort_by_key(|f| f.key);
-                    return Ok(out);
-                }
-                Err(e) if super::map_batch::unsupported(&e) => self.batch = false,
-                Err(e) => return Err(e).context("draining FILE_IO"),
+            let drained = super::map_batch::lookup_if_supported::<FileKey, FileCounters>(
+                &mut self.batch,
+                fd,
+                Some(cpus),
+                true,
+                budget,
+            );
+            if let Some(entries) = drained.context("draining FILE_IO")? {
+                // A key twice (deleted and created again mid-drain) is merged with its twin by
+                // the resolver, like the keys of one file on two devices.
+                let mut out: Vec<RawFile> = entries.iter().map(|e| sum_cpus(e.key, &e.values)).collect();
+                out.sort_by_key(|f| f.key);
+                return Ok(out);
             }
         }
         let keys: Vec<FileKey> = self

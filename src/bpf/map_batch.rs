@@ -126,6 +126,29 @@ pub fn lookup<K: Pod, V: Pod>(
     Ok(out)
 }
 
+/// [`lookup`] on a kernel that may lack batches: `Ok(None)` when it refuses them, which
+/// `*enabled` then remembers, so that the caller reads entry by entry now and from then on
+/// (nothing was read or deleted).
+pub fn lookup_if_supported<K: Pod, V: Pod>(
+    enabled: &mut bool,
+    fd: BorrowedFd<'_>,
+    cpus: Option<usize>,
+    delete: bool,
+    max: usize,
+) -> io::Result<Option<Vec<Entry<K, V>>>> {
+    if !*enabled {
+        return Ok(None);
+    }
+    match lookup(fd, cpus, delete, max) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if unsupported(&e) => {
+            *enabled = false;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Deletes `keys` from a hash map in one call per [`CHUNK`]; keys already gone are skipped.
 /// Returns how many were deleted, or the error of a kernel without the command.
 pub fn delete<K: Pod>(fd: BorrowedFd<'_>, keys: &[K]) -> io::Result<usize> {

@@ -229,15 +229,18 @@ impl ReadaheadMaps {
             use std::os::fd::AsFd;
             let fd = self.files.map().fd().as_fd();
             let max = ioscope_common::readahead::RA_FILES_MAX as usize;
-            match super::map_batch::lookup::<RaFileKey, RaFileStats>(fd, None, false, max) {
-                Ok(entries) => {
-                    return Ok(entries
-                        .into_iter()
-                        .filter_map(|e| Some((e.key, e.values.into_iter().next()?)))
-                        .collect())
-                }
-                Err(e) if super::map_batch::unsupported(&e) => self.batch = false,
-                Err(e) => return Err(e).context("reading RA_FILES"),
+            let read = super::map_batch::lookup_if_supported::<RaFileKey, RaFileStats>(
+                &mut self.batch,
+                fd,
+                None,
+                false,
+                max,
+            );
+            if let Some(entries) = read.context("reading RA_FILES")? {
+                return Ok(entries
+                    .into_iter()
+                    .filter_map(|e| Some((e.key, e.values.into_iter().next()?)))
+                    .collect());
             }
         }
         self.files.iter().collect::<Result<_, _>>().context("reading RA_FILES")
