@@ -106,34 +106,54 @@ pub fn sync_uring_submit(ctx: TracePointContext) -> u32 {
     } else {
         (0, 0)
     };
-    if start(req, kind, file, bpf_get_current_pid_tgid()) {
-        if let Some(p) = SYNC_URING_PENDING.get_ptr_mut(0) {
-            // SAFETY: a valid pointer into the array; changed only atomically.
-            unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
-        }
-    }
+    uring_start(req, kind, file);
     0
 }
 
 /// `io_uring:io_uring_complete`: every completion of every ring; a sync request's ends its call.
 #[tracepoint]
 pub fn sync_uring_complete(ctx: TracePointContext) -> u32 {
-    let Some(p) = SYNC_URING_PENDING.get_ptr_mut(0) else { return 0 };
-    // SAFETY: a valid pointer into the array.
-    if unsafe { core::ptr::read_volatile(p) } == 0 {
-        return 0;
-    }
+    let Some(p) = uring_pending() else { return 0 };
     let req_at = layout!(complete_req);
     // SAFETY: offset from the format file.
     let Ok(req) = (unsafe { ctx.read_at::<u64>(req_at as usize) }) else { return 0 };
+    uring_complete(req, p);
+    0
+}
+
+/// An io_uring sync request `key` (its address, or on 5.10 its ring and user_data) of `kind` on
+/// `file` was submitted: its call starts, counted in SYNC_URING_PENDING.
+#[inline(always)]
+pub fn uring_start(key: u64, kind: u32, file: (u32, u64)) {
+    if start(key, kind, file, bpf_get_current_pid_tgid()) {
+        if let Some(p) = SYNC_URING_PENDING.get_ptr_mut(0) {
+            // SAFETY: a valid pointer into the array; changed only atomically.
+            unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
+        }
+    }
+}
+
+/// The count of io_uring sync requests in flight, when there are any: a completion has nothing to
+/// look for otherwise (every completion of every ring raises the event).
+#[inline(always)]
+pub fn uring_pending() -> Option<*mut u64> {
+    let p = SYNC_URING_PENDING.get_ptr_mut(0)?;
+    // SAFETY: a valid pointer into the array.
+    (unsafe { core::ptr::read_volatile(p) } != 0).then_some(p)
+}
+
+/// Request `key` completed: its call ends, if it is a sync call being timed (`pending` from
+/// [`uring_pending`]).
+#[inline(always)]
+pub fn uring_complete(key: u64, pending: *mut u64) {
     // SAFETY: a plain copy of the entry.
-    let Some(f) = (unsafe { SYNC_INFLIGHT.get(&req) }).copied() else { return 0 };
-    if SYNC_INFLIGHT.remove(&req).is_ok() {
-        // SAFETY: as in sync_uring_submit; the add of -1 wraps to a subtraction.
-        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, u64::MAX) };
+    let Some(f) = (unsafe { SYNC_INFLIGHT.get(&key) }).copied() else { return };
+    if SYNC_INFLIGHT.remove(&key).is_ok() {
+        // SAFETY: a valid pointer into the array, changed only atomically; the add of -1 wraps to
+        // a subtraction.
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(pending, u64::MAX) };
     }
     finish(&f);
-    0
 }
 
 /// From the writeback programs (crate::files): the filesystem wrote `bytes` back in the current

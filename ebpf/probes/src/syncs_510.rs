@@ -3,14 +3,12 @@
 //! ring and `user_data`, which both events carry. The rest is crate::syncs' code: the same maps,
 //! start and finish; the file is the request's (`req->file`, resolved before the submission event).
 
-use core::intrinsics::{atomic_xadd, AtomicOrdering};
-
-use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use ioscope_common::syncs::uring_kind;
 use ioscope_common::syncs_510::{uring_key, Uring510Layout};
 
 use crate::kernel::{Mem, Probe};
-use crate::syncs::{file_id, finish, start, SYNC_INFLIGHT, SYNC_URING_PENDING};
+use crate::syncs::{file_id, uring_complete, uring_pending, uring_start};
 
 #[unsafe(no_mangle)]
 static URING_510_LAYOUT: Uring510Layout = Uring510Layout::UNSET;
@@ -46,12 +44,7 @@ pub fn sync_uring_submit_510(ctx: TracePointContext) -> u32 {
     } else {
         (0, 0)
     };
-    if start(uring_key(ring, user_data), kind, file, bpf_get_current_pid_tgid()) {
-        if let Some(p) = SYNC_URING_PENDING.get_ptr_mut(0) {
-            // SAFETY: a valid pointer into the array; changed only atomically.
-            unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
-        }
-    }
+    uring_start(uring_key(ring, user_data), kind, file);
     0
 }
 
@@ -59,11 +52,7 @@ pub fn sync_uring_submit_510(ctx: TracePointContext) -> u32 {
 /// call.
 #[tracepoint]
 pub fn sync_uring_complete_510(ctx: TracePointContext) -> u32 {
-    let Some(p) = SYNC_URING_PENDING.get_ptr_mut(0) else { return 0 };
-    // SAFETY: a valid pointer into the array.
-    if unsafe { core::ptr::read_volatile(p) } == 0 {
-        return 0;
-    }
+    let Some(p) = uring_pending() else { return 0 };
     let l = layout();
     // SAFETY: offsets from the format file.
     let (Ok(ring), Ok(user_data)) = (unsafe {
@@ -71,13 +60,6 @@ pub fn sync_uring_complete_510(ctx: TracePointContext) -> u32 {
     }) else {
         return 0;
     };
-    let key = uring_key(ring, user_data);
-    // SAFETY: a plain copy of the entry.
-    let Some(f) = (unsafe { SYNC_INFLIGHT.get(&key) }).copied() else { return 0 };
-    if SYNC_INFLIGHT.remove(&key).is_ok() {
-        // SAFETY: as in sync_uring_submit_510; the add of -1 wraps to a subtraction.
-        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, u64::MAX) };
-    }
-    finish(&f);
+    uring_complete(uring_key(ring, user_data), p);
     0
 }
