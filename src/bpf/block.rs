@@ -24,6 +24,7 @@ use ioscope_common::kernel_dev_major_minor;
 use super::block_claim;
 use super::kernel_btf::KernelBtf;
 use super::mapped_keys::MappedKeys;
+use super::preload::{How, Planned};
 use super::tracefs::{self, EventFormat};
 use crate::sample::{
     BlockDeviceCounters, BlockDirCounters, BlockFlagCounters, BlockProbeHealth, BlockProcessCounters,
@@ -250,6 +251,40 @@ pub fn attach(
         statuses.push(status);
     }
     (statuses, attached, note)
+}
+
+/// The loads [`attach`] will ask for when every first choice holds (see super::preload): the BTF
+/// twins, else the classic programs whose formats were read. None with `refuse` (a test).
+pub fn loads<'a>(
+    ready: &[Result<(), String>],
+    events: &BlockEvents,
+    request: Option<&'a aya::Btf>,
+    refuse: Option<&str>,
+) -> Vec<Planned<'a>> {
+    if refuse.is_some() {
+        return Vec::new();
+    }
+    let live = live_programs().map(|(program, event)| (program, events.event_of(program, event)));
+    let mut loads = Vec::new();
+    match request.filter(|_| !events.io_start_fallback()) {
+        Some(btf) => {
+            for (program, event) in live {
+                if program == COMPLETE {
+                    loads.push((block_files::RING_PROGRAMS.1.to_string(), How::BtfTracePoint(event, btf)));
+                }
+                loads.push((btf_twin(program), How::BtfTracePoint(event, btf)));
+            }
+        }
+        None => {
+            for ((program, _), _) in live.zip(ready).filter(|(_, r)| r.is_ok()) {
+                if program == COMPLETE {
+                    loads.push((block_files::RING_PROGRAMS.0.to_string(), How::TracePoint));
+                }
+                loads.push((program.to_string(), How::TracePoint));
+            }
+        }
+    }
+    loads
 }
 
 /// Every live program's BTF twin, or none: at the first one refused, those already attached are

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use aya::programs::TracePoint;
 use aya::Ebpf;
 use ioscope_common::cgroup_move::MoveLayout;
@@ -35,16 +35,17 @@ pub fn plan(tracefs_dir: &Path, hidden: &[String]) -> Result<MoveLayout, String>
     .map_err(|e| format!("{e:#}"))
 }
 
+/// The load [`attach`] asks for (see super::preload).
+pub fn loads(plan: &Result<MoveLayout, String>) -> Vec<super::preload::Planned<'static>> {
+    plan.iter().map(|_| (PROGRAM.to_string(), super::preload::How::TracePoint)).collect()
+}
+
 /// Loads and attaches the program when the plan found its layout.
 pub fn attach(ebpf: &mut Ebpf, plan: &Result<MoveLayout, String>) -> BpfProgramStatus {
     let r = plan.clone().map(|_| ()).and_then(|()| {
         (|| -> Result<()> {
-            let tp: &mut TracePoint = ebpf
-                .program_mut(PROGRAM)
-                .ok_or_else(|| anyhow!("program `{PROGRAM}` is not in the eBPF object"))?
-                .try_into()?;
-            tp.load()?;
-            tp.attach(CATEGORY, EVENT)?;
+            super::preload::load(ebpf, PROGRAM, super::preload::How::TracePoint)?;
+            super::program_of::<TracePoint>(ebpf, PROGRAM)?.attach(CATEGORY, EVENT)?;
             Ok(())
         })()
         .map_err(|e| format!("{e:#}"))

@@ -64,6 +64,20 @@ pub fn layout(btf: &KernelBtf) -> Result<NameLayout> {
     })
 }
 
+/// The loads [`attach`] will ask for (see super::preload), with the same arguments.
+pub fn loads<'a>(
+    layout: &Result<NameLayout, String>,
+    btf: Option<&'a aya::Btf>,
+    hidden: &[String],
+) -> Vec<super::preload::Planned<'a>> {
+    let (Ok(_), Some(btf)) = (layout, btf) else { return Vec::new() };
+    PROGRAMS
+        .iter()
+        .filter(|(_, category, event)| !hidden.iter().any(|h| *h == format!("{category}:{event}")))
+        .map(|(program, _, event)| (program.to_string(), super::preload::How::BtfTracePoint(event, btf)))
+        .collect()
+}
+
 /// Attaches the naming programs (`configured`: the layout was found; `hidden`: tracepoints to
 /// treat as missing) and takes the map. Without any program attached there is nothing to read.
 pub fn attach(

@@ -160,6 +160,15 @@ pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
     })
 }
 
+/// The programs [`attach`] attaches, with their events, in the order of its `ready`.
+const PROGRAMS: [(&str, &str, &str); 5] = [
+    (PROGRAM, CATEGORY, EVENT),
+    ("file_sync_ra", "readahead", "page_cache_sync_ra"),
+    ("file_iomap_iter", "iomap", "iomap_iter"),
+    ("file_ext4_writepages", "ext4", "ext4_writepages_result"),
+    ("file_iomap_writeback", "iomap", "iomap_writeback_folio"),
+];
+
 /// Attaches `writeback_single_inode`, `file_sync_ra`, `file_iomap_iter` and the filesystems'
 /// writeback programs (`file_ext4_writepages`, `file_iomap_writeback`) when their layouts are
 /// known, and takes the FILE_IO map. The map is read even without them: the page-cache programs
@@ -173,15 +182,8 @@ pub fn attach(
     iomap_btf: Option<&aya::Btf>,
     dio_has_direction: bool,
 ) -> (Vec<BpfProgramStatus>, Option<FileMaps>) {
-    let programs = [
-        (PROGRAM, CATEGORY, EVENT),
-        ("file_sync_ra", "readahead", "page_cache_sync_ra"),
-        ("file_iomap_iter", "iomap", "iomap_iter"),
-        ("file_ext4_writepages", "ext4", "ext4_writepages_result"),
-        ("file_iomap_writeback", "iomap", "iomap_writeback_folio"),
-    ];
     let mut statuses = Vec::new();
-    for ((program, category, event), r) in programs.into_iter().zip(ready) {
+    for ((program, category, event), r) in PROGRAMS.into_iter().zip(ready) {
         if program == ITER_PROGRAM.0 && dio_has_direction {
             continue;
         }
@@ -209,6 +211,25 @@ pub fn attach(
             (statuses, None)
         }
     }
+}
+
+/// The loads [`attach`] will ask for when every first choice holds (see super::preload), with the
+/// same arguments.
+pub fn loads<'a>(
+    ready: &[Result<(), String>; 5],
+    iomap_btf: Option<&'a aya::Btf>,
+    dio_has_direction: bool,
+) -> Vec<super::preload::Planned<'a>> {
+    use super::preload::How;
+    let mut loads = Vec::new();
+    for ((program, _, event), _) in PROGRAMS.into_iter().zip(ready).filter(|(_, r)| r.is_ok()) {
+        match (program == ITER_PROGRAM.0, iomap_btf) {
+            (true, _) if dio_has_direction => {}
+            (true, Some(btf)) => loads.push((ITER_PROGRAM.1.to_string(), How::BtfTracePoint(event, btf))),
+            _ => loads.push((program.to_string(), How::TracePoint)),
+        }
+    }
+    loads
 }
 
 /// One map entry summed over CPUs.

@@ -75,22 +75,25 @@ impl Hook {
             Hook::Fexit => "fexit",
         }
     }
+
+    /// How a program of this kind is loaded for `function`.
+    pub fn how<'a>(self, function: &'a str, btf: &'a aya::Btf) -> super::preload::How<'a> {
+        match self {
+            Hook::Fentry => super::preload::How::FEntry(function, btf),
+            Hook::Fexit => super::preload::How::FExit(function, btf),
+        }
+    }
 }
 
 /// Loads `program` for `function` and attaches it.
 pub fn attach(ebpf: &mut aya::Ebpf, program: &str, hook: Hook, function: &str, btf: &aya::Btf) -> Result<()> {
-    let prog =
-        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
+    super::preload::load(ebpf, program, hook.how(function, btf))?;
     match hook {
         Hook::Fentry => {
-            let p: &mut aya::programs::FEntry = prog.try_into()?;
-            p.load(function, btf)?;
-            p.attach()?;
+            super::program_of::<aya::programs::FEntry>(ebpf, program)?.attach()?;
         }
         Hook::Fexit => {
-            let p: &mut aya::programs::FExit = prog.try_into()?;
-            p.load(function, btf)?;
-            p.attach()?;
+            super::program_of::<aya::programs::FExit>(ebpf, program)?.attach()?;
         }
     }
     Ok(())
@@ -99,9 +102,8 @@ pub fn attach(ebpf: &mut aya::Ebpf, program: &str, hook: Hook, function: &str, b
 /// Loads kprobe `program` and attaches it to `function`: its entry, or its return when the
 /// program is a kretprobe.
 pub fn attach_kprobe(ebpf: &mut aya::Ebpf, program: &str, function: &str) -> Result<()> {
-    let p = kprobe(ebpf, program)?;
-    p.load()?;
-    p.attach(function, 0)?;
+    super::preload::load(ebpf, program, super::preload::How::KProbe)?;
+    kprobe(ebpf, program)?.attach(function, 0)?;
     Ok(())
 }
 
@@ -130,6 +132,23 @@ pub struct Attached {
     pub mechanism: &'static str,
 }
 
+/// The loads [`attach_fallback`] asks for first: `program` as `hook`, or with `no_trampoline` its
+/// kprobe variant (see super::preload).
+pub fn fallback_loads<'a>(
+    (program, hook): (&'static str, Hook),
+    function: &'a str,
+    btf: &'a aya::Btf,
+    kprobes: Option<Kprobes>,
+    no_trampoline: bool,
+) -> Vec<super::preload::Planned<'a>> {
+    use super::preload::How;
+    match (no_trampoline, kprobes) {
+        (false, _) => vec![(program.to_string(), hook.how(function, btf))],
+        (true, None) => Vec::new(),
+        (true, Some(k)) => k.ret.into_iter().chain([k.entry]).map(|p| (p.to_string(), How::KProbe)).collect(),
+    }
+}
+
 /// Attaches fallback `program` as `hook` on `function`, else, when that is refused (or
 /// `no_trampoline` refuses it on purpose), its `kprobes` variant. Ok: the programs attached, the
 /// one doing the work first (a kretprobe's entry kprobe second); Err: why neither attached.
@@ -154,7 +173,8 @@ pub fn attach_fallback(
     // The return's program loaded (verified) before the entry is attached, so that a refused
     // kretprobe leaves no entry keeping arguments for nothing.
     if let Some(ret) = k.ret {
-        kprobe(ebpf, ret).and_then(|p| Ok(p.load()?)).map_err(|e| format!("{refused}; kretprobe: {e:#}"))?;
+        super::preload::load(ebpf, ret, super::preload::How::KProbe)
+            .map_err(|e| format!("{refused}; kretprobe: {e:#}"))?;
     }
     // The entry first: a return without its entry's arguments is skipped, never misread.
     attach_kprobe(ebpf, k.entry, function).map_err(|e| format!("{refused}; kprobe: {e:#}"))?;

@@ -15,6 +15,7 @@ pub mod kfunc;
 pub mod map_batch;
 pub mod mapped_keys;
 pub mod page_cache;
+pub mod preload;
 pub mod privileges;
 pub mod prog_stats;
 pub mod readahead;
@@ -124,6 +125,8 @@ pub struct BpfCollector {
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
     /// cgroup v2 ids to paths, for the block and page-cache rows (one cache for both).
     cgroups: cgroup::CgroupNames,
+    /// How the programs' loads were planned and done (see preload).
+    preloaded: preload::Report,
 }
 
 impl BpfCollector {
@@ -265,6 +268,41 @@ impl BpfCollector {
             }
         };
 
+        // Every program the attach code below will load, verified on every CPU at once first (the
+        // verifier is most of start-up): see preload.
+        let cache_fn_btf =
+            btf.as_ref().filter(|_| !cache_fallbacks.is_empty()).map(|k| k.aya_with_functions());
+        let ra_btf = btf.as_ref().filter(|_| !ra_fallbacks.is_empty()).map(|k| k.aya_with_functions());
+        let cache_loads = page_cache::loads(
+            &cache_layouts,
+            iomap_btf,
+            (&cache_fallbacks, cache_fn_btf, options.no_trampoline),
+        );
+        let planned = |names: &[&str]| cache_loads.iter().any(|(p, _)| names.contains(&p.as_str()));
+        let dio_direction_expected = file_layout.btf.dio_direction != 0
+            && (planned(&[page_cache::DIO_BTF.1]) || planned(&page_cache::DIO_FENTRY));
+        let raw_read_expected = planned(&page_cache::READ_PATH);
+        let loads: Vec<preload::Planned> =
+            block::loads(&block_ready, &block_events, block_btf, options.refuse_block_twin.as_deref())
+                .into_iter()
+                .chain(cache_loads.iter().cloned())
+                .chain(files::loads(&wsi_ready, iomap_btf, dio_direction_expected))
+                .chain(file_names::loads(
+                    &name_layout,
+                    btf.as_ref().map(|k| k.aya()),
+                    &options.hidden_tracepoints,
+                ))
+                .chain(readahead::loads(
+                    &ra_layouts,
+                    raw_read_expected,
+                    &ra_fallbacks,
+                    (ra_btf, options.no_trampoline),
+                ))
+                .chain(syncs::loads(&sync_plan))
+                .chain(cgroup_move::loads(&move_plan))
+                .collect();
+        preload::preload(&mut ebpf, &loads);
+
         // Every program with whether its needs were met; each is attached on its own, so one that
         // fails leaves the others working (the block programs all as BTF twins or all classic,
         // see block::attach).
@@ -299,11 +337,7 @@ impl BpfCollector {
             &cache_layouts,
             jiffies_before,
             iomap_btf,
-            (
-                &cache_fallbacks,
-                btf.as_ref().filter(|_| !cache_fallbacks.is_empty()).map(|k| k.aya_with_functions()),
-                options.no_trampoline,
-            ),
+            (&cache_fallbacks, cache_fn_btf, options.no_trampoline),
         );
         programs.extend(cache_statuses);
         let dio_has_direction = file_layout.btf.dio_direction != 0
@@ -328,7 +362,6 @@ impl BpfCollector {
         // The read path's program that also feeds readahead (the raw tracepoint or its fallback).
         let raw_read =
             programs.iter().any(|p| page_cache::READ_PATH.contains(&p.program.as_str()) && p.attached);
-        let ra_btf = btf.as_ref().filter(|_| !ra_fallbacks.is_empty()).map(|k| k.aya_with_functions());
         let (ra_statuses, readahead) = readahead::attach(
             &mut ebpf,
             &ra_layouts,
@@ -342,6 +375,7 @@ impl BpfCollector {
             sync_statuses.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect();
         programs.extend(sync_statuses);
         programs.push(cgroup_move::attach(&mut ebpf, &move_plan));
+        let preloaded = preload::finish(&mut ebpf);
         for p in &mut programs {
             p.mechanism = mechanism(&ebpf, &p.program).to_string();
         }
@@ -385,6 +419,7 @@ impl BpfCollector {
             sync_paths: Default::default(),
             program_fds,
             cgroups: Default::default(),
+            preloaded,
         }
     }
 
@@ -406,7 +441,14 @@ impl BpfCollector {
             sync_paths: Default::default(),
             program_fds: Vec::new(),
             cgroups: Default::default(),
+            preloaded: Default::default(),
         }
+    }
+
+    /// How the programs' loads went: how many were verified ahead on several CPUs, how many were
+    /// loaded one by one after all (a fallback taken), how many ahead for nothing.
+    pub fn preload_report(&self) -> preload::Report {
+        self.preloaded
     }
 
     /// The status as of `start()` (what is attached and why anything is not).
@@ -611,12 +653,8 @@ fn attach_btf_tracepoint(
     event: &str,
     btf: &aya::Btf,
 ) -> Result<BpfProgramStatus> {
-    let prog = ebpf
-        .program_mut(program)
-        .ok_or_else(|| anyhow::anyhow!("program `{program}` is not in the eBPF object"))?;
-    let tp: &mut aya::programs::BtfTracePoint = prog.try_into()?;
-    tp.load(event, btf)?;
-    tp.attach()?;
+    preload::load(ebpf, program, preload::How::BtfTracePoint(event, btf))?;
+    program_of::<aya::programs::BtfTracePoint>(ebpf, program)?.attach()?;
     Ok(BpfProgramStatus {
         mechanism: "BTF tracepoint".into(),
         ..program_status(program, category, event, Ok(()))
@@ -626,15 +664,22 @@ fn attach_btf_tracepoint(
 /// Loads and attaches one tracepoint program of the object.
 fn attach_tracepoint(ebpf: &mut Ebpf, program: &str, category: &str, event: &str) -> BpfProgramStatus {
     let result = (|| -> Result<()> {
-        let prog = ebpf
-            .program_mut(program)
-            .ok_or_else(|| anyhow::anyhow!("program `{program}` is not in the eBPF object"))?;
-        let tp: &mut TracePoint = prog.try_into()?;
-        tp.load()?;
-        tp.attach(category, event)?;
+        preload::load(ebpf, program, preload::How::TracePoint)?;
+        program_of::<TracePoint>(ebpf, program)?.attach(category, event)?;
         Ok(())
     })();
     program_status(program, category, event, result.map_err(|e| format!("{e:#}")))
+}
+
+/// Program `program` of `ebpf` as a `T` (a kind of program).
+fn program_of<'a, T>(ebpf: &'a mut Ebpf, program: &str) -> Result<&'a mut T>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let prog = ebpf
+        .program_mut(program)
+        .ok_or_else(|| anyhow::anyhow!("program `{program}` is not in the eBPF object"))?;
+    Ok(prog.try_into()?)
 }
 
 fn program_status(

@@ -398,6 +398,36 @@ pub fn attach(
     }
 }
 
+/// The loads [`attach`] will ask for when every first choice holds (see super::preload), with the
+/// same arguments.
+pub fn loads<'a>(
+    layouts: &[Result<(), String>],
+    iomap_btf: Option<&'a aya::Btf>,
+    (fallbacks, fn_btf, no_trampoline): (&'a [Planned], Option<&'a aya::Btf>, bool),
+) -> Vec<super::preload::Planned<'a>> {
+    use super::preload::How;
+    let mut loads = vec![("cache_sched_switch".to_string(), How::RawTracePoint)];
+    for (p, l) in PROBES.iter().zip(layouts) {
+        if let (Some(plan), Some(btf)) = (fallbacks.iter().find(|f| f.fallback.probe == p.program), fn_btf) {
+            let fb = plan.fallback;
+            loads.extend(kfunc::fallback_loads(
+                (fb.program, fb.hook),
+                plan.function,
+                btf,
+                fb.kprobes,
+                no_trampoline,
+            ));
+        } else if p.program == GET_PAGES_RAW.0 {
+            loads.push((GET_PAGES_RAW.1.to_string(), How::RawTracePoint));
+        } else if let (Some(btf), true, Ok(())) = (iomap_btf, p.program == DIO_BTF.0, l) {
+            loads.push((DIO_BTF.1.to_string(), How::BtfTracePoint(p.event, btf)));
+        } else if l.is_ok() {
+            loads.push((p.program.to_string(), How::TracePoint));
+        }
+    }
+    loads
+}
+
 /// The value of `name` in a `__print_symbolic(..., { 0, "MM_FILEPAGES" }, ...)` of the print fmt.
 pub fn symbol_value(format_text: &str, name: &str) -> Option<u32> {
     let fmt = format_text.split_once("print fmt:")?.1;
@@ -448,11 +478,8 @@ fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramSta
 
 /// Loads raw-tracepoint program `program` and attaches it to `event`.
 fn load_and_attach_raw(ebpf: &mut Ebpf, program: &str, event: &str) -> Result<()> {
-    let prog =
-        ebpf.program_mut(program).ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?;
-    let raw: &mut aya::programs::RawTracePoint = prog.try_into()?;
-    raw.load()?;
-    raw.attach(event)?;
+    super::preload::load(ebpf, program, super::preload::How::RawTracePoint)?;
+    super::program_of::<aya::programs::RawTracePoint>(ebpf, program)?.attach(event)?;
     Ok(())
 }
 

@@ -188,6 +188,37 @@ pub fn attach(
     }
 }
 
+/// The loads [`attach`] will ask for when every first choice holds (see super::preload), with the
+/// same arguments.
+pub fn loads<'a>(
+    layouts: &[Result<(), String>],
+    raw_read: bool,
+    fallbacks: &'a [super::readahead_fn::Planned],
+    (fn_btf, no_trampoline): (Option<&'a aya::Btf>, bool),
+) -> Vec<super::preload::Planned<'a>> {
+    let mut loads = Vec::new();
+    for ((program, _, _), l) in
+        PROBES.iter().zip(layouts).filter(|((p, _, _), _)| !(raw_read && *p == GET_PAGES))
+    {
+        match (fallbacks.iter().find(|f| f.fallback.probe == *program), fn_btf) {
+            (Some(plan), Some(btf)) => {
+                let fb = plan.fallback;
+                let how = (fb.program, super::kfunc::Hook::Fentry);
+                loads.extend(super::kfunc::fallback_loads(
+                    how,
+                    plan.function,
+                    btf,
+                    fb.kprobes,
+                    no_trampoline,
+                ));
+            }
+            _ if l.is_ok() => loads.push((program.to_string(), super::preload::How::TracePoint)),
+            _ => {}
+        }
+    }
+    loads
+}
+
 pub struct ReadaheadMaps {
     files: HashMap<MapData, RaFileKey, RaFileStats>,
     totals: PerCpuArray<MapData, RaTotals>,

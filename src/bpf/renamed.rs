@@ -82,11 +82,8 @@ pub fn attach_tracepoint(
     }
     let mut attached_to = event;
     let result = (|| -> anyhow::Result<()> {
-        let prog = ebpf
-            .program_mut(program)
-            .ok_or_else(|| anyhow::anyhow!("program `{program}` is not in the eBPF object"))?;
-        let tp: &mut TracePoint = prog.try_into()?;
-        tp.load()?;
+        super::preload::load(ebpf, program, super::preload::How::TracePoint)?;
+        let tp = super::program_of::<TracePoint>(ebpf, program)?;
         let mut first_err = None;
         for name in &names {
             match tp.attach(category, name) {

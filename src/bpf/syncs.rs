@@ -155,20 +155,21 @@ fn uring_fd_layout(k: &KernelBtf, l: &mut SyncLayout) -> Result<()> {
     Ok(())
 }
 
+/// The loads [`attach`] asks for (see super::preload): each program, whatever its events.
+pub fn loads(plan: &SyncPlan) -> Vec<super::preload::Planned<'static>> {
+    [ENTER_PROGRAM, EXIT_PROGRAM, plan.uring_programs[0], plan.uring_programs[1]]
+        .into_iter()
+        .map(|p| (p.to_string(), super::preload::How::TracePoint))
+        .collect()
+}
+
 /// Loads the programs and attaches them to every event the plan found; takes the maps.
 pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Option<SyncMaps>) {
     let mut statuses = Vec::new();
     let mut attach_each =
         |ebpf: &mut Ebpf, program: &str, events: Vec<(String, String, Result<(), String>)>| {
-            let loaded = (|| -> Result<()> {
-                let tp: &mut TracePoint = ebpf
-                    .program_mut(program)
-                    .ok_or_else(|| anyhow!("program `{program}` is not in the eBPF object"))?
-                    .try_into()?;
-                tp.load()?;
-                Ok(())
-            })()
-            .map_err(|e| format!("{e:#}"));
+            let loaded = super::preload::load(ebpf, program, super::preload::How::TracePoint)
+                .map_err(|e| format!("{e:#}"));
             for (category, event, ready) in events {
                 let r = ready.and_then(|()| loaded.clone()).and_then(|()| {
                     let tp: &mut TracePoint = ebpf

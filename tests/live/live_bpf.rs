@@ -53,6 +53,12 @@ fn block_rq_issue_counts_what_dd_did_and_agrees_with_diskstats() {
     assert_eq!(rq_issue.tracepoint, "block:block_rq_issue");
     assert!(rq_issue.attached);
     assert!(status.programs.iter().all(|p| p.attached), "every program attaches here: {:?}", status.programs);
+    // Every program this kernel runs was verified ahead, on several CPUs at once (bpf::preload):
+    // none loaded late (one after another) nor ahead for nothing.
+    let loaded: std::collections::HashSet<&str> =
+        status.programs.iter().map(|p| p.program.as_str()).collect();
+    let preloaded = bpf.preload_report();
+    assert_eq!((preloaded.planned, preloaded.late, preloaded.unused), (loaded.len(), 0, 0), "{preloaded:?}");
 
     let lo = LoopDevice::new(32);
     let dev = lo.path.to_str().unwrap();
