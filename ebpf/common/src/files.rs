@@ -26,7 +26,9 @@ pub const WRITEBACK_PROGRAM: &str = "writeback_single_inode";
 
 /// Per-CPU LRU hash map: [`FileKey`] → [`FileCounters`].
 pub const FILE_IO_MAP: &str = "FILE_IO";
-/// LRU hash map: thread id → [`FileInsertRecord`], the folio the thread inserted last.
+/// LRU hash map: thread id → [`FileInsertRecord`], the folio the thread inserted last. Per thread,
+/// not per CPU: a writer preempted or migrated between inserting a folio (write_begin) and
+/// dirtying it (write_end) must still be recognised.
 pub const FILE_LAST_INSERT_MAP: &str = "FILE_LAST_INSERT";
 /// Read-only global holding [`FileLayout`], set by the loader before load.
 pub const FILE_LAYOUT_GLOBAL: &str = "FILE_LAYOUT";
@@ -34,6 +36,9 @@ pub const FILE_LAYOUT_GLOBAL: &str = "FILE_LAYOUT";
 /// Most files tracked at once; the least recently updated ones are evicted beyond it.
 pub const FILE_MAX_ENTRIES: u32 = 16384;
 pub const FILE_LAST_INSERT_MAX: u32 = 8192;
+/// [`FileInsertRecord::flags`]: the insertion was counted on the file (`dev`), as readahead.
+pub const INSERT_PER_FILE: u32 = 1;
+pub const INSERT_READAHEAD: u32 = 2;
 
 pub const KEY_SB_DEV: u32 = 0;
 pub const KEY_BDI_DEV: u32 = 1;
@@ -68,12 +73,14 @@ pub struct FileCounters {
     pub comm: [u8; 16],
 }
 
-/// The folio a thread inserted last, with what it was counted as.
+/// The folio a thread inserted last, with what it was counted as ([`INSERT_PER_FILE`],
+/// [`INSERT_READAHEAD`]). Kept for the page-cache counts too (a write allocating a page), whether
+/// or not the per-file part is on.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FileInsertRecord {
     pub dev: u32,
-    pub readahead: u32,
+    pub flags: u32,
     pub ino: u64,
     pub index: u64,
     pub pages: u64,

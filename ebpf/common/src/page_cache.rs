@@ -298,19 +298,29 @@ impl DioMemo {
     }
 }
 
-/// Hash map (LRU): thread id → the folio it inserted last ([`InsertRecord`]). Per thread, not per
-/// CPU: a writer preempted or migrated between inserting a folio (write_begin) and dirtying it
-/// (write_end) must still be recognised.
-pub const LAST_INSERT_MAP: &str = "LAST_INSERT";
-pub const LAST_INSERT_MAX: u32 = 8192;
-
-/// The folio a thread inserted last.
+/// The start of `mm_filemap_add_to_page_cache`'s record where its fields follow each other, as
+/// on every kernel with the event (`i_ino`, `index`, `s_dev`, then `order` when it has one): read
+/// with one `bpf_probe_read` instead of one per field (each a helper call). On a kernel without
+/// `order` the last bytes read are past the record, in the trace buffer that holds it, and unused.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct InsertRecord {
+pub struct AddHead {
     pub ino: u64,
     pub index: u64,
-    pub pages: u64,
+    pub dev: u32,
+    pub order: u8,
+    pub _pad: [u8; 3],
+}
+
+impl AddHead {
+    /// Whether the record at these offsets (`i_ino`, `index`, `s_dev` or None when the per-file
+    /// part is off, `order` or [`NO_ORDER`]) has the fields where [`AddHead`] has them.
+    pub const fn fits(ino: u32, index: u32, dev: Option<u32>, order: u32) -> bool {
+        let Some(dev) = dev else { return false };
+        index == ino.wrapping_add(8)
+            && dev == ino.wrapping_add(16)
+            && (order == NO_ORDER || order == ino.wrapping_add(20))
+    }
 }
 
 /// Hash map (LRU): the `mm_id` of `kmem:rss_stat` → the file RSS (bytes) last reported.
@@ -376,7 +386,6 @@ mod user {
     // SAFETY: as above (two u32 then u64s; its size is tested).
     unsafe impl aya::Pod for super::DioMemo {}
     // SAFETY: as above.
-    unsafe impl aya::Pod for super::InsertRecord {}
 }
 
 #[cfg(test)]
@@ -420,11 +429,23 @@ mod tests {
     }
 
     #[test]
+    fn the_add_record_is_read_in_one_go_only_where_its_fields_follow_each_other() {
+        // 6.18 (`order` at 36) and 5.10 (no `order`).
+        assert!(AddHead::fits(16, 24, Some(32), 36));
+        assert!(AddHead::fits(16, 24, Some(32), NO_ORDER));
+        // Per-file part off, or a field elsewhere: one read per field.
+        assert!(!AddHead::fits(16, 24, None, 36));
+        assert!(!AddHead::fits(16, 24, Some(40), 36));
+        assert!(!AddHead::fits(16, 32, Some(32), 36));
+        assert!(!AddHead::fits(16, 24, Some(32), 44));
+    }
+
+    #[test]
     fn sizes_have_no_hidden_padding() {
         assert_eq!(core::mem::size_of::<CacheLayout>(), 41 * 4);
         assert_eq!(core::mem::size_of::<CacheCounters>(), 16 * 8 + 16);
         assert_eq!(core::mem::size_of::<DirtyStateRecord>(), 12 * 8);
-        assert_eq!(core::mem::size_of::<InsertRecord>(), 3 * 8);
+        assert_eq!(core::mem::size_of::<AddHead>(), 3 * 8);
         assert_eq!(core::mem::size_of::<CacheScratch>(), 64 + 24 + 16);
         assert_eq!(core::mem::size_of::<DioMemo>(), 6 * 8);
     }

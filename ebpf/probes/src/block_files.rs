@@ -16,7 +16,7 @@ use aya_ebpf::{
 };
 
 use crate::block::{btf_event, classic_complete_event, find, now, Event};
-use ioscope_common::block::{ReqInfo, REQ_SUBMITTER, RWBS_READ, RWBS_WRITE};
+use ioscope_common::block::{REQ_SUBMITTER, RWBS_READ, RWBS_WRITE};
 use ioscope_common::block_files::{admit, RqBucket, RqEvent, RqSampleConfig, BLOCK_RQ_RING_BYTES};
 
 #[unsafe(no_mangle)]
@@ -47,16 +47,12 @@ pub fn block_rq_files(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// The request `e` completed now. Only reads and writes are sent (not flushes, discards), within
+/// the rate; its slot (what block_io_start recorded for it: the submitter) is looked up only for
+/// a request sent, most of them beyond the rate.
 #[inline(always)]
 fn completed(e: &Event) {
-    let req = find(e.tag).map(|s| s.info);
-    on_complete(now(), e.dev, e.sector, e.bytes, e.rwbs.0, req.as_ref());
-}
-
-/// A request of `bytes` at (`dev`, `sector`) completed at `now_ns`; `req` is what block_io_start
-/// recorded for it, when it was seen. Only reads and writes are sent (not flushes, discards).
-#[inline(always)]
-fn on_complete(now_ns: u64, dev: u32, sector: u64, bytes: u64, rwbs: u32, req: Option<&ReqInfo>) {
+    let (dev, sector, bytes, rwbs) = (e.dev, e.sector, e.bytes, e.rwbs.0);
     // SAFETY: a plain read of a global the loader may have rewritten before load.
     let c = unsafe { core::ptr::read_volatile(&raw const BLOCK_RQ_CONFIG) };
     if c.enabled == 0 || bytes == 0 || rwbs & (RWBS_READ | RWBS_WRITE) == 0 {
@@ -65,7 +61,7 @@ fn on_complete(now_ns: u64, dev: u32, sector: u64, bytes: u64, rwbs: u32, req: O
     let Some(b) = BLOCK_RQ_BUCKET.get_ptr_mut(0) else { return };
     // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
     let b = unsafe { &mut *b };
-    if !admit(b, now_ns, c.cost_ns, c.burst_ns) {
+    if !admit(b, now(), c.cost_ns, c.burst_ns) {
         b.rate_dropped += 1;
         return;
     }
@@ -73,8 +69,8 @@ fn on_complete(now_ns: u64, dev: u32, sector: u64, bytes: u64, rwbs: u32, req: O
         b.ring_dropped += 1;
         return;
     };
-    let (tgid, comm) = match req {
-        Some(r) if r.flags & REQ_SUBMITTER != 0 => (r.tgid, r.comm),
+    let (tgid, comm) = match find(e.tag) {
+        Some(s) if s.info.flags & REQ_SUBMITTER != 0 => (s.info.tgid, s.info.comm),
         _ => (0, [0; 16]),
     };
     slot.write(RqEvent { dev, tgid, sector, nr_sectors: (bytes >> 9) as u32, rwbs, comm });

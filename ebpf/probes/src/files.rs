@@ -10,7 +10,8 @@ use aya_ebpf::{
 };
 use ioscope_common::files::{
     bdi_dev, folio_bytes_before_eof, is_demand, DemandRecord, DioPending, FileCounters, FileInsertRecord,
-    FileKey, FileLayout, FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, KEY_BDI_DEV, KEY_SB_DEV,
+    FileKey, FileLayout, FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, INSERT_PER_FILE, INSERT_READAHEAD,
+    KEY_BDI_DEV, KEY_SB_DEV,
 };
 
 use crate::kernel::{kernel_field, Mem, Plain};
@@ -98,63 +99,74 @@ fn try_sync_ra(ctx: &TracePointContext) -> Result<u32, i64> {
     Ok(0)
 }
 
-/// From `mm_filemap_add_to_page_cache`: `pages` pages at `index` of inode `ino` entered the cache
-/// in thread `tid`: demand when in the range its last read miss asked for, else readahead.
+/// Where `mm_filemap_add_to_page_cache`'s record has `s_dev`; None when the per-file part is off.
 #[inline(always)]
-pub fn on_insert(ctx: &TracePointContext, tid: u32, ino: u64, index: u64, pages: u64) {
-    let l = layout();
-    if l.add_ok == 0 {
-        return;
-    }
-    // SAFETY: offset from the format file.
-    let Ok(dev) = (unsafe { ctx.read_at::<u32>(l.add_dev as usize) }) else { return };
-    // SAFETY: a plain copy of this thread's record.
-    let demand = unsafe { FILE_DEMAND.get(&tid) }.is_some_and(|r| is_demand(r, dev, ino, index));
-    let key = FileKey { dev, kind: KEY_SB_DEV, ino };
-    let readahead = !demand;
-    if let Some(c) = file(&key) {
-        c.inserted_pages = c.inserted_pages.wrapping_add(pages);
-        if readahead {
-            c.readahead_pages = c.readahead_pages.wrapping_add(pages);
+pub fn add_dev_at() -> Option<u32> {
+    (layout_field!(add_ok) != 0).then(|| layout_field!(add_dev))
+}
+
+/// From `mm_filemap_add_to_page_cache`: `pages` pages at `index` of inode `ino` on `dev` (None:
+/// the per-file part is off) entered the cache in thread `tid`: demand when in the range its last
+/// read miss asked for, else readahead. The thread's last insert is kept in any case: the
+/// page-cache counts ([`on_dirty`]'s result) need it too.
+#[inline(always)]
+pub fn on_insert(tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
+    let mut r = FileInsertRecord { dev: 0, flags: 0, ino, index, pages };
+    if let Some(dev) = dev {
+        // SAFETY: a plain copy of this thread's record.
+        let demand = unsafe { FILE_DEMAND.get(&tid) }.is_some_and(|d| is_demand(d, dev, ino, index));
+        let key = FileKey { dev, kind: KEY_SB_DEV, ino };
+        let readahead = !demand;
+        if let Some(c) = file(&key) {
+            c.inserted_pages = c.inserted_pages.wrapping_add(pages);
+            if readahead {
+                c.readahead_pages = c.readahead_pages.wrapping_add(pages);
+            }
+            touch(c);
         }
-        touch(c);
+        r.dev = dev;
+        r.flags = INSERT_PER_FILE | if readahead { INSERT_READAHEAD } else { 0 };
     }
-    let r = FileInsertRecord { dev, readahead: u32::from(readahead), ino, index, pages };
     let _ = FILE_LAST_INSERT.insert(&tid, &r, 0);
 }
 
 /// From `writeback_dirty_folio`: folio `index` of `ino` became dirty in thread `tid`. When the
 /// thread inserted that very folio just before, it was a write allocating a page, not a read:
-/// the insertion is taken back and the dirtying counted on the filesystem's key with its size.
+/// the insertion is taken back and the dirtying counted on the filesystem's key with its size,
+/// and its pages are returned (else 0).
 #[inline(always)]
-pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) {
-    let l = layout();
-    if l.dirty_ok == 0 {
-        return;
-    }
+pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) -> u64 {
+    let dirty_ok = layout_field!(dirty_ok) != 0;
     // SAFETY: a plain copy of this thread's record.
     if let Some(r) = unsafe { FILE_LAST_INSERT.get(&tid) }.copied() {
         if r.ino == ino && r.index == index {
             let _ = FILE_LAST_INSERT.remove(&tid);
-            let key = FileKey { dev: r.dev, kind: KEY_SB_DEV, ino };
-            if let Some(c) = file(&key) {
-                c.inserted_pages = c.inserted_pages.wrapping_sub(r.pages);
-                if r.readahead != 0 {
-                    c.readahead_pages = c.readahead_pages.wrapping_sub(r.pages);
+            if dirty_ok && r.flags & INSERT_PER_FILE != 0 {
+                let key = FileKey { dev: r.dev, kind: KEY_SB_DEV, ino };
+                if let Some(c) = file(&key) {
+                    c.inserted_pages = c.inserted_pages.wrapping_sub(r.pages);
+                    if r.flags & INSERT_READAHEAD != 0 {
+                        c.readahead_pages = c.readahead_pages.wrapping_sub(r.pages);
+                    }
+                    c.dirtied_pages = c.dirtied_pages.wrapping_add(r.pages);
+                    touch(c);
                 }
-                c.dirtied_pages = c.dirtied_pages.wrapping_add(r.pages);
-                touch(c);
             }
-            return;
+            return r.pages;
         }
     }
+    if !dirty_ok {
+        return 0;
+    }
+    let name_at = layout_field!(dirty_name) as usize;
     // SAFETY: offset from the format file.
-    let Ok(name) = (unsafe { ctx.read_at::<[u8; 32]>(l.dirty_name as usize) }) else { return };
-    let Some(dev) = bdi_dev(&name) else { return };
+    let Ok(name) = (unsafe { ctx.read_at::<[u8; 32]>(name_at) }) else { return 0 };
+    let Some(dev) = bdi_dev(&name) else { return 0 };
     if let Some(c) = file(&FileKey { dev, kind: KEY_BDI_DEV, ino }) {
         c.dirtied_pages = c.dirtied_pages.wrapping_add(1);
         touch(c);
     }
+    0
 }
 
 /// The file of an `iomap_dio_rw_begin` record: (dev, ino).

@@ -17,9 +17,9 @@ use aya_ebpf::{
 use crate::kernel::{Mem, Plain, Probe};
 use ioscope_common::fallback::{read_pages_range, FnLayout};
 use ioscope_common::page_cache::{
-    continues_read, folio_pages, range_pages, rss_growth, CacheCounters, CacheLayout, CacheScratch, DioMemo,
-    DirtyStateRecord, InsertRecord, CACHE_MAX_PROCESSES, LAST_INSERT_MAX, NO_ORDER, RSS_LAST_MAX, TASK_KNOWN,
-    TASK_STALE, TASK_UNTRACKED,
+    continues_read, folio_pages, range_pages, rss_growth, AddHead, CacheCounters, CacheLayout, CacheScratch,
+    DioMemo, DirtyStateRecord, CACHE_MAX_PROCESSES, NO_ORDER, RSS_LAST_MAX, TASK_KNOWN, TASK_STALE,
+    TASK_UNTRACKED,
 };
 
 /// Field offsets, written by the loader from the tracefs format files.
@@ -53,9 +53,6 @@ static CACHE_SCRATCH: PerCpuArray<CacheScratch> = PerCpuArray::with_max_entries(
 
 #[map]
 static DIO_MEMO: PerCpuArray<DioMemo> = PerCpuArray::with_max_entries(1, 0);
-
-#[map]
-static LAST_INSERT: LruHashMap<u32, InsertRecord> = LruHashMap::with_max_entries(LAST_INSERT_MAX, 0);
 
 #[map]
 static RSS_LAST: LruHashMap<u32, u64> = LruHashMap::with_max_entries(RSS_LAST_MAX, 0);
@@ -458,15 +455,24 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     if l.add_ok == 0 {
         return Ok(0);
     }
-    // SAFETY: offsets from the format file.
-    let (ino, index, order) = unsafe {
-        (field::<u64>(ctx, l.add_ino)?, field::<u64>(ctx, l.add_index)?, order_at(ctx, l.add_order)?)
+    let dev_at = crate::files::add_dev_at();
+    // SAFETY: offsets from the format file (AddHead: where the fields follow each other).
+    let (ino, index, order, dev) = unsafe {
+        if AddHead::fits(l.add_ino, l.add_index, dev_at, l.add_order) {
+            let h = field::<AddHead>(ctx, l.add_ino)?;
+            (h.ino, h.index, if l.add_order == NO_ORDER { 0 } else { h.order }, dev_at.map(|_| h.dev))
+        } else {
+            let dev = match dev_at {
+                Some(at) => Some(field::<u32>(ctx, at)?),
+                None => None,
+            };
+            (field::<u64>(ctx, l.add_ino)?, field::<u64>(ctx, l.add_index)?, order_at(ctx, l.add_order)?, dev)
+        }
     };
     let pages = folio_pages(order);
     let (tgid, tid) = current_ids();
-    let _ = LAST_INSERT.insert(tid, InsertRecord { ino, index, pages }, 0);
     count(tgid, |c| c.inserted_pages = c.inserted_pages.wrapping_add(pages));
-    crate::files::on_insert(ctx, tid, ino, index, pages);
+    crate::files::on_insert(tid, dev, ino, index, pages);
     Ok(0)
 }
 
@@ -499,20 +505,20 @@ fn try_dirty(ctx: &TracePointContext) -> Result<u32, i64> {
     if l.dirty_ok == 0 {
         return Ok(0);
     }
-    // SAFETY: offsets from the format file.
-    let (ino, index) = unsafe { (field::<u64>(ctx, l.dirty_ino)?, field::<u64>(ctx, l.dirty_index)?) };
+    // SAFETY: offsets from the format file; `index` follows `ino` in every kernel's record (one
+    // read, not two, where it does).
+    let (ino, index) = unsafe {
+        if l.dirty_index == l.dirty_ino.wrapping_add(8) {
+            let [ino, index] = field::<[u64; 2]>(ctx, l.dirty_ino)?;
+            (ino, index)
+        } else {
+            (field::<u64>(ctx, l.dirty_ino)?, field::<u64>(ctx, l.dirty_index)?)
+        }
+    };
     let (tgid, tid) = current_ids();
-    crate::files::on_dirty(ctx, tid, ino, index);
     // The folio this thread inserted just before (a buffered write allocating cache pages): its
     // size is known, and its insertion was not a read miss.
-    let mut allocated = 0u64;
-    // SAFETY: a plain copy of this thread's record.
-    if let Some(r) = unsafe { LAST_INSERT.get(tid) }.copied() {
-        if r.ino == ino && r.index == index {
-            allocated = r.pages;
-            let _ = LAST_INSERT.remove(tid);
-        }
-    }
+    let allocated = crate::files::on_dirty(ctx, tid, ino, index);
     let dirtied = if allocated > 0 { allocated } else { 1 };
     count(tgid, |c| {
         c.dirtied_pages = c.dirtied_pages.wrapping_add(dirtied);

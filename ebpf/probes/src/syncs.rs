@@ -48,12 +48,15 @@ macro_rules! layout {
 /// layout of every `sys_enter_*` record; userspace checks the formats before attaching).
 const NR_OFFSET: usize = 8;
 const ARGS_OFFSET: usize = 16;
+const _: () = assert!(ARGS_OFFSET == NR_OFFSET + 8);
 
 /// `syscalls:sys_enter_{fsync,fdatasync,sync_file_range,msync,syncfs,sync}`.
 #[tracepoint]
 pub fn sync_enter(ctx: TracePointContext) -> u32 {
-    // SAFETY: offsets of every sys_enter record (checked against the formats by userspace).
-    let Ok(nr) = (unsafe { ctx.read_at::<i32>(NR_OFFSET) }) else { return 0 };
+    // SAFETY: offsets of every sys_enter record (checked against the formats by userspace): the
+    // number and the first argument in one read (each read is a helper call).
+    let Ok(head) = (unsafe { ctx.read_at::<[u64; 2]>(NR_OFFSET) }) else { return 0 };
+    let (nr, arg0) = (head[0] as u32 as i32, head[1]);
     let nrs = layout!(nr);
     let Some(kind) = syscall_kind(&nrs, nr as u32) else { return 0 };
     let mut file = (0, 0);
@@ -65,9 +68,8 @@ pub fn sync_enter(ctx: TracePointContext) -> u32 {
             return 0;
         }
     } else if kind != SYNC_SYNC {
-        // SAFETY: as above; the first argument is the fd.
-        let Ok(fd) = (unsafe { ctx.read_at::<u64>(ARGS_OFFSET) }) else { return 0 };
-        file = fd_file(fd as u32);
+        // The first argument is the fd.
+        file = fd_file(arg0 as u32);
     }
     let id = bpf_get_current_pid_tgid();
     start(id & 0xffff_ffff, kind, file, id);
