@@ -320,13 +320,16 @@ struct Checked {
     file: Option<std::fs::File>,
 }
 
-/// Opens `path` read-only (without blocking on a FIFO, without touching its access time when
-/// allowed) and checks on the open file that it is `id`; a file that cannot be opened is
-/// checked by stat. None when the path does not name `id`.
-fn check(path: &str, id: FileId) -> Option<Checked> {
+/// With `open`, opens `path` read-only (without blocking on a FIFO, without touching its access
+/// time when allowed) and checks on the open file that it is `id`; else, or when the file cannot
+/// be opened, checks it by stat. None when the path does not name `id`.
+fn check(path: &str, id: FileId, open: bool) -> Option<Checked> {
     use std::os::unix::fs::OpenOptionsExt;
-    let open = |flags| std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path);
-    let opened = open(libc::O_NOATIME | libc::O_NONBLOCK).or_else(|_| open(libc::O_NONBLOCK));
+    let open_with = |flags| std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path);
+    let opened = match open {
+        true => open_with(libc::O_NOATIME | libc::O_NONBLOCK).or_else(|_| open_with(libc::O_NONBLOCK)),
+        false => Err(std::io::ErrorKind::Unsupported.into()),
+    };
     let (m, file) = match opened {
         Ok(f) => (f.metadata().ok()?, Some(f)),
         Err(_) => (std::fs::metadata(path).ok()?, None),
@@ -462,7 +465,7 @@ impl FileResolver {
         if fs.unlinked {
             return Some(format!("{path} (deleted)"));
         }
-        if let Some(checked) = check(&path, id) {
+        if let Some(checked) = check(&path, id, keep) {
             if keep {
                 self.checked.insert(id, checked);
             }
@@ -594,7 +597,7 @@ impl FileResolver {
                 if p.ends_with(" (deleted)") {
                     continue;
                 }
-                if let Some(checked) = check(p, id) {
+                if let Some(checked) = check(p, id, true) {
                     self.checked.insert(id, checked);
                     continue;
                 }
