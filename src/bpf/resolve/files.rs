@@ -293,11 +293,14 @@ impl MountTable {
                 }
                 None => Ok(String::new()),
             };
-            let text = text.unwrap_or_else(|_| {
+            let parsed = text.map(|t| parse_mountinfo(&t)).unwrap_or_default();
+            // Unreadable or empty: the last table stays, and the file is opened afresh next time
+            // (a sample without mounts would have no kernel names at all).
+            if parsed.is_empty() {
                 self.file = None;
-                String::new()
-            });
-            self.parsed = parse_mountinfo(&text);
+            } else {
+                self.parsed = parsed;
+            }
         }
         &self.parsed
     }
