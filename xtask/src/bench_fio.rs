@@ -25,6 +25,10 @@ struct Args {
     /// Seconds per run of the time-limited jobs.
     #[arg(long, default_value_t = 2)]
     runtime: u32,
+    /// Both tools' engine: auto (io_uring where it works here), io_uring, or threads (ioscope's
+    /// pread/pwrite threads against fio's psync, one thread per request in flight).
+    #[arg(long, default_value = "auto")]
+    engine: String,
 }
 
 const FILE_SIZE: &str = "1g";
@@ -39,6 +43,12 @@ impl Drop for Remove {
 
 pub fn run(args: &[String]) -> Result<()> {
     let a = Args::try_parse_from(std::iter::once("bench-fio".to_string()).chain(args.iter().cloned()))?;
+    let chosen = match a.engine.as_str() {
+        "auto" => None,
+        "io_uring" => Some(Engine::IoUring),
+        "threads" | "psync" => Some(Engine::Threads),
+        other => bail!("--engine {other}: use auto, io_uring or threads"),
+    };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("workspace root")?.to_path_buf();
     let bin = crate::perf::build_release(&root)?;
     let file = a.dir.join(".ioscope-fio-agree.tmp");
@@ -49,7 +59,7 @@ pub fn run(args: &[String]) -> Result<()> {
     fio_agree::lay_out(&file, FILE_SIZE)?;
     let mem = "malloc";
     println!("fio buffers: --mem={mem}");
-    let engine = Engine::detect(&file);
+    let engine = chosen.unwrap_or_else(|| Engine::detect(&file));
     println!("engine: {}", engine.describe());
     let tools = Tools { file: &file, size: FILE_SIZE, ioscope: &bin, engine, mem, device_reads: None };
     let rt = format!("{}s", a.runtime);

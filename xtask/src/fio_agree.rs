@@ -70,7 +70,7 @@ impl Engine {
     pub fn describe(self) -> &'static str {
         match self {
             Engine::IoUring => "io_uring (both tools)",
-            Engine::Threads => "threads / fio psync (no io_uring here)",
+            Engine::Threads => "threads / fio psync",
         }
     }
 
