@@ -115,6 +115,32 @@ pub fn local_utc_offset_s() -> i64 {
     }
 }
 
+/// The whole file from offset 0 (proc and sysfs files are generated on each read from 0), into
+/// `buf` (its capacity kept from one read to the next).
+pub fn pread_all<'a>(f: &std::fs::File, buf: &'a mut Vec<u8>) -> std::io::Result<&'a [u8]> {
+    buf.clear();
+    buf.resize(buf.capacity().max(4096), 0);
+    let mut len = 0;
+    loop {
+        match std::os::unix::fs::FileExt::read_at(f, &mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len == buf.len() {
+                    buf.resize(len * 2, 0);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.clear();
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(len);
+    Ok(&buf[..len])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

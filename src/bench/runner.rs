@@ -405,7 +405,7 @@ fn run_job(
         let bytes = match cachestat(fd, size) {
             Ok(c) => (c.nr_dirty + c.nr_writeback) * page_size(),
             Err(_) => {
-                let m = collect::memory::meminfo(&SystemRoot::live());
+                let m = collect::memory::meminfo(&SystemRoot::live(), &mut collect::Files::one_shot());
                 m.dirty_bytes + m.writeback_bytes
             }
         };

@@ -9,8 +9,8 @@ use crate::sample::{BlockSettings, DiscardStat, DiskStat, FlushStat};
 /// Every parseable line of /proc/diskstats, in the kernel's order. The kernel has printed 14
 /// columns since 2.6, 18 (discards) since 4.18 and 20 (flushes) since 5.5; shorter lines leave the
 /// newer groups None.
-pub fn diskstats(root: &SystemRoot) -> Vec<DiskStat> {
-    let Some(text) = read::text(&root.proc.join("diskstats")) else { return Vec::new() };
+pub fn diskstats(root: &SystemRoot, files: &mut read::Files) -> Vec<DiskStat> {
+    let Some(text) = files.text(&root.proc.join("diskstats")) else { return Vec::new() };
     text.lines().filter_map(parse_line).collect()
 }
 
@@ -50,20 +50,20 @@ fn parse_line(line: &str) -> Option<DiskStat> {
 /// queue settings are its disk's. The disk is found from diskstats order: the kernel prints each
 /// disk followed by its partitions (diskstats_show walks one gendisk's partition table at a time),
 /// which avoids following sysfs symlinks (fixture copies are plain directories).
-pub fn block_settings(root: &SystemRoot, disks: &[DiskStat]) -> Vec<BlockSettings> {
+pub fn block_settings(root: &SystemRoot, disks: &[DiskStat], files: &mut read::Files) -> Vec<BlockSettings> {
     let class = root.sys.join("class/block");
     let mut out: Vec<BlockSettings> = Vec::with_capacity(disks.len());
     let mut parent: Option<usize> = None;
     for disk in disks {
         let dir = class.join(&disk.name);
-        let is_partition = dir.join("partition").exists();
+        let is_partition = files.text(&dir.join("partition")).is_some();
         let settings = if is_partition {
             let mut s = parent.map(|p| out[p].clone()).unwrap_or_default();
-            s.start_sector = read::u64_file(&dir.join("start"));
+            s.start_sector = files.u64(&dir.join("start"));
             s
         } else {
             parent = Some(out.len());
-            queue_settings(&dir)
+            queue_settings(&dir, files)
         };
         out.push(BlockSettings { name: disk.name.clone(), is_partition, ..settings });
     }
@@ -84,12 +84,17 @@ pub struct SettingsCache {
 pub const SETTINGS_FRESH: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl SettingsCache {
-    pub fn read(&mut self, root: &SystemRoot, disks: &[DiskStat]) -> Vec<BlockSettings> {
+    pub fn read(
+        &mut self,
+        root: &SystemRoot,
+        disks: &[DiskStat],
+        files: &mut read::Files,
+    ) -> Vec<BlockSettings> {
         let now = std::time::Instant::now();
         let same_disks = self.settings.len() == disks.len()
             && self.settings.iter().zip(disks).all(|(s, d)| s.name == d.name);
         if !same_disks || self.at.is_none_or(|t| now.duration_since(t) >= SETTINGS_FRESH) {
-            self.settings = block_settings(root, disks);
+            self.settings = block_settings(root, disks, files);
             self.at = Some(now);
         }
         self.settings.clone()
@@ -97,16 +102,21 @@ impl SettingsCache {
 }
 
 /// The queue/ and mq/ facts of a whole disk.
-fn queue_settings(dir: &Path) -> BlockSettings {
+fn queue_settings(dir: &Path, files: &mut read::Files) -> BlockSettings {
     let queue = dir.join("queue");
-    let num = |name: &str| read::u64_file(&queue.join(name));
+    let mut num = |name: &str| files.u64(&queue.join(name));
+    let read_ahead_kb = num("read_ahead_kb");
+    let nr_requests = num("nr_requests");
+    let rotational = num("rotational").map(|r| r != 0);
+    let max_sectors_kb = num("max_sectors_kb");
+    let logical_block_size = num("logical_block_size");
     BlockSettings {
-        read_ahead_kb: num("read_ahead_kb"),
-        scheduler: read::text(&queue.join("scheduler")).and_then(|t| active_scheduler(&t)),
-        nr_requests: num("nr_requests"),
-        rotational: num("rotational").map(|r| r != 0),
-        max_sectors_kb: num("max_sectors_kb"),
-        logical_block_size: num("logical_block_size"),
+        read_ahead_kb,
+        scheduler: files.text(&queue.join("scheduler")).and_then(active_scheduler),
+        nr_requests,
+        rotational,
+        max_sectors_kb,
+        logical_block_size,
         hw_queues: std::fs::read_dir(dir.join("mq")).ok().map(|entries| entries.count() as u64),
         ..Default::default()
     }

@@ -6,11 +6,14 @@ use super::read;
 use super::SystemRoot;
 use crate::sample::HostInfo;
 
-pub fn read(root: &SystemRoot) -> HostInfo {
+pub fn read(root: &SystemRoot, files: &mut read::Files) -> HostInfo {
     let kernel_dir = root.proc.join("sys/kernel");
+    let hostname = files.line(&kernel_dir.join("hostname")).unwrap_or_default();
+    let kernel = files.line(&kernel_dir.join("osrelease")).unwrap_or_default();
+    let uptime = files.text(&root.proc.join("uptime")).unwrap_or("");
     HostInfo {
-        hostname: read::line_file(&kernel_dir.join("hostname")).unwrap_or_default(),
-        kernel: read::line_file(&kernel_dir.join("osrelease")).unwrap_or_default(),
-        uptime_s: Uptime::from_file(root.proc.join("uptime")).map(|u| u.uptime).unwrap_or(0.0),
+        hostname,
+        kernel,
+        uptime_s: Uptime::from_read(uptime.as_bytes()).map(|u| u.uptime).unwrap_or(0.0),
     }
 }

@@ -7,8 +7,9 @@ use super::SystemRoot;
 use crate::sample::{DirtySettings, MemInfo, VmStat, ZoneInfo};
 
 /// /proc/meminfo. procfs already converts the `kB` figures to bytes.
-pub fn meminfo(root: &SystemRoot) -> MemInfo {
-    let Ok(m) = Meminfo::from_file(root.proc.join("meminfo")) else {
+pub fn meminfo(root: &SystemRoot, files: &mut read::Files) -> MemInfo {
+    let text = files.text(&root.proc.join("meminfo")).unwrap_or("");
+    let Ok(m) = Meminfo::from_read(text.as_bytes()) else {
         return MemInfo::default();
     };
     MemInfo {
@@ -30,8 +31,9 @@ pub fn meminfo(root: &SystemRoot) -> MemInfo {
 /// /proc/vmstat. Reclaim counters are split by reclaimer (kswapd, direct, khugepaged, and since 6.14
 /// proactive `memory.reclaim`); we sum the reclaimers. `pgscan_anon`/`pgscan_file` are the same
 /// events split another way, so adding them too would count every page twice.
-pub fn vmstat(root: &SystemRoot) -> VmStat {
-    let Ok(procfs::VmStat(map)) = procfs::VmStat::from_file(root.proc.join("vmstat")) else {
+pub fn vmstat(root: &SystemRoot, files: &mut read::Files) -> VmStat {
+    let text = files.text(&root.proc.join("vmstat")).unwrap_or("");
+    let Ok(procfs::VmStat(map)) = procfs::VmStat::from_read(text.as_bytes()) else {
         return VmStat::default();
     };
     let get = |key: &str| map.get(key).map(|&v| v.max(0) as u64);
@@ -58,9 +60,9 @@ pub fn vmstat(root: &SystemRoot) -> VmStat {
 }
 
 /// /proc/sys/vm/dirty_*; a missing file reads as 0 (which for the `_bytes` settings means "unset").
-pub fn dirty_settings(root: &SystemRoot) -> DirtySettings {
+pub fn dirty_settings(root: &SystemRoot, files: &mut read::Files) -> DirtySettings {
     let vm = root.proc.join("sys/vm");
-    let get = |name: &str| read::u64_file(&vm.join(name)).unwrap_or(0);
+    let mut get = |name: &str| files.u64(&vm.join(name)).unwrap_or(0);
     DirtySettings {
         dirty_ratio: get("dirty_ratio"),
         dirty_background_ratio: get("dirty_background_ratio"),
@@ -74,8 +76,8 @@ pub fn dirty_settings(root: &SystemRoot) -> DirtySettings {
 /// /proc/zoneinfo (procfs has no parser for it). Only the watermark block's `managed`, `high`,
 /// `boost` and `protection:` lines are taken; the per-node and per-cpu blocks have other keys (the
 /// per-cpu `high:` carries a colon, so it never matches `high`).
-pub fn zones(root: &SystemRoot) -> Vec<ZoneInfo> {
-    read::text(&root.proc.join("zoneinfo")).map(|t| parse_zoneinfo(&t)).unwrap_or_default()
+pub fn zones(root: &SystemRoot, files: &mut read::Files) -> Vec<ZoneInfo> {
+    files.text(&root.proc.join("zoneinfo")).map(parse_zoneinfo).unwrap_or_default()
 }
 
 pub fn parse_zoneinfo(text: &str) -> Vec<ZoneInfo> {

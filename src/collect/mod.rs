@@ -8,6 +8,7 @@ use crate::bpf::BpfCollector;
 use crate::sample::Sample;
 pub use crate::util::monotonic_ns;
 pub use processes::ProcessReader;
+pub use read::Files;
 
 pub mod cgroups;
 pub mod disks;
@@ -57,35 +58,38 @@ impl SystemRoot {
 /// Reads everything procfs and sysfs offer into a Sample (bpf and clocks left default).
 /// Files that are missing or unreadable leave their part empty rather than failing the sample.
 pub fn collect(root: &SystemRoot) -> Sample {
-    collect_with(root, Some(&mut ProcessReader::one_shot()), &mut disks::SettingsCache::default())
+    let files = &mut Files::one_shot();
+    collect_with(root, Some(&mut ProcessReader::one_shot()), &mut disks::SettingsCache::default(), files)
 }
 
 /// [`collect`] with a process reader that may keep files open from one sample to the next; None
 /// leaves the per-process list empty (a consumer that shows no process rows). `settings` keeps
-/// the block settings between samples (see [`disks::SettingsCache`]).
+/// the block settings between samples (see [`disks::SettingsCache`]); `files` may keep the
+/// procfs and sysfs files open (see [`Files`]).
 pub fn collect_with(
     root: &SystemRoot,
     process_reader: Option<&mut ProcessReader>,
     settings: &mut disks::SettingsCache,
+    files: &mut Files,
 ) -> Sample {
     // diskstats first: `Sampler::sample` stamps the clock just before, and iostat's rates are the
     // ones most sensitive to the interval. meminfo and vmstat are read back to back: the
     // dirty-threshold formula combines MemFree with vmstat's file LRU sizes, and vmstat carries the
     // kernel's own thresholds to check it against.
-    let disks = disks::diskstats(root);
-    let memory = memory::meminfo(root);
-    let vmstat = memory::vmstat(root);
-    let block_settings = settings.read(root, &disks);
+    let disks = disks::diskstats(root, files);
+    let memory = memory::meminfo(root, files);
+    let vmstat = memory::vmstat(root, files);
+    let block_settings = settings.read(root, &disks, files);
     Sample {
         mono_ns: 0,
         wall_unix_ms: 0,
-        host: host::read(root),
+        host: host::read(root, files),
         page_size: root.page_size(),
         memory,
         vmstat,
-        dirty_settings: memory::dirty_settings(root),
-        zones: memory::zones(root),
-        psi: psi::read(root),
+        dirty_settings: memory::dirty_settings(root, files),
+        zones: memory::zones(root, files),
+        psi: psi::read(root, files),
         disks,
         block_settings,
         processes: process_reader.map(|r| r.read(&root.proc)).unwrap_or_default(),
@@ -111,16 +115,20 @@ pub struct Sampler {
     processes: Option<ProcessReader>,
     cgroups: cgroups::CgroupFiles,
     settings: disks::SettingsCache,
+    files: Files,
 }
 
 impl Sampler {
     pub fn new(root: SystemRoot, bpf: BpfCollector) -> Sampler {
+        // Kept open only for the live /proc and /sys (see Files::kept).
+        let files = if root.proc == Path::new("/proc") { Files::kept() } else { Files::one_shot() };
         Sampler {
             root,
             bpf,
             processes: Some(ProcessReader::new()),
             cgroups: cgroups::CgroupFiles::new(),
             settings: disks::SettingsCache::default(),
+            files,
         }
     }
 
@@ -136,7 +144,7 @@ impl Sampler {
     pub fn sample(&mut self) -> Sample {
         let mono_ns = monotonic_ns();
         let wall_unix_ms = wall_unix_ms();
-        let mut s = collect_with(&self.root, self.processes.as_mut(), &mut self.settings);
+        let mut s = collect_with(&self.root, self.processes.as_mut(), &mut self.settings, &mut self.files);
         s.mono_ns = mono_ns;
         s.wall_unix_ms = wall_unix_ms;
         s.bpf = self.bpf.read();

@@ -16,13 +16,12 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::ErrorKind;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use procfs::process::Stat;
 use procfs::FromRead;
 
+use super::read::pread_all;
 use crate::sample::{ProcIoCounters, ProcessIo};
 
 /// File descriptors kept free for everything else ioscope opens.
@@ -192,27 +191,6 @@ fn parse_io(bytes: &[u8]) -> Option<ProcIoCounters> {
         seen += 1;
     }
     (seen == 7).then_some(io)
-}
-
-/// The whole file from offset 0 (proc files are generated on each read from 0).
-fn pread_all<'a>(f: &File, buf: &'a mut Vec<u8>) -> std::io::Result<&'a [u8]> {
-    buf.clear();
-    buf.resize(buf.capacity().max(4096), 0);
-    let mut len = 0;
-    loop {
-        match f.read_at(&mut buf[len..], len as u64) {
-            Ok(0) => break,
-            Ok(n) => {
-                len += n;
-                if len == buf.len() {
-                    buf.resize(len * 2, 0);
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(&buf[..len])
 }
 
 /// Reads every process once, opening and closing each file (no state kept).

@@ -5,8 +5,8 @@ use super::read;
 use super::SystemRoot;
 use crate::sample::{Psi, PsiLine, PsiResource};
 
-pub fn read(root: &SystemRoot) -> Psi {
-    let resource = |name: &str| read::text(&root.proc.join("pressure").join(name)).and_then(|t| parse(&t));
+pub fn read(root: &SystemRoot, files: &mut read::Files) -> Psi {
+    let mut resource = |name: &str| files.text(&root.proc.join("pressure").join(name)).and_then(parse);
     Psi { io: resource("io"), memory: resource("memory") }
 }
 

@@ -33,7 +33,9 @@ pub enum Format {
 pub fn run(opts: &HeadlessOptions) -> anyhow::Result<()> {
     let bpf = if opts.bpf { BpfCollector::start() } else { BpfCollector::disabled("--no-bpf was given") };
     let mut sampler = Sampler::new(SystemRoot::live(), bpf);
-    let out = io::stdout().lock();
+    // One write per report: stdout's own buffer is a line buffer of 1 KiB, which sends a JSON
+    // report of tens of kilobytes in dozens of writes.
+    let out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
     match report_loop(|| sampler.sample(), sleep_until, out, opts) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(anyhow::Error::new(e).context("cannot write to standard output")),

@@ -27,7 +27,7 @@ use ioscope_common::block::{RWBS_META, RWBS_READ, RWBS_WRITE};
 use ioscope_common::block_files::RqEvent;
 
 use super::extents::{disk_ranges, fiemap, journal_ranges, mount_sources, placement, Placement};
-use super::files::FileId;
+use super::files::{FileId, FileMeta};
 use crate::sample::{BlockFilesSample, BlockTargetCounters, FileIoSample};
 use ioscope_common::kernel_dev_major_minor;
 
@@ -151,24 +151,37 @@ impl BlockFileMapper {
         (self.files.len() as u64, self.files.values().map(|m| m.ranges.len() as u64).sum())
     }
 
-    /// Brings the extent maps of `files` (the files pane's, with paths) up to date.
-    pub fn refresh(&mut self, files: &[FileIoSample], now: Instant) {
+    /// Brings the extent maps of `files` (the files pane's, with paths) up to date. `checked`:
+    /// what the resolver's check of a path found this sample (FileResolver::checked_meta); the
+    /// others are stat-ed here.
+    pub fn refresh(&mut self, files: &[FileIoSample], checked: &HashMap<FileId, FileMeta>, now: Instant) {
         let mut budget = MAX_FIEMAP_PER_READ;
+        // A device's place in sysfs, looked up once per refresh (a burst maps hundreds of files
+        // of one filesystem).
+        let mut places: HashMap<(u32, u32), Option<Placement>> = HashMap::new();
         for f in files {
             let Some(path) = f.path.as_deref().filter(|p| !p.ends_with(" (deleted)")) else { continue };
             let id = (f.major, f.minor, f.ino);
-            let Ok(meta) = std::fs::metadata(path) else { continue };
-            if (libc::major(meta.dev()), libc::minor(meta.dev()), meta.ino()) != id || !meta.is_file() {
+            let meta = match checked.get(&id) {
+                Some(m) => *m,
+                None => {
+                    let Ok(m) = std::fs::metadata(path) else { continue };
+                    let same = (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) == id;
+                    let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+                    FileMeta { size: m.len(), mtime_ns, is_file: same && m.is_file() }
+                }
+            };
+            if !meta.is_file {
                 // The path names another inode now: its old map is not this file's.
                 if self.files.remove(&id).is_some() {
                     self.index_dirty = true;
                 }
                 continue;
             }
-            let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+            let mtime_ns = meta.mtime_ns;
             if let Some(m) = self.files.get_mut(&id) {
                 m.wanted = now;
-                let same = m.size == meta.len() && m.mtime_ns == mtime_ns && m.path == path;
+                let same = m.size == meta.size && m.mtime_ns == mtime_ns && m.path == path;
                 let settle_due = m.unsettled && now.duration_since(m.refreshed) >= UNSETTLED_REFRESH;
                 if same && !settle_due {
                     continue;
@@ -178,7 +191,9 @@ impl BlockFileMapper {
                 continue;
             }
             budget -= 1;
-            self.map_file(id, path, meta.len(), mtime_ns, now);
+            let sys = &self.sys;
+            let place = *places.entry((id.0, id.1)).or_insert_with(|| placement(sys, (id.0, id.1)));
+            self.map_file(id, path, place, meta.size, mtime_ns, now);
         }
         // Maps of files no longer active go (their blocks may be freed and reused meanwhile).
         let before = self.files.len();
@@ -195,8 +210,16 @@ impl BlockFileMapper {
         }
     }
 
-    fn map_file(&mut self, id: FileId, path: &str, size: u64, mtime_ns: i128, now: Instant) {
-        let Some(place) = placement(&self.sys, (id.0, id.1)) else { return };
+    fn map_file(
+        &mut self,
+        id: FileId,
+        path: &str,
+        place: Option<Placement>,
+        size: u64,
+        mtime_ns: i128,
+        now: Instant,
+    ) {
+        let Some(place) = place else { return };
         let opened = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOATIME | libc::O_NONBLOCK | libc::O_NOFOLLOW)

@@ -34,6 +34,11 @@ struct Cachestat {
 pub fn file_cache_state(path: &Path, page_size: u64) -> Option<FileCacheState> {
     let file = File::options().read(true).open(path).ok()?;
     let size = file.metadata().ok()?.len();
+    cache_state_of(&file, size, page_size)
+}
+
+/// The cache state of an open file of `size` bytes.
+pub fn cache_state_of(file: &File, size: u64, page_size: u64) -> Option<FileCacheState> {
     let mut state = FileCacheState { size_bytes: size, ..Default::default() };
     let range = CachestatRange { off: 0, len: 0 };
     let mut cs = Cachestat::default();
@@ -51,7 +56,7 @@ pub fn file_cache_state(path: &Path, page_size: u64) -> Option<FileCacheState> {
         return Some(state);
     }
     state.source = "mincore".into();
-    state.cached_pages = mincore_pages(&file, size, page_size)?;
+    state.cached_pages = mincore_pages(file, size, page_size)?;
     Some(state)
 }
 

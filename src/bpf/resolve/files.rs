@@ -47,10 +47,12 @@ pub const SCAN_EVERY: Duration = Duration::from_secs(10);
 /// A scan of every process's fds costs in proportion to the open files on the box (one stat each):
 /// a few milliseconds on a desktop, a tenth of a second with 100,000 open files. Such scans get
 /// this share of the time that passes (a budget, so a quiet spell lets a burst of new files be
-/// looked up at once): on a small box every sample may scan, with 100,000 open files one scan in
-/// about 5 s.
-pub const SCAN_CPU_SHARE: f64 = 0.02;
-pub const SCAN_BUDGET_MAX: Duration = Duration::from_millis(500);
+/// looked up at once): on a small box a scan every second or so, with 100,000 open files one scan
+/// in about 20 s. Half a percent: the kernel's names (step 0) find nearly every file, and a box
+/// whose builds keep making short-lived files nobody holds would otherwise pay the whole share
+/// for scans that find nothing, more than ioscope's whole idle target of 1 % of a core.
+pub const SCAN_CPU_SHARE: f64 = 0.005;
+pub const SCAN_BUDGET_MAX: Duration = Duration::from_millis(100);
 /// How long a device's disk and name from sysfs are trusted (devices come and go rarely; a
 /// reused major:minor is seen again within this time).
 pub const SYSFS_FRESH: Duration = Duration::from_secs(30);
@@ -246,6 +248,100 @@ pub struct FileResolver {
     mounts: Vec<Mount>,
     /// Steps 1–4 (/proc, mount walks) after the kernel's names; off only in tests.
     pub fallbacks: bool,
+    /// The files whose paths this sample checked, open (see [`Checked`]); closed at the end
+    /// of the sample, their metadata kept in `checked_meta` until the next one.
+    checked: HashMap<FileId, Checked>,
+    checked_meta: HashMap<FileId, FileMeta>,
+    mount_table: MountTable,
+}
+
+/// `/proc/self/mountinfo` parsed, read again only when the kernel says the mount table changed:
+/// the file is kept open and polled (procfs flags a change of the namespace's mounts with
+/// POLLPRI | POLLERR, as util-linux's `findmnt --poll` uses it). A fixture's mountinfo (any
+/// other proc directory) is read every time.
+#[derive(Default)]
+struct MountTable {
+    file: Option<std::fs::File>,
+    parsed: Vec<((u32, u32), PathBuf, PathBuf)>,
+}
+
+impl MountTable {
+    fn read(&mut self, proc: &Path) -> &[((u32, u32), PathBuf, PathBuf)] {
+        let path = proc.join("self/mountinfo");
+        if proc != Path::new("/proc") {
+            self.parsed = parse_mountinfo(&std::fs::read_to_string(path).unwrap_or_default());
+            return &self.parsed;
+        }
+        let changed = match &self.file {
+            Some(f) => {
+                use std::os::fd::AsRawFd;
+                let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
+                // SAFETY: one valid pollfd, no wait.
+                let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+                n != 0 || pfd.revents & (libc::POLLPRI | libc::POLLERR | libc::POLLNVAL) != 0
+            }
+            None => true,
+        };
+        if changed {
+            if self.file.is_none() {
+                self.file = std::fs::File::open(&path).ok();
+            }
+            let mut buf = Vec::new();
+            let text = match &self.file {
+                Some(f) => {
+                    crate::util::pread_all(f, &mut buf).map(|b| String::from_utf8_lossy(b).into_owned())
+                }
+                None => Ok(String::new()),
+            };
+            let parsed = text.map(|t| parse_mountinfo(&t)).unwrap_or_default();
+            // Unreadable or empty: the last table stays, and the file is opened afresh next time
+            // (a sample without mounts would have no kernel names at all).
+            if parsed.is_empty() {
+                self.file = None;
+            } else {
+                self.parsed = parsed;
+            }
+        }
+        &self.parsed
+    }
+}
+
+/// What `fstat` said of a file whose path was checked this sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileMeta {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub is_file: bool,
+}
+
+/// A path checked to name its inode, from one open: the check, the size and mtime, and the
+/// page-cache state (cachestat on the same descriptor) cost one path lookup instead of the three
+/// a stat, an open for the cache state and the extent map's stat took, per listed file and
+/// sample. `file` is None when the file could not be opened (then a stat checked it).
+struct Checked {
+    meta: FileMeta,
+    file: Option<std::fs::File>,
+}
+
+/// With `open`, opens `path` read-only (without blocking on a FIFO, without touching its access
+/// time when allowed) and checks on the open file that it is `id`; else, or when the file cannot
+/// be opened, checks it by stat. None when the path does not name `id`.
+fn check(path: &str, id: FileId, open: bool) -> Option<Checked> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open_with = |flags| std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path);
+    let opened = match open {
+        true => open_with(libc::O_NOATIME | libc::O_NONBLOCK).or_else(|_| open_with(libc::O_NONBLOCK)),
+        false => Err(std::io::ErrorKind::Unsupported.into()),
+    };
+    let (m, file) = match opened {
+        Ok(f) => (f.metadata().ok()?, Some(f)),
+        Err(_) => (std::fs::metadata(path).ok()?, None),
+    };
+    if (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) != id {
+        return None;
+    }
+    let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+    Some(Checked { meta: FileMeta { size: m.len(), mtime_ns, is_file: m.is_file() }, file })
 }
 
 /// Answers from sysfs, per major:minor, forgotten every [`SYSFS_FRESH`].
@@ -326,6 +422,9 @@ impl FileResolver {
             names: None,
             mounts: Vec::new(),
             fallbacks: true,
+            checked: HashMap::new(),
+            checked_meta: HashMap::new(),
+            mount_table: MountTable::default(),
         }
     }
 
@@ -344,7 +443,7 @@ impl FileResolver {
             return Some(p.clone());
         }
         let mounts = std::mem::take(&mut self.mounts);
-        let found = self.kernel_name(id, &mounts);
+        let found = self.kernel_name(id, &mounts, false);
         self.mounts = mounts;
         let found = found?;
         self.paths.insert(id, found.clone());
@@ -353,8 +452,9 @@ impl FileResolver {
 
     /// The path the kernel's dentries give `id`, when it still names it (or the dentry was
     /// unlinked: the kernel's own " (deleted)"). A stale one is forgotten: renamed since, the
-    /// file is named again at its next I/O.
-    fn kernel_name(&mut self, id: FileId, mounts: &[Mount]) -> Option<String> {
+    /// file is named again at its next I/O. With `keep`, the file opened to check it is kept for
+    /// the rest of the sample (see [`Checked`]).
+    fn kernel_name(&mut self, id: FileId, mounts: &[Mount], keep: bool) -> Option<String> {
         let kernel = self.names.as_mut()?;
         let dev = (id.0 << ioscope_common::KERNEL_MINOR_BITS) | id.1;
         let fs = kernel.fs_path(dev, id.2)?;
@@ -368,7 +468,10 @@ impl FileResolver {
         if fs.unlinked {
             return Some(format!("{path} (deleted)"));
         }
-        if names(&path, id) {
+        if let Some(checked) = check(&path, id, keep) {
+            if keep {
+                self.checked.insert(id, checked);
+            }
             return Some(path);
         }
         kernel.forget(dev, &fs.chain);
@@ -376,14 +479,14 @@ impl FileResolver {
     }
 
     fn mounts(&mut self) -> Vec<Mount> {
-        let text = std::fs::read_to_string(self.proc.join("self/mountinfo")).unwrap_or_default();
-        parse_mountinfo(&text)
-            .into_iter()
+        let table = self.mount_table.read(&self.proc);
+        table
+            .iter()
             .map(|(dev, root, mount_point)| Mount {
-                dev,
-                root,
-                mount_point,
-                bdi: self.sysfs.bdi(&self.sys, dev),
+                dev: *dev,
+                root: root.clone(),
+                mount_point: mount_point.clone(),
+                bdi: self.sysfs.bdi(&self.sys, *dev),
             })
             .collect()
     }
@@ -494,7 +597,11 @@ impl FileResolver {
         for f in files.iter().filter(|f| (f.major, f.minor, f.ino) != OTHER_FILES) {
             let id = (f.major, f.minor, f.ino);
             if let Some(p) = self.paths.get(&id) {
-                if p.ends_with(" (deleted)") || names(p, id) {
+                if p.ends_with(" (deleted)") {
+                    continue;
+                }
+                if let Some(checked) = check(p, id, true) {
+                    self.checked.insert(id, checked);
                     continue;
                 }
                 self.paths.remove(&id);
@@ -504,7 +611,7 @@ impl FileResolver {
         // The names the kernel read from the dentries at the file's I/O: no process needed.
         if self.names.is_some() {
             for id in unknown.clone() {
-                if let Some(p) = self.kernel_name(id, mounts) {
+                if let Some(p) = self.kernel_name(id, mounts, true) {
                     self.paths.insert(id, p);
                     unknown.remove(&id);
                 }
@@ -600,17 +707,33 @@ impl FileResolver {
                     .or_insert_with(|| block_device_cache_label(sys, mounts, id))
                     .clone();
             }
-            // Opened by path only when it still names this inode (checked above).
+            // Read on the file opened to check its path; a path found this sample by the
+            // fallbacks (from a process's open file) is opened by path.
             if cache_budget == 0 {
                 continue;
             }
-            f.cache = f
-                .path
-                .as_deref()
-                .filter(|p| !p.ends_with(" (deleted)"))
-                .and_then(|p| super::file_cache::file_cache_state(Path::new(p), self.page_size));
+            let page = self.page_size;
+            f.cache = match self.checked.get(&id) {
+                Some(Checked { meta, file: Some(file) }) => {
+                    super::file_cache::cache_state_of(file, meta.size, page)
+                }
+                Some(Checked { file: None, .. }) => None,
+                None => f
+                    .path
+                    .as_deref()
+                    .filter(|p| !p.ends_with(" (deleted)"))
+                    .and_then(|p| super::file_cache::file_cache_state(Path::new(p), page)),
+            };
             cache_budget -= usize::from(f.cache.is_some());
         }
+        // Closed now; what fstat said stays for the extent maps (`checked_meta`).
+        self.checked_meta.clear();
+        self.checked_meta.extend(self.checked.drain().map(|(id, c)| (id, c.meta)));
+    }
+
+    /// What `fstat` said this sample of the files whose paths were checked (by their open file).
+    pub fn checked_meta(&self) -> &HashMap<FileId, FileMeta> {
+        &self.checked_meta
     }
 }
 
@@ -862,7 +985,7 @@ mod tests {
     }
 
     #[test]
-    fn scans_of_every_process_get_two_percent_of_the_time() {
+    fn scans_of_every_process_get_half_a_percent_of_the_time() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = FileResolver::new(dir.path(), dir.path());
         let t0 = Instant::now();
@@ -870,10 +993,10 @@ mod tests {
         // A scan that took 100 ms (100,000 open files) overdraws the budget...
         r.scan_budget = Duration::ZERO;
         assert!(!r.scan_allowed(t0));
-        // ...which refills by 2 % of the time passed: 20 ms per second.
+        // ...which refills by 0.5 % of the time passed: 5 ms per second.
         assert!(r.scan_allowed(t0 + Duration::from_secs(1)));
-        assert_eq!(r.scan_budget, Duration::from_millis(20));
-        // Capped: a long quiet spell allows a burst of at most 0.5 s.
+        assert_eq!(r.scan_budget, Duration::from_millis(5));
+        // Capped: a long quiet spell allows a burst of at most 0.1 s.
         assert!(r.scan_allowed(t0 + Duration::from_secs(3600)));
         assert_eq!(r.scan_budget, SCAN_BUDGET_MAX);
     }
