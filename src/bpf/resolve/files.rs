@@ -617,10 +617,15 @@ impl FileResolver {
                 }
             }
         }
-        // A block device's own pages (metadata, journal) on the bdev pseudo-filesystem: that inode
-        // is no process's open file, so no scan looks for it (its row is labelled below). Else the
-        // metadata reads of the mount walk below would make such a row and set off scans.
-        unknown.retain(|&id| !on_bdev_fs(&self.sys, mounts, id));
+        // A block device's own pages (metadata, journal: on the bdev pseudo-filesystem, or keyed
+        // by the disk at writeback) are no process's open file, so no scan looks for them (their
+        // rows are labelled below). Else the metadata reads of the mount walk below, and every
+        // journal commit, would set off scans of every process's fds on an idle machine. (A real
+        // file whose inode number is its own disk's dev_t, without a kernel name, stays unnamed.)
+        let (sys, label) = (&self.sys, &mut self.sysfs.label);
+        unknown.retain(|&id| {
+            label.entry(id).or_insert_with(|| block_device_cache_label(sys, mounts, id)).is_none()
+        });
         if !self.fallbacks {
             unknown.clear();
         }
@@ -770,27 +775,14 @@ fn block_device_cache_label(sys: &Path, mounts: &[Mount], id: FileId) -> Option<
     let (major, minor, ino) = id;
     let dev = u32::try_from(ino).ok()?;
     let (a, b) = kernel_dev_major_minor(dev);
+    let on_bdev_fs = !mounts.iter().any(|m| m.dev == (major, minor))
+        && !sys.join(format!("dev/block/{major}:{minor}")).exists();
     let own = (a, b) == (major, minor) || bdi_of(sys, (major, minor)) == Some((a, b));
-    if !unmounted_non_block(sys, mounts, (major, minor)) && !own {
+    if !on_bdev_fs && !own {
         return None;
     }
     let block = sys.join(format!("dev/block/{a}:{b}"));
     block.exists().then(|| format!("[{} metadata/journal]", device_name(sys, (a, b))))
-}
-
-/// Whether `dev` is neither a mounted filesystem nor a block device: the bdev filesystem itself.
-fn unmounted_non_block(sys: &Path, mounts: &[Mount], (major, minor): (u32, u32)) -> bool {
-    !mounts.iter().any(|m| m.dev == (major, minor))
-        && !sys.join(format!("dev/block/{major}:{minor}")).exists()
-}
-
-/// Whether `id` is a block device's own inode on the bdev filesystem (its number the dev_t of an
-/// existing block device): never a process's open file. Not the pages keyed by their disk (the
-/// other case [`block_device_cache_label`] labels): there the number could be a real file's.
-fn on_bdev_fs(sys: &Path, mounts: &[Mount], (major, minor, ino): FileId) -> bool {
-    let Ok(dev) = u32::try_from(ino) else { return false };
-    let (a, b) = kernel_dev_major_minor(dev);
-    unmounted_non_block(sys, mounts, (major, minor)) && sys.join(format!("dev/block/{a}:{b}")).exists()
 }
 
 /// Whether `path` names the inode `id` right now.
@@ -989,10 +981,14 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(sys.path().join("dev/block/7:0")).unwrap();
         let mut r = FileResolver::new(proc.path(), sys.path());
-        // Metadata read through loop0's bdev inode (0:3, numbered 7:0's dev_t).
-        let out = r.resolve_at(vec![raw(3, KEY_SB_DEV, 7 << 20, 0, 4)], Instant::now());
+        // Metadata read through loop0's bdev inode (0:3, numbered 7:0's dev_t), and its pages
+        // written back keyed by the disk.
+        let t = Instant::now();
+        let out =
+            r.resolve_at(vec![raw(3, KEY_SB_DEV, 7 << 20, 0, 4), raw(7 << 20, KEY_SB_DEV, 7 << 20, 0, 4)], t);
         assert_eq!(out[0].label.as_deref(), Some("[7:0 metadata/journal]"));
-        assert!(r.tried.is_empty(), "no scan of the processes for it: {:?}", r.tried);
+        assert_eq!(out[1].label.as_deref(), Some("[7:0 metadata/journal]"));
+        assert!(r.tried.is_empty(), "no scan of the processes for them: {:?}", r.tried);
         // A real inode on an unknown filesystem is still looked for.
         let _ = r.resolve_at(vec![raw(3, KEY_SB_DEV, 12, 0, 4)], Instant::now());
         assert_eq!(r.tried.len(), 1);
