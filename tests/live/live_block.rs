@@ -56,10 +56,21 @@ fn run_pid(cmd: &str, args: &[&str]) -> u32 {
 /// ext4's background work), so the two sources can be compared exactly.
 /// The process rows are those of both reads.
 fn settled(bpf: &mut BpfCollector, lo: &LoopDevice) -> (BpfSample, Vec<u64>) {
+    // A process that had exited is reported once, then dropped: every read's rows are kept, the
+    // latest of each, so a read while the device was still busy loses none.
+    let mut rows_seen: Vec<BlockProcessCounters> = Vec::new();
+    fn keep(seen: &mut Vec<BlockProcessCounters>, rows: &[BlockProcessCounters]) {
+        for p in rows {
+            seen.retain(|q| (q.pid, q.major, q.minor) != (p.pid, p.major, p.minor));
+            seen.push(p.clone());
+        }
+    }
     for _ in 0..50 {
         let a = bpf.read();
+        keep(&mut rows_seen, &a.io_processes);
         let disk = lo.diskstats();
         let b = bpf.read();
+        keep(&mut rows_seen, &b.io_processes);
         // diskstats again: the kernel counts a completion there just after its tracepoint ran,
         // so a request the programs saw before `a` may reach diskstats only after `disk`.
         let disk_again = lo.diskstats();
@@ -69,12 +80,8 @@ fn settled(bpf: &mut BpfCollector, lo: &LoopDevice) -> (BpfSample, Vec<u64>) {
             && da.write.completed_requests == db.write.completed_requests
             && disk == disk_again
         {
-            // A process that had exited is reported once, then dropped: keep the rows of both reads.
             let mut b = b;
-            let seen: Vec<(u32, u32, u32)> =
-                b.io_processes.iter().map(|p| (p.pid, p.major, p.minor)).collect();
-            b.io_processes
-                .extend(a.io_processes.into_iter().filter(|p| !seen.contains(&(p.pid, p.major, p.minor))));
+            b.io_processes = rows_seen;
             return (b, disk);
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -151,7 +158,9 @@ fn counts_and_credits_with(options: &BpfOptions, btf: bool) {
     }
     // Both variants use loop devices and read whole-device counts: one at a time.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut bpf = BpfCollector::start_with(options);
+    // No path fallbacks: their mount walk (for an inode the kernel has no name for, such as
+    // ext4's inode 1) would read directories on the test's device while it is measured.
+    let mut bpf = BpfCollector::start_with(&BpfOptions { path_fallbacks: false, ..options.clone() });
     let status = bpf.status().clone();
     if !status.enabled {
         common::skip("live_block", &format!("eBPF unavailable: {}", status.reason.unwrap_or_default()));
