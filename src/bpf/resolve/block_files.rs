@@ -167,8 +167,7 @@ impl BlockFileMapper {
                 None => {
                     let Ok(m) = std::fs::metadata(path) else { continue };
                     let same = (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) == id;
-                    let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
-                    FileMeta { size: m.len(), mtime_ns, is_file: same && m.is_file() }
+                    FileMeta { is_file: same && m.is_file(), ..FileMeta::of(&m) }
                 }
             };
             if !meta.is_file {

@@ -314,6 +314,14 @@ pub struct FileMeta {
     pub is_file: bool,
 }
 
+impl FileMeta {
+    /// What a stat or fstat said.
+    pub fn of(m: &std::fs::Metadata) -> FileMeta {
+        let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+        FileMeta { size: m.len(), mtime_ns, is_file: m.is_file() }
+    }
+}
+
 /// A path checked to name its inode, from one open: the check, the size and mtime, and the
 /// page-cache state (cachestat on the same descriptor) cost one path lookup instead of the three
 /// a stat, an open for the cache state and the extent map's stat took, per listed file and
@@ -340,8 +348,7 @@ fn check(path: &str, id: FileId, open: bool) -> Option<Checked> {
     if (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) != id {
         return None;
     }
-    let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
-    Some(Checked { meta: FileMeta { size: m.len(), mtime_ns, is_file: m.is_file() }, file })
+    Some(Checked { meta: FileMeta::of(&m), file })
 }
 
 /// Answers from sysfs, per major:minor, forgotten every [`SYSFS_FRESH`].
