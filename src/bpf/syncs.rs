@@ -245,6 +245,10 @@ impl SyncMaps {
         let mut running = Vec::new();
         for entry in self.inflight.iter() {
             let Ok((_, f)) = entry else { continue };
+            // A thread's entry stays between its calls, with start_ns 0 (probes/src/syncs.rs).
+            if f.start_ns == 0 {
+                continue;
+            }
             running.push(SyncRunning {
                 pid: f.tgid,
                 tid: f.tid,
