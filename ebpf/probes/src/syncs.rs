@@ -72,7 +72,7 @@ pub fn sync_enter(ctx: TracePointContext) -> u32 {
         file = fd_file(arg0 as u32);
     }
     let id = bpf_get_current_pid_tgid();
-    start_syscall(id & 0xffff_ffff, kind, file, id);
+    start(id & 0xffff_ffff, kind, file, id);
     0
 }
 
@@ -80,15 +80,9 @@ pub fn sync_enter(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sync_exit(_ctx: TracePointContext) -> u32 {
     let key = bpf_get_current_pid_tgid() & 0xffff_ffff;
-    let Some(p) = SYNC_INFLIGHT.get_ptr_mut(&key) else { return 0 };
-    // SAFETY: this thread's own entry, written only by the thread itself (userspace reads it).
-    let f = unsafe { *p };
-    if f.start_ns == 0 {
-        return 0;
-    }
-    // The entry stays, marked ended, for the thread's next call to overwrite (see `start`).
-    // SAFETY: as above.
-    unsafe { core::ptr::write_volatile(&raw mut (*p).start_ns, 0) };
+    // SAFETY: a plain copy of this thread's entry.
+    let Some(f) = (unsafe { SYNC_INFLIGHT.get(&key) }).copied() else { return 0 };
+    let _ = SYNC_INFLIGHT.remove(&key);
     finish(&f);
     0
 }
@@ -170,13 +164,8 @@ pub fn uring_complete(key: u64, pending: *mut u64) {
 pub fn on_writeback(bytes: u64) {
     let key = bpf_get_current_pid_tgid() & 0xffff_ffff;
     if let Some(f) = SYNC_INFLIGHT.get_ptr_mut(&key) {
-        // SAFETY: the thread's own entry, changed only by the thread itself; an ended call's
-        // entry (start_ns 0) is left alone.
-        unsafe {
-            if (*f).start_ns != 0 {
-                (*f).written_bytes = (*f).written_bytes.wrapping_add(bytes);
-            }
-        }
+        // SAFETY: the thread's own entry, changed only by the thread itself.
+        unsafe { (*f).written_bytes = (*f).written_bytes.wrapping_add(bytes) };
     }
 }
 
@@ -211,37 +200,8 @@ pub fn file_id(file: *const u8) -> (u32, u64) {
 
 /// Records a call starting now under `key`; false when the map refused it.
 #[inline(always)]
-pub fn start(key: u64, kind: u32, f: (u32, u64), pid_tgid: u64) -> bool {
-    SYNC_INFLIGHT.insert(&key, &in_flight(kind, f, pid_tgid), 0).is_ok()
-}
-
-/// Records a syscall starting now in thread `key`: over the thread's entry of its last call when
-/// the map still has it, else a new entry. A hash map update (locks, an element taken from the
-/// free list, the old one returned to it) and delete cost several times a lookup and a few stores
-/// per run on an fsync-heavy job (ebpf/README.md, "What an fsync'd write costs"), so a thread's
-/// entry is kept between calls, its `start_ns` 0 while no call runs: `sync_exit` and
-/// `on_writeback` ignore it then, and so does userspace's list of running calls.
-#[inline(always)]
-fn start_syscall(key: u64, kind: u32, file: (u32, u64), pid_tgid: u64) {
-    let f = in_flight(kind, file, pid_tgid);
-    let Some(p) = SYNC_INFLIGHT.get_ptr_mut(&key) else {
-        let _ = SYNC_INFLIGHT.insert(&key, &f, 0);
-        return;
-    };
-    // SAFETY: this thread's own entry, written only by the thread itself. Its start_ns is 0 (the
-    // last call ended, or one not timed left it so) and is written last, so that a reader seeing
-    // it set sees the rest of this call's fields.
-    unsafe {
-        core::ptr::write_volatile(&raw mut (*p).start_ns, 0);
-        core::ptr::write_volatile(p, SyncInFlight { start_ns: 0, ..f });
-        core::ptr::write_volatile(&raw mut (*p).start_ns, f.start_ns);
-    }
-}
-
-/// A call of `kind` on `(dev, ino)` starting now in thread `pid_tgid`.
-#[inline(always)]
-fn in_flight(kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> SyncInFlight {
-    SyncInFlight {
+pub fn start(key: u64, kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> bool {
+    let f = SyncInFlight {
         // SAFETY: helper without preconditions.
         start_ns: unsafe { bpf_ktime_get_ns() },
         written_bytes: 0,
@@ -253,7 +213,8 @@ fn in_flight(kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> SyncInFlight {
         tgid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
         comm: bpf_get_current_comm().unwrap_or([0; 16]),
-    }
+    };
+    SYNC_INFLIGHT.insert(&key, &f, 0).is_ok()
 }
 
 /// Adds a finished call to its (process, call, file) on this CPU.
