@@ -67,6 +67,8 @@ struct BurstCost {
 
 pub fn run(args: &[String]) -> Result<()> {
     let args = ChurnArgs::try_parse_from(std::iter::once("churn".to_string()).chain(args.iter().cloned()))?;
+    // Measured as users run it: the kernel's per-program timing off (crate::bpf_stats).
+    let _bpf_stats = crate::bpf_stats::BpfStats::off();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent directory")?;
     // Another build to compare against (an older commit's binary), alternating runs.
     let bin = match std::env::var_os("IOSCOPE_CHURN_BIN") {

@@ -2,6 +2,7 @@
 //! overhead|cache-overhead`. See README "Developing" and xtask/README.md.
 
 mod bench_fio;
+mod bpf_stats;
 mod cache_overhead;
 mod churn;
 mod dist;

@@ -89,6 +89,8 @@ const BLOCK_EVENTS: [&str; 5] =
 pub fn run(args: &[String]) -> Result<()> {
     let args =
         OverheadArgs::try_parse_from(std::iter::once("overhead".to_string()).chain(args.iter().cloned()))?;
+    // Measured as users run it: the kernel's per-program timing off (crate::bpf_stats).
+    let _bpf_stats = crate::bpf_stats::BpfStats::off();
     // SAFETY: no preconditions.
     if unsafe { libc_geteuid() } != 0 {
         bail!("cargo xtask overhead needs root (eBPF, and a loop device unless --device is given)");
@@ -271,7 +273,7 @@ pub fn run(args: &[String]) -> Result<()> {
     // One more run with the kernel timing every program run (that timing has a cost of its own,
     // so it is kept out of the IOPS comparison above).
     {
-        let _stats = BpfStats::enable()?;
+        let _stats = crate::bpf_stats::BpfStats::on()?;
         let ioscope = Ioscope::start(&bin)?;
         let t0 = Instant::now();
         let (ns0, runs0) = probe_run_time_ns(ioscope.pid())?;
@@ -329,28 +331,6 @@ fn which(tool: &str) -> Result<()> {
         bail!("{tool} is not installed (apt-get install {tool})");
     }
     Ok(())
-}
-
-/// `kernel.bpf_stats_enabled` = 1 while alive (the kernel then times every BPF program run),
-/// restored to its previous value on drop, however the benchmark ends.
-struct BpfStats(String);
-
-const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
-
-impl BpfStats {
-    fn enable() -> Result<BpfStats> {
-        let old = std::fs::read_to_string(BPF_STATS).with_context(|| format!("reading {BPF_STATS}"))?;
-        std::fs::write(BPF_STATS, "1").with_context(|| format!("writing {BPF_STATS}"))?;
-        Ok(BpfStats(old.trim().to_string()))
-    }
-}
-
-impl Drop for BpfStats {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(BPF_STATS, &self.0) {
-            eprintln!("could not restore {BPF_STATS} to {}: {e}", self.0);
-        }
-    }
 }
 
 /// (Σ run_time_ns, max run_cnt) over the BPF programs process `pid` holds (its bpf-prog fds'
