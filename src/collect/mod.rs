@@ -80,15 +80,16 @@ pub fn collect_with(
     let memory = memory::meminfo(root, files);
     let vmstat = memory::vmstat(root, files);
     let block_settings = settings.read(root, &disks, files);
+    let (dirty_settings, zones, host) = settings.read_slow(root, files);
     Sample {
         mono_ns: 0,
         wall_unix_ms: 0,
-        host: host::read(root, files),
+        host,
         page_size: root.page_size(),
         memory,
         vmstat,
-        dirty_settings: memory::dirty_settings(root, files),
-        zones: memory::zones(root, files),
+        dirty_settings,
+        zones,
         psi: psi::read(root, files),
         disks,
         block_settings,
