@@ -508,7 +508,7 @@ impl BpfCollector {
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
         }
-        if let Some(maps) = &self.syncs {
+        if let Some(maps) = &mut self.syncs {
             match maps.read() {
                 Ok((mut calls, mut running)) => {
                     let wanted = calls

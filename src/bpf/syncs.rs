@@ -10,8 +10,8 @@ use aya::programs::TracePoint;
 use aya::Ebpf;
 use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::syncs::{
-    kind_name, SyncInFlight, SyncKey, SyncLayout, SyncStats, SYNC_INFLIGHT_MAP, SYNC_STATS_MAP,
-    SYSCALL_EVENTS,
+    kind_name, SyncInFlight, SyncKey, SyncLayout, SyncStats, SYNC_INFLIGHT_MAP, SYNC_INFLIGHT_MAX,
+    SYNC_MAX_ENTRIES, SYNC_STATS_MAP, SYSCALL_EVENTS,
 };
 
 use super::kernel_btf::KernelBtf;
@@ -212,6 +212,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
         Ok(SyncMaps {
             stats: PerCpuHashMap::try_from(take(ebpf, SYNC_STATS_MAP)?)?,
             inflight: BpfHashMap::try_from(take(ebpf, SYNC_INFLIGHT_MAP)?)?,
+            batch: true,
         })
     })();
     match maps {
@@ -229,22 +230,18 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
 pub struct SyncMaps {
     stats: PerCpuHashMap<MapData, SyncKey, SyncStats>,
     inflight: BpfHashMap<MapData, u64, SyncInFlight>,
+    /// Read in batches (one system call per few hundred entries) until the kernel refuses them.
+    batch: bool,
 }
 
 impl SyncMaps {
     /// The completed calls (summed over CPUs) and the running ones, without paths.
-    pub fn read(&self) -> Result<(Vec<SyncCallCounters>, Vec<SyncRunning>)> {
-        let keys: Vec<SyncKey> = self.stats.keys().collect::<Result<_, _>>().context("listing SYNC_STATS")?;
-        let mut calls = Vec::with_capacity(keys.len());
-        for key in keys {
-            // The LRU may evict an entry between listing and lookup.
-            let Ok(per_cpu) = self.stats.get(&key, 0) else { continue };
-            calls.push(sum_cpus(key, &per_cpu));
-        }
+    pub fn read(&mut self) -> Result<(Vec<SyncCallCounters>, Vec<SyncRunning>)> {
+        let mut calls: Vec<SyncCallCounters> =
+            self.stats_entries()?.into_iter().map(|(key, per_cpu)| sum_cpus(key, &per_cpu)).collect();
         calls.sort_by(|a, b| (a.pid, &a.syscall, a.file.ino).cmp(&(b.pid, &b.syscall, b.file.ino)));
         let mut running = Vec::new();
-        for entry in self.inflight.iter() {
-            let Ok((_, f)) = entry else { continue };
+        for f in self.inflight_entries()? {
             running.push(SyncRunning {
                 pid: f.tgid,
                 tid: f.tid,
@@ -259,6 +256,48 @@ impl SyncMaps {
         }
         running.sort_by_key(|r| (r.start_mono_ns, r.tid));
         Ok((calls, running))
+    }
+
+    /// Every SYNC_STATS entry with its per-CPU values, in batches where the kernel has them.
+    fn stats_entries(&mut self) -> Result<Vec<(SyncKey, Vec<SyncStats>)>> {
+        use aya::maps::IterableMap;
+        use std::os::fd::AsFd;
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow!("{what}: {e}"))?;
+        let fd = self.stats.map().fd().as_fd();
+        let read = super::map_batch::lookup_if_supported::<SyncKey, SyncStats>(
+            &mut self.batch,
+            fd,
+            Some(cpus),
+            false,
+            SYNC_MAX_ENTRIES as usize,
+        );
+        if let Some(entries) = read.context("reading SYNC_STATS")? {
+            return Ok(entries.into_iter().map(|e| (e.key, e.values)).collect());
+        }
+        let keys: Vec<SyncKey> = self.stats.keys().collect::<Result<_, _>>().context("listing SYNC_STATS")?;
+        // The LRU may evict an entry between listing and lookup.
+        Ok(keys
+            .into_iter()
+            .filter_map(|k| Some((k, self.stats.get(&k, 0).ok()?.iter().copied().collect())))
+            .collect())
+    }
+
+    /// Every SYNC_INFLIGHT entry (the calls running now), in batches where the kernel has them.
+    fn inflight_entries(&mut self) -> Result<Vec<SyncInFlight>> {
+        use aya::maps::IterableMap;
+        use std::os::fd::AsFd;
+        let fd = self.inflight.map().fd().as_fd();
+        let read = super::map_batch::lookup_if_supported::<u64, SyncInFlight>(
+            &mut self.batch,
+            fd,
+            None,
+            false,
+            SYNC_INFLIGHT_MAX as usize,
+        );
+        if let Some(entries) = read.context("reading SYNC_INFLIGHT")? {
+            return Ok(entries.into_iter().filter_map(|e| e.values.into_iter().next()).collect());
+        }
+        Ok(self.inflight.iter().filter_map(|e| e.ok().map(|(_, f)| f)).collect())
     }
 }
 

@@ -127,7 +127,15 @@ pub fn on_insert(tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
         r.dev = dev;
         r.flags = INSERT_PER_FILE | if readahead { INSERT_READAHEAD } else { 0 };
     }
-    let _ = FILE_LAST_INSERT.insert(&tid, &r, 0);
+    // Over the thread's record when the map still has it (stores instead of a hash map update,
+    // several times dearer; ebpf/README.md, "What an fsync'd write costs").
+    match FILE_LAST_INSERT.get_ptr_mut(&tid) {
+        // SAFETY: this thread's own record, used only by the thread itself.
+        Some(p) => unsafe { core::ptr::write_volatile(p, r) },
+        None => {
+            let _ = FILE_LAST_INSERT.insert(&tid, &r, 0);
+        }
+    }
 }
 
 /// From `writeback_dirty_folio`: folio `index` of `ino` became dirty in thread `tid`. When the
@@ -137,10 +145,14 @@ pub fn on_insert(tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
 #[inline(always)]
 pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) -> u64 {
     let dirty_ok = layout_field!(dirty_ok) != 0;
-    // SAFETY: a plain copy of this thread's record.
-    if let Some(r) = unsafe { FILE_LAST_INSERT.get(&tid) }.copied() {
-        if r.ino == ino && r.index == index {
-            let _ = FILE_LAST_INSERT.remove(&tid);
+    if let Some(p) = FILE_LAST_INSERT.get_ptr_mut(&tid) {
+        // SAFETY: this thread's own record, used only by the thread itself.
+        let r = unsafe { *p };
+        // A record taken back has no pages (an insertion has at least one): it stays in the map
+        // for the thread's next insertion to overwrite.
+        if r.pages != 0 && r.ino == ino && r.index == index {
+            // SAFETY: as above.
+            unsafe { core::ptr::write_volatile(&raw mut (*p).pages, 0) };
             if dirty_ok && r.flags & INSERT_PER_FILE != 0 {
                 let key = FileKey { dev: r.dev, kind: KEY_SB_DEV, ino };
                 if let Some(c) = file(&key) {
