@@ -115,6 +115,29 @@ pub fn local_utc_offset_s() -> i64 {
     }
 }
 
+/// [`pread_all`] for a small file that the kernel generates whole at each read (a `single_open`
+/// proc file: /proc/PID/io, /proc/PID/comm): one read that leaves room in `buf` is all of it, so
+/// the second read (which has the kernel generate the file again only to find its end) is
+/// skipped. A read that fills `buf` goes on as [`pread_all`].
+pub fn pread_whole<'a>(f: &std::fs::File, buf: &'a mut Vec<u8>) -> std::io::Result<&'a [u8]> {
+    buf.clear();
+    buf.resize(buf.capacity().max(4096), 0);
+    loop {
+        match std::os::unix::fs::FileExt::read_at(f, buf, 0) {
+            Ok(n) if n < buf.len() => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Ok(_) => return pread_all(f, buf),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.clear();
+                return Err(e);
+            }
+        }
+    }
+}
+
 /// The whole file from offset 0 (proc and sysfs files are generated on each read from 0), into
 /// `buf` (its capacity kept from one read to the next).
 pub fn pread_all<'a>(f: &std::fs::File, buf: &'a mut Vec<u8>) -> std::io::Result<&'a [u8]> {

@@ -495,7 +495,7 @@ impl BlockMaps {
         let mut dead = HashSet::new();
         for tgid in tgids {
             match self.kthreads.get(&tgid) {
-                Some(_) if Path::new(&format!("/proc/{tgid}")).exists() => {}
+                Some(_) if process_exists(tgid) => {}
                 _ => match proc_flags(tgid) {
                     Some(flags) => {
                         self.kthreads.insert(tgid, flags & PF_KTHREAD != 0);
@@ -815,6 +815,18 @@ pub fn sum_process(key: ProcKey, per_cpu: &[ProcStats]) -> BlockProcessCounters 
         add_vec(&mut out.lat_hist, &c.lat_hist);
     }
     out
+}
+
+/// The process `tgid` exists (as `/proc/TGID` would): `kill(tgid, 0)`, which finds the pid
+/// without the path walk and dentry lookup of a stat of /proc/TGID (EPERM: it exists, not ours).
+fn process_exists(tgid: u32) -> bool {
+    // 0 would ask about our process group; /proc/0 does not exist.
+    if tgid == 0 || tgid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let rc = unsafe { libc::kill(tgid as libc::pid_t, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(test)]

@@ -123,6 +123,7 @@ pub struct BpfCollector {
     sync_paths: resolve::syncs::SyncPathResolver,
     /// Each program of the status (same order), when attached: to read the kernel's run counts.
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
+    prog_stats: prog_stats::StatsCache,
     /// cgroup v2 ids to paths, for the block and page-cache rows (one cache for both).
     cgroups: cgroup::CgroupNames,
     /// How the programs' loads were planned and done (see preload).
@@ -418,6 +419,7 @@ impl BpfCollector {
             sync_attached,
             sync_paths: Default::default(),
             program_fds,
+            prog_stats: Default::default(),
             cgroups: Default::default(),
             preloaded,
         }
@@ -440,6 +442,7 @@ impl BpfCollector {
             sync_attached: Vec::new(),
             sync_paths: Default::default(),
             program_fds: Vec::new(),
+            prog_stats: Default::default(),
             cgroups: Default::default(),
             preloaded: Default::default(),
         }
@@ -460,8 +463,9 @@ impl BpfCollector {
     pub fn read(&mut self) -> BpfSample {
         let mut sample = BpfSample { status: self.status.clone(), ..Default::default() };
         // Every program's kernel-timed runs (bpf_stats): what each mechanism costs per event.
-        for (p, fd) in sample.status.programs.iter_mut().zip(&self.program_fds) {
-            if let Some(stats) = fd.as_ref().and_then(|fd| prog_stats::prog_stats(fd).ok()) {
+        let stats = self.prog_stats.read(&self.program_fds);
+        for (p, stats) in sample.status.programs.iter_mut().zip(stats) {
+            if let Some(stats) = stats {
                 p.run_cnt = stats.run_cnt;
                 p.run_time_ns = stats.run_time_ns;
             }

@@ -229,7 +229,14 @@ pub struct ReadaheadMaps {
     last: StdHashMap<RaFileKey, RaFileStats>,
     /// The kernel reads and deletes in batches (see crate::bpf::map_batch); false once it refused.
     batch: bool,
+    /// The triggering processes' names, as read and when: a file whose read-ahead pages wait for
+    /// their first use stays in every sample, and its triggers' names are read again only after
+    /// [`COMM_FRESH`] (an exec renames within that time).
+    comms: StdHashMap<u32, (String, std::time::Instant)>,
 }
+
+/// How long a triggering process's name is used before it is read again.
+pub const COMM_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl ReadaheadMaps {
     fn take(ebpf: &mut Ebpf, statuses: &[BpfProgramStatus]) -> Result<ReadaheadMaps> {
@@ -250,6 +257,7 @@ impl ReadaheadMaps {
             paths: PathCache::default(),
             last: StdHashMap::new(),
             batch: true,
+            comms: StdHashMap::new(),
         })
     }
 
@@ -327,8 +335,10 @@ impl ReadaheadMaps {
         let mut others: Vec<RaOthers> = Vec::new();
         let mut last = StdHashMap::with_capacity(kept.len().min(RA_ROWS));
         let mut files = Vec::with_capacity(kept.len().min(RA_ROWS));
-        // Each process is asked once per sample, whatever the number of its files.
-        let mut comms: StdHashMap<u32, String> = StdHashMap::new();
+        // Each process is asked at most once per COMM_FRESH, whatever the number of its files.
+        let now = std::time::Instant::now();
+        let comms = &mut self.comms;
+        comms.retain(|_, (_, at)| now.duration_since(*at) < COMM_FRESH);
         for (i, (key, s, _)) in kept.into_iter().enumerate() {
             if i >= RA_ROWS && s.pending() == 0 {
                 removed.push(key);
@@ -340,7 +350,10 @@ impl ReadaheadMaps {
                 .triggers
                 .iter()
                 .filter(|&&pid| pid != 0)
-                .map(|&pid| RaTrigger { pid, comm: comms.entry(pid).or_insert_with(|| comm_of(pid)).clone() })
+                .map(|&pid| RaTrigger {
+                    pid,
+                    comm: comms.entry(pid).or_insert_with(|| (comm_of(pid), now)).0.clone(),
+                })
                 .collect();
             let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
             files.push(to_sample(&key, &s, path, triggers));

@@ -18,18 +18,21 @@ use crate::sample::BpfSample;
 pub const MAX_CGROUPS: usize = 512;
 
 /// Where the hierarchies are mounted, and the v1 paths found per cgroup v2 id.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct CgroupFiles {
     v2: Option<PathBuf>,
     v1_blkio: Option<PathBuf>,
     v1_memory: Option<PathBuf>,
     /// v2 id → (v1 blkio path, v1 memory path), from a member's /proc/PID/cgroup.
     v1_paths: HashMap<u64, (Option<String>, Option<String>)>,
+    /// The v2 files, kept open from one sample to the next when live (see [`read::Files`]).
+    files: read::Files,
 }
 
 impl CgroupFiles {
     pub fn new() -> CgroupFiles {
-        CgroupFiles::from_mounts(&std::fs::read_to_string("/proc/self/mounts").unwrap_or_default())
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        CgroupFiles { files: read::Files::kept(), ..CgroupFiles::from_mounts(&mounts) }
     }
 
     pub fn from_mounts(mounts: &str) -> CgroupFiles {
@@ -78,15 +81,17 @@ impl CgroupFiles {
 
     fn read_one(&mut self, id: u64, path: &str, pid: u32) -> CgroupSample {
         let dir = self.v2.as_ref().map(|root| root.join(path.trim_start_matches('/')));
-        let file = |name: &str| dir.as_ref().and_then(|d| read::text(&d.join(name)));
-        let mut s = CgroupSample {
-            id,
-            path: path.to_string(),
-            io: file("io.stat").map(|t| parse_io_stat(&t)),
-            io_pressure: file("io.pressure").and_then(|t| psi::parse(&t)),
-            memory_pressure: file("memory.pressure").and_then(|t| psi::parse(&t)),
-            memory: file("memory.stat").and_then(|t| parse_memory_stat(&t, false)),
+        let files = &mut self.files;
+        let mut file = |name: &str, parse: &mut dyn FnMut(&str)| {
+            if let Some(text) = dir.as_ref().and_then(|d| files.text(&d.join(name))) {
+                parse(text);
+            }
         };
+        let mut s = CgroupSample { id, path: path.to_string(), ..Default::default() };
+        file("io.stat", &mut |t| s.io = Some(parse_io_stat(t)));
+        file("io.pressure", &mut |t| s.io_pressure = psi::parse(t));
+        file("memory.pressure", &mut |t| s.memory_pressure = psi::parse(t));
+        file("memory.stat", &mut |t| s.memory = parse_memory_stat(t, false));
         if s.io.is_some() && s.memory.is_some() {
             return s;
         }

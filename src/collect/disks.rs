@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use super::read;
 use super::SystemRoot;
-use crate::sample::{BlockSettings, DiscardStat, DiskStat, FlushStat};
+use super::{host, memory, read};
+use crate::sample::{BlockSettings, DirtySettings, DiscardStat, DiskStat, FlushStat, HostInfo, ZoneInfo};
 
 /// Every parseable line of /proc/diskstats, in the kernel's order. The kernel has printed 14
 /// columns since 2.6, 18 (discards) since 4.18 and 20 (flushes) since 5.5; shorter lines leave the
@@ -72,16 +72,21 @@ pub fn block_settings(root: &SystemRoot, disks: &[DiskStat], files: &mut read::F
 
 /// The block settings as last read, re-read when [`SETTINGS_FRESH`] old or when the disks
 /// listed change (a loop device attached, a disk gone). Eight sysfs files per disk are a large
-/// part of a sample's cost at `--interval 0.1`; a setting changed by hand shows within half a
-/// second, and at intervals of half a second or more every sample reads them as before.
+/// part of a sample's cost at `--interval 0.1`; a setting changed by hand shows within a second,
+/// and at intervals of a second or more every sample reads them as before (5 % slack for a
+/// sample that comes a little early).
 #[derive(Default)]
 pub struct SettingsCache {
     at: Option<std::time::Instant>,
     settings: Vec<BlockSettings>,
+    /// The other files that change by hand, if at all, on the same terms (uptime is read each
+    /// time): the dirty settings, the zones' watermarks, the host's name and kernel.
+    slow_at: Option<std::time::Instant>,
+    slow: (DirtySettings, Vec<ZoneInfo>, HostInfo),
 }
 
 /// How long [`SettingsCache`] trusts what it read.
-pub const SETTINGS_FRESH: std::time::Duration = std::time::Duration::from_millis(500);
+pub const SETTINGS_FRESH: std::time::Duration = std::time::Duration::from_millis(950);
 
 impl SettingsCache {
     pub fn read(
@@ -98,6 +103,24 @@ impl SettingsCache {
             self.at = Some(now);
         }
         self.settings.clone()
+    }
+
+    /// The dirty settings, the zones and the host, re-read when [`SETTINGS_FRESH`] old (the
+    /// uptime each time).
+    pub fn read_slow(
+        &mut self,
+        root: &SystemRoot,
+        files: &mut read::Files,
+    ) -> (DirtySettings, Vec<ZoneInfo>, HostInfo) {
+        let now = std::time::Instant::now();
+        if self.slow_at.is_none_or(|t| now.duration_since(t) >= SETTINGS_FRESH) {
+            let host = host::read(root, files);
+            self.slow = (memory::dirty_settings(root, files), memory::zones(root, files), host);
+            self.slow_at = Some(now);
+        } else {
+            self.slow.2.uptime_s = host::uptime(root, files);
+        }
+        self.slow.clone()
     }
 }
 

@@ -80,15 +80,16 @@ pub fn collect_with(
     let memory = memory::meminfo(root, files);
     let vmstat = memory::vmstat(root, files);
     let block_settings = settings.read(root, &disks, files);
+    let (dirty_settings, zones, host) = settings.read_slow(root, files);
     Sample {
         mono_ns: 0,
         wall_unix_ms: 0,
-        host: host::read(root, files),
+        host,
         page_size: root.page_size(),
         memory,
         vmstat,
-        dirty_settings: memory::dirty_settings(root, files),
-        zones: memory::zones(root, files),
+        dirty_settings,
+        zones,
         psi: psi::read(root, files),
         disks,
         block_settings,
@@ -116,6 +117,41 @@ pub struct Sampler {
     cgroups: cgroups::CgroupFiles,
     settings: disks::SettingsCache,
     files: Files,
+    activity: BpfActivity,
+}
+
+/// Which processes the eBPF maps saw doing I/O since the last sample: a block-layer or page-cache
+/// counter of theirs moved (the maps hold cumulative counters per process), or they touched a
+/// file in the interval (the files map is drained each sample).
+#[derive(Default)]
+struct BpfActivity {
+    /// Per pid, a sum of its cumulative map counters at the last sample.
+    last: std::collections::HashMap<u32, u64>,
+    next: std::collections::HashMap<u32, u64>,
+}
+
+impl BpfActivity {
+    fn active(&mut self, bpf: &crate::sample::BpfSample) -> Vec<u32> {
+        let mut next = std::mem::take(&mut self.next);
+        next.clear();
+        for p in bpf.io_processes.iter().filter(|p| !p.exited) {
+            let sum = p.read_requests + p.write_requests + p.other_requests + p.read_bytes + p.write_bytes;
+            *next.entry(p.pid).or_default() += sum;
+        }
+        for p in bpf.page_cache.iter().flat_map(|c| &c.processes).filter(|p| !p.exited) {
+            let c = &p.counters;
+            let sum = c.read_pages + c.mapped_pages + c.faults + c.inserted_pages + c.write_inserted_pages;
+            *next.entry(p.pid).or_default() +=
+                sum + c.dirtied_pages + c.evicted_pages + c.dio_reads + c.dio_writes;
+        }
+        let mut active: Vec<u32> =
+            next.iter().filter(|(pid, sum)| self.last.get(pid) != Some(sum)).map(|(pid, _)| *pid).collect();
+        active.extend(bpf.files.iter().flat_map(|f| &f.processes).map(|p| p.pid));
+        active.sort_unstable();
+        active.dedup();
+        self.next = std::mem::replace(&mut self.last, next);
+        active
+    }
 }
 
 impl Sampler {
@@ -129,6 +165,7 @@ impl Sampler {
             cgroups: cgroups::CgroupFiles::new(),
             settings: disks::SettingsCache::default(),
             files,
+            activity: BpfActivity::default(),
         }
     }
 
@@ -144,11 +181,17 @@ impl Sampler {
     pub fn sample(&mut self) -> Sample {
         let mono_ns = monotonic_ns();
         let wall_unix_ms = wall_unix_ms();
-        let mut s = collect_with(&self.root, self.processes.as_mut(), &mut self.settings, &mut self.files);
+        let mut s = collect_with(&self.root, None, &mut self.settings, &mut self.files);
         s.mono_ns = mono_ns;
         s.wall_unix_ms = wall_unix_ms;
         s.bpf = self.bpf.read();
         s.cgroups = self.cgroups.read(&s.bpf);
+        // The processes after the maps: those the probes saw busy are re-read at once between
+        // the reader's full passes (see `ProcessReader::read_sampled`).
+        if let Some(reader) = self.processes.as_mut() {
+            let active = self.activity.active(&s.bpf);
+            s.processes = reader.read_sampled(&self.root.proc, mono_ns, &active);
+        }
         s
     }
 }

@@ -13,6 +13,14 @@
 //! process that did nothing keeps its name, and only a rename without I/O (`prctl(PR_SET_NAME)`,
 //! a write to /proc/PID/comm) is seen up to that many samples late. That halves the reads of an
 //! idle machine's hundreds of processes. Where `io` is unreadable, `comm` is read every sample.
+//!
+//! At sub-second intervals [`ProcessReader::read_sampled`] does a full pass (list /proc, re-read
+//! every process) only once per [`FULL_PASS_NS`]; the samples in between re-read only the
+//! processes whose counters moved at their last read and those the caller names as active (the
+//! eBPF maps saw them do I/O), and a process new to the list is read at once when it is named.
+//! The others' counters are carried with the time they were read (`ProcessIo::io_read_ns`), so
+//! the model divides a delta by the time it took, not by the interval. A process that exited
+//! between two full passes stays listed until the next one (or until it is re-read).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -21,14 +29,17 @@ use std::path::{Path, PathBuf};
 use procfs::process::Stat;
 use procfs::FromRead;
 
-use super::read::pread_all;
 use crate::sample::{ProcIoCounters, ProcessIo};
+use crate::util::pread_whole;
 
 /// File descriptors kept free for everything else ioscope opens.
 const FD_HEADROOM: u64 = 256;
 /// A kept-open process whose io counters did not move has its `comm` re-read after this many
 /// samples anyway (see the module comment).
 pub const COMM_REFRESH: u32 = 10;
+/// Between full passes of [`ProcessReader::read_sampled`] (with 5 % slack, so a 1 s interval
+/// whose samples come a few ms early still gets a full pass every time).
+pub const FULL_PASS_NS: u64 = 1_000_000_000;
 
 /// Reads all processes; keeps files open between calls (see the module comment).
 pub struct ProcessReader {
@@ -36,6 +47,11 @@ pub struct ProcessReader {
     /// How many processes may hold open files (two each), from RLIMIT_NOFILE.
     max_open: usize,
     buf: Vec<u8>,
+    /// The list [`ProcessReader::read_sampled`] returned last, at `last_ns`, and when its last
+    /// full pass was (None: none yet).
+    last: Vec<ProcessIo>,
+    last_ns: u64,
+    full_ns: Option<u64>,
 }
 
 struct OpenProcess {
@@ -44,6 +60,8 @@ struct OpenProcess {
     /// The name and io counters as last read, and the samples since the name was read.
     last_comm: String,
     last_io: Option<ProcIoCounters>,
+    /// The io counters changed at the last re-read (or the process is new to the reader).
+    moved: bool,
     comm_age: u32,
     /// None when /proc/PID/io could not be read (then it is retried each sample: a process's
     /// readability changes when it execs a setuid program or drops privileges).
@@ -58,12 +76,81 @@ impl ProcessReader {
         let soft =
             if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 { lim.rlim_cur } else { 0 };
         let max_open = (soft.saturating_sub(FD_HEADROOM) / 2) as usize;
-        ProcessReader { open: HashMap::new(), max_open, buf: Vec::with_capacity(4096) }
+        ProcessReader::with_max_open(max_open)
+    }
+
+    fn with_max_open(max_open: usize) -> ProcessReader {
+        ProcessReader {
+            open: HashMap::new(),
+            max_open,
+            buf: Vec::with_capacity(4096),
+            last: Vec::new(),
+            last_ns: 0,
+            full_ns: None,
+        }
     }
 
     /// A reader that opens, reads and closes every file: for one-off reads and fixtures.
     pub fn one_shot() -> ProcessReader {
-        ProcessReader { open: HashMap::new(), max_open: 0, buf: Vec::with_capacity(4096) }
+        ProcessReader::with_max_open(0)
+    }
+
+    /// [`ProcessReader::read`] for a sampler whose sample is stamped `now_ns` (CLOCK_MONOTONIC):
+    /// a full pass once per [`FULL_PASS_NS`], in between only the processes whose counters moved
+    /// at their last read and the pids in `active` (see the module comment).
+    pub fn read_sampled(&mut self, proc: &Path, now_ns: u64, active: &[u32]) -> Vec<ProcessIo> {
+        let full = match self.full_ns {
+            None => true,
+            Some(t) => now_ns.saturating_sub(t) >= FULL_PASS_NS - FULL_PASS_NS / 20,
+        };
+        let out = if full {
+            self.full_ns = Some(now_ns);
+            self.read(proc)
+        } else {
+            self.read_partial(proc, active)
+        };
+        self.last.clone_from(&out);
+        self.last_ns = now_ns;
+        out
+    }
+
+    /// The samples between full passes: re-reads the moving and the active, carries the rest.
+    fn read_partial(&mut self, proc: &Path, active: &[u32]) -> Vec<ProcessIo> {
+        let last = std::mem::take(&mut self.last);
+        let mut out = Vec::with_capacity(last.len() + 8);
+        for mut p in last {
+            let named = active.contains(&p.pid);
+            let moved = self.open.get(&p.pid).is_some_and(|e| e.moved);
+            if !named && !moved {
+                p.io_read_ns.get_or_insert(self.last_ns);
+                out.push(p);
+                continue;
+            }
+            let cached = match self.open.get_mut(&p.pid) {
+                Some(entry) => reread(entry, p.pid, proc, &mut self.buf),
+                None => None,
+            };
+            let process = match cached {
+                Some(p) => Some(p),
+                None => {
+                    self.open.remove(&p.pid);
+                    self.read_new(p.pid, proc)
+                }
+            };
+            out.extend(process);
+        }
+        // Named processes the list does not have yet (started since the last full pass).
+        let new: Vec<ProcessIo> = active
+            .iter()
+            .filter(|&&pid| out.binary_search_by_key(&pid, |p| p.pid).is_err())
+            .filter_map(|&pid| self.read_new(pid, proc))
+            .collect();
+        if !new.is_empty() {
+            out.extend(new);
+            out.sort_unstable_by_key(|p| p.pid);
+            out.dedup_by_key(|p| p.pid);
+        }
+        out
     }
 
     /// All processes under `proc`, sorted by pid. A process that exits while we read it is skipped;
@@ -109,13 +196,14 @@ impl ProcessReader {
                     comm,
                     last_comm: stat.comm.clone(),
                     last_io: io.clone(),
+                    moved: true,
                     comm_age: 0,
                     io: if io.is_some() { io_file } else { None },
                 };
                 self.open.insert(pid, entry);
             }
         }
-        Some(ProcessIo { pid, comm: stat.comm, start_ticks: stat.starttime, io })
+        Some(ProcessIo { pid, comm: stat.comm, start_ticks: stat.starttime, io, io_read_ns: None })
     }
 }
 
@@ -129,7 +217,7 @@ impl Default for ProcessReader {
 /// unreadable), which sends the caller to a fresh read.
 fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> Option<ProcessIo> {
     let io = match &entry.io {
-        Some(f) => match pread_all(f, buf) {
+        Some(f) => match pread_whole(f, buf) {
             Ok(bytes) => Some(parse_io(bytes)?),
             // The process exited between the two reads.
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
@@ -152,12 +240,19 @@ fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> 
     // read also tells a process that exited (ESRCH) when io is not readable.
     entry.comm_age += 1;
     if io.is_none() || io != entry.last_io || entry.comm_age >= COMM_REFRESH {
-        let comm = pread_all(&entry.comm, buf).ok()?;
+        let comm = pread_whole(&entry.comm, buf).ok()?;
         entry.last_comm = String::from_utf8_lossy(comm.strip_suffix(b"\n").unwrap_or(comm)).into_owned();
         entry.comm_age = 0;
     }
+    entry.moved = io != entry.last_io;
     entry.last_io.clone_from(&io);
-    Some(ProcessIo { pid, comm: entry.last_comm.clone(), start_ticks: entry.start_ticks, io })
+    Some(ProcessIo {
+        pid,
+        comm: entry.last_comm.clone(),
+        start_ticks: entry.start_ticks,
+        io,
+        io_read_ns: None,
+    })
 }
 
 fn io_path(proc: &Path, pid: u32) -> PathBuf {
@@ -165,7 +260,7 @@ fn io_path(proc: &Path, pid: u32) -> PathBuf {
 }
 
 fn read_io(f: &File, buf: &mut Vec<u8>) -> Option<ProcIoCounters> {
-    parse_io(pread_all(f, buf).ok()?)
+    parse_io(pread_whole(f, buf).ok()?)
 }
 
 /// /proc/PID/io: "rchar: 123\nwchar: 45\n...". Hand-parsed: procfs's parser builds a HashMap of
@@ -306,6 +401,45 @@ mod live_tests {
         assert_ne!(before, "renamed");
         assert_eq!(names[0], before, "an idle process's name is not re-read every sample");
         assert_eq!(names.last().map(String::as_str), Some("renamed"), "{names:?}");
+    }
+
+    /// Between full passes only moving and named processes are re-read; an idle one is carried
+    /// with the time of its read, and re-read at the next full pass.
+    #[test]
+    fn sampled_reader_carries_idle_processes_between_full_passes() {
+        let proc = Path::new("/proc");
+        let idle = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = idle.id();
+        // Past its exec, whose reads move its counters.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut reader = ProcessReader::new();
+        let t0 = 5_000_000_000;
+        let first = reader.read_sampled(proc, t0, &[]);
+        assert_eq!(find(&first, pid).expect("listed").io_read_ns, None);
+        // A new process counts as moved once; then an idle one is carried.
+        let _ = reader.read_sampled(proc, t0 + 100_000_000, &[]);
+        let third = reader.read_sampled(proc, t0 + 200_000_000, &[]);
+        assert_eq!(find(&third, pid).expect("still listed").io_read_ns, Some(t0 + 100_000_000));
+        let fourth = reader.read_sampled(proc, t0 + 300_000_000, &[]);
+        assert_eq!(find(&fourth, pid).expect("still listed").io_read_ns, Some(t0 + 100_000_000));
+        // Named by the caller (eBPF saw it): read now.
+        let named = reader.read_sampled(proc, t0 + 400_000_000, &[pid]);
+        assert_eq!(find(&named, pid).expect("still listed").io_read_ns, None);
+        // A process started after the full pass is listed as soon as it is named.
+        let late = Command::new("sleep").arg("30").spawn().unwrap();
+        let late_pid = late.id();
+        let partial = reader.read_sampled(proc, t0 + 500_000_000, &[]);
+        assert!(find(&partial, late_pid).is_none(), "not listed between full passes");
+        let named = reader.read_sampled(proc, t0 + 600_000_000, &[late_pid]);
+        assert_eq!(find(&named, late_pid).expect("named, so read").comm, "sleep");
+        assert!(named.windows(2).all(|w| w[0].pid < w[1].pid), "sorted by pid");
+        // A full pass a second after the last one re-reads everyone.
+        let full = reader.read_sampled(proc, t0 + 1_000_000_000, &[]);
+        assert!(full.iter().all(|p| p.io_read_ns.is_none()));
+        for mut child in [idle, late] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 
     #[test]

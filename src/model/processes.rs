@@ -40,21 +40,34 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<ProcessMod
         .iter()
         .map(|c| {
             let same = before.get(&c.pid).filter(|p| p.start_ticks == c.start_ticks);
-            let prev_io = same.and_then(|p| p.io.as_ref());
             let mut model = ProcessModel {
                 pid: c.pid,
                 comm: c.comm.clone(),
                 io_readable: c.io.is_some(),
                 ..Default::default()
             };
-            if let (Some(p), Some(c)) = (prev_io, c.io.as_ref()) {
-                fill_rates(&mut model, p, c, secs);
+            if let (Some(p), Some(c_io)) = (same, c.io.as_ref()) {
+                if let Some(p_io) = p.io.as_ref() {
+                    fill_rates(&mut model, p_io, c_io, read_secs(prev, cur, p, c, secs));
+                }
             }
             model
         })
         .collect();
     out.sort_by_key(|p| p.pid);
     out
+}
+
+/// The seconds between a process's two reads of /proc/PID/io: the samples' `secs` unless either
+/// read was carried from an earlier sample (`ProcessIo::io_read_ns`), then the time between the
+/// reads themselves (0 when both are the same read: no rate, the counters did not change).
+fn read_secs(prev: Option<&Sample>, cur: &Sample, p: &ProcessIo, c: &ProcessIo, secs: f64) -> f64 {
+    if p.io_read_ns.is_none() && c.io_read_ns.is_none() {
+        return secs;
+    }
+    let prev_ns = p.io_read_ns.or(prev.map(|s| s.mono_ns)).unwrap_or(0);
+    let cur_ns = c.io_read_ns.unwrap_or(cur.mono_ns);
+    cur_ns.saturating_sub(prev_ns) as f64 / 1e9
 }
 
 fn fill_rates(m: &mut ProcessModel, p: &ProcIoCounters, c: &ProcIoCounters, secs: f64) {
@@ -66,4 +79,33 @@ fn fill_rates(m: &mut ProcessModel, p: &ProcIoCounters, c: &ProcIoCounters, secs
     m.wchar_s = per_second(delta(p.wchar, c.wchar), secs);
     m.cancelled_write_bytes_s = per_second(delta(p.cancelled_write_bytes, c.cancelled_write_bytes), secs);
     m.cache_estimate_bytes_s = per_second(rchar.saturating_sub(read_bytes), secs);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(mono_ns: u64, wchar: u64, io_read_ns: Option<u64>) -> Sample {
+        let io = ProcIoCounters { wchar, ..Default::default() };
+        let p = ProcessIo { pid: 7, comm: "w".into(), start_ticks: 3, io: Some(io), io_read_ns };
+        Sample { mono_ns, processes: vec![p], ..Default::default() }
+    }
+
+    /// A process whose counters were carried between a sampler's full passes: no rate while
+    /// carried, and at its next read the delta over the time since its last read (1 s), not over
+    /// the interval (0.1 s).
+    #[test]
+    fn carried_counters_are_divided_by_the_time_between_their_reads() {
+        let s0 = sample(1_000_000_000, 1000, None);
+        let s1 = sample(1_100_000_000, 1000, Some(1_000_000_000));
+        let s9 = sample(1_900_000_000, 1000, Some(1_000_000_000));
+        let s10 = sample(2_000_000_000, 5000, None);
+        assert_eq!(compute(Some(&s0), &s1, 0.1)[0].wchar_s, 0.0);
+        assert_eq!(compute(Some(&s1), &s9, 0.1)[0].wchar_s, 0.0);
+        assert_eq!(compute(Some(&s9), &s10, 0.1)[0].wchar_s, 4000.0);
+        // Both read in their samples: the samples' interval, as before.
+        let a = sample(0, 0, None);
+        let b = sample(500_000_000, 100, None);
+        assert_eq!(compute(Some(&a), &b, 0.5)[0].wchar_s, 200.0);
+    }
 }

@@ -135,6 +135,7 @@ fn seed_recording() -> Vec<u8> {
             comm: format!("p{i}"),
             start_ticks: 1,
             io: Some(ProcIoCounters::default()),
+            io_read_ns: None,
         })
         .collect();
     let mut s = Sample { processes, ..Default::default() };

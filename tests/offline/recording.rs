@@ -259,6 +259,7 @@ fn make_big_recording() {
             comm: format!("worker-{}", i % 700),
             start_ticks: u64::from(i) * 7,
             io: Some(Default::default()),
+            io_read_ns: None,
         })
         .collect();
     let mut w = RecordingWriter::create(Path::new(&path), &header(), true).unwrap();
