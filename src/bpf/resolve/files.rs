@@ -40,7 +40,7 @@ use ioscope_common::files::{KEY_BDI_DEV, KEY_SB_DEV};
 use ioscope_common::kernel_dev_major_minor;
 
 use crate::bpf::files::RawFile;
-use crate::sample::FileIoSample;
+use crate::sample::{FileCacheState, FileIoSample};
 
 pub const MAX_FDS_PER_SCAN: usize = 200_000;
 pub const SCAN_EVERY: Duration = Duration::from_secs(10);
@@ -64,6 +64,12 @@ pub const MAX_WALK_ENTRIES: usize = 100_000;
 const WALK_PACE: (usize, Duration) = (250, Duration::from_millis(250));
 /// Most files whose cache state is read per sample (one open and one cachestat each).
 pub const MAX_CACHE_STATES: usize = 256;
+/// A file's cache state is read again only after this many times what its last read took:
+/// `cachestat` (and `mincore`) walk the file's cached pages, ~20 ns a page here, so a file with
+/// gigabytes cached (ioscope's own `--json` output, a database file) would cost milliseconds each
+/// sample. A small file's state (microseconds) is read every sample; one whose read took 1 ms
+/// every 0.1 s; 50 ms (10 GiB cached) every 5 s. At most 1 % of a core per file listed.
+const CACHE_STATE_PACE: u32 = 100;
 pub const WALK_EVERY: Duration = Duration::from_secs(30);
 /// Most files in one Sample: the busiest; the others are summed into one row labelled
 /// `[N other files]` (a burst of new files costs one row, not thousands, and paths are looked up
@@ -253,6 +259,9 @@ pub struct FileResolver {
     checked: HashMap<FileId, Checked>,
     checked_meta: HashMap<FileId, FileMeta>,
     mount_table: MountTable,
+    /// Each listed file's last cache state and when it may be read again
+    /// ([`CACHE_STATE_PACE`]); files not listed in a sample are forgotten.
+    cache_states: HashMap<FileId, (Instant, Option<FileCacheState>)>,
 }
 
 /// `/proc/self/mountinfo` parsed, read again only when the kernel says the mount table changed:
@@ -432,6 +441,7 @@ impl FileResolver {
             checked: HashMap::new(),
             checked_meta: HashMap::new(),
             mount_table: MountTable::default(),
+            cache_states: HashMap::new(),
         }
     }
 
@@ -708,6 +718,7 @@ impl FileResolver {
             let _ = walker.jobs.send((dev, m.mount_point.clone(), wanted));
         }
         let mut cache_budget = MAX_CACHE_STATES;
+        let mut cache_states = HashMap::with_capacity(files.len().min(MAX_CACHE_STATES));
         for f in files.iter_mut() {
             let id = (f.major, f.minor, f.ino);
             if id == OTHER_FILES {
@@ -723,12 +734,19 @@ impl FileResolver {
                     .or_insert_with(|| block_device_cache_label(sys, mounts, id))
                     .clone();
             }
-            // Read on the file opened to check its path; a path found this sample by the
-            // fallbacks (from a process's open file) is opened by path.
             if cache_budget == 0 {
                 continue;
             }
+            // The last state while its read is not due (see CACHE_STATE_PACE).
+            if let Some((due, last)) = self.cache_states.remove(&id).filter(|(due, _)| now < *due) {
+                f.cache = last.clone();
+                cache_states.insert(id, (due, last));
+                continue;
+            }
+            // Read on the file opened to check its path; a path found this sample by the
+            // fallbacks (from a process's open file) is opened by path.
             let page = self.page_size;
+            let started = Instant::now();
             f.cache = match self.checked.get(&id) {
                 Some(Checked { meta, file: Some(file) }) => {
                     super::file_cache::cache_state_of(file, meta.size, page)
@@ -740,8 +758,11 @@ impl FileResolver {
                     .filter(|p| !p.ends_with(" (deleted)"))
                     .and_then(|p| super::file_cache::file_cache_state(Path::new(p), page)),
             };
+            let took = started.elapsed();
+            cache_states.insert(id, (now + took * CACHE_STATE_PACE, f.cache.clone()));
             cache_budget -= usize::from(f.cache.is_some());
         }
+        self.cache_states = cache_states;
         // Closed now; what fstat said stays for the extent maps (`checked_meta`).
         self.checked_meta.clear();
         self.checked_meta.extend(self.checked.drain().map(|(id, c)| (id, c.meta)));
@@ -923,6 +944,7 @@ fn walk_mount(
 mod tests {
     use super::*;
     use ioscope_common::files::FileKey;
+    use std::io::Write as _;
 
     fn raw(dev: u32, kind: u32, ino: u64, writeback: u64, inserted: u64) -> RawFile {
         RawFile {
@@ -1103,6 +1125,35 @@ mod tests {
         std::os::unix::fs::symlink(&file, fd.join("3")).unwrap();
         let back = r.resolve_at(io(), t0 + 2 * s);
         assert_eq!(back[0].path.as_deref(), file.to_str());
+    }
+
+    /// A file's cache state is read again only once what its last read took, times
+    /// CACHE_STATE_PACE, has passed: in between the sample carries the last state.
+    #[test]
+    fn a_files_cache_state_is_read_again_only_when_due() {
+        let proc = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let file = data.path().join("growing");
+        std::fs::write(&file, vec![1u8; 4096]).unwrap();
+        let m = std::fs::metadata(&file).unwrap();
+        let dev = (libc::major(m.dev()) << ioscope_common::KERNEL_MINOR_BITS) | libc::minor(m.dev());
+        let io = || vec![raw(dev, KEY_SB_DEV, m.ino(), 0, 1)];
+        let fd = proc.path().join("4242/fd");
+        std::fs::create_dir_all(&fd).unwrap();
+        std::os::unix::fs::symlink(&file, fd.join("3")).unwrap();
+        let mut r = FileResolver::new(proc.path(), &data.path().join("no-sys"));
+        let size = |f: &FileIoSample| f.cache.as_ref().map(|c| c.size_bytes);
+        let t0 = Instant::now();
+        let first = r.resolve_at(io(), t0);
+        assert_eq!(first[0].path.as_deref(), file.to_str());
+        assert_eq!(size(&first[0]), Some(4096));
+        std::fs::OpenOptions::new().append(true).open(&file).unwrap().write_all(&[2u8; 4096]).unwrap();
+        // Not due a nanosecond later (a read takes more than a hundredth of that): the last state.
+        let soon = r.resolve_at(io(), t0 + Duration::from_nanos(1));
+        assert_eq!(size(&soon[0]), Some(4096));
+        // Due ten seconds later (unless a read took 0.1 s): read again.
+        let later = r.resolve_at(io(), t0 + Duration::from_secs(10));
+        assert_eq!(size(&later[0]), Some(8192));
     }
 
     #[test]
