@@ -76,7 +76,10 @@ pub fn run(args: &[String]) -> Result<()> {
         None => build_release(root)?,
     };
     let tick = 1.0 / clock_ticks_per_second();
-    let fs = Mounted::new(&args.fstype)?;
+    // Room for every burst's files: ext4 makes one inode per 16 KiB, and the long run's 30 bursts
+    // of 5,000 files ran out of the 1 GiB image's 65,536 inodes at the 13th.
+    let image_bytes = (args.bursts as u64 * args.files as u64 * (32 << 10)).max(1 << 30);
+    let fs = Mounted::new(&args.fstype, image_bytes)?;
     let json_path = fs.dir.join("samples.json");
     let json = std::fs::File::create(&json_path)?;
     let mut ioscope = Command::new(&bin)
@@ -280,12 +283,12 @@ struct Mounted {
 }
 
 impl Mounted {
-    fn new(fstype: &str) -> Result<Mounted> {
+    fn new(fstype: &str, image_bytes: u64) -> Result<Mounted> {
         let dir = PathBuf::from(format!("/var/tmp/ioscope-churn-{}", std::process::id()));
         let mount = dir.join("m");
         std::fs::create_dir_all(&mount)?;
         let image = dir.join("disk.img");
-        std::fs::File::create(&image)?.set_len(1 << 30)?;
+        std::fs::File::create(&image)?.set_len(image_bytes)?;
         let out = Command::new("losetup").args(["--find", "--show"]).arg(&image).output()?;
         if !out.status.success() {
             bail!("losetup failed: {}", String::from_utf8_lossy(&out.stderr));
