@@ -8,6 +8,11 @@ use std::time::Duration;
 /// Shortest and longest sampling interval accepted, seconds. Below 0.1 s the counters barely move
 /// and the sampling itself becomes the load; above an hour a "rate" means little.
 pub const MIN_INTERVAL_S: f64 = 0.1;
+/// How often a sampler at a sub-second interval re-reads what rarely changes (the processes'
+/// full pass, the block, dirty and zone settings, the programs' counters while statistics are
+/// off): once a second, with 5 % slack, so that at an interval of a second or more each sample,
+/// even one that comes a few ms early, reads everything as before.
+pub const SLOW_REFRESH: std::time::Duration = std::time::Duration::from_millis(950);
 pub const MAX_INTERVAL_S: f64 = 3600.0;
 
 /// The exit code of a usage error (unknown flag, bad value, bad combination), as clap and BSD

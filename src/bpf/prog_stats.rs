@@ -59,7 +59,7 @@ pub fn prog_stats(prog: impl AsFd) -> io::Result<ProgStats> {
 }
 
 /// How long [`StatsCache`] keeps the counters while statistics are off.
-pub const STATS_FRESH: std::time::Duration = std::time::Duration::from_millis(950);
+pub const STATS_FRESH: std::time::Duration = crate::util::SLOW_REFRESH;
 
 /// Every program's counters, re-read each time while `kernel.bpf_stats_enabled` is 1 and at most
 /// every [`STATS_FRESH`] while it is 0: the counters do not move while statistics are off, and

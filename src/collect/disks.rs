@@ -86,7 +86,7 @@ pub struct SettingsCache {
 }
 
 /// How long [`SettingsCache`] trusts what it read.
-pub const SETTINGS_FRESH: std::time::Duration = std::time::Duration::from_millis(950);
+pub const SETTINGS_FRESH: std::time::Duration = crate::util::SLOW_REFRESH;
 
 impl SettingsCache {
     pub fn read(

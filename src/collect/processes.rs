@@ -37,9 +37,9 @@ const FD_HEADROOM: u64 = 256;
 /// A kept-open process whose io counters did not move has its `comm` re-read after this many
 /// samples anyway (see the module comment).
 pub const COMM_REFRESH: u32 = 10;
-/// Between full passes of [`ProcessReader::read_sampled`] (with 5 % slack, so a 1 s interval
-/// whose samples come a few ms early still gets a full pass every time).
-pub const FULL_PASS_NS: u64 = 1_000_000_000;
+/// Between full passes of [`ProcessReader::read_sampled`] ([`crate::util::SLOW_REFRESH`]: with its
+/// slack a 1 s interval whose samples come a few ms early still gets a full pass every time).
+pub const FULL_PASS_NS: u64 = crate::util::SLOW_REFRESH.as_nanos() as u64;
 
 /// Reads all processes; keeps files open between calls (see the module comment).
 pub struct ProcessReader {
@@ -101,7 +101,7 @@ impl ProcessReader {
     pub fn read_sampled(&mut self, proc: &Path, now_ns: u64, active: &[u32]) -> Vec<ProcessIo> {
         let full = match self.full_ns {
             None => true,
-            Some(t) => now_ns.saturating_sub(t) >= FULL_PASS_NS - FULL_PASS_NS / 20,
+            Some(t) => now_ns.saturating_sub(t) >= FULL_PASS_NS,
         };
         let out = if full {
             self.full_ns = Some(now_ns);
