@@ -64,11 +64,14 @@ pub const MAX_WALK_ENTRIES: usize = 100_000;
 const WALK_PACE: (usize, Duration) = (250, Duration::from_millis(250));
 /// Most files whose cache state is read per sample (one open and one cachestat each).
 pub const MAX_CACHE_STATES: usize = 256;
-/// A file's cache state is read again only after this many times what its last read took:
-/// `cachestat` (and `mincore`) walk the file's cached pages, ~20 ns a page here, so a file with
-/// gigabytes cached (ioscope's own `--json` output, a database file) would cost milliseconds each
-/// sample. A small file's state (microseconds) is read every sample; one whose read took 1 ms
-/// every 0.1 s; 50 ms (10 GiB cached) every 5 s. At most 1 % of a core per file listed.
+/// A file's cache state is read again only after this many times what its last read took, and
+/// never more often than [`crate::util::SLOW_REFRESH`] (once a second: at intervals of a second
+/// or more every sample reads it as before): `cachestat` (and `mincore`) walk the file's cached
+/// pages, ~20 ns a page here, so a file with gigabytes cached (ioscope's own `--json` output, a
+/// database file) would cost milliseconds each sample. A small file's state (microseconds) is
+/// read once a second; one whose read took 50 ms (10 GiB cached) every 5 s. At most 1 % of a
+/// core per file listed. At `--interval 0.1`, reading every listed file's state every sample
+/// was a quarter of ioscope's CPU while other processes wrote files (builds, its own output).
 const CACHE_STATE_PACE: u32 = 100;
 pub const WALK_EVERY: Duration = Duration::from_secs(30);
 /// Most files in one Sample: the busiest; the others are summed into one row labelled
@@ -759,7 +762,8 @@ impl FileResolver {
                     .and_then(|p| super::file_cache::file_cache_state(Path::new(p), page)),
             };
             let took = started.elapsed();
-            cache_states.insert(id, (now + took * CACHE_STATE_PACE, f.cache.clone()));
+            let wait = (took * CACHE_STATE_PACE).max(crate::util::SLOW_REFRESH);
+            cache_states.insert(id, (now + wait, f.cache.clone()));
             cache_budget -= usize::from(f.cache.is_some());
         }
         self.cache_states = cache_states;
@@ -1128,7 +1132,8 @@ mod tests {
     }
 
     /// A file's cache state is read again only once what its last read took, times
-    /// CACHE_STATE_PACE, has passed: in between the sample carries the last state.
+    /// CACHE_STATE_PACE, and at least SLOW_REFRESH have passed: in between the sample carries
+    /// the last state.
     #[test]
     fn a_files_cache_state_is_read_again_only_when_due() {
         let proc = tempfile::tempdir().unwrap();
@@ -1151,6 +1156,10 @@ mod tests {
         // Not due a nanosecond later (a read takes more than a hundredth of that): the last state.
         let soon = r.resolve_at(io(), t0 + Duration::from_nanos(1));
         assert_eq!(size(&soon[0]), Some(4096));
+        // Nor a tenth of a second later, as the next sample at `--interval 0.1` would ask, though
+        // 100 times a small file's read (microseconds) has long passed.
+        let next = r.resolve_at(io(), t0 + Duration::from_millis(100));
+        assert_eq!(size(&next[0]), Some(4096));
         // Due ten seconds later (unless a read took 0.1 s): read again.
         let later = r.resolve_at(io(), t0 + Duration::from_secs(10));
         assert_eq!(size(&later[0]), Some(8192));
