@@ -28,6 +28,7 @@ use ioscope_common::block_files::RqEvent;
 
 use super::extents::{disk_ranges, fiemap, journal_ranges, mount_sources, placement, Placement};
 use super::files::{FileId, FileMeta};
+use super::mountinfo::MountInfo;
 use crate::sample::{BlockFilesSample, BlockTargetCounters, FileIoSample};
 use ioscope_common::kernel_dev_major_minor;
 
@@ -107,7 +108,6 @@ struct Counts {
 /// Extent maps, journal places and the cumulative counts per (disk, target). See the module docs.
 pub struct BlockFileMapper {
     sys: PathBuf,
-    proc: PathBuf,
     files: HashMap<FileId, Mapped>,
     /// Per disk: (start, end, file) sorted by start; rebuilt when a map changed.
     index: HashMap<(u32, u32), Vec<ExtentOf>>,
@@ -115,6 +115,10 @@ pub struct BlockFileMapper {
     /// Per mount (id, device): where its device sits and its journal's ranges on the device
     /// (empty when unknown). By mount id: a loop device reused for another filesystem is new.
     journals: HashMap<MountKey, (Placement, Vec<SectorRange>)>,
+    /// The mount table, and per disk its journals' ranges as of the table's generation: read
+    /// again when a filesystem is mounted or unmounted, not for every sample with requests.
+    mountinfo: MountInfo,
+    journal_ranges: (u64, HashMap<(u32, u32), Vec<SectorRange>>),
     counts: BTreeMap<((u32, u32), Target), Counts>,
     pub fiemap_errors: u64,
     recent: VecDeque<MappedRequest>,
@@ -130,11 +134,12 @@ impl BlockFileMapper {
     pub fn new(sys: &Path, proc: &Path) -> BlockFileMapper {
         BlockFileMapper {
             sys: sys.to_path_buf(),
-            proc: proc.to_path_buf(),
             files: HashMap::new(),
             index: HashMap::new(),
             index_dirty: false,
             journals: HashMap::new(),
+            mountinfo: MountInfo::new(proc),
+            journal_ranges: (0, HashMap::new()),
             counts: BTreeMap::new(),
             fiemap_errors: 0,
             recent: VecDeque::new(),
@@ -272,10 +277,17 @@ impl BlockFileMapper {
         self.index_dirty = false;
     }
 
-    /// The journal ranges on `disk` of every filesystem mounted from it (read once per
-    /// filesystem).
+    /// The journal ranges on `disk` of every filesystem mounted from it (each filesystem's
+    /// superblock read once; the result kept until the mount table changes).
     fn journal_on(&mut self, disk: (u32, u32)) -> Vec<(u64, u64)> {
-        let text = std::fs::read_to_string(self.proc.join("self/mountinfo")).unwrap_or_default();
+        self.mountinfo.refresh();
+        if self.journal_ranges.0 != self.mountinfo.generation() {
+            self.journal_ranges = (self.mountinfo.generation(), HashMap::new());
+        }
+        if let Some(ranges) = self.journal_ranges.1.get(&disk) {
+            return ranges.clone();
+        }
+        let text = self.mountinfo.text().to_string();
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (mount_id, dev, fstype, source) in mount_sources(&text) {
@@ -297,6 +309,7 @@ impl BlockFileMapper {
                 out.extend(ranges.iter().map(|&(s, e)| (s + place.start_sector, e + place.start_sector)));
             }
         }
+        self.journal_ranges.1.insert(disk, out.clone());
         out
     }
 

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use ioscope_common::files::{KEY_BDI_DEV, KEY_SB_DEV};
 use ioscope_common::kernel_dev_major_minor;
 
+use super::mountinfo::MountInfo;
 use crate::bpf::files::RawFile;
 use crate::sample::{FileCacheState, FileIoSample};
 
@@ -267,52 +268,23 @@ pub struct FileResolver {
     cache_states: HashMap<FileId, (Instant, Option<FileCacheState>)>,
 }
 
-/// `/proc/self/mountinfo` parsed, read again only when the kernel says the mount table changed:
-/// the file is kept open and polled (procfs flags a change of the namespace's mounts with
-/// POLLPRI | POLLERR, as util-linux's `findmnt --poll` uses it). A fixture's mountinfo (any
-/// other proc directory) is read every time.
-#[derive(Default)]
+/// `/proc/self/mountinfo` parsed, again only when the table changed ([`MountInfo`]).
 struct MountTable {
-    file: Option<std::fs::File>,
+    info: MountInfo,
+    generation: u64,
     parsed: Vec<((u32, u32), PathBuf, PathBuf)>,
 }
 
 impl MountTable {
-    fn read(&mut self, proc: &Path) -> &[((u32, u32), PathBuf, PathBuf)] {
-        let path = proc.join("self/mountinfo");
-        if proc != Path::new("/proc") {
-            self.parsed = parse_mountinfo(&std::fs::read_to_string(path).unwrap_or_default());
-            return &self.parsed;
-        }
-        let changed = match &self.file {
-            Some(f) => {
-                use std::os::fd::AsRawFd;
-                let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
-                // SAFETY: one valid pollfd, no wait.
-                let n = unsafe { libc::poll(&mut pfd, 1, 0) };
-                n != 0 || pfd.revents & (libc::POLLPRI | libc::POLLERR | libc::POLLNVAL) != 0
-            }
-            None => true,
-        };
-        if changed {
-            if self.file.is_none() {
-                self.file = std::fs::File::open(&path).ok();
-            }
-            let mut buf = Vec::new();
-            let text = match &self.file {
-                Some(f) => {
-                    crate::util::pread_all(f, &mut buf).map(|b| String::from_utf8_lossy(b).into_owned())
-                }
-                None => Ok(String::new()),
-            };
-            let parsed = text.map(|t| parse_mountinfo(&t)).unwrap_or_default();
-            // Unreadable or empty: the last table stays, and the file is opened afresh next time
-            // (a sample without mounts would have no kernel names at all).
-            if parsed.is_empty() {
-                self.file = None;
-            } else {
-                self.parsed = parsed;
-            }
+    fn new(proc: &Path) -> MountTable {
+        MountTable { info: MountInfo::new(proc), generation: 0, parsed: Vec::new() }
+    }
+
+    fn read(&mut self) -> &[((u32, u32), PathBuf, PathBuf)] {
+        self.info.refresh();
+        if self.info.generation() != self.generation {
+            self.generation = self.info.generation();
+            self.parsed = parse_mountinfo(self.info.text());
         }
         &self.parsed
     }
@@ -443,7 +415,7 @@ impl FileResolver {
             fallbacks: true,
             checked: HashMap::new(),
             checked_meta: HashMap::new(),
-            mount_table: MountTable::default(),
+            mount_table: MountTable::new(proc),
             cache_states: HashMap::new(),
         }
     }
@@ -499,7 +471,7 @@ impl FileResolver {
     }
 
     fn mounts(&mut self) -> Vec<Mount> {
-        let table = self.mount_table.read(&self.proc);
+        let table = self.mount_table.read();
         table
             .iter()
             .map(|(dev, root, mount_point)| Mount {

@@ -1,0 +1,115 @@
+//! `/proc/self/mountinfo`, read again only when the kernel says the mount table changed: the
+//! file is kept open and polled (procfs flags a change of the namespace's mounts with
+//! POLLPRI | POLLERR, as util-linux's `findmnt --poll` uses it). A fixture's mountinfo (any other
+//! proc directory) is read every time. The file resolver and the block-to-file mapper each keep
+//! one, so neither reads and parses the table every sample.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+pub struct MountInfo {
+    path: PathBuf,
+    live: bool,
+    file: Option<File>,
+    text: String,
+    /// Counts the changes seen; a reader that derived something from the text compares it.
+    generation: u64,
+}
+
+impl MountInfo {
+    pub fn new(proc: &Path) -> MountInfo {
+        MountInfo {
+            path: proc.join("self/mountinfo"),
+            live: proc == Path::new("/proc"),
+            file: None,
+            text: String::new(),
+            generation: 0,
+        }
+    }
+
+    /// Reads the table again if it changed (always for a fixture). Unreadable or empty, the last
+    /// table stays and the file is opened afresh next time (a sample without mounts would have
+    /// no kernel names at all).
+    pub fn refresh(&mut self) -> &str {
+        if !self.live {
+            let text = std::fs::read_to_string(&self.path).unwrap_or_default();
+            if text != self.text {
+                self.text = text;
+                self.generation += 1;
+            }
+            return &self.text;
+        }
+        let changed = match &self.file {
+            Some(f) => {
+                let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
+                // SAFETY: one valid pollfd, no wait.
+                let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+                n != 0 || pfd.revents & (libc::POLLPRI | libc::POLLERR | libc::POLLNVAL) != 0
+            }
+            None => true,
+        };
+        if changed {
+            if self.file.is_none() {
+                self.file = File::open(&self.path).ok();
+            }
+            let mut buf = Vec::new();
+            let text = match &self.file {
+                Some(f) => {
+                    crate::util::pread_all(f, &mut buf).map(|b| String::from_utf8_lossy(b).into_owned())
+                }
+                None => Ok(String::new()),
+            };
+            match text {
+                Ok(t) if !t.trim().is_empty() => {
+                    if t != self.text {
+                        self.text = t;
+                        self.generation += 1;
+                    }
+                }
+                _ => self.file = None,
+            }
+        }
+        &self.text
+    }
+
+    /// The table as last read.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Changes seen so far: equal generations mean the same text.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixture_table_is_read_every_time_and_counts_its_changes() {
+        let proc = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(proc.path().join("self")).unwrap();
+        let file = proc.path().join("self/mountinfo");
+        std::fs::write(&file, "22 1 254:0 / / rw - ext4 /dev/vda rw\n").unwrap();
+        let mut m = MountInfo::new(proc.path());
+        assert!(m.refresh().contains("/dev/vda"));
+        let first = m.generation();
+        m.refresh();
+        assert_eq!(m.generation(), first, "the same text is no change");
+        std::fs::write(&file, "22 1 7:0 / /mnt rw - xfs /dev/loop0 rw\n").unwrap();
+        assert!(m.refresh().contains("/dev/loop0"));
+        assert_eq!(m.generation(), first + 1);
+    }
+
+    #[test]
+    fn the_live_table_is_read_and_kept() {
+        let mut m = MountInfo::new(Path::new("/proc"));
+        let text = m.refresh().to_string();
+        assert!(text.contains(" - "), "{text}");
+        assert_eq!(m.generation(), 1);
+        assert_eq!(m.text(), text);
+    }
+}
