@@ -41,9 +41,8 @@ pub const MAX_EXTENTS_PER_FILE: usize = 16384;
 /// A map with unplaced (delayed) extents is read again at most this often while the file is
 /// otherwise unchanged.
 pub const UNSETTLED_REFRESH: Duration = Duration::from_millis(500);
-/// A target without mapped bytes for this long leaves the Sample (and counts from 0 if it
-/// comes back, so an interval's delta stays right).
-pub const KEEP_IDLE: Duration = Duration::from_secs(10);
+/// How long a disk's name read from sysfs is trusted (a reused major:minor is seen again after).
+pub const DISK_NAME_FRESH: Duration = Duration::from_secs(30);
 /// A file's map is dropped when the file was not active for this long.
 pub const FORGET_MAP: Duration = Duration::from_secs(30);
 /// Mapped requests kept for inspection (tests, debugging).
@@ -119,6 +118,8 @@ pub struct BlockFileMapper {
     /// again when a filesystem is mounted or unmounted, not for every sample with requests.
     mountinfo: MountInfo,
     journal_ranges: (u64, HashMap<(u32, u32), Vec<SectorRange>>),
+    /// Each disk's name and when it was read.
+    disk_names: HashMap<(u32, u32), (String, Instant)>,
     counts: BTreeMap<((u32, u32), Target), Counts>,
     pub fiemap_errors: u64,
     recent: VecDeque<MappedRequest>,
@@ -140,6 +141,7 @@ impl BlockFileMapper {
             journals: HashMap::new(),
             mountinfo: MountInfo::new(proc),
             journal_ranges: (0, HashMap::new()),
+            disk_names: HashMap::new(),
             counts: BTreeMap::new(),
             fiemap_errors: 0,
             recent: VecDeque::new(),
@@ -324,10 +326,11 @@ impl BlockFileMapper {
             let parts = classify(e, &comm, &journal, self.index.get(&disk).map_or(&[][..], |v| v));
             for (t, bytes) in &parts {
                 let sys = &self.sys;
-                let c = self
-                    .counts
-                    .entry((disk, t.clone()))
-                    .or_insert_with(|| Counts { disk: disk_name(sys, disk), ..Default::default() });
+                let names = &mut self.disk_names;
+                let c = self.counts.entry((disk, t.clone())).or_insert_with(|| {
+                    let name = &names.entry(disk).or_insert_with(|| (disk_name(sys, disk), now)).0;
+                    Counts { disk: name.clone(), ..Default::default() }
+                });
                 if e.rwbs & RWBS_READ != 0 {
                     c.read_requests += 1;
                     c.read_bytes += bytes;
@@ -352,7 +355,12 @@ impl BlockFileMapper {
                 parts,
             });
         }
-        self.counts.retain(|_, c| c.changed.is_some_and(|t| now.duration_since(t) < KEEP_IDLE));
+        // A target without mapped bytes in this interval leaves the Sample, like the files view's
+        // rows (it counts from 0 if it comes back, so an interval's delta stays right): a sample
+        // costs what the interval's requests touched, not every file of the last seconds (after a
+        // burst of 5,000 files, cloning and comparing their rows was most of a sample's cost).
+        self.counts.retain(|_, c| c.changed == Some(now));
+        self.disk_names.retain(|_, (_, read)| now.duration_since(*read) < DISK_NAME_FRESH);
     }
 
     /// The cumulative counts as Sample rows.
