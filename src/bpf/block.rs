@@ -428,6 +428,8 @@ pub struct BlockMaps {
     procs: PerCpuArray<MapData, ProcStats>,
     proc_keys: MappedKeys,
     health: PerCpuArray<MapData, u64>,
+    /// BLOCK_HEALTH is read in one batch while the kernel has them (map_batch).
+    batch: bool,
     last_purge: Instant,
     stale_evicted: u64,
     /// Kernel threads seen, by tgid (they rarely exit; saves reading their stat every interval).
@@ -437,6 +439,28 @@ pub struct BlockMaps {
     programs: Vec<Option<ProgramFd>>,
     /// The slot claims of the `_nocas` programs, when they run (kernels before 5.12).
     claims: Option<block_claim::Claims>,
+}
+
+/// The health record from the summed BLOCK_HEALTH counters.
+fn health_record(health: &[u64; HEALTH_COUNTERS as usize]) -> BlockProbeHealth {
+    let get = |h: Health| health[h as usize];
+    BlockProbeHealth {
+        events: vec![
+            get(Health::IoStartEvents),
+            get(Health::RqInsertEvents),
+            get(Health::RqIssueEvents),
+            get(Health::RqCompleteEvents),
+            0, // block_io_done: retired
+            get(Health::RqMergeEvents),
+        ],
+        reqs_full: get(Health::ReqsFull),
+        procs_full: get(Health::ProcsFull),
+        devs_full: get(Health::DevsFull),
+        issue_unmatched: get(Health::IssueUnmatched),
+        complete_unmatched: get(Health::CompleteUnmatched),
+        read_errors: get(Health::ReadErrors),
+        ..Default::default()
+    }
 }
 
 fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(ebpf: &mut Ebpf, name: &str) -> Result<T> {
@@ -461,6 +485,7 @@ impl BlockMaps {
                 PROCS_MAX,
             )?,
             health: take(ebpf, BLOCK_HEALTH_MAP)?,
+            batch: true,
             last_purge: Instant::now(),
             stale_evicted: 0,
             kthreads: StdHashMap::new(),
@@ -477,8 +502,9 @@ impl BlockMaps {
 
     /// Reads every map into `out` (block_devices, io_processes, block_health).
     pub fn read(&mut self, out: &mut BpfSample) -> Result<()> {
+        let health = self.health_counters()?;
         let mut devices = Vec::new();
-        for (i, slot) in self.device_slots()? {
+        for (i, slot) in self.device_slots(health[Health::DevSlotsClaimed as usize])? {
             let per_cpu = self.devs.get(&i, 0).context("reading the BLOCK_DEV map")?;
             let mut d = sum_devices(slot.key as u32, &per_cpu);
             d.in_flight = slot.in_flight;
@@ -530,7 +556,7 @@ impl BlockMaps {
             self.last_purge = Instant::now();
             self.stale_evicted += self.purge_stale(crate::util::monotonic_ns());
         }
-        let mut h = self.read_health()?;
+        let mut h = health_record(&health);
         let stats: Vec<super::prog_stats::ProgStats> = self
             .programs
             .iter()
@@ -541,10 +567,7 @@ impl BlockMaps {
         h.run_cnt = stats.iter().map(|s| s.run_cnt).collect();
         h.stale_evicted = self.stale_evicted;
         // Slots taken minus emptied, over all CPUs, less those this process emptied itself.
-        let slots_used =
-            self.health.get(&(Health::SlotsUsed as u32), 0).context("reading the BLOCK_HEALTH map")?;
-        h.reqs_entries =
-            slots_used.iter().fold(0u64, |a, b| a.wrapping_add(*b)).saturating_sub(self.stale_evicted);
+        h.reqs_entries = health[Health::SlotsUsed as usize].saturating_sub(self.stale_evicted);
         h.reqs_capacity = u64::from(REQ_SLOTS);
         h.procs_entries = self.proc_keys.iter().filter(|&k| k != 0).count() as u64;
         h.procs_capacity = u64::from(PROCS_MAX);
@@ -574,13 +597,8 @@ impl BlockMaps {
 
     /// The device table's taken slots: (index, slot). The whole table is read only when a device
     /// was added since the last time (slots are never freed), else just the slots known.
-    fn device_slots(&mut self) -> Result<Vec<(u32, DevSlot)>> {
-        let claims = self
-            .health
-            .get(&(Health::DevSlotsClaimed as u32), 0)
-            .context("reading the BLOCK_HEALTH map")?
-            .iter()
-            .sum::<u64>();
+    /// `claims`: Health::DevSlotsClaimed, read before the slots.
+    fn device_slots(&mut self, claims: u64) -> Result<Vec<(u32, DevSlot)>> {
         if self.dev_claims_seen != Some(claims) {
             // Claims counted first: one made during the scan is found now or by the next scan.
             self.dev_claims_seen = Some(claims);
@@ -599,28 +617,32 @@ impl BlockMaps {
         Ok(slots)
     }
 
-    fn read_health(&self) -> Result<BlockProbeHealth> {
-        let get = |h: Health| -> Result<u64> {
-            let per_cpu = self.health.get(&(h as u32), 0).context("reading the BLOCK_HEALTH map")?;
-            Ok(per_cpu.iter().sum())
-        };
-        Ok(BlockProbeHealth {
-            events: vec![
-                get(Health::IoStartEvents)?,
-                get(Health::RqInsertEvents)?,
-                get(Health::RqIssueEvents)?,
-                get(Health::RqCompleteEvents)?,
-                0, // block_io_done: retired
-                get(Health::RqMergeEvents)?,
-            ],
-            reqs_full: get(Health::ReqsFull)?,
-            procs_full: get(Health::ProcsFull)?,
-            devs_full: get(Health::DevsFull)?,
-            issue_unmatched: get(Health::IssueUnmatched)?,
-            complete_unmatched: get(Health::CompleteUnmatched)?,
-            read_errors: get(Health::ReadErrors)?,
-            ..Default::default()
-        })
+    /// Every BLOCK_HEALTH counter summed over the CPUs (wrapping: a per-CPU gauge such as
+    /// SlotsUsed may be below zero on one CPU), in one batch read where the kernel has them
+    /// (13 lookups a sample otherwise).
+    fn health_counters(&mut self) -> Result<[u64; HEALTH_COUNTERS as usize]> {
+        use aya::maps::IterableMap;
+        use std::os::fd::AsFd;
+        let mut sums = [0u64; HEALTH_COUNTERS as usize];
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow!("{what}: {e}"))?;
+        let fd = self.health.map().fd().as_fd();
+        let n = HEALTH_COUNTERS as usize;
+        let read =
+            super::map_batch::lookup_if_supported::<u32, u64>(&mut self.batch, fd, Some(cpus), false, n);
+        match read.context("reading the BLOCK_HEALTH map")? {
+            Some(entries) if entries.len() == n => {
+                for e in entries.iter().filter(|e| (e.key as usize) < n) {
+                    sums[e.key as usize] = e.values.iter().fold(0u64, |a, b| a.wrapping_add(*b));
+                }
+            }
+            _ => {
+                for (i, sum) in sums.iter_mut().enumerate() {
+                    let per_cpu = self.health.get(&(i as u32), 0).context("reading the BLOCK_HEALTH map")?;
+                    *sum = per_cpu.iter().fold(0u64, |a, b| a.wrapping_add(*b));
+                }
+            }
+        }
+        Ok(sums)
     }
 
     /// Empties request slots taken more than a minute ago: their completion was lost (a partial
@@ -644,7 +666,9 @@ impl BlockMaps {
         // Where each device sits in the device table, looked up once for all the stale requests.
         let device_index: StdHashMap<u64, u32> =
             if stale.iter().any(|(_, s)| s.info.flags & REQ_IN_FLIGHT != 0) {
-                self.device_slots().unwrap_or_default().into_iter().map(|(i, d)| (d.key, i)).collect()
+                let claims = self.health_counters().map(|h| h[Health::DevSlotsClaimed as usize]);
+                let slots = claims.and_then(|c| self.device_slots(c));
+                slots.unwrap_or_default().into_iter().map(|(i, d)| (d.key, i)).collect()
             } else {
                 StdHashMap::new()
             };

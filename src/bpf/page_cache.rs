@@ -486,6 +486,8 @@ fn load_and_attach_raw(ebpf: &mut Ebpf, program: &str, event: &str) -> Result<()
 /// The maps as userspace sees them.
 pub struct PageCacheMaps {
     procs: PerCpuHashMap<MapData, u32, CacheCounters>,
+    /// CACHE_PROCS is read in batches while the kernel has them (map_batch).
+    batch: bool,
     totals: PerCpuArray<MapData, CacheCounters>,
     dirty: Array<MapData, DirtyStateRecord>,
     scratch: PerCpuArray<MapData, CacheScratch>,
@@ -506,7 +508,7 @@ impl PageCacheMaps {
         let scratch = PerCpuArray::try_from(take(CACHE_SCRATCH_MAP)?)?;
         let dio_memo = PerCpuArray::try_from(take(DIO_MEMO_MAP)?)?;
         let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
-        Ok(PageCacheMaps { procs, totals, dirty, scratch, dio_memo, hz, attached })
+        Ok(PageCacheMaps { procs, totals, dirty, scratch, dio_memo, hz, attached, batch: true })
     }
 
     /// Each CPU's pending direct I/O (see DioMemo), for the files' rows: read after FILE_IO, so
@@ -518,14 +520,44 @@ impl PageCacheMaps {
 
     /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
     /// exited, with their final counts) and then removed from the map.
-    pub fn read(&mut self) -> Result<PageCacheSample> {
-        // Liveness first, values second: a process found dead here has its final counts in the map.
+    /// Every CACHE_PROCS entry: in batches where the kernel has them (two system calls for a
+    /// quiet machine's dozen processes instead of two per process), else a lookup per key.
+    fn proc_entries(&mut self) -> Result<Vec<(u32, Vec<CacheCounters>)>> {
+        use aya::maps::IterableMap;
+        use std::os::fd::AsFd;
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow!("{what}: {e}"))?;
+        let fd = self.procs.map().fd().as_fd();
+        let read = super::map_batch::lookup_if_supported::<u32, CacheCounters>(
+            &mut self.batch,
+            fd,
+            Some(cpus),
+            false,
+            usize::MAX,
+        );
+        if let Some(entries) = read.context("reading CACHE_PROCS")? {
+            return Ok(entries.into_iter().map(|e| (e.key, e.values)).collect());
+        }
         let keys: Vec<u32> = self.procs.keys().collect::<Result<_, _>>().context("listing CACHE_PROCS")?;
-        let gone: Vec<u32> = keys.iter().copied().filter(|&pid| !process_exists(pid)).collect();
-        let mut processes = Vec::with_capacity(keys.len());
-        for pid in keys {
-            // An entry may vanish between listing and lookup (we are its only remover, but be calm).
-            let Ok(per_cpu) = self.procs.get(&pid, 0) else { continue };
+        // An entry may vanish between listing and lookup (this is its only remover, but be calm).
+        Ok(keys
+            .into_iter()
+            .filter_map(|pid| Some((pid, self.procs.get(&pid, 0).ok()?.iter().copied().collect())))
+            .collect())
+    }
+
+    pub fn read(&mut self) -> Result<PageCacheSample> {
+        // Values first, liveness second, and a process found dead read once more: its counts
+        // read after its death are final (read before it, its last I/O could still come in, and
+        // be lost with the entry removed below).
+        let entries = self.proc_entries()?;
+        let gone: Vec<u32> = entries.iter().map(|e| e.0).filter(|&pid| !process_exists(pid)).collect();
+        let mut processes = Vec::with_capacity(entries.len());
+        for (pid, mut per_cpu) in entries {
+            if gone.contains(&pid) {
+                if let Ok(last) = self.procs.get(&pid, 0) {
+                    per_cpu = last.iter().copied().collect();
+                }
+            }
             let (counters, comm) = sum_cpus(&per_cpu);
             processes.push(CacheProcessSample {
                 pid,
