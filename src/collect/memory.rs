@@ -1,31 +1,52 @@
 //! /proc/meminfo, /proc/vmstat, /proc/sys/vm/dirty_* and /proc/zoneinfo.
 
-use procfs::{FromRead, Meminfo};
-
 use super::read;
 use super::SystemRoot;
 use crate::sample::{DirtySettings, MemInfo, VmStat, ZoneInfo};
 
-/// /proc/meminfo. procfs already converts the `kB` figures to bytes.
+/// /proc/meminfo, in bytes.
 pub fn meminfo(root: &SystemRoot, files: &mut read::Files) -> MemInfo {
-    let text = files.text(&root.proc.join("meminfo")).unwrap_or("");
-    let Ok(m) = Meminfo::from_read(text.as_bytes()) else {
-        return MemInfo::default();
-    };
-    MemInfo {
-        total_bytes: m.mem_total,
-        free_bytes: m.mem_free,
-        available_bytes: m.mem_available.unwrap_or(0),
-        buffers_bytes: m.buffers,
-        cached_bytes: m.cached,
-        shmem_bytes: m.shmem.unwrap_or(0),
-        dirty_bytes: m.dirty,
-        writeback_bytes: m.writeback,
-        active_file_bytes: m.active_file.unwrap_or(0),
-        inactive_file_bytes: m.inactive_file.unwrap_or(0),
-        mapped_bytes: m.mapped,
-        slab_reclaimable_bytes: m.s_reclaimable.unwrap_or(0),
+    parse_meminfo(files.text(&root.proc.join("meminfo")).unwrap_or(""))
+}
+
+/// The text of /proc/meminfo: "Name:   value kB" lines (a few, such as HugePages_Total, carry no
+/// unit). Hand-parsed like [`parse_vmstat`] (procfs's parser builds a map of ~55 owned names per
+/// call): only the names used are looked at, and their values converted from kB. A text without
+/// MemTotal (not meminfo, or cut short) reads as all zero, as it did through procfs.
+pub fn parse_meminfo(text: &str) -> MemInfo {
+    let mut m = MemInfo::default();
+    let mut total = None;
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else { continue };
+        let field = match key {
+            "MemTotal" => &mut m.total_bytes,
+            "MemFree" => &mut m.free_bytes,
+            "MemAvailable" => &mut m.available_bytes,
+            "Buffers" => &mut m.buffers_bytes,
+            "Cached" => &mut m.cached_bytes,
+            "Shmem" => &mut m.shmem_bytes,
+            "Dirty" => &mut m.dirty_bytes,
+            "Writeback" => &mut m.writeback_bytes,
+            "Active(file)" => &mut m.active_file_bytes,
+            "Inactive(file)" => &mut m.inactive_file_bytes,
+            "Mapped" => &mut m.mapped_bytes,
+            "SReclaimable" => &mut m.slab_reclaimable_bytes,
+            _ => continue,
+        };
+        let mut words = rest.split_whitespace();
+        let Some(Ok(n)) = words.next().map(str::parse::<u64>) else { continue };
+        *field = match words.next() {
+            Some("kB") => n.saturating_mul(1024),
+            _ => n,
+        };
+        if key == "MemTotal" {
+            total = Some(*field);
+        }
     }
+    if total.is_none() {
+        return MemInfo::default();
+    }
+    m
 }
 
 /// /proc/vmstat. Reclaim counters are split by reclaimer (kswapd, direct, khugepaged, and since 6.14
@@ -42,12 +63,37 @@ pub fn parse_vmstat(text: &str) -> VmStat {
     let (mut refault_file, mut refault, mut threshold, mut background) = (None, 0, None, None);
     for line in text.lines() {
         let Some((key, value)) = line.split_once(' ') else { continue };
-        let Ok(n) = value.trim().parse::<i64>() else { continue };
-        let n = n.max(0) as u64;
+        // Only the lines used have their value parsed: ~15 of ~200.
+        let used = matches!(key.as_bytes().first(), Some(b'n' | b'p' | b'w'))
+            && (key.starts_with("nr_") || key.starts_with("pg") || key.starts_with("workingset_refault"));
+        if !used {
+            continue;
+        }
         let reclaimer = |event: &str| {
             key.strip_prefix(event)
                 .is_some_and(|who| matches!(who, "_kswapd" | "_direct" | "_khugepaged" | "_proactive"))
         };
+        let wanted = matches!(
+            key,
+            "nr_free_pages"
+                | "nr_inactive_file"
+                | "nr_active_file"
+                | "pgpgin"
+                | "pgpgout"
+                | "pgmajfault"
+                | "workingset_refault_file"
+                | "workingset_refault"
+                | "nr_dirtied"
+                | "nr_written"
+                | "nr_dirty_threshold"
+                | "nr_dirty_background_threshold"
+        ) || reclaimer("pgscan")
+            || reclaimer("pgsteal");
+        if !wanted {
+            continue;
+        }
+        let Ok(n) = value.trim().parse::<i64>() else { continue };
+        let n = n.max(0) as u64;
         match key {
             "nr_free_pages" => v.nr_free_pages = n,
             "nr_inactive_file" => v.nr_inactive_file = n,
@@ -130,6 +176,7 @@ pub fn parse_zoneinfo(text: &str) -> Vec<ZoneInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use procfs::FromRead;
 
     /// procfs's parser, as the collector used it before: the oracle for the hand-written one.
     fn procfs_vmstat(text: &str) -> VmStat {
@@ -158,6 +205,42 @@ mod tests {
             kernel_dirty_threshold_pages: get("nr_dirty_threshold"),
             kernel_dirty_background_threshold_pages: get("nr_dirty_background_threshold"),
         }
+    }
+
+    /// procfs's parser, as the collector used it before: the oracle for [`parse_meminfo`].
+    fn procfs_meminfo(text: &str) -> MemInfo {
+        let Ok(m) = procfs::Meminfo::from_read(text.as_bytes()) else { return MemInfo::default() };
+        MemInfo {
+            total_bytes: m.mem_total,
+            free_bytes: m.mem_free,
+            available_bytes: m.mem_available.unwrap_or(0),
+            buffers_bytes: m.buffers,
+            cached_bytes: m.cached,
+            shmem_bytes: m.shmem.unwrap_or(0),
+            dirty_bytes: m.dirty,
+            writeback_bytes: m.writeback,
+            active_file_bytes: m.active_file.unwrap_or(0),
+            inactive_file_bytes: m.inactive_file.unwrap_or(0),
+            mapped_bytes: m.mapped,
+            slab_reclaimable_bytes: m.s_reclaimable.unwrap_or(0),
+        }
+    }
+
+    #[test]
+    fn meminfo_parses_as_procfs_did() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut texts = vec![std::fs::read_to_string("/proc/meminfo").unwrap()];
+        for case in ["synthetic/old_kernel/t0", "synthetic/wrap/t1", "basic/t1"] {
+            texts.push(std::fs::read_to_string(dir.join(case).join("proc/meminfo")).unwrap());
+        }
+        for text in &texts {
+            let m = parse_meminfo(text);
+            assert!(m.total_bytes > 0 && m.free_bytes > 0, "{text}");
+            assert_eq!(m, procfs_meminfo(text), "{text}");
+        }
+        // Nothing like meminfo: nothing, as procfs said.
+        assert_eq!(parse_meminfo("garbage\n"), MemInfo::default());
+        assert_eq!(parse_meminfo("MemFree: 5 kB\n"), procfs_meminfo("MemFree: 5 kB\n"));
     }
 
     #[test]
