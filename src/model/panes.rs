@@ -113,11 +113,11 @@ pub fn compute(status: &BpfStatus) -> Vec<PaneStatus> {
             let mut fallback = false;
             for need in needs {
                 // A program on a fallback (ebpf/README.md) stands in for the tracepoint it replaces.
-                let stands_for = |p: &crate::sample::BpfProgramStatus| -> String {
-                    p.fallback_for.clone().unwrap_or_else(|| p.tracepoint.clone())
-                };
+                fn stands_for(p: &crate::sample::BpfProgramStatus) -> &str {
+                    p.fallback_for.as_deref().unwrap_or(&p.tracepoint)
+                }
                 let on_it: Vec<_> =
-                    status.programs.iter().filter(|p| need.contains(&stands_for(p).as_str())).collect();
+                    status.programs.iter().filter(|p| need.contains(&stands_for(p))).collect();
                 // No program on it at all: a recording from an ioscope that did not have one.
                 if on_it.is_empty() {
                     continue;
