@@ -45,6 +45,9 @@ pub const UNSETTLED_REFRESH: Duration = Duration::from_millis(500);
 pub const DISK_NAME_FRESH: Duration = Duration::from_secs(30);
 /// A file's map is dropped when the file was not active for this long.
 pub const FORGET_MAP: Duration = Duration::from_secs(30);
+/// Index entries added and removed one by one at most, for one file's new map or one
+/// refresh's forgotten maps; beyond, the index is rebuilt whole.
+const INDEX_EDITS_MAX: usize = 64;
 /// Mapped requests kept for inspection (tests, debugging).
 pub const RECENT_REQUESTS: usize = 4096;
 
@@ -179,9 +182,7 @@ impl BlockFileMapper {
             };
             if !meta.is_file {
                 // The path names another inode now: its old map is not this file's.
-                if self.files.remove(&id).is_some() {
-                    self.index_dirty = true;
-                }
+                self.set_map(id, None);
                 continue;
             }
             let mtime_ns = meta.mtime_ns;
@@ -202,17 +203,78 @@ impl BlockFileMapper {
             self.map_file(id, path, place, meta.size, mtime_ns, now);
         }
         // Maps of files no longer active go (their blocks may be freed and reused meanwhile).
-        let before = self.files.len();
-        self.files.retain(|_, m| now.duration_since(m.wanted) < FORGET_MAP);
-        self.index_dirty |= self.files.len() != before;
-        if self.files.len() > MAX_MAPPED_FILES {
-            let mut by_age: Vec<(Instant, FileId)> =
-                self.files.iter().map(|(id, m)| (m.wanted, *id)).collect();
+        let mut gone: Vec<FileId> = self
+            .files
+            .iter()
+            .filter(|(_, m)| now.duration_since(m.wanted) >= FORGET_MAP)
+            .map(|(id, _)| *id)
+            .collect();
+        if self.files.len() - gone.len() > MAX_MAPPED_FILES {
+            let mut by_age: Vec<(Instant, FileId)> = self
+                .files
+                .iter()
+                .filter(|(_, m)| now.duration_since(m.wanted) < FORGET_MAP)
+                .map(|(id, m)| (m.wanted, *id))
+                .collect();
             by_age.sort();
-            for (_, id) in by_age.iter().take(self.files.len() - MAX_MAPPED_FILES) {
+            let excess = by_age.len() - MAX_MAPPED_FILES;
+            gone.extend(by_age.iter().take(excess).map(|(_, id)| *id));
+        }
+        if gone.len() > INDEX_EDITS_MAX {
+            for id in &gone {
                 self.files.remove(id);
             }
             self.index_dirty = true;
+        } else {
+            for id in gone {
+                self.set_map(id, None);
+            }
+        }
+    }
+
+    /// Sets (or, with None, drops) a file's map and keeps the index in step: a map whose
+    /// ranges did not change (a growing file's new data has no place until its writeback) leaves
+    /// the index as it is; otherwise the file's old ranges are taken out and its new ones put
+    /// in by binary search, instead of rebuilding and sorting every file's extents (a file
+    /// appended to, such as ioscope's own `--json` output, was remapped every sample at
+    /// `-i 0.1`, and the rebuild of ~1,000 files' index cost ~190 us each time). Many ranges
+    /// at once mark the whole index for a rebuild.
+    fn set_map(&mut self, id: FileId, new: Option<Mapped>) {
+        let old = match new {
+            Some(m) => self.files.insert(id, m),
+            None => self.files.remove(&id),
+        };
+        if self.index_dirty {
+            return;
+        }
+        let new = self.files.get(&id);
+        let same = |a: &Mapped, b: &Mapped| a.disk == b.disk && a.ranges == b.ranges;
+        if let (Some(o), Some(n)) = (&old, new) {
+            if same(o, n) {
+                return;
+            }
+        }
+        let edits = old.as_ref().map_or(0, |m| m.ranges.len()) + new.map_or(0, |m| m.ranges.len());
+        if edits > INDEX_EDITS_MAX {
+            self.index_dirty = true;
+            return;
+        }
+        if let Some(o) = &old {
+            if let Some(v) = self.index.get_mut(&o.disk) {
+                for &(s, e) in &o.ranges {
+                    if let Ok(i) = v.binary_search(&(s, e, id)) {
+                        v.remove(i);
+                    }
+                }
+            }
+        }
+        if let Some(n) = new {
+            let v = self.index.entry(n.disk).or_default();
+            for &(s, e) in &n.ranges {
+                if let Err(i) = v.binary_search(&(s, e, id)) {
+                    v.insert(i, (s, e, id));
+                }
+            }
         }
     }
 
@@ -242,26 +304,23 @@ impl BlockFileMapper {
         match extents {
             Ok(extents) => {
                 let (ranges, unsettled) = disk_ranges(&extents, place);
-                self.files.insert(
-                    id,
-                    Mapped {
-                        path: path.to_string(),
-                        size,
-                        mtime_ns,
-                        disk: place.disk,
-                        ranges,
-                        unsettled,
-                        refreshed: now,
-                        wanted: now,
-                    },
-                );
+                let mapped = Mapped {
+                    path: path.to_string(),
+                    size,
+                    mtime_ns,
+                    disk: place.disk,
+                    ranges,
+                    unsettled,
+                    refreshed: now,
+                    wanted: now,
+                };
+                self.set_map(id, Some(mapped));
             }
             Err(_) => {
                 self.fiemap_errors += 1;
-                self.files.remove(&id);
+                self.set_map(id, None);
             }
         }
-        self.index_dirty = true;
     }
 
     fn rebuild_index(&mut self) {
@@ -319,11 +378,18 @@ impl BlockFileMapper {
     pub fn map(&mut self, events: &[RqEvent], now: Instant) {
         self.rebuild_index();
         let mut journals: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
+        for e in events.iter() {
+            let disk = kernel_dev_major_minor(e.dev);
+            if !journals.contains_key(&disk) {
+                let ranges = self.journal_on(disk);
+                journals.insert(disk, ranges);
+            }
+        }
         for e in events.iter().filter(|e| e.rwbs & (RWBS_READ | RWBS_WRITE) != 0) {
             let disk = kernel_dev_major_minor(e.dev);
-            let journal = journals.entry(disk).or_insert_with(|| self.journal_on(disk)).clone();
+            let journal = journals.get(&disk).map_or(&[][..], |v| v);
             let comm = comm_text(&e.comm);
-            let parts = classify(e, &comm, &journal, self.index.get(&disk).map_or(&[][..], |v| v));
+            let parts = classify(e, &comm, journal, self.index.get(&disk).map_or(&[][..], |v| v));
             for (t, bytes) in &parts {
                 let sys = &self.sys;
                 let names = &mut self.disk_names;
@@ -479,6 +545,55 @@ mod tests {
 
     fn ev(sector: u64, nr: u32, rwbs: u32) -> RqEvent {
         RqEvent { dev: 7 << 20, sector, nr_sectors: nr, rwbs, ..Default::default() }
+    }
+
+    /// The index kept in step map by map is the one a rebuild from every map makes.
+    #[test]
+    fn the_index_edited_in_place_equals_a_rebuild() {
+        let mut m = BlockFileMapper::default();
+        let now = Instant::now();
+        let map = |disk: (u32, u32), ranges: Vec<(u64, u64)>| Mapped {
+            path: String::new(),
+            size: 0,
+            mtime_ns: 0,
+            disk,
+            ranges,
+            unsettled: false,
+            refreshed: now,
+            wanted: now,
+        };
+        let rebuilt = |m: &BlockFileMapper| {
+            let mut index: HashMap<(u32, u32), Vec<ExtentOf>> = HashMap::new();
+            for (id, f) in &m.files {
+                index.entry(f.disk).or_default().extend(f.ranges.iter().map(|&(s, e)| (s, e, *id)));
+            }
+            index.values_mut().for_each(|v| v.sort_unstable());
+            index
+        };
+        let edited = |m: &BlockFileMapper| {
+            let mut index = m.index.clone();
+            index.retain(|_, v| !v.is_empty());
+            index
+        };
+        let (vda, loop0) = ((254, 0), (7, 0));
+        m.set_map((254, 0, 11), Some(map(vda, vec![(100, 200), (400, 480)])));
+        m.set_map((254, 0, 12), Some(map(vda, vec![(200, 300)])));
+        m.set_map((7, 0, 13), Some(map(loop0, vec![(8, 16)])));
+        assert!(!m.index_dirty);
+        assert_eq!(edited(&m), rebuilt(&m));
+        // A growing file's new map: one range grew, one came; another file gone.
+        m.set_map((254, 0, 11), Some(map(vda, vec![(100, 250), (400, 480), (900, 960)])));
+        m.set_map((254, 0, 12), None);
+        assert_eq!(edited(&m), rebuilt(&m));
+        assert_eq!(
+            m.index[&vda],
+            vec![(100, 250, (254, 0, 11)), (400, 480, (254, 0, 11)), (900, 960, (254, 0, 11))]
+        );
+        // Many ranges at once: rebuilt whole, to the same index.
+        m.set_map((7, 0, 14), Some(map(loop0, (0..100).map(|i| (1000 + 10 * i, 1005 + 10 * i)).collect())));
+        assert!(m.index_dirty);
+        m.rebuild_index();
+        assert_eq!(edited(&m), rebuilt(&m));
     }
 
     #[test]
