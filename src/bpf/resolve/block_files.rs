@@ -380,9 +380,8 @@ impl BlockFileMapper {
         let mut journals: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
         for e in events.iter() {
             let disk = kernel_dev_major_minor(e.dev);
-            if !journals.contains_key(&disk) {
-                let ranges = self.journal_on(disk);
-                journals.insert(disk, ranges);
+            if let std::collections::hash_map::Entry::Vacant(slot) = journals.entry(disk) {
+                slot.insert(self.journal_on(disk));
             }
         }
         for e in events.iter().filter(|e| e.rwbs & (RWBS_READ | RWBS_WRITE) != 0) {
