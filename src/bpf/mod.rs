@@ -59,7 +59,9 @@ pub struct BpfOptions {
     /// tracepoints).
     pub btf_tracepoints: bool,
     /// A block program's BTF twin to treat as refused by the kernel (tests of the fallback: the
-    /// block programs must then all be classic). None in the product.
+    /// block programs must then all be classic), or `block_claim::REFUSE_CAS`: the kernel's BPF
+    /// treated as without compare-and-exchange (the block programs' and `sync_enter`'s `_nocas`
+    /// twins). None in the product.
     pub refuse_block_twin: Option<String>,
     /// Tracepoints ("category:event") to treat as missing, as on an older kernel (tests of the
     /// fallbacks that this kernel also has). Empty in the product.
@@ -249,7 +251,10 @@ impl BpfCollector {
         loader.override_global(RA_510_LAYOUT_GLOBAL, &ra_510, true);
         let names_global = name_layout.as_ref().copied().unwrap_or(NameLayout::UNSET);
         loader.override_global(NAME_LAYOUT_GLOBAL, &names_global, true);
-        let sync_plan = syncs::plan(&tracefs, btf.as_ref(), &sync_plan_hidden);
+        let mut sync_plan = syncs::plan(&tracefs, btf.as_ref(), &sync_plan_hidden);
+        // A kernel without compare-and-exchange, as the block programs' test knob says (its
+        // `sync_enter` twin: see syncs::attach).
+        sync_plan.nocas = options.refuse_block_twin.as_deref() == Some(block_claim::REFUSE_CAS);
         loader.override_global(ioscope_common::syncs::SYNC_LAYOUT_GLOBAL, &sync_plan.layout, true);
         loader.override_global(
             ioscope_common::syncs_510::URING_510_LAYOUT_GLOBAL,

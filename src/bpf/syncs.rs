@@ -10,8 +10,8 @@ use aya::programs::TracePoint;
 use aya::Ebpf;
 use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::syncs::{
-    kind_name, SyncInFlight, SyncKey, SyncLayout, SyncStats, SYNC_INFLIGHT_MAP, SYNC_INFLIGHT_MAX,
-    SYNC_MAX_ENTRIES, SYNC_STATS_MAP, SYSCALL_EVENTS,
+    kind_name, SyncInFlight, SyncKey, SyncLayout, SyncSlot, SyncStats, SYNC_ENTER_NOCAS, SYNC_INFLIGHT_MAP,
+    SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_SLOTS_MAP, SYNC_SLOTS_MAX, SYNC_STATS_MAP, SYSCALL_EVENTS,
 };
 
 use super::kernel_btf::KernelBtf;
@@ -51,6 +51,9 @@ pub struct SyncPlan {
     pub uring_510: ioscope_common::syncs_510::Uring510Layout,
     /// Why calls have no file (no BTF for the file table), for the status.
     pub notes: Vec<String>,
+    /// The entry program's twin from the start ([`SYNC_ENTER_NOCAS`]: a test's knob; a kernel
+    /// that refuses `sync_enter` gets it anyway).
+    pub nocas: bool,
 }
 
 /// Reads the formats and the kernel's struct layouts the programs need. `hidden`: tracepoints
@@ -130,7 +133,7 @@ pub fn plan(tracefs_dir: &Path, btf: Option<&KernelBtf>, hidden: &[String]) -> S
         },
         None => notes.push("sync calls without their file: no kernel BTF".into()),
     }
-    SyncPlan { layout: l, syscalls, uring, uring_programs, uring_510, notes }
+    SyncPlan { layout: l, syscalls, uring, uring_programs, uring_510, notes, nocas: false }
 }
 
 /// `task->files->fdt->fd[fd]->f_inode`, `->i_ino`, `->i_sb->s_dev`.
@@ -157,31 +160,48 @@ fn uring_fd_layout(k: &KernelBtf, l: &mut SyncLayout) -> Result<()> {
 
 /// The loads [`attach`] asks for (see super::preload): each program, whatever its events.
 pub fn loads(plan: &SyncPlan) -> Vec<super::preload::Planned<'static>> {
-    [ENTER_PROGRAM, EXIT_PROGRAM, plan.uring_programs[0], plan.uring_programs[1]]
-        .into_iter()
-        .map(|p| (p.to_string(), super::preload::How::TracePoint))
-        .collect()
+    [
+        if plan.nocas { SYNC_ENTER_NOCAS } else { ENTER_PROGRAM },
+        EXIT_PROGRAM,
+        plan.uring_programs[0],
+        plan.uring_programs[1],
+    ]
+    .into_iter()
+    .map(|p| (p.to_string(), super::preload::How::TracePoint))
+    .collect()
 }
 
 /// Loads the programs and attaches them to every event the plan found; takes the maps.
 pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Option<SyncMaps>) {
     let mut statuses = Vec::new();
-    let mut attach_each =
-        |ebpf: &mut Ebpf, program: &str, events: Vec<(String, String, Result<(), String>)>| {
-            let loaded = super::preload::load(ebpf, program, super::preload::How::TracePoint)
-                .map_err(|e| format!("{e:#}"));
-            for (category, event, ready) in events {
-                let r = ready.and_then(|()| loaded.clone()).and_then(|()| {
-                    let tp: &mut TracePoint = ebpf
-                        .program_mut(program)
-                        .expect("loaded above")
-                        .try_into()
-                        .map_err(|e| format!("{e:#}"))?;
-                    tp.attach(&category, &event).map(|_| ()).map_err(|e| format!("{e:#}"))
-                });
-                statuses.push(super::program_status(program, &category, &event, r));
-            }
+    let mut attach_each = |ebpf: &mut Ebpf,
+                           mut program: &str,
+                           events: Vec<(String, String, Result<(), String>)>| {
+        let load = |ebpf: &mut Ebpf, program: &str| {
+            super::preload::load(ebpf, program, super::preload::How::TracePoint).map_err(|e| format!("{e:#}"))
         };
+        if program == ENTER_PROGRAM && plan.nocas {
+            program = SYNC_ENTER_NOCAS;
+        }
+        let mut loaded = load(ebpf, program);
+        if program == ENTER_PROGRAM && loaded.is_err() {
+            // Before 5.12 (no compare-and-exchange) or 5.11 (no BTF task): every call in the
+            // hash map, its file read with bpf_probe_read_kernel (ebpf/README.md, sync calls).
+            program = SYNC_ENTER_NOCAS;
+            loaded = load(ebpf, program);
+        }
+        for (category, event, ready) in events {
+            let r = ready.and_then(|()| loaded.clone()).and_then(|()| {
+                let tp: &mut TracePoint = ebpf
+                    .program_mut(program)
+                    .expect("loaded above")
+                    .try_into()
+                    .map_err(|e| format!("{e:#}"))?;
+                tp.attach(&category, &event).map(|_| ()).map_err(|e| format!("{e:#}"))
+            });
+            statuses.push(super::program_status(program, &category, &event, r));
+        }
+    };
     let ev = |prefix: &str| -> Vec<(String, String, Result<(), String>)> {
         plan.syscalls
             .iter()
@@ -212,6 +232,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
         Ok(SyncMaps {
             stats: PerCpuHashMap::try_from(take(ebpf, SYNC_STATS_MAP)?)?,
             inflight: BpfHashMap::try_from(take(ebpf, SYNC_INFLIGHT_MAP)?)?,
+            slots: MappedSlots::new(take(ebpf, SYNC_SLOTS_MAP)?)?,
             batch: true,
         })
     })();
@@ -230,6 +251,9 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
 pub struct SyncMaps {
     stats: PerCpuHashMap<MapData, SyncKey, SyncStats>,
     inflight: BpfHashMap<MapData, u64, SyncInFlight>,
+    /// The running system calls' slots (the hash map has the others: io_uring's, a thread whose
+    /// slot another holds, every call on kernels before 5.12).
+    slots: MappedSlots,
     /// Read in batches (one system call per few hundred entries) until the kernel refuses them.
     batch: bool,
 }
@@ -241,7 +265,7 @@ impl SyncMaps {
             self.stats_entries()?.into_iter().map(|(key, per_cpu)| sum_cpus(key, &per_cpu)).collect();
         calls.sort_by(|a, b| (a.pid, &a.syscall, a.file.ino).cmp(&(b.pid, &b.syscall, b.file.ino)));
         let mut running = Vec::new();
-        for f in self.inflight_entries()? {
+        for f in self.inflight_entries()?.into_iter().chain(self.slots.running()) {
             running.push(SyncRunning {
                 pid: f.tgid,
                 tid: f.tid,
@@ -298,6 +322,85 @@ impl SyncMaps {
             return Ok(entries.into_iter().filter_map(|e| e.values.into_iter().next()).collect());
         }
         Ok(self.inflight.iter().filter_map(|e| e.ok().map(|(_, f)| f)).collect())
+    }
+}
+
+/// SYNC_SLOTS mapped into this process: the running calls are read with plain loads, no system
+/// call (the map is an array made with `BPF_F_MMAPABLE`; super::mapped_keys does the same for
+/// u64 keys).
+struct MappedSlots {
+    /// Keeps the map (and so the mapping's object) alive while mapped.
+    _map: MapData,
+    slots: std::ptr::NonNull<SyncSlot>,
+    mapped_bytes: usize,
+}
+
+// SAFETY: shared memory read only with volatile loads; the pointer is not tied to a thread.
+unsafe impl Send for MappedSlots {}
+
+impl MappedSlots {
+    fn new(map: aya::maps::Map) -> Result<MappedSlots> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let aya::maps::Map::Array(map) = map else { bail!("map {SYNC_SLOTS_MAP} is not an array") };
+        // SAFETY: no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        // An mmapable array's values are 8-byte aligned, one after the other from offset 0.
+        let bytes = SYNC_SLOTS_MAX as usize * std::mem::size_of::<SyncSlot>();
+        let mapped_bytes = bytes.div_ceil(page) * page;
+        // SAFETY: a fresh read-only shared mapping of the map's fd; the kernel checks the length
+        // and that the map is mmapable.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped_bytes,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                map.fd().as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            bail!("mapping map {SYNC_SLOTS_MAP} into memory: {}", std::io::Error::last_os_error());
+        }
+        let slots = std::ptr::NonNull::new(p.cast::<SyncSlot>()).expect("mmap returned null without failing");
+        Ok(MappedSlots { _map: map, slots, mapped_bytes })
+    }
+
+    /// The calls in the slots now: a slot read whole (the same key and start before and after
+    /// the copy; see SyncSlot), else skipped (a call starting or ending as it is read).
+    fn running(&self) -> Vec<SyncInFlight> {
+        use std::ptr::{addr_of, read_volatile};
+        let mut out = Vec::new();
+        for i in 0..SYNC_SLOTS_MAX as usize {
+            // SAFETY: slot i is inside the mapping, which lives as long as self.
+            let slot = unsafe { self.slots.as_ptr().add(i) };
+            // SAFETY: as above; volatile: the programs write the slot meanwhile.
+            let (key, start) = unsafe {
+                (read_volatile(addr_of!((*slot).key)), read_volatile(addr_of!((*slot).call.start_ns)))
+            };
+            if key == 0 || start == 0 {
+                continue;
+            }
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: as above.
+            let call = unsafe { read_volatile(addr_of!((*slot).call)) };
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: as above.
+            let again = unsafe {
+                (read_volatile(addr_of!((*slot).key)), read_volatile(addr_of!((*slot).call.start_ns)))
+            };
+            if again == (key, start) && call.start_ns == start {
+                out.push(call);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for MappedSlots {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new, of that length; nothing points into it after this.
+        unsafe { libc::munmap(self.slots.as_ptr().cast(), self.mapped_bytes) };
     }
 }
 

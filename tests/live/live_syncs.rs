@@ -358,3 +358,47 @@ fn a_missing_tracepoint_is_named_and_the_other_calls_still_count() {
     drop(f);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A kernel whose BPF has no compare-and-exchange (before 5.12): the entry program's twin,
+/// `sync_enter_nocas`, keeps every call in the hash map instead of its thread's slot; the calls
+/// are timed on their file with the bytes they wrote back, as with `sync_enter`.
+#[test]
+fn without_compare_and_exchange_the_entry_twin_times_calls_the_same() {
+    let _group = common::live_group(module_path!());
+    let test = "without_compare_and_exchange_the_entry_twin_times_calls_the_same";
+    if !common::require_root(test) {
+        return;
+    }
+    let options = ioscope::bpf::BpfOptions {
+        refuse_block_twin: Some(ioscope::bpf::block_claim::REFUSE_CAS.into()),
+        ..Default::default()
+    };
+    let mut bpf = BpfCollector::start_with(&options);
+    let st = bpf.status().clone();
+    let enter: Vec<&str> = st
+        .programs
+        .iter()
+        .filter(|p| p.tracepoint == "syscalls:sys_enter_fsync" && p.attached)
+        .map(|p| p.program.as_str())
+        .collect();
+    if enter.is_empty() {
+        common::skip(test, &format!("syscalls:sys_enter_fsync not attached: {:?}", st.reason));
+        return;
+    }
+    assert_eq!(enter, [ioscope_common::syncs::SYNC_ENTER_NOCAS], "{:?}", st.programs);
+    let dir = PathBuf::from(format!("/var/tmp/ioscope-syncs-nocas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("f");
+    let before = sample(&mut bpf);
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&vec![1u8; 4 << 20]).unwrap();
+    f.sync_all().unwrap();
+    let r = rows(&before, &sample(&mut bpf));
+    let mine: Vec<_> = r.iter().filter(|x| x.pid == std::process::id()).collect();
+    let row = find(&r, std::process::id(), "fsync", &path)
+        .unwrap_or_else(|| panic!("fsync not counted: {mine:#?}"));
+    assert_eq!((row.calls, row.running), (1, 0), "{row:?}");
+    assert!(row.max_s > 0.0 && row.written_bytes >= 4 << 20, "{row:?}");
+    drop(f);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -26,9 +26,10 @@ pub const WRITEBACK_PROGRAM: &str = "writeback_single_inode";
 
 /// Per-CPU LRU hash map: [`FileKey`] → [`FileCounters`].
 pub const FILE_IO_MAP: &str = "FILE_IO";
-/// LRU hash map: thread id → [`FileInsertRecord`], the folio the thread inserted last. Per thread,
-/// not per CPU: a writer preempted or migrated between inserting a folio (write_begin) and
-/// dirtying it (write_end) must still be recognised.
+/// LRU hash map: thread id → [`ThreadFileRecord`], the folio the thread inserted last and the range
+/// its last read miss asked for. Per thread, not per CPU: a writer preempted or migrated between
+/// inserting a folio (write_begin) and dirtying it (write_end) must still be recognised. One map
+/// for both: an insertion needs both, in one lookup.
 pub const FILE_LAST_INSERT_MAP: &str = "FILE_LAST_INSERT";
 /// Read-only global holding [`FileLayout`], set by the loader before load.
 pub const FILE_LAYOUT_GLOBAL: &str = "FILE_LAYOUT";
@@ -86,9 +87,6 @@ pub struct FileInsertRecord {
     pub pages: u64,
 }
 
-/// LRU hash map: thread id → [`DemandRecord`], the range its last synchronous readahead was for.
-pub const FILE_DEMAND_MAP: &str = "FILE_DEMAND";
-
 /// What a read asked for when it missed (`page_cache_sync_ra`): pages `index..index + req_count`
 /// of the file. Pages the same thread inserts in that range are demand reads; any other inserted
 /// page is readahead.
@@ -100,6 +98,15 @@ pub struct DemandRecord {
     pub ino: u64,
     pub index: u64,
     pub req_count: u64,
+}
+
+/// A thread's value in [`FILE_LAST_INSERT_MAP`]: its last insertion (no pages: none, or taken
+/// back by its dirtying) and its last read miss (`req_count` 0: none).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadFileRecord {
+    pub insert: FileInsertRecord,
+    pub demand: DemandRecord,
 }
 
 /// Whether page `index` of (dev, ino) is in the range the thread's read asked for.
@@ -337,6 +344,8 @@ mod user {
     unsafe impl aya::Pod for super::FileLayout {}
     // SAFETY: as above (explicit `_pad`).
     unsafe impl aya::Pod for super::DemandRecord {}
+    // SAFETY: as above (two such records).
+    unsafe impl aya::Pod for super::ThreadFileRecord {}
     // SAFETY: as above (explicit `_pad`).
     unsafe impl aya::Pod for super::DioPending {}
 }
@@ -370,6 +379,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<FileLayout>(), (34 + 14) * 4);
         assert_eq!(core::mem::size_of::<DioPending>(), 24);
         assert_eq!(core::mem::size_of::<DemandRecord>(), 32);
+        assert_eq!(core::mem::size_of::<ThreadFileRecord>(), 64);
     }
 
     #[test]
@@ -388,5 +398,6 @@ mod tests {
         assert!(!is_demand(&r, 7 << 20, 12, 99));
         assert!(!is_demand(&r, 7 << 20, 13, 100));
         assert!(!is_demand(&r, 7 << 20 | 1, 12, 100));
+        assert!(!is_demand(&DemandRecord::default(), 0, 0, 0), "no read miss: no demand");
     }
 }

@@ -29,6 +29,8 @@ pub const RA_MAPPINGS_MAP: &str = "RA_MAPPINGS";
 pub const RA_MAPPINGS_MAX: u32 = 8192;
 /// Array of one [`RaShared`]: what every CPU's cached-read path checks before any lookup.
 pub const RA_SHARED_MAP: &str = "RA_SHARED";
+/// Per-CPU array of one [`RaNoWindow`]: the insertion path's memo of a thread without a window.
+pub const RA_NO_WINDOW_MAP: &str = "RA_NO_WINDOW";
 /// Read-only global holding [`RaLayout`], set by the loader before load.
 pub const RA_LAYOUT_GLOBAL: &str = "RA_LAYOUT";
 /// Buckets of the time-to-first-use histogram: bucket `b` holds [2^b, 2^(b+1)) µs (bucket 0 also
@@ -183,6 +185,28 @@ pub struct RaShared {
     /// nothing pending for its file at epoch E can skip the lookups while the epoch is still E
     /// (see [`RaReadMemo`]).
     pub epoch: u64,
+    /// Windows opened so far ([`RA_WINDOWS_MAP`] inserts), for [`RaNoWindow`].
+    pub windows: u64,
+}
+
+/// This CPU's last page-cache insertion by a thread that had no window ([`RA_WINDOWS_MAP`] has no
+/// entry for `tid`) when [`RaShared::windows`] was `windows`: while both still hold, the thread's
+/// next insertions skip that lookup (a writer appending to a file inserts a page per write and
+/// never reads ahead).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaNoWindow {
+    pub tid: u32,
+    pub _pad: u32,
+    pub windows: u64,
+}
+
+impl RaNoWindow {
+    /// Whether thread `tid` is known to have no window while `windows` windows have been opened.
+    #[inline(always)]
+    pub fn holds(&self, tid: u32, windows: u64) -> bool {
+        self.tid == tid && self.windows == windows
+    }
 }
 
 /// The last sync/async readahead event on this CPU (kept in the read path's per-CPU slot,
@@ -396,11 +420,21 @@ mod tests {
     fn sizes_have_no_hidden_padding() {
         assert_eq!(core::mem::size_of::<RaLayout>(), 35 * 4);
         assert_eq!(core::mem::size_of::<RaBind>(), 24);
+        assert_eq!(core::mem::size_of::<RaNoWindow>(), 16);
+        assert_eq!(core::mem::size_of::<RaShared>(), 24);
         assert_eq!(core::mem::size_of::<RaPageKey>(), 24);
         assert_eq!(core::mem::size_of::<RaWindow>(), 32);
         assert_eq!(
             core::mem::size_of::<RaFileStats>(),
             8 * 8 + 4 * 4 + RA_TRIGGERS * 4 + 8 + RA_USE_BUCKETS * 8
         );
+    }
+
+    #[test]
+    fn a_thread_without_a_window_is_known_until_a_window_opens() {
+        let memo = RaNoWindow { tid: 42, _pad: 0, windows: 7 };
+        assert!(memo.holds(42, 7));
+        assert!(!memo.holds(42, 8), "a window opened since: look again");
+        assert!(!memo.holds(43, 7), "another thread");
     }
 }

@@ -13,11 +13,19 @@ use crate::block::HIST_BUCKETS;
 pub const SYNC_STATS_MAP: &str = "SYNC_STATS";
 /// LRU hash map: thread id (a syscall) or io_uring request address → [`SyncInFlight`].
 pub const SYNC_INFLIGHT_MAP: &str = "SYNC_INFLIGHT";
+/// Memory-mappable array of [`SyncSlot`]: the system calls running now, one slot per thread id
+/// (a thread whose slot another thread holds goes to [`SYNC_INFLIGHT_MAP`]).
+pub const SYNC_SLOTS_MAP: &str = "SYNC_SLOTS";
 /// Read-only global holding [`SyncLayout`], set by the loader before load.
 pub const SYNC_LAYOUT_GLOBAL: &str = "SYNC_LAYOUT";
 
 pub const SYNC_MAX_ENTRIES: u32 = 4096;
 pub const SYNC_INFLIGHT_MAX: u32 = 4096;
+/// Slots of [`SYNC_SLOTS_MAP`] (a power of two).
+pub const SYNC_SLOTS_MAX: u32 = 1024;
+/// The entry program's twin for kernels whose BPF has no compare-and-exchange (before 5.12) or
+/// no `bpf_get_current_task_btf` (before 5.11): every call in [`SYNC_INFLIGHT_MAP`].
+pub const SYNC_ENTER_NOCAS: &str = "sync_enter_nocas";
 
 /// The calls, as [`SyncKey::kind`].
 pub const SYNC_FSYNC: u32 = 0;
@@ -119,6 +127,24 @@ pub struct SyncInFlight {
     pub comm: [u8; 16],
 }
 
+/// A system call running in thread `key` (0: a free slot). `call.start_ns` is 0 while the slot is
+/// being filled or emptied: the program claims `key` (compare-and-exchange from 0), writes the
+/// call and its start last; at the exit it zeroes the start, then the key. So a reader that sees
+/// the same non-zero key and start before and after copying the call has a whole one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncSlot {
+    pub key: u64,
+    pub call: SyncInFlight,
+}
+
+/// The slot of thread id `key` in [`SYNC_SLOTS_MAP`]: thread ids are handed out in sequence, so
+/// their low bits spread them.
+#[inline(always)]
+pub const fn sync_slot(key: u64) -> u32 {
+    (key as u32) & (SYNC_SLOTS_MAX - 1)
+}
+
 /// What the programs need to know, from tracefs and the kernel's BTF.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -198,6 +224,8 @@ mod user {
     unsafe impl aya::Pod for super::SyncInFlight {}
     // SAFETY: as above (u32 only).
     unsafe impl aya::Pod for super::SyncLayout {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::SyncSlot {}
 }
 
 #[cfg(test)]
@@ -210,6 +238,22 @@ mod tests {
         assert_eq!(core::mem::size_of::<SyncStats>(), 5 * 8 + 16 + 8 * HIST_BUCKETS);
         assert_eq!(core::mem::size_of::<SyncInFlight>(), 4 * 8 + 4 * 4 + 16);
         assert_eq!(core::mem::size_of::<SyncLayout>(), (SYNC_SYSCALLS + 14) * 4);
+        // An mmapable array's values are 8-byte aligned one after the other: no gap to skip.
+        assert_eq!(core::mem::size_of::<SyncSlot>(), 8 + core::mem::size_of::<SyncInFlight>());
+        assert_eq!(core::mem::size_of::<SyncSlot>() % 8, 0);
+    }
+
+    #[test]
+    fn threads_in_sequence_take_different_slots() {
+        assert!(SYNC_SLOTS_MAX.is_power_of_two());
+        assert_eq!(sync_slot(5), 5);
+        assert_eq!(sync_slot(u64::from(SYNC_SLOTS_MAX) + 5), 5);
+        let mut taken = [false; SYNC_SLOTS_MAX as usize];
+        for tid in 1000..1000 + u64::from(SYNC_SLOTS_MAX) {
+            let slot = sync_slot(tid) as usize;
+            assert!(!taken[slot], "thread {tid} shares slot {slot}");
+            taken[slot] = true;
+        }
     }
 
     #[test]

@@ -10,8 +10,8 @@ use aya_ebpf::{
 };
 use ioscope_common::files::{
     bdi_dev, folio_bytes_before_eof, is_demand, DemandRecord, DioPending, FileCounters, FileInsertRecord,
-    FileKey, FileLayout, FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, INSERT_PER_FILE, INSERT_READAHEAD,
-    KEY_BDI_DEV, KEY_SB_DEV,
+    FileKey, FileLayout, ThreadFileRecord, FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, INSERT_PER_FILE,
+    INSERT_READAHEAD, KEY_BDI_DEV, KEY_SB_DEV,
 };
 
 use crate::kernel::{kernel_field, Mem, Plain};
@@ -24,11 +24,8 @@ static FILE_IO: LruPerCpuHashMap<FileKey, FileCounters> =
     LruPerCpuHashMap::with_max_entries(FILE_MAX_ENTRIES, 0);
 
 #[map]
-static FILE_LAST_INSERT: LruHashMap<u32, FileInsertRecord> =
+static FILE_LAST_INSERT: LruHashMap<u32, ThreadFileRecord> =
     LruHashMap::with_max_entries(FILE_LAST_INSERT_MAX, 0);
-
-#[map]
-static FILE_DEMAND: LruHashMap<u32, DemandRecord> = LruHashMap::with_max_entries(FILE_LAST_INSERT_MAX, 0);
 
 #[map]
 static FILE_DIO_PENDING: PerCpuArray<DioPending> = PerCpuArray::with_max_entries(1, 0);
@@ -95,7 +92,17 @@ fn try_sync_ra(ctx: &TracePointContext) -> Result<u32, i64> {
         }
     };
     let tid = bpf_get_current_pid_tgid() as u32;
-    let _ = FILE_DEMAND.insert(&tid, &r, 0);
+    match FILE_LAST_INSERT.get_ptr_mut(&tid) {
+        // SAFETY: this thread's own record, used only by the thread itself.
+        Some(p) => unsafe { core::ptr::write_volatile(&raw mut (*p).demand, r) },
+        None => {
+            let _ = FILE_LAST_INSERT.insert(
+                &tid,
+                &ThreadFileRecord { insert: FileInsertRecord::default(), demand: r },
+                0,
+            );
+        }
+    }
     Ok(0)
 }
 
@@ -112,9 +119,14 @@ pub fn add_dev_at() -> Option<u32> {
 #[inline(always)]
 pub fn on_insert(tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
     let mut r = FileInsertRecord { dev: 0, flags: 0, ino, index, pages };
+    // One lookup for the read miss and the record to overwrite.
+    let thread = FILE_LAST_INSERT.get_ptr_mut(&tid);
     if let Some(dev) = dev {
-        // SAFETY: a plain copy of this thread's record.
-        let demand = unsafe { FILE_DEMAND.get(&tid) }.is_some_and(|d| is_demand(d, dev, ino, index));
+        let demand = match thread {
+            // SAFETY: this thread's own record, used only by the thread itself.
+            Some(p) => is_demand(unsafe { &(*p).demand }, dev, ino, index),
+            None => false,
+        };
         let key = FileKey { dev, kind: KEY_SB_DEV, ino };
         let readahead = !demand;
         if let Some(c) = file(&key) {
@@ -129,11 +141,15 @@ pub fn on_insert(tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
     }
     // Over the thread's record when the map still has it (stores instead of a hash map update,
     // several times dearer; ebpf/README.md, "What an fsync'd write costs").
-    match FILE_LAST_INSERT.get_ptr_mut(&tid) {
-        // SAFETY: this thread's own record, used only by the thread itself.
-        Some(p) => unsafe { core::ptr::write_volatile(p, r) },
+    match thread {
+        // SAFETY: as above.
+        Some(p) => unsafe { core::ptr::write_volatile(&raw mut (*p).insert, r) },
         None => {
-            let _ = FILE_LAST_INSERT.insert(&tid, &r, 0);
+            let _ = FILE_LAST_INSERT.insert(
+                &tid,
+                &ThreadFileRecord { insert: r, demand: DemandRecord::default() },
+                0,
+            );
         }
     }
 }
@@ -147,12 +163,12 @@ pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) -> u64 
     let dirty_ok = layout_field!(dirty_ok) != 0;
     if let Some(p) = FILE_LAST_INSERT.get_ptr_mut(&tid) {
         // SAFETY: this thread's own record, used only by the thread itself.
-        let r = unsafe { *p };
+        let r = unsafe { (*p).insert };
         // A record taken back has no pages (an insertion has at least one): it stays in the map
         // for the thread's next insertion to overwrite.
         if r.pages != 0 && r.ino == ino && r.index == index {
             // SAFETY: as above.
-            unsafe { core::ptr::write_volatile(&raw mut (*p).pages, 0) };
+            unsafe { core::ptr::write_volatile(&raw mut (*p).insert.pages, 0) };
             if dirty_ok && r.flags & INSERT_PER_FILE != 0 {
                 let key = FileKey { dev: r.dev, kind: KEY_SB_DEV, ino };
                 if let Some(c) = file(&key) {
@@ -345,6 +361,14 @@ fn on_iter(flags: u32, direct_flag: u32, write_flag: u32, file: impl FnOnce() ->
     crate::page_cache::count_dio_process(p.bytes, write);
 }
 
+/// `writeback_single_inode`'s `name` and `ino`, read in one go where they follow each other.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct NameIno {
+    name: [u8; 32],
+    ino: u64,
+}
+
 /// `writeback:writeback_single_inode`: `wrote` pages of the inode were written back by this call
 /// (flusher thread, sync, fsync). Credited to the file; the writing task is not its user.
 #[tracepoint]
@@ -357,13 +381,19 @@ fn try_writeback_single_inode(ctx: &TracePointContext) -> Result<u32, i64> {
     if l.wsi_ok == 0 {
         return Ok(0);
     }
-    // SAFETY: offsets from the format file.
+    // SAFETY: offsets from the format file; `ino` follows `name` in every kernel's record (one
+    // read, not two, where it does: each read is a helper call).
     let (name, ino, wrote) = unsafe {
-        (
-            ctx.read_at::<[u8; 32]>(l.wsi_name as usize).map_err(i64::from)?,
-            ctx.read_at::<u64>(l.wsi_ino as usize).map_err(i64::from)?,
-            ctx.read_at::<u64>(l.wsi_wrote as usize).map_err(i64::from)?,
-        )
+        let (name, ino) = if l.wsi_ino == l.wsi_name.wrapping_add(32) {
+            let h = ctx.read_at::<NameIno>(l.wsi_name as usize).map_err(i64::from)?;
+            (h.name, h.ino)
+        } else {
+            (
+                ctx.read_at::<[u8; 32]>(l.wsi_name as usize).map_err(i64::from)?,
+                ctx.read_at::<u64>(l.wsi_ino as usize).map_err(i64::from)?,
+            )
+        };
+        (name, ino, ctx.read_at::<u64>(l.wsi_wrote as usize).map_err(i64::from)?)
     };
     if wrote == 0 || wrote > 1 << 40 {
         return Ok(0);
@@ -399,13 +429,19 @@ fn try_ext4_writepages(ctx: &TracePointContext) -> Result<u32, i64> {
     if l.ewr_ok == 0 {
         return Ok(0);
     }
-    // SAFETY: offsets from the format file.
+    // SAFETY: offsets from the format file; one read where the fields are as in every kernel's
+    // record (`dev`, `ino` 8 bytes on, `ret`, `pages_written`), else one per field.
     let (dev, ino, pages) = unsafe {
-        (
-            ctx.read_at::<u32>(l.ewr_dev as usize).map_err(i64::from)?,
-            ctx.read_at::<u64>(l.ewr_ino as usize).map_err(i64::from)?,
-            ctx.read_at::<i32>(l.ewr_pages as usize).map_err(i64::from)?,
-        )
+        if l.ewr_ino == l.ewr_dev.wrapping_add(8) && l.ewr_pages == l.ewr_dev.wrapping_add(20) {
+            let w = ctx.read_at::<[u32; 6]>(l.ewr_dev as usize).map_err(i64::from)?;
+            (w[0], u64::from(w[2]) | u64::from(w[3]) << 32, w[5] as i32)
+        } else {
+            (
+                ctx.read_at::<u32>(l.ewr_dev as usize).map_err(i64::from)?,
+                ctx.read_at::<u64>(l.ewr_ino as usize).map_err(i64::from)?,
+                ctx.read_at::<i32>(l.ewr_pages as usize).map_err(i64::from)?,
+            )
+        }
     };
     if pages > 0 {
         count_fs_writeback(dev, ino, (pages as u64) << (l.page_shift & 31));

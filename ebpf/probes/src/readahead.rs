@@ -19,9 +19,9 @@ use aya_ebpf::{
 };
 use ioscope_common::page_cache::{CacheScratch, NO_ORDER};
 use ioscope_common::readahead::{
-    binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaPage, RaPageKey, RaReadMemo,
-    RaShared, RaTotals, RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX,
-    RA_WINDOWS_MAX,
+    binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaNoWindow, RaPage, RaPageKey,
+    RaReadMemo, RaShared, RaTotals, RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS,
+    RA_WALK_MAX, RA_WINDOWS_MAX,
 };
 
 #[unsafe(no_mangle)]
@@ -44,6 +44,9 @@ static RA_SHARED: Array<RaShared> = Array::with_max_entries(1, 0);
 
 #[map]
 static RA_TOTALS: PerCpuArray<RaTotals> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static RA_NO_WINDOW: PerCpuArray<RaNoWindow> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
 fn layout() -> RaLayout {
@@ -250,6 +253,11 @@ fn open_window(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, size: u64) {
     let tid = bpf_get_current_pid_tgid() as u32;
     let w = RaWindow { dev, _pad: 0, ino, start: index, end: index.wrapping_add(size) };
     let _ = RA_WINDOWS.insert(&tid, &w, 0);
+    // After the insert: an insertion that reads the count before it finds the window by lookup.
+    if let Some(p) = RA_SHARED.get_ptr_mut(0) {
+        // SAFETY: a valid, aligned pointer into the array's value.
+        add(unsafe { &mut (*p).windows }, 1);
+    }
     add(&mut f.windows, 1);
     add(&mut f.window_pages, size);
     f.last_window = size as u32;
@@ -269,8 +277,22 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
         return Ok(0);
     }
     let tid = bpf_get_current_pid_tgid() as u32;
+    // A thread that had no window on this CPU's last insertion, none opened anywhere since (a
+    // writer's page per write): no lookup (ioscope_common::readahead::RaNoWindow).
+    // SAFETY: a valid, aligned pointer into the array's value.
+    let windows =
+        RA_SHARED.get_ptr_mut(0).map(|p| unsafe { core::ptr::read_volatile(&raw const (*p).windows) });
+    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+    let memo = RA_NO_WINDOW.get_ptr_mut(0).map(|p| unsafe { &mut *p });
+    let (Some(windows), Some(memo)) = (windows, memo) else { return Ok(0) };
+    if memo.holds(tid, windows) {
+        return Ok(0);
+    }
     // SAFETY: a plain copy of this thread's record.
-    let Some(w) = (unsafe { RA_WINDOWS.get(&tid) }).copied() else { return Ok(0) };
+    let Some(w) = (unsafe { RA_WINDOWS.get(&tid) }).copied() else {
+        *memo = RaNoWindow { tid, _pad: 0, windows };
+        return Ok(0);
+    };
     // SAFETY: offsets from the format file.
     let (dev, ino, index) = unsafe {
         (field::<u32>(ctx, l.folio_dev)?, field::<u64>(ctx, l.folio_ino)?, field::<u64>(ctx, l.folio_index)?)

@@ -2,13 +2,20 @@
 //! io_uring's fsync, timed from entry (submission) to exit (completion), per process, call and
 //! file. The file is found from the fd at the call, in the caller's file table
 //! (`task->files->fdt->fd[fd]->f_inode`), with offsets from the kernel's BTF.
+//!
+//! A system call in progress takes its thread's slot of SYNC_SLOTS (array stores, where a hash
+//! map's insert and delete cost ~1 µs per call after the CPU slept), or when another thread holds
+//! that slot an entry of SYNC_INFLIGHT, as io_uring's requests do. `sync_enter_nocas` is the
+//! entry program for kernels without BPF's compare-and-exchange (before 5.12) or
+//! `bpf_get_current_task_btf` (before 5.11): it puts every call in SYNC_INFLIGHT.
 
-use core::intrinsics::{atomic_xadd, AtomicOrdering};
+use core::intrinsics::{atomic_cxchg, atomic_xadd, AtomicOrdering};
 
 use aya_ebpf::{
+    bindings::BPF_F_MMAPABLE,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
-        bpf_ktime_get_ns,
+        bpf_get_current_task_btf, bpf_ktime_get_ns,
     },
     macros::{map, tracepoint},
     maps::{Array, LruHashMap, LruPerCpuHashMap},
@@ -16,11 +23,11 @@ use aya_ebpf::{
 };
 use ioscope_common::block::log2_bucket;
 use ioscope_common::syncs::{
-    syscall_kind, uring_kind, SyncInFlight, SyncKey, SyncLayout, SyncStats, MS_SYNC, REQ_F_FIXED_FILE,
-    SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MSYNC, SYNC_SYNC,
+    sync_slot, syscall_kind, uring_kind, SyncInFlight, SyncKey, SyncLayout, SyncSlot, SyncStats, MS_SYNC,
+    REQ_F_FIXED_FILE, SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MSYNC, SYNC_SLOTS_MAX, SYNC_SYNC,
 };
 
-use crate::kernel::{Mem, Probe};
+use crate::kernel::{kernel_field, Mem, Probe};
 
 #[unsafe(no_mangle)]
 static SYNC_LAYOUT: SyncLayout = SyncLayout::UNSET;
@@ -31,6 +38,15 @@ static SYNC_STATS: LruPerCpuHashMap<SyncKey, SyncStats> =
 
 #[map]
 pub static SYNC_INFLIGHT: LruHashMap<u64, SyncInFlight> = LruHashMap::with_max_entries(SYNC_INFLIGHT_MAX, 0);
+
+/// One SyncStats of zeros, the value of a new SYNC_STATS entry.
+#[map]
+static SYNC_STATS_ZERO: Array<SyncStats> = Array::with_max_entries(1, 0);
+
+/// The system calls running, one slot per thread (ioscope_common::syncs::SyncSlot); userspace
+/// reads it through a memory mapping.
+#[map]
+pub static SYNC_SLOTS: Array<SyncSlot> = Array::with_max_entries(SYNC_SLOTS_MAX, BPF_F_MMAPABLE);
 
 /// io_uring sync requests submitted and not completed: `io_uring_complete` (every completion of
 /// every ring) looks for its request in SYNC_INFLIGHT only when this is not 0.
@@ -53,6 +69,17 @@ const _: () = assert!(ARGS_OFFSET == NR_OFFSET + 8);
 /// `syscalls:sys_enter_{fsync,fdatasync,sync_file_range,msync,syncfs,sync}`.
 #[tracepoint]
 pub fn sync_enter(ctx: TracePointContext) -> u32 {
+    enter::<true>(&ctx)
+}
+
+/// [`sync_enter`] without the slots and the BTF task (kernels before 5.12; see the module's doc).
+#[tracepoint]
+pub fn sync_enter_nocas(ctx: TracePointContext) -> u32 {
+    enter::<false>(&ctx)
+}
+
+#[inline(always)]
+fn enter<const SLOTS: bool>(ctx: &TracePointContext) -> u32 {
     // SAFETY: offsets of every sys_enter record (checked against the formats by userspace): the
     // number and the first argument in one read (each read is a helper call).
     let Ok(head) = (unsafe { ctx.read_at::<[u64; 2]>(NR_OFFSET) }) else { return 0 };
@@ -69,21 +96,78 @@ pub fn sync_enter(ctx: TracePointContext) -> u32 {
         }
     } else if kind != SYNC_SYNC {
         // The first argument is the fd.
-        file = fd_file(arg0 as u32);
+        file = if SLOTS { fd_file_btf(arg0 as u32) } else { fd_file(arg0 as u32) };
     }
     let id = bpf_get_current_pid_tgid();
-    start(id & 0xffff_ffff, kind, file, id);
+    let tid = id & 0xffff_ffff;
+    if SLOTS {
+        if let Some(slot) = claim(tid) {
+            // SAFETY: the slot this thread claimed: nobody else writes it until it frees it.
+            unsafe {
+                let call = &raw mut (*slot).call;
+                core::ptr::write_volatile(&raw mut (*call).start_ns, 0);
+                let mut f = in_flight(kind, file, id);
+                let start_ns = f.start_ns;
+                f.start_ns = 0;
+                core::ptr::write_volatile(call, f);
+                // Last: the start says the slot is whole (see SyncSlot).
+                core::ptr::write_volatile(&raw mut (*call).start_ns, start_ns);
+            }
+            return 0;
+        }
+    }
+    start(tid, kind, file, id);
     0
+}
+
+/// Thread `tid`'s slot, claimed for it (or still held by it: a call whose exit was not seen);
+/// None when another thread holds it.
+#[inline(always)]
+fn claim(tid: u64) -> Option<*mut SyncSlot> {
+    if tid == 0 {
+        return None;
+    }
+    let p = SYNC_SLOTS.get_ptr_mut(sync_slot(tid))?;
+    // SAFETY: a valid pointer into the array; the key is changed only atomically or by its owner.
+    let prev = unsafe {
+        atomic_cxchg::<u64, { AtomicOrdering::SeqCst }, { AtomicOrdering::SeqCst }>(&raw mut (*p).key, 0, tid)
+            .0
+    };
+    (prev == 0 || prev == tid).then_some(p)
+}
+
+/// Thread `tid`'s slot when the thread holds it.
+#[inline(always)]
+fn own_slot(tid: u64) -> Option<*mut SyncSlot> {
+    let p = SYNC_SLOTS.get_ptr_mut(sync_slot(tid))?;
+    // SAFETY: a valid pointer into the array.
+    (tid != 0 && unsafe { core::ptr::read_volatile(&raw const (*p).key) } == tid).then_some(p)
 }
 
 /// `syscalls:sys_exit_*` of the same calls.
 #[tracepoint]
 pub fn sync_exit(_ctx: TracePointContext) -> u32 {
     let key = bpf_get_current_pid_tgid() & 0xffff_ffff;
-    // SAFETY: a plain copy of this thread's entry.
-    let Some(f) = (unsafe { SYNC_INFLIGHT.get(&key) }).copied() else { return 0 };
-    let _ = SYNC_INFLIGHT.remove(&key);
-    finish(&f);
+    // One `finish` below (each is a default SyncStats on the stack).
+    let f = match own_slot(key) {
+        // SAFETY: this thread's slot; freed (start, then key: see SyncSlot) after the copy.
+        Some(slot) => unsafe {
+            let call = &raw mut (*slot).call;
+            let f = core::ptr::read_volatile(call);
+            core::ptr::write_volatile(&raw mut (*call).start_ns, 0);
+            core::ptr::write_volatile(&raw mut (*slot).key, 0);
+            f
+        },
+        None => {
+            // SAFETY: a plain copy of this thread's entry.
+            let Some(f) = (unsafe { SYNC_INFLIGHT.get(&key) }).copied() else { return 0 };
+            let _ = SYNC_INFLIGHT.remove(&key);
+            f
+        }
+    };
+    if f.start_ns != 0 {
+        finish(&f);
+    }
     0
 }
 
@@ -163,6 +247,14 @@ pub fn uring_complete(key: u64, pending: *mut u64) {
 #[inline(always)]
 pub fn on_writeback(bytes: u64) {
     let key = bpf_get_current_pid_tgid() & 0xffff_ffff;
+    if let Some(slot) = own_slot(key) {
+        // SAFETY: this thread's slot, changed only by the thread itself while it holds it.
+        unsafe {
+            let at = &raw mut (*slot).call.written_bytes;
+            core::ptr::write_volatile(at, core::ptr::read_volatile(at).wrapping_add(bytes));
+        }
+        return;
+    }
     if let Some(f) = SYNC_INFLIGHT.get_ptr_mut(&key) {
         // SAFETY: the thread's own entry, changed only by the thread itself.
         unsafe { (*f).written_bytes = (*f).written_bytes.wrapping_add(bytes) };
@@ -187,6 +279,27 @@ fn fd_file(fd: u32) -> (u32, u64) {
     file_id(Probe::get(fds, fd * 8))
 }
 
+/// [`fd_file`] with plain loads of the task's file table (a helper call each there): the task from
+/// `bpf_get_current_task_btf` (5.11+) is a pointer the verifier knows the type of, and so are
+/// `files` and `fdt`. The table's entry and the file's fields are still read with
+/// `bpf_probe_read_kernel` (an index the verifier cannot bound; a pointer read that way).
+#[inline(always)]
+fn fd_file_btf(fd: u32) -> (u32, u64) {
+    if layout!(files_ok) == 0 {
+        return (0, 0);
+    }
+    // SAFETY: helper without preconditions.
+    let task = unsafe { bpf_get_current_task_btf() } as *const u8;
+    let files: *const u8 = kernel_field(task, layout!(task_files));
+    let fdt: *const u8 = kernel_field(files, layout!(files_fdt));
+    let max: u32 = kernel_field(fdt, layout!(fdt_max_fds));
+    if fd >= max || fd >= 1 << 28 {
+        return (0, 0);
+    }
+    let fds: *const u8 = kernel_field(fdt, layout!(fdt_fd));
+    file_id(Probe::get(fds, fd * 8))
+}
+
 /// The (s_dev, inode) of a `struct file`; zeros when it cannot be read.
 #[inline(always)]
 pub fn file_id(file: *const u8) -> (u32, u64) {
@@ -200,8 +313,14 @@ pub fn file_id(file: *const u8) -> (u32, u64) {
 
 /// Records a call starting now under `key`; false when the map refused it.
 #[inline(always)]
-pub fn start(key: u64, kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> bool {
-    let f = SyncInFlight {
+pub fn start(key: u64, kind: u32, file: (u32, u64), pid_tgid: u64) -> bool {
+    SYNC_INFLIGHT.insert(&key, &in_flight(kind, file, pid_tgid), 0).is_ok()
+}
+
+/// A call of `kind` on `file` starting now in the current thread.
+#[inline(always)]
+fn in_flight(kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> SyncInFlight {
+    SyncInFlight {
         // SAFETY: helper without preconditions.
         start_ns: unsafe { bpf_ktime_get_ns() },
         written_bytes: 0,
@@ -213,8 +332,7 @@ pub fn start(key: u64, kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> bool
         tgid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
         comm: bpf_get_current_comm().unwrap_or([0; 16]),
-    };
-    SYNC_INFLIGHT.insert(&key, &f, 0).is_ok()
+    }
 }
 
 /// Adds a finished call to its (process, call, file) on this CPU.
@@ -226,7 +344,12 @@ pub fn finish(f: &SyncInFlight) {
     let p = match SYNC_STATS.get_ptr_mut(&key) {
         Some(p) => p,
         None => {
-            let _ = SYNC_STATS.insert(&key, &SyncStats::default(), 0);
+            // The zeros from a map, not the stack (a SyncStats is 312 bytes of the 512 a program
+            // and the functions it calls may use together: 6.1's verifier counted 544 for
+            // sync_exit with one on the stack).
+            let Some(zero) = SYNC_STATS_ZERO.get_ptr(0) else { return };
+            // SAFETY: a valid pointer into the array, never written.
+            let _ = SYNC_STATS.insert(&key, unsafe { &*zero }, 0);
             let Some(p) = SYNC_STATS.get_ptr_mut(&key) else { return };
             p
         }
