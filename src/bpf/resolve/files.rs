@@ -451,13 +451,17 @@ impl FileResolver {
     }
 
     /// The path of a file keyed as the kernel keys it (dev_t `major << 20 | minor`, inode): the
-    /// one found for the files view, else the kernel's name for it (checked), else None. For the
-    /// readahead view, whose files may have left the files view.
+    /// one found for the files view, else the kernel's name for it, each checked, else None. For
+    /// the readahead view, whose files may have left the files view.
     pub fn known_path(&mut self, dev: u32, ino: u64) -> Option<String> {
         let (a, b) = kernel_dev_major_minor(dev);
         let id = (a, b, ino);
-        if let Some(p) = self.paths.get(&id) {
-            return Some(p.clone());
+        match self.paths.get(&id) {
+            Some(p) if p.ends_with(" (deleted)") || names(p, id) => return Some(p.clone()),
+            Some(_) => {
+                self.paths.remove(&id);
+            }
+            None => {}
         }
         let mounts = std::mem::take(&mut self.mounts);
         let found = self.kernel_name(id, &mounts, false);
@@ -814,7 +818,7 @@ fn block_device_cache_label(sys: &Path, mounts: &[Mount], id: FileId) -> Option<
 }
 
 /// Whether `path` names the inode `id` right now.
-fn names(path: &str, id: FileId) -> bool {
+pub fn names(path: &str, id: FileId) -> bool {
     std::fs::metadata(path).is_ok_and(|m| {
         let (a, b) = (libc::major(m.dev()), libc::minor(m.dev()));
         (a, b, m.ino()) == id
