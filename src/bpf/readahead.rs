@@ -315,7 +315,7 @@ impl ReadaheadMaps {
     pub fn read(
         &mut self,
         known: &StdHashMap<(u32, u64), String>,
-        kernel_name: &mut dyn FnMut(u32, u64) -> Option<String>,
+        resolver: &mut super::resolve::files::FileResolver,
     ) -> Result<ReadaheadSample> {
         let entries = self.entries()?;
         // Changed (or pending) entries stay; the others are removed (see keep_in_sample).
@@ -333,6 +333,17 @@ impl ReadaheadMaps {
         // the rest are summed per device and removed, so that their next readahead counts from
         // zero (the model would otherwise count their cumulative counters again).
         kept.sort_by(|a, b| (b.1.pending() > 0).cmp(&(a.1.pending() > 0)).then(b.2.cmp(&a.2)));
+        // Among the files as active as the last one listed, those whose path is known first.
+        let cache = &self.paths.known;
+        super::resolve::files::prefer_at_cutoff(
+            &mut kept,
+            RA_ROWS,
+            |(_, s, activity)| (s.pending() > 0, *activity),
+            |(k, _, _)| {
+                let key = (k.dev, k.ino);
+                known.contains_key(&key) || cache.contains_key(&key) || resolver.has_kernel_name(k.dev, k.ino)
+            },
+        );
         let mut others: Vec<RaOthers> = Vec::new();
         let mut last = StdHashMap::with_capacity(kept.len().min(RA_ROWS));
         let mut files = Vec::with_capacity(kept.len().min(RA_ROWS));
@@ -356,6 +367,7 @@ impl ReadaheadMaps {
                     comm: comms.entry(pid).or_insert_with(|| (comm_of(pid), now)).0.clone(),
                 })
                 .collect();
+            let kernel_name = &mut |dev, ino| resolver.known_path(dev, ino);
             let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
             files.push(to_sample(&key, &s, path, triggers));
         }

@@ -471,6 +471,12 @@ impl FileResolver {
         Some(found)
     }
 
+    /// Whether the kernel named the file keyed as the kernel keys it (one map lookup; its path
+    /// is not built nor checked).
+    pub fn has_kernel_name(&self, dev: u32, ino: u64) -> bool {
+        self.names.as_ref().is_some_and(|n| n.has(dev, ino))
+    }
+
     /// The path the kernel's dentries give `id`, when it still names it (or the dentry was
     /// unlinked: the kernel's own " (deleted)"). A stale one is forgotten: renamed since, the
     /// file is named again at its next I/O. With `keep`, the file opened to check it is kept for
@@ -541,6 +547,17 @@ impl FileResolver {
         active.sort_by_key(|(id, _, c)| (std::cmp::Reverse(busy_bytes(c, page)), *id));
         let mut others = (0usize, [0u64; 7]);
         if active.len() > MAX_SAMPLE_FILES {
+            // Among the files as busy as the last one listed, those the kernel named first.
+            let (names, paths) = (&self.names, &self.paths);
+            prefer_at_cutoff(
+                &mut active,
+                MAX_SAMPLE_FILES,
+                |(_, _, c)| busy_bytes(c, page),
+                |(id, _, _)| {
+                    let dev = (id.0 << ioscope_common::KERNEL_MINOR_BITS) | id.1;
+                    paths.contains_key(id) || names.as_ref().is_some_and(|n| n.has(dev, id.2))
+                },
+            );
             for (_, _, c) in active.drain(MAX_SAMPLE_FILES..) {
                 others.0 += 1;
                 for (o, v) in others.1.iter_mut().zip(c) {
@@ -797,6 +814,50 @@ impl FileResolver {
     }
 }
 
+/// Most files [`prefer_at_cutoff`] asks about per call (one map lookup each).
+pub const MAX_PREFER_PROBES: usize = 8192;
+
+/// `items` sorted by `rank` (busiest first), of which the first `keep` get a row: when the files
+/// ranked equal to the last one kept go on beyond `keep` (a burst of new files, each read or
+/// written alike), moves those `preferred` (a path is known, or the kernel named them) to the front
+/// of that group, in their order, asking at most [`MAX_PREFER_PROBES`] of them. Which of equally
+/// busy files get a row is otherwise arbitrary (the lowest inodes: in a burst the ones touched
+/// first, whose kernel names a burst of more than the name map's 16,384 files has pushed out
+/// again by the time of the sample: whole samples of rows without a path).
+pub fn prefer_at_cutoff<T, R: PartialEq>(
+    items: &mut Vec<T>,
+    keep: usize,
+    rank: impl Fn(&T) -> R,
+    mut preferred: impl FnMut(&T) -> bool,
+) {
+    if keep == 0 || items.len() <= keep {
+        return;
+    }
+    let at = rank(&items[keep - 1]);
+    let lo = items[..keep].iter().rposition(|t| rank(t) != at).map_or(0, |i| i + 1);
+    let hi = keep + items[keep..].iter().position(|t| rank(t) != at).unwrap_or(items.len() - keep);
+    if hi <= keep {
+        return;
+    }
+    let slots = keep - lo;
+    let mut group = items.split_off(lo);
+    let after = group.split_off(hi - lo);
+    let (mut picked, mut others) = (Vec::with_capacity(slots), Vec::with_capacity(group.len()));
+    let mut probes = 0;
+    for t in group {
+        let ask = picked.len() < slots && probes < MAX_PREFER_PROBES;
+        probes += usize::from(ask);
+        if ask && preferred(&t) {
+            picked.push(t);
+        } else {
+            others.push(t);
+        }
+    }
+    items.extend(picked);
+    items.extend(others);
+    items.extend(after);
+}
+
 /// The block-device pseudo-filesystem (bdev) numbers each device's inode with the device's
 /// kernel dev_t: its pages are what filesystems read and write through the device itself
 /// (metadata, journal). Labelled so when `dev` is neither a block device nor a mounted filesystem
@@ -957,6 +1018,39 @@ mod tests {
             inserted_pages: inserted,
             ..Default::default()
         }
+    }
+
+    /// A burst's files all as busy: the rows go to those with a known path among the tied ones,
+    /// in their order; the busier ones before them and the rest keep their places.
+    #[test]
+    fn equally_busy_files_with_a_path_get_the_rows_first() {
+        let ranked = |v: &[(u32, u64)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+        let items = vec![(0, 9), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5), (6, 1)];
+        let mut v = items.clone();
+        prefer_at_cutoff(&mut v, 3, |x| x.1, |x| x.0 >= 4);
+        assert_eq!(ranked(&v), [0, 4, 5, 1, 2, 3, 6]);
+        // Fewer with a path than rows: those first, then the others in order.
+        let mut v = items.clone();
+        prefer_at_cutoff(&mut v, 4, |x| x.1, |x| x.0 == 3);
+        assert_eq!(ranked(&v), [0, 3, 1, 2, 4, 5, 6]);
+        // Nothing tied across the cut, or everything kept: unchanged, nothing asked.
+        let mut v = vec![(0, 9), (1, 5), (2, 5), (3, 1), (4, 1)];
+        prefer_at_cutoff(&mut v, 3, |x| x.1, |_| panic!("asked"));
+        assert_eq!(ranked(&v), [0, 1, 2, 3, 4]);
+        prefer_at_cutoff(&mut v, 5, |x| x.1, |_| panic!("asked"));
+        // At most MAX_PREFER_PROBES asked: the ones beyond keep their places.
+        let mut v: Vec<(u32, u64)> = (0..2 * MAX_PREFER_PROBES as u32).map(|i| (i, 1)).collect();
+        let mut asked = 0;
+        prefer_at_cutoff(
+            &mut v,
+            2,
+            |x| x.1,
+            |x| {
+                asked += 1;
+                x.0 as usize >= MAX_PREFER_PROBES
+            },
+        );
+        assert_eq!((asked, v[0].0, v[1].0), (MAX_PREFER_PROBES, 0, 1));
     }
 
     #[test]
