@@ -318,6 +318,8 @@ impl ReadaheadMaps {
         resolver: &mut super::resolve::files::FileResolver,
     ) -> Result<ReadaheadSample> {
         let entries = self.entries()?;
+        // This sample's files without a path ask the walks again below.
+        resolver.clear_wanted();
         // Changed (or pending) entries stay; the others are removed (see keep_in_sample).
         let mut kept: Vec<(RaFileKey, RaFileStats, u64)> = Vec::with_capacity(entries.len());
         let mut removed = Vec::new();
@@ -369,6 +371,11 @@ impl ReadaheadMaps {
                 .collect();
             let kernel_name = &mut |dev, ino| resolver.known_path(dev, ino);
             let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
+            // Listed until its pages are used or evicted, whoever named it: the files view's
+            // background walks look for it too.
+            if path.is_none() && s.pending() != 0 {
+                resolver.look_for(key.dev, key.ino);
+            }
             files.push(to_sample(&key, &s, path, triggers));
         }
         self.paths.bound(last.keys().map(|k| (k.dev, k.ino)));

@@ -262,7 +262,13 @@ pub struct FileResolver {
     /// Each listed file's last cache state and when it may be read again
     /// ([`CACHE_STATE_PACE`]); files not listed in a sample are forgotten.
     cache_states: HashMap<FileId, (Instant, Option<FileCacheState>)>,
+    /// Files another view lists without a path (readahead's files with pages pending, named by
+    /// no one): the background walks look for them too (see [`FileResolver::look_for`]).
+    wanted_elsewhere: HashSet<FileId>,
 }
+
+/// Most files other views may ask the walks for at once.
+pub const MAX_WANTED_ELSEWHERE: usize = 1024;
 
 /// `/proc/self/mountinfo` parsed, read again only when the kernel says the mount table changed:
 /// the file is kept open and polled (procfs flags a change of the namespace's mounts with
@@ -442,6 +448,7 @@ impl FileResolver {
             checked_meta: HashMap::new(),
             mount_table: MountTable::default(),
             cache_states: HashMap::new(),
+            wanted_elsewhere: HashSet::new(),
         }
     }
 
@@ -469,6 +476,21 @@ impl FileResolver {
         let found = found?;
         self.paths.insert(id, found.clone());
         Some(found)
+    }
+
+    /// Asks the background walks to look for a file another view lists without a path (keyed as
+    /// the kernel keys it); [`FileResolver::known_path`] has its path once found. The requests
+    /// are dropped by [`FileResolver::clear_wanted`]: a view asks again each sample.
+    pub fn look_for(&mut self, dev: u32, ino: u64) {
+        let (a, b) = kernel_dev_major_minor(dev);
+        if self.wanted_elsewhere.len() < MAX_WANTED_ELSEWHERE {
+            self.wanted_elsewhere.insert((a, b, ino));
+        }
+    }
+
+    /// Drops the other views' requests (see [`FileResolver::look_for`]).
+    pub fn clear_wanted(&mut self) {
+        self.wanted_elsewhere.clear();
     }
 
     /// Whether the kernel named the file keyed as the kernel keys it (one map lookup; its path
@@ -622,8 +644,8 @@ impl FileResolver {
         self.mounts = mounts;
         // Paths of files long gone from the Sample (a churn of new files) are not kept forever.
         if self.paths.len() > 8 * MAX_SAMPLE_FILES {
-            let tracked = &self.tracked;
-            self.paths.retain(|id, _| tracked.contains_key(id));
+            let (tracked, elsewhere) = (&self.tracked, &self.wanted_elsewhere);
+            self.paths.retain(|id, _| tracked.contains_key(id) || elsewhere.contains(id));
         }
         out.sort_by_key(|f| (f.major, f.minor, f.ino));
         out
@@ -712,6 +734,12 @@ impl FileResolver {
         }
         if self.tried.len() > 4 * ioscope_common::files::FILE_MAX_ENTRIES as usize {
             self.tried.retain(|_, t| now.duration_since(*t) < WALK_EVERY);
+        }
+        // Besides this view's unknown files, those other views asked for (see look_for).
+        let paths = &self.paths;
+        self.wanted_elsewhere.retain(|id| !paths.contains_key(id));
+        if self.fallbacks {
+            unknown.extend(self.wanted_elsewhere.iter().copied());
         }
         // What the background walks found since (checked again: the tree may have changed).
         if let Some(w) = &self.walker {
@@ -1199,6 +1227,38 @@ mod tests {
         let back = r.resolve_at(f(4), t0 + 4 * s);
         assert_eq!(back[0].inserted_pages, 4);
         assert_eq!((back[0].device.as_str(), back[0].path.as_deref()), ("7:0", None));
+    }
+
+    /// A file another view lists without a path (nobody holds it, no kernel name) is found by
+    /// the background walk of its mount, and known_path has it from then on.
+    #[test]
+    fn a_file_another_view_asks_for_is_found_by_the_walk() {
+        let proc = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(data.path().join("a/b")).unwrap();
+        let file = data.path().join("a/b/pending");
+        std::fs::write(&file, b"x").unwrap();
+        let m = std::fs::metadata(&file).unwrap();
+        let (major, minor) = (libc::major(m.dev()), libc::minor(m.dev()));
+        let dev = (major << ioscope_common::KERNEL_MINOR_BITS) | minor;
+        std::fs::create_dir_all(proc.path().join("self")).unwrap();
+        let line = format!("1 0 {major}:{minor} / {} rw - ext4 x rw\n", data.path().display());
+        std::fs::write(proc.path().join("self/mountinfo"), line).unwrap();
+        let mut r = FileResolver::new(proc.path(), &data.path().join("no-sys"));
+        assert_eq!(r.known_path(dev, m.ino()), None);
+        let t0 = Instant::now();
+        let mut found = None;
+        for i in 0..100 {
+            r.clear_wanted();
+            r.look_for(dev, m.ino());
+            r.resolve_at(Vec::new(), t0 + Duration::from_millis(i * 50));
+            found = r.known_path(dev, m.ino());
+            if found.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(found.as_deref(), file.to_str());
     }
 
     #[test]
