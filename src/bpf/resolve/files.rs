@@ -842,8 +842,10 @@ impl FileResolver {
     }
 }
 
-/// Most files [`prefer_at_cutoff`] asks about per call (one map lookup each).
-pub const MAX_PREFER_PROBES: usize = 8192;
+/// Most files [`prefer_at_cutoff`] asks about per call (one map lookup each, ~1 µs): as many as
+/// FILE_IO holds, so that a burst's files named are found wherever they are in the tie (the name
+/// map's LRU keeps no strict order: with 8,192 a sample had only 128 of its 255 rows named).
+pub const MAX_PREFER_PROBES: usize = ioscope_common::files::FILE_MAX_ENTRIES as usize;
 
 /// `items` sorted by `rank` (busiest first), of which the first `keep` get a row: when the files
 /// ranked equal to the last one kept go on beyond `keep` (a burst of new files, each read or
