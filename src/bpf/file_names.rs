@@ -185,6 +185,11 @@ impl FileNames {
         Some(FsPath { path, unlinked, chain })
     }
 
+    /// Whether the kernel named inode `ino` of filesystem `dev` (its own entry only: one lookup).
+    pub fn has(&self, dev: u32, ino: u64) -> bool {
+        self.names.get(&NameKey { dev, _pad: 0, ino }, 0).is_ok()
+    }
+
     /// Drops a chain's entries (a path that no longer names its inode: renamed, or a directory on
     /// the way was): the kernel names them again at their next I/O.
     pub fn forget(&mut self, dev: u32, chain: &[u64]) {

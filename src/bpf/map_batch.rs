@@ -13,9 +13,12 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use aya::Pod;
 
+// `enum bpf_cmd` (include/uapi/linux/bpf.h): 26 is BPF_MAP_UPDATE_BATCH, which a delete sent by
+// mistake made fail (no values to copy: EFAULT), so that every delete fell back to one system call
+// per key.
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 const BPF_MAP_LOOKUP_AND_DELETE_BATCH: libc::c_long = 25;
-const BPF_MAP_DELETE_BATCH: libc::c_long = 26;
+const BPF_MAP_DELETE_BATCH: libc::c_long = 27;
 
 /// Most entries asked for per call (a hash bucket holding more than this answers ENOSPC: the
 /// chunk grows and the call is made again).

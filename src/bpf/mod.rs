@@ -507,8 +507,7 @@ impl BpfCollector {
                 .iter()
                 .filter_map(|f| Some((((f.major << 20) | f.minor, f.ino), f.path.clone()?)))
                 .collect();
-            let resolver = &mut self.file_resolver;
-            match maps.read(&known, &mut |dev, ino| resolver.known_path(dev, ino)) {
+            match maps.read(&known, &mut self.file_resolver) {
                 Ok(ra) => sample.readahead = Some(ra),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }

@@ -12,7 +12,7 @@ use ioscope_common::readahead::{
     RaFileKey, RaFileStats, RaLayout, RaTotals, RA_FILES_MAP, RA_PAGES_MAX, RA_TOTALS_MAP,
 };
 
-use super::resolve::files::{scan_process_dirs, MAX_FDS_PER_SCAN};
+use super::resolve::files::{names, scan_process_dirs, MAX_FDS_PER_SCAN};
 use super::tracefs;
 use crate::sample::readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 use crate::sample::BpfProgramStatus;
@@ -33,7 +33,8 @@ pub const PROBES: [(&str, &str, &str); 9] = [
 /// The regular-tracepoint twin of the raw read-path program (see [`attach`]).
 const GET_PAGES: &str = "readahead_get_pages";
 
-/// Most paths remembered (twice the file map: a path outlives its entry for a while).
+/// Most paths remembered (twice the file map: a path outlives its entry for a while). Beyond it
+/// only the listed files' paths are kept (see [`PathCache::bound`]).
 const PATH_CACHE_MAX: usize = 2 * ioscope_common::readahead::RA_FILES_MAX as usize;
 
 /// Reads each probe's format file; returns the layout and, per probe, Ok or why not.
@@ -314,9 +315,11 @@ impl ReadaheadMaps {
     pub fn read(
         &mut self,
         known: &StdHashMap<(u32, u64), String>,
-        kernel_name: &mut dyn FnMut(u32, u64) -> Option<String>,
+        resolver: &mut super::resolve::files::FileResolver,
     ) -> Result<ReadaheadSample> {
         let entries = self.entries()?;
+        // This sample's files without a path ask the walks again below.
+        resolver.clear_wanted();
         // Changed (or pending) entries stay; the others are removed (see keep_in_sample).
         let mut kept: Vec<(RaFileKey, RaFileStats, u64)> = Vec::with_capacity(entries.len());
         let mut removed = Vec::new();
@@ -332,6 +335,17 @@ impl ReadaheadMaps {
         // the rest are summed per device and removed, so that their next readahead counts from
         // zero (the model would otherwise count their cumulative counters again).
         kept.sort_by(|a, b| (b.1.pending() > 0).cmp(&(a.1.pending() > 0)).then(b.2.cmp(&a.2)));
+        // Among the files as active as the last one listed, those whose path is known first.
+        let cache = &self.paths.known;
+        super::resolve::files::prefer_at_cutoff(
+            &mut kept,
+            RA_ROWS,
+            |(_, s, activity)| (s.pending() > 0, *activity),
+            |(k, _, _)| {
+                let key = (k.dev, k.ino);
+                known.contains_key(&key) || cache.contains_key(&key) || resolver.has_kernel_name(k.dev, k.ino)
+            },
+        );
         let mut others: Vec<RaOthers> = Vec::new();
         let mut last = StdHashMap::with_capacity(kept.len().min(RA_ROWS));
         let mut files = Vec::with_capacity(kept.len().min(RA_ROWS));
@@ -355,9 +369,16 @@ impl ReadaheadMaps {
                     comm: comms.entry(pid).or_insert_with(|| (comm_of(pid), now)).0.clone(),
                 })
                 .collect();
+            let kernel_name = &mut |dev, ino| resolver.known_path(dev, ino);
             let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
+            // Listed until its pages are used or evicted, whoever named it: the files view's
+            // background walks look for it too.
+            if path.is_none() && s.pending() != 0 {
+                resolver.look_for(key.dev, key.ino);
+            }
             files.push(to_sample(&key, &s, path, triggers));
         }
+        self.paths.bound(last.keys().map(|k| (k.dev, k.ino)));
         self.last = last;
         self.remove(&removed);
         files.sort_by_key(|f| (f.dev, f.ino));
@@ -441,10 +462,18 @@ fn comm_of(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
 }
 
-/// Paths of (dev, ino) found in the open files and mappings of the processes that triggered
-/// readahead. Bounded: cleared when full (paths are then looked up again). A file not found is
-/// not looked for again for [`RETRY_AFTER`]: its triggers' fds and maps were read every sample
-/// otherwise (hundreds of readlinks a second for one long-lived shell).
+/// Paths of the readahead files: the files view's (checked this sample), else remembered here
+/// (checked by `stat` before each use: a renamed file is looked up again, never shown under its
+/// old name), else the kernel's name for it, else found in the open files and mappings of the
+/// processes that triggered its readahead. A file not found is not looked for again for
+/// [`RETRY_AFTER`]: its triggers' fds and maps were read every sample otherwise (hundreds of
+/// readlinks a second for one long-lived shell).
+///
+/// Bounded by [`PATH_CACHE_MAX`] without forgetting a listed file's path: a file whose read-ahead
+/// pages stay pending is listed in every sample for as long as they stay cached, long after the
+/// kernel's name for it left its LRU map and its reader closed it, and only this cache still knows
+/// its path. Clearing the whole cache when full (as it did) left such files without a path for
+/// good once a churn of new files had filled it (the 30-minute churn run: 8.5 % of readahead rows).
 #[derive(Default)]
 struct PathCache {
     known: StdHashMap<(u32, u64), String>,
@@ -462,11 +491,22 @@ impl PathCache {
         hints: &StdHashMap<(u32, u64), String>,
         kernel_name: &mut dyn FnMut(u32, u64) -> Option<String>,
     ) -> Option<String> {
-        if let Some(p) = self.known.get(&(dev, ino)) {
-            return Some(p.clone());
-        }
+        let (major, minor) = kernel_dev_major_minor(dev);
+        let id = (major, minor, ino);
+        let found = match hints.get(&(dev, ino)) {
+            Some(p) if self.known.get(&(dev, ino)) == Some(p) => return Some(p.clone()),
+            Some(p) => Some(p.clone()),
+            None => match self.known.get(&(dev, ino)) {
+                Some(p) if p.ends_with(" (deleted)") || names(p, id) => return Some(p.clone()),
+                Some(_) => {
+                    self.known.remove(&(dev, ino));
+                    None
+                }
+                None => None,
+            },
+        };
         let now = std::time::Instant::now();
-        let found = hints.get(&(dev, ino)).cloned().or_else(|| kernel_name(dev, ino)).or_else(|| {
+        let found = found.or_else(|| kernel_name(dev, ino)).or_else(|| {
             if self.tried.get(&(dev, ino)).is_some_and(|t| now.duration_since(*t) < RETRY_AFTER) {
                 return None;
             }
@@ -475,19 +515,25 @@ impl PathCache {
             }
             self.tried.insert((dev, ino), now);
             // The files resolver's /proc lookup, in the triggering processes' fds and maps.
-            let (major, minor) = kernel_dev_major_minor(dev);
-            let id = (major, minor, ino);
             let mut found = StdHashMap::new();
             let dirs = triggers.iter().map(|t| std::path::PathBuf::from(format!("/proc/{}", t.pid)));
             scan_process_dirs(dirs, &[id].into(), &mut found, MAX_FDS_PER_SCAN, true);
             found.remove(&id)
         })?;
-        if self.known.len() >= PATH_CACHE_MAX {
-            self.known.clear();
-        }
         self.tried.remove(&(dev, ino));
         self.known.insert((dev, ino), found.clone());
         Some(found)
+    }
+
+    /// Once more than [`PATH_CACHE_MAX`] paths are remembered, keeps only those of the `listed`
+    /// files (this sample's rows, at most the file map's size: they are asked for again next
+    /// sample). A file left out is named again by the kernel at its next readahead.
+    fn bound(&mut self, listed: impl Iterator<Item = (u32, u64)>) {
+        if self.known.len() <= PATH_CACHE_MAX {
+            return;
+        }
+        let listed: std::collections::HashSet<(u32, u64)> = listed.collect();
+        self.known.retain(|key, _| listed.contains(key));
     }
 }
 
@@ -555,6 +601,41 @@ mod tests {
         let o = &others[0];
         assert_eq!((o.files, o.ra_pages, o.used_pages, o.wasted_pages, o.windows), (2, 24, 20, 4, 3));
         assert_eq!(o.sync_events, 1);
+    }
+
+    /// A file whose read-ahead page stays pending is listed sample after sample while a churn of
+    /// other files passes through the cache; its path outlives them (the kernel's name and its
+    /// reader long gone), and a rename is noticed, not shown under the old name.
+    #[test]
+    fn a_listed_files_path_outlives_a_churn_of_other_files() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pending");
+        std::fs::write(&path, b"x").unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        let dev = (libc::major(m.dev()) << ioscope_common::KERNEL_MINOR_BITS) | libc::minor(m.dev());
+        let pending = (dev, m.ino());
+        let mut cache = PathCache::default();
+        let mut none = |_: u32, _: u64| None;
+        let named: StdHashMap<_, _> = [(pending, path.to_string_lossy().into_owned())].into();
+        assert_eq!(cache.resolve(pending.0, pending.1, &[], &named, &mut none).as_deref(), path.to_str());
+        // 100 samples of 256 new files each (named by the files view), beside the pending one.
+        let mut next = 1u64 << 40;
+        for _ in 0..100 {
+            let churn: Vec<(u32, u64)> = (0..RA_ROWS as u64).map(|i| (7 << 20, next + i)).collect();
+            next += RA_ROWS as u64;
+            let hints: StdHashMap<_, _> = churn.iter().map(|&k| (k, format!("/churn/{}", k.1))).collect();
+            for &(d, i) in &churn {
+                assert!(cache.resolve(d, i, &[], &hints, &mut none).is_some());
+            }
+            let listed = cache.resolve(pending.0, pending.1, &[], &StdHashMap::new(), &mut none);
+            assert_eq!(listed.as_deref(), path.to_str(), "the pending file keeps its path");
+            cache.bound(churn.iter().copied().chain([pending]));
+            assert!(cache.known.len() <= PATH_CACHE_MAX + RA_ROWS + 1);
+        }
+        // Renamed: its old path is not shown (nothing else knows the new one here).
+        std::fs::rename(&path, dir.path().join("renamed")).unwrap();
+        assert_eq!(cache.resolve(pending.0, pending.1, &[], &StdHashMap::new(), &mut none), None);
     }
 
     #[test]

@@ -155,3 +155,53 @@ fn unprivileged_start_reports_what_is_missing() {
         assert!(text.contains("eBPF is off") && text.contains(needs), "view {key}: {text}");
     }
 }
+
+/// `bpf(2)` on a `union bpf_attr` laid out as `words` (zero-padded to the kernel's size).
+fn bpf_call(cmd: libc::c_long, words: &[u64]) -> i64 {
+    let mut attr = [0u64; 16];
+    attr[..words.len()].copy_from_slice(words);
+    // SAFETY: `attr` is a zeroed bpf_attr of 128 bytes holding the fields the command reads; the
+    // pointers in it point to live buffers of the map's key and value sizes.
+    unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), std::mem::size_of_val(&attr)) }
+}
+
+/// `map_batch::delete` removes exactly the keys it is given, in batches (the readahead map's
+/// entries read unchanged are removed this way every sample), and reading in batches sees the rest.
+#[test]
+fn batch_delete_removes_exactly_the_keys_given() {
+    let _group = common::live_group(module_path!());
+    if std::env::var_os(UNPRIVILEGED_CHILD).is_some() || !common::require_root("live_bpf") {
+        return;
+    }
+    use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+    const N: u64 = 3000;
+    // BPF_MAP_CREATE: map_type HASH (1), key_size 8, value_size 8, max_entries N.
+    let fd = bpf_call(0, &[1 | (8 << 32), 8 | (N << 32)]);
+    assert!(fd >= 0, "BPF_MAP_CREATE: {}", std::io::Error::last_os_error());
+    // SAFETY: a descriptor the kernel just returned, owned here.
+    let map = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let raw = fd as u64;
+    for k in 0..N {
+        let v = k * 10;
+        // BPF_MAP_UPDATE_ELEM: map_fd, key, value, flags BPF_ANY.
+        let r = bpf_call(2, &[raw, &k as *const u64 as u64, &v as *const u64 as u64, 0]);
+        assert_eq!(r, 0, "BPF_MAP_UPDATE_ELEM: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: `map` stays open for the borrow's life.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd as i32) };
+    let gone: Vec<u64> = (0..N).filter(|k| k % 3 != 0).collect();
+    // A key not in the map is skipped, the others deleted.
+    let asked: Vec<u64> = gone.iter().copied().chain([N + 7]).collect();
+    let deleted = ioscope::bpf::map_batch::delete(borrowed, &asked).expect("batch delete");
+    assert_eq!(deleted, gone.len());
+    let mut left: Vec<(u64, u64)> =
+        ioscope::bpf::map_batch::lookup::<u64, u64>(borrowed, None, false, 10_000)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.key, e.values[0]))
+            .collect();
+    left.sort_unstable();
+    let want: Vec<(u64, u64)> = (0..N).filter(|k| k % 3 == 0).map(|k| (k, k * 10)).collect();
+    assert_eq!(left, want);
+    drop(map);
+}

@@ -266,7 +266,13 @@ pub struct FileResolver {
     /// Each listed file's last cache state and when it may be read again
     /// ([`CACHE_STATE_PACE`]); files not listed in a sample are forgotten.
     cache_states: HashMap<FileId, (Instant, Option<FileCacheState>)>,
+    /// Files another view lists without a path (readahead's files with pages pending, named by
+    /// no one): the background walks look for them too (see [`FileResolver::look_for`]).
+    wanted_elsewhere: HashSet<FileId>,
 }
+
+/// Most files other views may ask the walks for at once.
+pub const MAX_WANTED_ELSEWHERE: usize = 1024;
 
 /// `/proc/self/mountinfo` parsed, again only when the table changed ([`MountInfo`]).
 struct MountTable {
@@ -417,6 +423,7 @@ impl FileResolver {
             checked_meta: HashMap::new(),
             mount_table: MountTable::new(proc),
             cache_states: HashMap::new(),
+            wanted_elsewhere: HashSet::new(),
         }
     }
 
@@ -426,13 +433,17 @@ impl FileResolver {
     }
 
     /// The path of a file keyed as the kernel keys it (dev_t `major << 20 | minor`, inode): the
-    /// one found for the files view, else the kernel's name for it (checked), else None. For the
-    /// readahead view, whose files may have left the files view.
+    /// one found for the files view, else the kernel's name for it, each checked, else None. For
+    /// the readahead view, whose files may have left the files view.
     pub fn known_path(&mut self, dev: u32, ino: u64) -> Option<String> {
         let (a, b) = kernel_dev_major_minor(dev);
         let id = (a, b, ino);
-        if let Some(p) = self.paths.get(&id) {
-            return Some(p.clone());
+        match self.paths.get(&id) {
+            Some(p) if p.ends_with(" (deleted)") || names(p, id) => return Some(p.clone()),
+            Some(_) => {
+                self.paths.remove(&id);
+            }
+            None => {}
         }
         let mounts = std::mem::take(&mut self.mounts);
         let found = self.kernel_name(id, &mounts, false);
@@ -440,6 +451,27 @@ impl FileResolver {
         let found = found?;
         self.paths.insert(id, found.clone());
         Some(found)
+    }
+
+    /// Asks the background walks to look for a file another view lists without a path (keyed as
+    /// the kernel keys it); [`FileResolver::known_path`] has its path once found. The requests
+    /// are dropped by [`FileResolver::clear_wanted`]: a view asks again each sample.
+    pub fn look_for(&mut self, dev: u32, ino: u64) {
+        let (a, b) = kernel_dev_major_minor(dev);
+        if self.wanted_elsewhere.len() < MAX_WANTED_ELSEWHERE {
+            self.wanted_elsewhere.insert((a, b, ino));
+        }
+    }
+
+    /// Drops the other views' requests (see [`FileResolver::look_for`]).
+    pub fn clear_wanted(&mut self) {
+        self.wanted_elsewhere.clear();
+    }
+
+    /// Whether the kernel named the file keyed as the kernel keys it (one map lookup; its path
+    /// is not built nor checked).
+    pub fn has_kernel_name(&self, dev: u32, ino: u64) -> bool {
+        self.names.as_ref().is_some_and(|n| n.has(dev, ino))
     }
 
     /// The path the kernel's dentries give `id`, when it still names it (or the dentry was
@@ -512,6 +544,17 @@ impl FileResolver {
         active.sort_by_key(|(id, _, c)| (std::cmp::Reverse(busy_bytes(c, page)), *id));
         let mut others = (0usize, [0u64; 7]);
         if active.len() > MAX_SAMPLE_FILES {
+            // Among the files as busy as the last one listed, those the kernel named first.
+            let (names, paths) = (&self.names, &self.paths);
+            prefer_at_cutoff(
+                &mut active,
+                MAX_SAMPLE_FILES,
+                |(_, _, c)| busy_bytes(c, page),
+                |(id, _, _)| {
+                    let dev = (id.0 << ioscope_common::KERNEL_MINOR_BITS) | id.1;
+                    paths.contains_key(id) || names.as_ref().is_some_and(|n| n.has(dev, id.2))
+                },
+            );
             for (_, _, c) in active.drain(MAX_SAMPLE_FILES..) {
                 others.0 += 1;
                 for (o, v) in others.1.iter_mut().zip(c) {
@@ -576,8 +619,8 @@ impl FileResolver {
         self.mounts = mounts;
         // Paths of files long gone from the Sample (a churn of new files) are not kept forever.
         if self.paths.len() > 8 * MAX_SAMPLE_FILES {
-            let tracked = &self.tracked;
-            self.paths.retain(|id, _| tracked.contains_key(id));
+            let (tracked, elsewhere) = (&self.tracked, &self.wanted_elsewhere);
+            self.paths.retain(|id, _| tracked.contains_key(id) || elsewhere.contains(id));
         }
         out.sort_by_key(|f| (f.major, f.minor, f.ino));
         out
@@ -666,6 +709,12 @@ impl FileResolver {
         }
         if self.tried.len() > 4 * ioscope_common::files::FILE_MAX_ENTRIES as usize {
             self.tried.retain(|_, t| now.duration_since(*t) < WALK_EVERY);
+        }
+        // Besides this view's unknown files, those other views asked for (see look_for).
+        let paths = &self.paths;
+        self.wanted_elsewhere.retain(|id| !paths.contains_key(id));
+        if self.fallbacks {
+            unknown.extend(self.wanted_elsewhere.iter().copied());
         }
         // What the background walks found since (checked again: the tree may have changed).
         if let Some(w) = &self.walker {
@@ -769,6 +818,52 @@ impl FileResolver {
     }
 }
 
+/// Most files [`prefer_at_cutoff`] asks about per call (one map lookup each, ~1 µs): as many as
+/// FILE_IO holds, so that a burst's files named are found wherever they are in the tie (the name
+/// map's LRU keeps no strict order: with 8,192 a sample had only 128 of its 255 rows named).
+pub const MAX_PREFER_PROBES: usize = ioscope_common::files::FILE_MAX_ENTRIES as usize;
+
+/// `items` sorted by `rank` (busiest first), of which the first `keep` get a row: when the files
+/// ranked equal to the last one kept go on beyond `keep` (a burst of new files, each read or
+/// written alike), moves those `preferred` (a path is known, or the kernel named them) to the front
+/// of that group, in their order, asking at most [`MAX_PREFER_PROBES`] of them. Which of equally
+/// busy files get a row is otherwise arbitrary (the lowest inodes: in a burst the ones touched
+/// first, whose kernel names a burst of more than the name map's 16,384 files has pushed out
+/// again by the time of the sample: whole samples of rows without a path).
+pub fn prefer_at_cutoff<T, R: PartialEq>(
+    items: &mut Vec<T>,
+    keep: usize,
+    rank: impl Fn(&T) -> R,
+    mut preferred: impl FnMut(&T) -> bool,
+) {
+    if keep == 0 || items.len() <= keep {
+        return;
+    }
+    let at = rank(&items[keep - 1]);
+    let lo = items[..keep].iter().rposition(|t| rank(t) != at).map_or(0, |i| i + 1);
+    let hi = keep + items[keep..].iter().position(|t| rank(t) != at).unwrap_or(items.len() - keep);
+    if hi <= keep {
+        return;
+    }
+    let slots = keep - lo;
+    let mut group = items.split_off(lo);
+    let after = group.split_off(hi - lo);
+    let (mut picked, mut others) = (Vec::with_capacity(slots), Vec::with_capacity(group.len()));
+    let mut probes = 0;
+    for t in group {
+        let ask = picked.len() < slots && probes < MAX_PREFER_PROBES;
+        probes += usize::from(ask);
+        if ask && preferred(&t) {
+            picked.push(t);
+        } else {
+            others.push(t);
+        }
+    }
+    items.extend(picked);
+    items.extend(others);
+    items.extend(after);
+}
+
 /// The block-device pseudo-filesystem (bdev) numbers each device's inode with the device's
 /// kernel dev_t: its pages are what filesystems read and write through the device itself
 /// (metadata, journal). Labelled so when `dev` is neither a block device nor a mounted filesystem
@@ -790,7 +885,7 @@ fn block_device_cache_label(sys: &Path, mounts: &[Mount], id: FileId) -> Option<
 }
 
 /// Whether `path` names the inode `id` right now.
-fn names(path: &str, id: FileId) -> bool {
+pub fn names(path: &str, id: FileId) -> bool {
     std::fs::metadata(path).is_ok_and(|m| {
         let (a, b) = (libc::major(m.dev()), libc::minor(m.dev()));
         (a, b, m.ino()) == id
@@ -929,6 +1024,39 @@ mod tests {
             inserted_pages: inserted,
             ..Default::default()
         }
+    }
+
+    /// A burst's files all as busy: the rows go to those with a known path among the tied ones,
+    /// in their order; the busier ones before them and the rest keep their places.
+    #[test]
+    fn equally_busy_files_with_a_path_get_the_rows_first() {
+        let ranked = |v: &[(u32, u64)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+        let items = vec![(0, 9), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5), (6, 1)];
+        let mut v = items.clone();
+        prefer_at_cutoff(&mut v, 3, |x| x.1, |x| x.0 >= 4);
+        assert_eq!(ranked(&v), [0, 4, 5, 1, 2, 3, 6]);
+        // Fewer with a path than rows: those first, then the others in order.
+        let mut v = items.clone();
+        prefer_at_cutoff(&mut v, 4, |x| x.1, |x| x.0 == 3);
+        assert_eq!(ranked(&v), [0, 3, 1, 2, 4, 5, 6]);
+        // Nothing tied across the cut, or everything kept: unchanged, nothing asked.
+        let mut v = vec![(0, 9), (1, 5), (2, 5), (3, 1), (4, 1)];
+        prefer_at_cutoff(&mut v, 3, |x| x.1, |_| panic!("asked"));
+        assert_eq!(ranked(&v), [0, 1, 2, 3, 4]);
+        prefer_at_cutoff(&mut v, 5, |x| x.1, |_| panic!("asked"));
+        // At most MAX_PREFER_PROBES asked: the ones beyond keep their places.
+        let mut v: Vec<(u32, u64)> = (0..2 * MAX_PREFER_PROBES as u32).map(|i| (i, 1)).collect();
+        let mut asked = 0;
+        prefer_at_cutoff(
+            &mut v,
+            2,
+            |x| x.1,
+            |x| {
+                asked += 1;
+                x.0 as usize >= MAX_PREFER_PROBES
+            },
+        );
+        assert_eq!((asked, v[0].0, v[1].0), (MAX_PREFER_PROBES, 0, 1));
     }
 
     #[test]
@@ -1077,6 +1205,38 @@ mod tests {
         let back = r.resolve_at(f(4), t0 + 4 * s);
         assert_eq!(back[0].inserted_pages, 4);
         assert_eq!((back[0].device.as_str(), back[0].path.as_deref()), ("7:0", None));
+    }
+
+    /// A file another view lists without a path (nobody holds it, no kernel name) is found by
+    /// the background walk of its mount, and known_path has it from then on.
+    #[test]
+    fn a_file_another_view_asks_for_is_found_by_the_walk() {
+        let proc = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(data.path().join("a/b")).unwrap();
+        let file = data.path().join("a/b/pending");
+        std::fs::write(&file, b"x").unwrap();
+        let m = std::fs::metadata(&file).unwrap();
+        let (major, minor) = (libc::major(m.dev()), libc::minor(m.dev()));
+        let dev = (major << ioscope_common::KERNEL_MINOR_BITS) | minor;
+        std::fs::create_dir_all(proc.path().join("self")).unwrap();
+        let line = format!("1 0 {major}:{minor} / {} rw - ext4 x rw\n", data.path().display());
+        std::fs::write(proc.path().join("self/mountinfo"), line).unwrap();
+        let mut r = FileResolver::new(proc.path(), &data.path().join("no-sys"));
+        assert_eq!(r.known_path(dev, m.ino()), None);
+        let t0 = Instant::now();
+        let mut found = None;
+        for i in 0..100 {
+            r.clear_wanted();
+            r.look_for(dev, m.ino());
+            r.resolve_at(Vec::new(), t0 + Duration::from_millis(i * 50));
+            found = r.known_path(dev, m.ino());
+            if found.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(found.as_deref(), file.to_str());
     }
 
     #[test]
