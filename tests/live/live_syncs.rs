@@ -298,7 +298,10 @@ fn sync_calls_are_timed_on_their_file_and_process_while_they_run() {
             );
         }
         if mode == "fsync" {
-            // Every small call agrees with its caller's timing; at least one shows inflated.
+            // Every small call agrees with its caller's timing; at least one shows inflated: over
+            // 5 × the fastest idle one (and 2 ms, above the clocks' noise). How much depends on
+            // the disk: quiet, the calls took 3-7 ms against 0.7-1.1 ms idle (ext4's commit
+            // waits for the big file's ordered data in flight); under load ~10, 0.10-0.18 s.
             let r = rows(&before, &sample(&mut bpf));
             let mut small_failures = Vec::new();
             let seen: Vec<f64> = o.small.iter().filter_map(|c| c.seen(&r, &mut small_failures)).collect();
@@ -307,9 +310,9 @@ fn sync_calls_are_timed_on_their_file_and_process_while_they_run() {
                 check(false, f);
             }
             check(
-                seen.iter().any(|&s| s > 0.01 && s > 5.0 * idle_s),
+                seen.iter().any(|&s| s > 0.002 && s > 5.0 * idle_s),
                 format!(
-                    "no small fsync made during the big one shown inflated over 10 ms and 5 × the idle \
+                    "no small fsync made during the big one shown inflated over 2 ms and 5 × the idle \
                      {idle_s:.4} s: {seen:?} ({} made)",
                     o.small.len()
                 ),
