@@ -159,6 +159,27 @@ pub fn lookup_if_supported<K: Pod, V: Pod>(
     }
 }
 
+/// Every entry of a per-CPU hash map with its values, one per CPU: in batches while `*enabled`
+/// (see [`lookup_if_supported`]; at most `max` entries), else listed and looked up one by one (an
+/// entry gone between the two, evicted or removed, is skipped). `name` names the map in errors.
+pub fn per_cpu_hash_entries<K: Pod, V: Pod>(
+    map: &aya::maps::PerCpuHashMap<aya::maps::MapData, K, V>,
+    enabled: &mut bool,
+    max: usize,
+    name: &str,
+) -> anyhow::Result<Vec<(K, Vec<V>)>> {
+    use anyhow::Context;
+    use aya::maps::IterableMap;
+    use std::os::fd::AsFd;
+    let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow::anyhow!("{what}: {e}"))?;
+    let read = lookup_if_supported::<K, V>(enabled, map.map().fd().as_fd(), Some(cpus), false, max);
+    if let Some(entries) = read.with_context(|| format!("reading {name}"))? {
+        return Ok(entries.into_iter().map(|e| (e.key, e.values)).collect());
+    }
+    let keys: Vec<K> = map.keys().collect::<Result<_, _>>().with_context(|| format!("listing {name}"))?;
+    Ok(keys.into_iter().filter_map(|k| Some((k, map.get(&k, 0).ok()?.iter().copied().collect()))).collect())
+}
+
 /// Deletes `keys` from a hash map in one call per [`CHUNK`]; keys already gone are skipped.
 /// Returns how many were deleted, or the error of a kernel without the command.
 pub fn delete<K: Pod>(fd: BorrowedFd<'_>, keys: &[K]) -> io::Result<usize> {

@@ -520,36 +520,18 @@ impl PageCacheMaps {
 
     /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
     /// exited, with their final counts) and then removed from the map.
-    /// Every CACHE_PROCS entry: in batches where the kernel has them (two system calls for a
-    /// quiet machine's dozen processes instead of two per process), else a lookup per key.
-    fn proc_entries(&mut self) -> Result<Vec<(u32, Vec<CacheCounters>)>> {
-        use aya::maps::IterableMap;
-        use std::os::fd::AsFd;
-        let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow!("{what}: {e}"))?;
-        let fd = self.procs.map().fd().as_fd();
-        let read = super::map_batch::lookup_if_supported::<u32, CacheCounters>(
-            &mut self.batch,
-            fd,
-            Some(cpus),
-            false,
-            usize::MAX,
-        );
-        if let Some(entries) = read.context("reading CACHE_PROCS")? {
-            return Ok(entries.into_iter().map(|e| (e.key, e.values)).collect());
-        }
-        let keys: Vec<u32> = self.procs.keys().collect::<Result<_, _>>().context("listing CACHE_PROCS")?;
-        // An entry may vanish between listing and lookup (this is its only remover, but be calm).
-        Ok(keys
-            .into_iter()
-            .filter_map(|pid| Some((pid, self.procs.get(&pid, 0).ok()?.iter().copied().collect())))
-            .collect())
-    }
-
     pub fn read(&mut self) -> Result<PageCacheSample> {
         // Values first, liveness second, and a process found dead read once more: its counts
         // read after its death are final (read before it, its last I/O could still come in, and
         // be lost with the entry removed below).
-        let entries = self.proc_entries()?;
+        // In batches where the kernel has them: two system calls for a quiet machine's dozen
+        // processes instead of two per process.
+        let entries = super::map_batch::per_cpu_hash_entries(
+            &self.procs,
+            &mut self.batch,
+            usize::MAX,
+            CACHE_PROCS_MAP,
+        )?;
         let gone: Vec<u32> = entries.iter().map(|e| e.0).filter(|&pid| !process_exists(pid)).collect();
         let mut processes = Vec::with_capacity(entries.len());
         for (pid, mut per_cpu) in entries {

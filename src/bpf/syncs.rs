@@ -284,26 +284,12 @@ impl SyncMaps {
 
     /// Every SYNC_STATS entry with its per-CPU values, in batches where the kernel has them.
     fn stats_entries(&mut self) -> Result<Vec<(SyncKey, Vec<SyncStats>)>> {
-        use aya::maps::IterableMap;
-        use std::os::fd::AsFd;
-        let cpus = aya::util::nr_cpus().map_err(|(what, e)| anyhow!("{what}: {e}"))?;
-        let fd = self.stats.map().fd().as_fd();
-        let read = super::map_batch::lookup_if_supported::<SyncKey, SyncStats>(
+        super::map_batch::per_cpu_hash_entries(
+            &self.stats,
             &mut self.batch,
-            fd,
-            Some(cpus),
-            false,
             SYNC_MAX_ENTRIES as usize,
-        );
-        if let Some(entries) = read.context("reading SYNC_STATS")? {
-            return Ok(entries.into_iter().map(|e| (e.key, e.values)).collect());
-        }
-        let keys: Vec<SyncKey> = self.stats.keys().collect::<Result<_, _>>().context("listing SYNC_STATS")?;
-        // The LRU may evict an entry between listing and lookup.
-        Ok(keys
-            .into_iter()
-            .filter_map(|k| Some((k, self.stats.get(&k, 0).ok()?.iter().copied().collect())))
-            .collect())
+            SYNC_STATS_MAP,
+        )
     }
 
     /// Every SYNC_INFLIGHT entry (the calls running now), in batches where the kernel has them.
