@@ -371,12 +371,16 @@ impl ReadaheadMaps {
                 .collect();
             let kernel_name = &mut |dev, ino| resolver.known_path(dev, ino);
             let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
+            // A block device's or a filesystem's own metadata is labelled so, not looked for.
+            let label = if path.is_none() { resolver.label_of(key.dev, key.ino) } else { None };
             // Listed until its pages are used or evicted, whoever named it: the files view's
             // background walks look for it too.
-            if path.is_none() && s.pending() != 0 {
+            if path.is_none() && label.is_none() && s.pending() != 0 {
                 resolver.look_for(key.dev, key.ino);
             }
-            files.push(to_sample(&key, &s, path, triggers));
+            let mut row = to_sample(&key, &s, path, triggers);
+            row.label = label;
+            files.push(row);
         }
         self.paths.bound(last.keys().map(|k| (k.dev, k.ino)));
         self.last = last;
@@ -418,6 +422,7 @@ pub fn to_sample(
         mmap_miss: s.mmap_miss,
         triggers,
         use_hist: s.use_hist.to_vec(),
+        label: None,
     }
 }
 

@@ -57,7 +57,8 @@ pub struct RaFileModel {
     /// The path when known, else "major:minor:inode"; for a summed row its label.
     pub path: String,
     /// "N other files" on the row that sums a device's files beyond the sample's rows (the
-    /// collector's budget); None on a file's row.
+    /// collector's budget); on a file's row without a path, what it is when known (`[vda
+    /// metadata/journal]`, `[vda metadata]`, also its `path`); else None.
     pub label: Option<String>,
     pub path_known: bool,
     pub dev: String,
@@ -220,8 +221,8 @@ fn file_model(prev: Option<&RaFileSample>, f: &RaFileSample, cur: &Sample) -> Ra
     let dev = f.dev_name();
     let device = device_name(cur, f.dev).unwrap_or_else(|| dev.clone());
     RaFileModel {
-        path: f.path.clone().unwrap_or_else(|| format!("{dev}:{}", f.ino)),
-        label: None,
+        path: f.path.clone().or_else(|| f.label.clone()).unwrap_or_else(|| format!("{dev}:{}", f.ino)),
+        label: f.label.clone(),
         path_known: f.path.is_some(),
         dev,
         ino: f.ino,

@@ -46,6 +46,10 @@ pub struct RaFileSample {
     pub triggers: Vec<RaTrigger>,
     /// Time from readahead to first use: log2 µs buckets (ioscope_common::readahead::use_bucket).
     pub use_hist: Vec<u64>,
+    /// Without a path, what the file is when known: `[vda metadata/journal]` for a block
+    /// device's own pages, `[vda metadata]` for a filesystem's metadata inode (as in the files
+    /// view).
+    pub label: Option<String>,
 }
 
 /// Files of one device summed into one row: what they counted in the interval.

@@ -161,6 +161,32 @@ fn xfs_reads_writes_and_writeback_are_credited_to_their_files() {
     attribution("xfs");
 }
 
+/// ext4's block allocator reads its buddy bitmaps into the page cache of an inode of its own,
+/// numbered 1 (never a file's): its row is labelled as the device's metadata, never looked for
+/// (as a file without a path it set off a walk of the whole mount). Remounted without the bitmap
+/// prefetch (which loads the buddies at mount, before the first sample), so the first allocation
+/// loads them in the interval.
+#[test]
+fn ext4s_allocator_cache_is_labelled_metadata() {
+    let _group = common::live_group(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "ext4s_allocator_cache_is_labelled_metadata";
+    let Some(mut bpf) = start(test) else { return };
+    let lo = LoopDevice::with_fs(64, "ext4");
+    let mnt = lo.mount_point().to_str().unwrap().to_string();
+    common::run("umount", &[&mnt]);
+    common::run("mount", &["-t", "ext4", "-o", "no_prefetch_block_bitmaps", lo.path.to_str().unwrap(), &mnt]);
+    let s0 = sample(&mut bpf);
+    let mut f = File::create(lo.mount_point().join("data")).unwrap();
+    f.write_all(&vec![0x11u8; MIB as usize]).unwrap();
+    f.sync_all().unwrap();
+    let s1 = sample(&mut bpf);
+    let files = files_between(&s0, &s1);
+    let row = find(&files, &lo, 1);
+    let want = format!("[{} metadata]", lo.name);
+    assert_eq!((row.path.as_deref(), row.label.as_deref()), (None, Some(want.as_str())), "{row:?}");
+}
+
 fn write_mib(f: &mut File, mib: u64) {
     let block = vec![0x11u8; MIB as usize];
     for _ in 0..mib {

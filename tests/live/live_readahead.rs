@@ -326,3 +326,35 @@ fn read_ahead_kb_sets_the_windows() {
     // Bigger windows: fewer of them for the same file.
     assert!(seen[1] * 3 <= seen[0], "windows per read_ahead_kb: {seen:?}");
 }
+
+/// Pages read ahead on a block device's own inode (a buffered read of /dev/loopN, as filesystem
+/// metadata is read) are labelled as the device's metadata and journal, in the readahead view
+/// as in the files view: no process holds that inode open and no walk can find it. A 4 KiB read
+/// leaves most of its window pending, so the row stays listed; it must not set off a walk.
+#[test]
+fn a_block_devices_own_pages_are_labelled_not_looked_for() {
+    let _group = common::live_group(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_readahead") {
+        return;
+    }
+    let Some(mut bpf) = start() else { return };
+    let dev = LoopDevice::new(64);
+    let before = sample(&mut bpf);
+    let mut f = File::open(&dev.path).unwrap();
+    let mut buf = vec![0u8; 4096];
+    f.read_exact(&mut buf).unwrap();
+    let after = sample(&mut bpf);
+    let m = Model::between(&before, &after);
+    let ra = m.readahead.expect("readahead model");
+    // The bdev filesystem numbers the device's inode with its kernel dev_t.
+    let ino = (u64::from(dev.major) << 20) | u64::from(dev.minor);
+    let row =
+        ra.files.iter().find(|r| r.ino == ino && !r.path_known).unwrap_or_else(|| {
+            panic!("no readahead row for {}'s own inode {ino}: {:#?}", dev.name, ra.files)
+        });
+    let want = format!("[{} metadata/journal]", dev.name);
+    assert_eq!(row.label.as_deref(), Some(want.as_str()), "{row:?}");
+    assert_eq!(row.path, want, "{row:?}");
+    assert!(row.pending_pages > 0 && row.ra_pages >= 4, "{row:?}");
+}

@@ -92,18 +92,35 @@ pub struct Mount {
     pub root: PathBuf,
     pub mount_point: PathBuf,
     pub bdi: Option<(u32, u32)>,
+    pub fstype: String,
 }
 
-/// `/proc/self/mountinfo`'s (major:minor, root, mount point) per line; the first mount of each
-/// device comes first (bind mounts and second mounts of the same filesystem follow it).
-pub fn parse_mountinfo(text: &str) -> Vec<((u32, u32), PathBuf, PathBuf)> {
+/// One line of `/proc/self/mountinfo`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MountLine {
+    pub dev: (u32, u32),
+    pub root: PathBuf,
+    pub mount_point: PathBuf,
+    /// The filesystem type (`ext4`, `xfs`), after the optional fields' ` - `.
+    pub fstype: String,
+}
+
+/// `/proc/self/mountinfo`'s lines; the first mount of each device comes first (bind mounts and
+/// second mounts of the same filesystem follow it).
+pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
     text.lines()
         .filter_map(|l| {
             let mut f = l.split(' ');
             let (_, _, dev, root, mp) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
             let (maj, min) = dev.split_once(':')?;
             let dev = (maj.parse().ok()?, min.parse().ok()?);
-            Some((dev, PathBuf::from(unescape_octal(root)), PathBuf::from(unescape_octal(mp))))
+            let fstype = f.skip_while(|&x| x != "-").nth(1).unwrap_or_default().to_string();
+            Some(MountLine {
+                dev,
+                root: PathBuf::from(unescape_octal(root)),
+                mount_point: PathBuf::from(unescape_octal(mp)),
+                fstype,
+            })
         })
         .collect()
 }
@@ -278,7 +295,7 @@ pub const MAX_WANTED_ELSEWHERE: usize = 1024;
 struct MountTable {
     info: MountInfo,
     generation: u64,
-    parsed: Vec<((u32, u32), PathBuf, PathBuf)>,
+    parsed: Vec<MountLine>,
 }
 
 impl MountTable {
@@ -286,7 +303,7 @@ impl MountTable {
         MountTable { info: MountInfo::new(proc), generation: 0, parsed: Vec::new() }
     }
 
-    fn read(&mut self) -> &[((u32, u32), PathBuf, PathBuf)] {
+    fn read(&mut self) -> &[MountLine] {
         self.info.refresh();
         if self.info.generation() != self.generation {
             self.generation = self.info.generation();
@@ -453,6 +470,17 @@ impl FileResolver {
         Some(found)
     }
 
+    /// What a file without a path is (`[vda metadata/journal]`, `[vda metadata]`), keyed as the
+    /// kernel keys it: a block device's own pages or a filesystem's metadata inode (see
+    /// `block_device_cache_label`), which no process has open and no walk finds. Cached as the
+    /// files view's labels are.
+    pub fn label_of(&mut self, dev: u32, ino: u64) -> Option<String> {
+        let (a, b) = kernel_dev_major_minor(dev);
+        let id = (a, b, ino);
+        let (sys, mounts) = (&self.sys, &self.mounts);
+        self.sysfs.label.entry(id).or_insert_with(|| block_device_cache_label(sys, mounts, id)).clone()
+    }
+
     /// Asks the background walks to look for a file another view lists without a path (keyed as
     /// the kernel keys it); [`FileResolver::known_path`] has its path once found. The requests
     /// are dropped by [`FileResolver::clear_wanted`]: a view asks again each sample.
@@ -506,11 +534,12 @@ impl FileResolver {
         let table = self.mount_table.read();
         table
             .iter()
-            .map(|(dev, root, mount_point)| Mount {
-                dev: *dev,
-                root: root.clone(),
-                mount_point: mount_point.clone(),
-                bdi: self.sysfs.bdi(&self.sys, *dev),
+            .map(|m| Mount {
+                dev: m.dev,
+                root: m.root.clone(),
+                mount_point: m.mount_point.clone(),
+                bdi: self.sysfs.bdi(&self.sys, m.dev),
+                fstype: m.fstype.clone(),
             })
             .collect()
     }
@@ -869,9 +898,17 @@ pub fn prefer_at_cutoff<T, R: PartialEq>(
 /// (metadata, journal). Labelled so when `dev` is neither a block device nor a mounted filesystem
 /// (the bdev filesystem itself), or when the inode number is the dev_t of the very device (or
 /// disk) `dev` is on: the writeback events name only the disk, so a block device's own dirty
-/// pages arrive keyed by its disk. Only for inodes no path was found for.
+/// pages arrive keyed by its disk. Also the metadata a filesystem caches in an inode of its own
+/// numbered 1, never a file's: ext2/3/4's block allocator reads its buddy bitmaps into one
+/// (`EXT4_BAD_INO`, at every allocation that scans a group), btrfs its metadata btree
+/// (`BTRFS_BTREE_INODE_OBJECTID`); looked for as a file, it set off a walk of the whole mount.
+/// Only for inodes no path was found for.
 fn block_device_cache_label(sys: &Path, mounts: &[Mount], id: FileId) -> Option<String> {
     let (major, minor, ino) = id;
+    let fstype = mounts.iter().find(|m| m.dev == (major, minor)).map(|m| m.fstype.as_str());
+    if ino == 1 && matches!(fstype, Some("ext2" | "ext3" | "ext4" | "btrfs")) {
+        return Some(format!("[{} metadata]", device_name(sys, (major, minor))));
+    }
     let dev = u32::try_from(ino).ok()?;
     let (a, b) = kernel_dev_major_minor(dev);
     let on_bdev_fs = !mounts.iter().any(|m| m.dev == (major, minor))
@@ -1097,9 +1134,18 @@ mod tests {
     fn block_device_caches_are_labelled_and_real_inodes_are_not() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("dev/block/7:0")).unwrap();
-        let mounts =
-            vec![Mount { dev: (7, 0), root: "/".into(), mount_point: "/mnt".into(), bdi: Some((7, 0)) }];
+        let mount = |dev, fstype: &str| Mount {
+            dev,
+            root: "/".into(),
+            mount_point: "/mnt".into(),
+            bdi: Some(dev),
+            fstype: fstype.into(),
+        };
+        let mounts = vec![mount((7, 0), "ext4"), mount((7, 1), "xfs")];
         let label = |id| block_device_cache_label(dir.path(), &mounts, id);
+        // ext4's buddy cache: inode 1 of an ext4 mount; on xfs inode 1 is not special.
+        assert_eq!(label((7, 0, 1)).as_deref(), Some("[7:0 metadata]"));
+        assert_eq!(label((7, 1, 1)), None);
         // On the bdev filesystem (0:3): the inode is the device's dev_t.
         assert_eq!(label((0, 3, 7 << 20)).as_deref(), Some("[7:0 metadata/journal]"));
         assert_eq!(label((0, 3, 12)), None);
@@ -1165,12 +1211,22 @@ mod tests {
     #[test]
     fn mountinfo_and_maps_lines_parse() {
         let mi = "22 1 7:0 / /mnt/a\\040b rw,relatime shared:1 - ext4 /dev/loop0 rw\n\
-                  23 1 7:0 /sub\\040dir /srv rw,relatime shared:1 - ext4 /dev/loop0 rw\n";
+                  23 1 7:0 /sub\\040dir /srv rw,relatime shared:1 master:2 - ext4 /dev/loop0 rw\n";
         assert_eq!(
             parse_mountinfo(mi),
             vec![
-                ((7, 0), PathBuf::from("/"), PathBuf::from("/mnt/a b")),
-                ((7, 0), PathBuf::from("/sub dir"), PathBuf::from("/srv"))
+                MountLine {
+                    dev: (7, 0),
+                    root: "/".into(),
+                    mount_point: "/mnt/a b".into(),
+                    fstype: "ext4".into()
+                },
+                MountLine {
+                    dev: (7, 0),
+                    root: "/sub dir".into(),
+                    mount_point: "/srv".into(),
+                    fstype: "ext4".into()
+                }
             ]
         );
         let maps = "7f00-7f01 r--p 00000000 fd:01 1234    /usr/lib/libc.so.6\n\
