@@ -16,6 +16,7 @@ use super::resolve::files::{names, scan_process_dirs, MAX_FDS_PER_SCAN};
 use super::tracefs;
 use crate::sample::readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
 use crate::sample::BpfProgramStatus;
+use crate::util::SLOW_REFRESH;
 
 /// Every readahead program: (program, category, event), in the order [`fill_layout`] handles them.
 pub const PROBES: [(&str, &str, &str); 9] = [
@@ -234,6 +235,13 @@ pub struct ReadaheadMaps {
     /// their first use stays in every sample, and its triggers' names are read again only after
     /// [`COMM_FRESH`] (an exec renames within that time).
     comms: StdHashMap<u32, (String, std::time::Instant)>,
+    /// Each listed file's row as last built, and when its path was last looked up: a file whose
+    /// pages stay pending is listed every sample, and while its counters do not move its row is
+    /// the same but for the path, checked again only after [`crate::util::SLOW_REFRESH`]. (At
+    /// `--interval 0.1` the `stat` of each such file's path and its row's allocations were most
+    /// of what the rows of a program's pending library pages cost, every sample, for as long as
+    /// the pages stayed cached.)
+    rows: StdHashMap<RaFileKey, (RaFileSample, std::time::Instant)>,
 }
 
 /// How long a triggering process's name is used before it is read again.
@@ -259,6 +267,7 @@ impl ReadaheadMaps {
             last: StdHashMap::new(),
             batch: true,
             comms: StdHashMap::new(),
+            rows: StdHashMap::new(),
         })
     }
 
@@ -353,10 +362,24 @@ impl ReadaheadMaps {
         let now = std::time::Instant::now();
         let comms = &mut self.comms;
         comms.retain(|_, (_, at)| now.duration_since(*at) < COMM_FRESH);
+        let mut rows = StdHashMap::with_capacity(kept.len().min(RA_ROWS));
         for (i, (key, s, _)) in kept.into_iter().enumerate() {
             if i >= RA_ROWS && s.pending() == 0 {
                 removed.push(key);
                 add_other(&mut others, key.dev, self.last.get(&key), &s);
+                continue;
+            }
+            // Unchanged since the last read (its pages still pending): the same row.
+            let unchanged = self.last.get(&key) == Some(&s);
+            if let Some((row, at)) =
+                self.rows.remove(&key).filter(|(_, at)| unchanged && now.duration_since(*at) < SLOW_REFRESH)
+            {
+                if row.path.is_none() && row.label.is_none() {
+                    resolver.look_for(key.dev, key.ino);
+                }
+                last.insert(key, s);
+                files.push(row.clone());
+                rows.insert(key, (row, at));
                 continue;
             }
             last.insert(key, s);
@@ -380,10 +403,12 @@ impl ReadaheadMaps {
             }
             let mut row = to_sample(&key, &s, path, triggers);
             row.label = label;
+            rows.insert(key, (row.clone(), now));
             files.push(row);
         }
         self.paths.bound(last.keys().map(|k| (k.dev, k.ino)));
         self.last = last;
+        self.rows = rows;
         self.remove(&removed);
         files.sort_by_key(|f| (f.dev, f.ino));
         others.sort_by_key(|o| o.dev);
