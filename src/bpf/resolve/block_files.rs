@@ -114,6 +114,8 @@ pub struct BlockFileMapper {
     /// Per disk: (start, end, file) sorted by start; rebuilt when a map changed.
     index: HashMap<(u32, u32), Vec<ExtentOf>>,
     index_dirty: bool,
+    /// When maps of files no longer active were last looked for.
+    last_forget: Option<Instant>,
     /// Per mount (id, device): where its device sits and its journal's ranges on the device
     /// (empty when unknown). By mount id: a loop device reused for another filesystem is new.
     journals: HashMap<MountKey, (Placement, Vec<SectorRange>)>,
@@ -141,6 +143,7 @@ impl BlockFileMapper {
             files: HashMap::new(),
             index: HashMap::new(),
             index_dirty: false,
+            last_forget: None,
             journals: HashMap::new(),
             mountinfo: MountInfo::new(proc),
             journal_ranges: (0, HashMap::new()),
@@ -202,7 +205,15 @@ impl BlockFileMapper {
             let place = *places.entry((id.0, id.1)).or_insert_with(|| placement(sys, (id.0, id.1)));
             self.map_file(id, path, place, meta.size, mtime_ns, now);
         }
-        // Maps of files no longer active go (their blocks may be freed and reused meanwhile).
+        // Maps of files no longer active go (their blocks may be freed and reused meanwhile),
+        // looked for once a second (after a burst ~1,000 files have maps for FORGET_MAP, and
+        // every sample went through them), or at once past the bound.
+        if self.files.len() <= MAX_MAPPED_FILES
+            && self.last_forget.is_some_and(|t| now.duration_since(t) < crate::util::SLOW_REFRESH)
+        {
+            return;
+        }
+        self.last_forget = Some(now);
         let mut gone: Vec<FileId> = self
             .files
             .iter()
