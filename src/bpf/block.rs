@@ -437,6 +437,9 @@ pub struct BlockMaps {
     /// The attached program's fd in each slot of PROGRAMS (None for the retired one, and for one
     /// not attached), to read the kernel's count of its runs and skipped runs.
     programs: Vec<Option<ProgramFd>>,
+    /// Their counters, read each sample only while statistics are on (else once a second: a
+    /// recursion miss shows up to a second late, a system call per program less each sample).
+    program_stats: super::prog_stats::StatsCache,
     /// The slot claims of the `_nocas` programs, when they run (kernels before 5.12).
     claims: Option<block_claim::Claims>,
 }
@@ -489,6 +492,7 @@ impl BlockMaps {
             last_purge: Instant::now(),
             stale_evicted: 0,
             kthreads: StdHashMap::new(),
+            program_stats: Default::default(),
             claims: block_claim::Claims::take(ebpf, attached),
             programs: attached
                 .iter()
@@ -557,11 +561,8 @@ impl BlockMaps {
             self.stale_evicted += self.purge_stale(crate::util::monotonic_ns());
         }
         let mut h = health_record(&health);
-        let stats: Vec<super::prog_stats::ProgStats> = self
-            .programs
-            .iter()
-            .map(|fd| fd.as_ref().and_then(|fd| super::prog_stats::prog_stats(fd).ok()).unwrap_or_default())
-            .collect();
+        let stats: Vec<super::prog_stats::ProgStats> =
+            self.program_stats.read(&self.programs).iter().map(|s| s.unwrap_or_default()).collect();
         h.missed = stats.iter().map(|s| s.recursion_misses).collect();
         h.run_time_ns = stats.iter().map(|s| s.run_time_ns).collect();
         h.run_cnt = stats.iter().map(|s| s.run_cnt).collect();

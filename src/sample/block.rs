@@ -145,7 +145,8 @@ pub struct BlockProbeHealth {
     pub devs_entries: u64,
     pub devs_capacity: u64,
     /// Per program (PROGRAMS order): runs the kernel skipped because another BPF program was
-    /// running on that CPU (`bpf_prog_info.recursion_misses`): events lost to this probe.
+    /// running on that CPU (`bpf_prog_info.recursion_misses`): events lost to this probe. Read
+    /// at most once a second while `kernel.bpf_stats_enabled` is 0: a miss may show a second late.
     pub missed: Vec<u64>,
     /// Per program: time spent in it and its runs, counted by the kernel only while
     /// `kernel.bpf_stats_enabled` is 1 (else zeros).

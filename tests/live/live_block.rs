@@ -65,6 +65,9 @@ fn settled(bpf: &mut BpfCollector, lo: &LoopDevice) -> (BpfSample, Vec<u64>) {
             seen.push(p.clone());
         }
     }
+    // The programs' skipped-run counts are read at most once per STATS_FRESH: after it, they
+    // are as fresh as the rest.
+    std::thread::sleep(ioscope::bpf::prog_stats::STATS_FRESH);
     for _ in 0..50 {
         let a = bpf.read();
         keep(&mut rows_seen, &a.io_processes);
