@@ -319,8 +319,8 @@ impl ReadaheadMaps {
     /// empties within two samples. An increment landing between an entry's read and its removal
     /// is lost (microseconds, as for FILE_IO).
     /// `known` is what the files view already resolved, (kernel dev_t, inode) → path: used before
-    /// looking through the triggering processes. `kernel_name` gives the path the kernel named
-    /// the file by (src/bpf/file_names.rs), checked.
+    /// looking through the triggering processes. The resolver gives the path the kernel named
+    /// the file by (src/bpf/file_names.rs), checked, else the one its file handle opens.
     pub fn read(
         &mut self,
         known: &StdHashMap<(u32, u64), String>,
@@ -392,7 +392,8 @@ impl ReadaheadMaps {
                     comm: comms.entry(pid).or_insert_with(|| (comm_of(pid), now)).0.clone(),
                 })
                 .collect();
-            let kernel_name = &mut |dev, ino| resolver.known_path(dev, ino);
+            let kernel_name =
+                &mut |dev, ino| resolver.known_path(dev, ino).or_else(|| resolver.handle_path(dev, ino));
             let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
             // A block device's or a filesystem's own metadata is labelled so, not looked for.
             let label = if path.is_none() { resolver.label_of(key.dev, key.ino) } else { None };

@@ -198,3 +198,51 @@ fn a_file_written_back_after_a_burst_of_names_has_its_path() {
     assert!(row.writeback_pages > 0 || row.fs_writeback_bytes > 0, "{row:?}");
     assert_eq!(row.path.as_deref(), Some(first.to_str().unwrap()), "{row:?}");
 }
+
+/// A file written under a temporary name and renamed after its writeback, as builds and package
+/// managers leave them: the name the kernel recorded at its I/O is stale and nobody holds it open,
+/// so no process scan can find it. On ext4 its handle opens the inode and gives its new path in
+/// the very sample; on xfs (whose handles need the generation) the sample has no stale path.
+fn renamed_case(fstype: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = &format!("live_file_names_renamed_{fstype}");
+    if !common::require_root(test) {
+        return;
+    }
+    let lo = LoopDevice::with_fs(320, fstype);
+    let m = lo.mount_point();
+    let mut bpf = BpfCollector::start();
+    if !bpf.status().programs.iter().any(|p| p.program == "file_name_dirty" && p.attached) {
+        common::skip(test, "file-name programs unavailable");
+        return;
+    }
+    let tmp = m.join("out.tmp.1234");
+    let done = m.join("out.bin");
+    let s0 = sample(&mut bpf);
+    sh(&format!(
+        "dd if=/dev/zero of={} bs=64k count=4 conv=fsync 2>/dev/null && mv {} {}",
+        tmp.display(),
+        tmp.display(),
+        done.display()
+    ));
+    let s1 = sample(&mut bpf);
+    let files = compute(Some(&s0), &s1, (s1.mono_ns - s0.mono_ns) as f64 / 1e9);
+    let (dev, ino) = (format!("{}:{}", lo.major, lo.minor), common::ino(&done));
+    let row =
+        files.iter().find(|f| f.dev == dev && f.ino == ino).unwrap_or_else(|| panic!("no row: {files:#?}"));
+    common::within("renamed file dirtied", row.dirtied_bytes, 256 << 10);
+    let want = (fstype == "ext4").then(|| done.to_str().unwrap());
+    assert_eq!(row.path.as_deref(), want, "{row:?}");
+}
+
+#[test]
+fn ext4_a_file_renamed_after_its_io_has_its_new_path_from_its_handle() {
+    let _group = common::live_group(module_path!());
+    renamed_case("ext4");
+}
+
+#[test]
+fn xfs_a_file_renamed_after_its_io_shows_no_stale_path() {
+    let _group = common::live_group(module_path!());
+    renamed_case("xfs");
+}

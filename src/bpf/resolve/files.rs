@@ -266,6 +266,8 @@ pub struct FileResolver {
     page_size: u64,
     /// The background mount walker, started on first need.
     walker: Option<Walker>,
+    /// Inodes opened by their file handle (ext2/3/4), before the process scans.
+    handles: super::handles::HandleOpener,
     /// When each unknown file was last looked for in /proc.
     tried: HashMap<FileId, Instant>,
     sysfs: SysfsCache,
@@ -431,6 +433,7 @@ impl FileResolver {
             // SAFETY: sysconf has no preconditions.
             page_size: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
             walker: None,
+            handles: Default::default(),
             tried: HashMap::new(),
             sysfs: SysfsCache::default(),
             names: None,
@@ -468,6 +471,21 @@ impl FileResolver {
         let found = found?;
         self.paths.insert(id, found.clone());
         Some(found)
+    }
+
+    /// The path of a file keyed as the kernel keys it, opened by its file handle (see
+    /// super::handles; ext2/3/4 only), checked, and remembered as [`FileResolver::known_path`]
+    /// gives it. None with the fallbacks off.
+    pub fn handle_path(&mut self, dev: u32, ino: u64) -> Option<String> {
+        if !self.fallbacks {
+            return None;
+        }
+        let (a, b) = kernel_dev_major_minor(dev);
+        let id = (a, b, ino);
+        let path =
+            self.handles.path(id, &self.mounts).filter(|p| p.ends_with(" (deleted)") || names(p, id))?;
+        self.paths.insert(id, path.clone());
+        Some(path)
     }
 
     /// What a file without a path is (`[vda metadata/journal]`, `[vda metadata]`), keyed as the
@@ -692,6 +710,21 @@ impl FileResolver {
         });
         if !self.fallbacks {
             unknown.clear();
+        }
+        // A file whose kernel name is stale (renamed after its I/O) or missing, on a filesystem
+        // whose handles need only the inode number: opened by its handle, its path read back
+        // (see super::handles). Once per file like the scans below (new, or due for a retry).
+        let due: Vec<FileId> = unknown
+            .iter()
+            .filter(|id| self.tried.get(id).is_none_or(|t| now.duration_since(*t) >= WALK_EVERY))
+            .copied()
+            .collect();
+        for id in due {
+            let found = self.handles.path(id, mounts).filter(|p| p.ends_with(" (deleted)") || names(p, id));
+            if let Some(p) = found {
+                self.paths.insert(id, p);
+                unknown.remove(&id);
+            }
         }
         // A file newly unknown: at once, the fds and maps of the processes seen doing its I/O
         // (its opener may close it soon), then every process's fds. A file due for a retry (a

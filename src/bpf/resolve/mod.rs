@@ -3,12 +3,13 @@
 //! pair, [`block_files`] maps a block request's sectors to the file or filesystem structure
 //! ([`extents`]) it belongs to, [`syncs`] names the file a sync call was made on, and [`file_cache`]
 //! reads how much of a file is in the page cache; [`mountinfo`] keeps the mount table, read again
-//! only when it changed. The [`super::BpfCollector`] owns them; they read
+//! only when it changed; [`handles`] opens an inode by its file handle to read its path. The [`super::BpfCollector`] owns them; they read
 //! procfs and the filesystems, and import nothing above `bpf`.
 
 pub mod block_files;
 pub mod extents;
 pub mod file_cache;
 pub mod files;
+pub mod handles;
 pub mod mountinfo;
 pub mod syncs;
