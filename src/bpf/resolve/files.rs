@@ -13,6 +13,8 @@
 //! makes a cached path stale: it is dropped, never shown wrong):
 //! 0. the name the kernel programs read from the file's dentries at its first I/O
 //!    (crate::bpf::file_names): no process has to hold the file open; checked by stat;
+//!    0b. on ext2/3/4, the inode opened by its file handle and its path read back
+//!    (super::handles): a file renamed since the kernel named it, or never named;
 //! 1. /proc/PID/maps and /proc/PID/fd of the processes seen doing the file's I/O, at once when
 //!    a file is newly unknown (its opener may close it soon; a handful of processes, so cheap);
 //! 2. still unknown and new: /proc/*/fd of every running process, at once (one stat per open
