@@ -39,6 +39,15 @@ macro_rules! fn_layout {
     };
 }
 
+/// One field of CACHE_LAYOUT: the busiest programs read only what they use ([`layout`] copies all
+/// of it, ~40 loads).
+macro_rules! cache_layout {
+    ($field:ident) => {
+        // SAFETY: a plain read of a static; see CACHE_LAYOUT.
+        unsafe { core::ptr::read_volatile(&raw const CACHE_LAYOUT.$field) }
+    };
+}
+
 /// Allocated on insert: a per-CPU value per possible tgid preallocated would cost
 /// CACHE_MAX_PROCESSES × CPUs × 144 bytes up front.
 #[map]
@@ -451,28 +460,29 @@ pub fn filemap_add_to_page_cache(ctx: TracePointContext) -> u32 {
 }
 
 fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
-    let l = layout();
-    if l.add_ok == 0 {
+    if cache_layout!(add_ok) == 0 {
         return Ok(0);
     }
+    let (add_ino, add_index, add_order) =
+        (cache_layout!(add_ino), cache_layout!(add_index), cache_layout!(add_order));
     let dev_at = crate::files::add_dev_at();
     // SAFETY: offsets from the format file (AddHead: where the fields follow each other).
     let (ino, index, order, dev) = unsafe {
-        if AddHead::fits(l.add_ino, l.add_index, dev_at, l.add_order) {
-            let h = field::<AddHead>(ctx, l.add_ino)?;
-            (h.ino, h.index, if l.add_order == NO_ORDER { 0 } else { h.order }, dev_at.map(|_| h.dev))
+        if AddHead::fits(add_ino, add_index, dev_at, add_order) {
+            let h = field::<AddHead>(ctx, add_ino)?;
+            (h.ino, h.index, if add_order == NO_ORDER { 0 } else { h.order }, dev_at.map(|_| h.dev))
         } else {
             let dev = match dev_at {
                 Some(at) => Some(field::<u32>(ctx, at)?),
                 None => None,
             };
-            (field::<u64>(ctx, l.add_ino)?, field::<u64>(ctx, l.add_index)?, order_at(ctx, l.add_order)?, dev)
+            (field::<u64>(ctx, add_ino)?, field::<u64>(ctx, add_index)?, order_at(ctx, add_order)?, dev)
         }
     };
     let pages = folio_pages(order);
     let (tgid, tid) = current_ids();
     count(tgid, |c| c.inserted_pages = c.inserted_pages.wrapping_add(pages));
-    crate::files::on_insert(tid, dev, ino, index, pages);
+    crate::files::on_insert(tgid, tid, dev, ino, index, pages);
     Ok(0)
 }
 
@@ -501,24 +511,24 @@ pub fn writeback_dirty_folio(ctx: TracePointContext) -> u32 {
 }
 
 fn try_dirty(ctx: &TracePointContext) -> Result<u32, i64> {
-    let l = layout();
-    if l.dirty_ok == 0 {
+    if cache_layout!(dirty_ok) == 0 {
         return Ok(0);
     }
+    let (dirty_ino, dirty_index) = (cache_layout!(dirty_ino), cache_layout!(dirty_index));
     // SAFETY: offsets from the format file; `index` follows `ino` in every kernel's record (one
     // read, not two, where it does).
     let (ino, index) = unsafe {
-        if l.dirty_index == l.dirty_ino.wrapping_add(8) {
-            let [ino, index] = field::<[u64; 2]>(ctx, l.dirty_ino)?;
+        if dirty_index == dirty_ino.wrapping_add(8) {
+            let [ino, index] = field::<[u64; 2]>(ctx, dirty_ino)?;
             (ino, index)
         } else {
-            (field::<u64>(ctx, l.dirty_ino)?, field::<u64>(ctx, l.dirty_index)?)
+            (field::<u64>(ctx, dirty_ino)?, field::<u64>(ctx, dirty_index)?)
         }
     };
     let (tgid, tid) = current_ids();
     // The folio this thread inserted just before (a buffered write allocating cache pages): its
     // size is known, and its insertion was not a read miss.
-    let allocated = crate::files::on_dirty(ctx, tid, ino, index);
+    let allocated = crate::files::on_dirty(ctx, tgid, tid, ino, index);
     let dirtied = if allocated > 0 { allocated } else { 1 };
     count(tgid, |c| {
         c.dirtied_pages = c.dirtied_pages.wrapping_add(dirtied);
