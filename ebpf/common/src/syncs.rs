@@ -11,6 +11,8 @@ use crate::block::HIST_BUCKETS;
 
 /// Per-CPU LRU hash map: [`SyncKey`] → [`SyncStats`], cumulative.
 pub const SYNC_STATS_MAP: &str = "SYNC_STATS";
+/// Per-CPU array of one [`SyncMemo`].
+pub const SYNC_MEMO_MAP: &str = "SYNC_MEMO";
 /// LRU hash map: thread id (a syscall) or io_uring request address → [`SyncInFlight`].
 pub const SYNC_INFLIGHT_MAP: &str = "SYNC_INFLIGHT";
 /// Memory-mappable array of [`SyncSlot`]: the system calls running now, one slot per thread id
@@ -95,6 +97,18 @@ pub struct SyncStats {
     pub comm: [u8; 16],
     /// Latency, µs, log2 buckets (crate::block::log2_bucket).
     pub hist: [u64; HIST_BUCKETS],
+}
+
+/// Calls of `key` completed on this CPU and not yet added to its SYNC_STATS entry: while the calls
+/// completing on a CPU are of one (process, call, file), as a process syncing one file makes them,
+/// they are counted here (an array's value: no hash lookup per call); the first call of another
+/// key moves them to the map. Userspace counts a memo as one more CPU's value of its key.
+/// Pending when `stats.calls` is not 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncMemo {
+    pub key: SyncKey,
+    pub stats: SyncStats,
 }
 
 impl Default for SyncStats {
@@ -240,6 +254,8 @@ mod user {
     unsafe impl aya::Pod for super::SyncKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SyncStats {}
+    // SAFETY: as above (two of those).
+    unsafe impl aya::Pod for super::SyncMemo {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SyncInFlight {}
     // SAFETY: as above (u32 only).
@@ -256,6 +272,7 @@ mod tests {
     fn sizes_have_no_hidden_padding() {
         assert_eq!(core::mem::size_of::<SyncKey>(), 24);
         assert_eq!(core::mem::size_of::<SyncStats>(), 5 * 8 + 16 + 8 * HIST_BUCKETS);
+        assert_eq!(core::mem::size_of::<SyncMemo>(), 24 + core::mem::size_of::<SyncStats>());
         assert_eq!(core::mem::size_of::<SyncInFlight>(), 4 * 8 + 4 * 4 + 16);
         assert_eq!(core::mem::size_of::<SyncLayout>(), (SYNC_SYSCALLS + 22) * 4);
         // An mmapable array's values are 8-byte aligned one after the other: no gap to skip.

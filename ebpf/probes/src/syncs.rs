@@ -18,13 +18,13 @@ use aya_ebpf::{
         bpf_get_current_task_btf, bpf_ktime_get_ns,
     },
     macros::{map, tracepoint},
-    maps::{Array, LruHashMap, LruPerCpuHashMap},
+    maps::{Array, LruHashMap, LruPerCpuHashMap, PerCpuArray},
     programs::TracePointContext,
 };
 use ioscope_common::block::log2_bucket;
 use ioscope_common::syncs::{
-    sync_slot, syscall_kind, uring_kind, SyncInFlight, SyncKey, SyncLayout, SyncSlot, SyncStats, MS_SYNC,
-    REQ_F_FIXED_FILE, SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MSYNC, SYNC_SLOTS_MAX, SYNC_SYNC,
+    sync_slot, syscall_kind, uring_kind, SyncInFlight, SyncKey, SyncLayout, SyncMemo, SyncSlot, SyncStats,
+    MS_SYNC, REQ_F_FIXED_FILE, SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MSYNC, SYNC_SLOTS_MAX, SYNC_SYNC,
 };
 
 use crate::kernel::{kernel_field, Mem, Probe};
@@ -38,6 +38,10 @@ static SYNC_STATS: LruPerCpuHashMap<SyncKey, SyncStats> =
 
 #[map]
 pub static SYNC_INFLIGHT: LruHashMap<u64, SyncInFlight> = LruHashMap::with_max_entries(SYNC_INFLIGHT_MAX, 0);
+
+/// This CPU's calls of one key not yet in SYNC_STATS (ioscope_common::syncs::SyncMemo).
+#[map]
+static SYNC_MEMO: PerCpuArray<SyncMemo> = PerCpuArray::with_max_entries(1, 0);
 
 /// One SyncStats of zeros, the value of a new SYNC_STATS entry.
 #[map]
@@ -373,27 +377,58 @@ fn in_flight(kind: u32, (dev, ino): (u32, u64), caller: &Caller) -> SyncInFlight
     }
 }
 
-/// Adds a finished call to its (process, call, file) on this CPU.
+/// Adds a finished call to its (process, call, file) on this CPU: in this CPU's memo while the
+/// calls completing here are of one key, else (the memo's calls moved to the map first) the memo
+/// takes the new key.
 #[inline(always)]
 pub fn finish(f: &SyncInFlight) {
     // SAFETY: helper without preconditions.
     let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.start_ns);
     let key = SyncKey { tgid: f.tgid, kind: f.kind, dev: f.dev, _pad: 0, ino: f.ino };
-    let p = match SYNC_STATS.get_ptr_mut(&key) {
+    let Some(m) = SYNC_MEMO.get_ptr_mut(0) else {
+        if let Some(s) = stats_entry(&key) {
+            add_call(s, f, ns);
+        }
+        return;
+    };
+    // SAFETY: this CPU's value; tracing programs do not nest on one CPU.
+    let m = unsafe { &mut *m };
+    if m.stats.calls != 0 && m.key == key {
+        add_call(&mut m.stats, f, ns);
+        return;
+    }
+    if m.stats.calls != 0 {
+        if let Some(s) = stats_entry(&m.key) {
+            add_stats(s, &m.stats);
+        }
+    }
+    m.key = key;
+    zero(&mut m.stats);
+    add_call(&mut m.stats, f, ns);
+}
+
+/// This CPU's SYNC_STATS value of `key`, created (zero) when missing.
+#[inline(always)]
+fn stats_entry(key: &SyncKey) -> Option<&'static mut SyncStats> {
+    let p = match SYNC_STATS.get_ptr_mut(key) {
         Some(p) => p,
         None => {
             // The zeros from a map, not the stack (a SyncStats is 312 bytes of the 512 a program
             // and the functions it calls may use together: 6.1's verifier counted 544 for
             // sync_exit with one on the stack).
-            let Some(zero) = SYNC_STATS_ZERO.get_ptr(0) else { return };
+            let zero = SYNC_STATS_ZERO.get_ptr(0)?;
             // SAFETY: a valid pointer into the array, never written.
-            let _ = SYNC_STATS.insert(&key, unsafe { &*zero }, 0);
-            let Some(p) = SYNC_STATS.get_ptr_mut(&key) else { return };
-            p
+            let _ = SYNC_STATS.insert(key, unsafe { &*zero }, 0);
+            SYNC_STATS.get_ptr_mut(key)?
         }
     };
     // SAFETY: this CPU's value; tracing programs do not nest on one CPU.
-    let s = unsafe { &mut *p };
+    Some(unsafe { &mut *p })
+}
+
+/// One call `f` that took `ns`.
+#[inline(always)]
+fn add_call(s: &mut SyncStats, f: &SyncInFlight, ns: u64) {
     s.calls += 1;
     s.total_ns = s.total_ns.wrapping_add(ns);
     if ns > s.max_ns {
@@ -404,5 +439,40 @@ pub fn finish(f: &SyncInFlight) {
     s.comm = f.comm;
     if let Some(slot) = s.hist.get_mut(log2_bucket(ns / 1000)) {
         *slot += 1;
+    }
+}
+
+/// The calls of `m` (later than `s`'s) added to `s`.
+#[inline(always)]
+fn add_stats(s: &mut SyncStats, m: &SyncStats) {
+    s.calls = s.calls.wrapping_add(m.calls);
+    s.total_ns = s.total_ns.wrapping_add(m.total_ns);
+    if m.max_ns > s.max_ns {
+        s.max_ns = m.max_ns;
+    }
+    s.written_bytes = s.written_bytes.wrapping_add(m.written_bytes);
+    s.cgroup_id = m.cgroup_id;
+    s.comm = m.comm;
+    let mut i = 0;
+    while i < s.hist.len() {
+        s.hist[i] = s.hist[i].wrapping_add(m.hist[i]);
+        i += 1;
+    }
+}
+
+/// `s` set to zeros, field by field (volatile: adjacent zero stores would become a memset call).
+#[inline(always)]
+fn zero(s: &mut SyncStats) {
+    // SAFETY: valid, aligned fields.
+    unsafe {
+        core::ptr::write_volatile(&raw mut s.calls, 0);
+        core::ptr::write_volatile(&raw mut s.total_ns, 0);
+        core::ptr::write_volatile(&raw mut s.max_ns, 0);
+        core::ptr::write_volatile(&raw mut s.written_bytes, 0);
+        let mut i = 0;
+        while i < s.hist.len() {
+            core::ptr::write_volatile(&raw mut s.hist[i], 0);
+            i += 1;
+        }
     }
 }
