@@ -10,8 +10,8 @@ use aya::maps::{Array, MapData, PerCpuArray, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::fallback::FnLayout;
 use ioscope_common::page_cache::{
-    CacheCounters, CacheLayout, CacheScratch, DioMemo, DirtyStateRecord, CACHE_PROCS_MAP, CACHE_SCRATCH_MAP,
-    CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP, NO_ORDER,
+    CacheCounters, CacheLayout, CacheScratch, DioMemo, DirtyStateRecord, WriteMemo, CACHE_PROCS_MAP,
+    CACHE_SCRATCH_MAP, CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP, NO_ORDER, WRITE_MEMO_MAP,
 };
 
 use super::kernel_btf::KernelBtf;
@@ -492,6 +492,7 @@ pub struct PageCacheMaps {
     dirty: Array<MapData, DirtyStateRecord>,
     scratch: PerCpuArray<MapData, CacheScratch>,
     dio_memo: PerCpuArray<MapData, DioMemo>,
+    write_memo: PerCpuArray<MapData, WriteMemo>,
     hz: u64,
     attached: Vec<String>,
 }
@@ -507,8 +508,9 @@ impl PageCacheMaps {
         let dirty = Array::try_from(take(DIRTY_STATE_MAP)?)?;
         let scratch = PerCpuArray::try_from(take(CACHE_SCRATCH_MAP)?)?;
         let dio_memo = PerCpuArray::try_from(take(DIO_MEMO_MAP)?)?;
+        let write_memo = PerCpuArray::try_from(take(WRITE_MEMO_MAP)?)?;
         let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
-        Ok(PageCacheMaps { procs, totals, dirty, scratch, dio_memo, hz, attached, batch: true })
+        Ok(PageCacheMaps { procs, totals, dirty, scratch, dio_memo, write_memo, hz, attached, batch: true })
     }
 
     /// Each CPU's pending direct I/O (see DioMemo), for the files' rows: read after FILE_IO, so
@@ -555,7 +557,8 @@ impl PageCacheMaps {
         }
         // Read pages still pending in the CPUs' scratch slots belong to their process too.
         let scratch = self.scratch.get(&0, 0).context("reading CACHE_SCRATCH")?;
-        add_pending(&mut processes, &scratch, &self.dio_memos()?, process_exists);
+        let write_memos = self.write_memo.get(&0, 0).context("reading WRITE_MEMO")?;
+        add_pending(&mut processes, &scratch, &self.dio_memos()?, &write_memos, process_exists);
         processes.sort_by_key(|p| p.pid);
         let totals = self.totals.get(&0, 0).context("reading CACHE_TOTALS")?;
         let totals = system_totals(&totals, &scratch);
@@ -593,13 +596,14 @@ fn system_totals(per_cpu: &[CacheCounters], scratch: &[CacheScratch]) -> CacheCo
     totals
 }
 
-/// Adds each CPU's pending read pages and direct I/O (CacheScratch, DioMemo) to their process's
-/// row (a new row when the process has none: then its name comes from /proc, and it is marked
-/// exited when /proc no longer has it).
+/// Adds each CPU's pending read pages, direct I/O and written pages (CacheScratch, DioMemo,
+/// WriteMemo) to their process's row (a new row when the process has none: then its name comes
+/// from /proc, and it is marked exited when /proc no longer has it).
 pub fn add_pending(
     processes: &mut Vec<CacheProcessSample>,
     per_cpu: &[CacheScratch],
     dio_memos: &[DioMemo],
+    write_memos: &[WriteMemo],
     exists: impl Fn(u32) -> bool,
 ) {
     fn row<'a>(
@@ -631,6 +635,12 @@ pub fn add_pending(
         c.dio_read_bytes += m.read_bytes;
         c.dio_writes += m.writes;
         c.dio_write_bytes += m.write_bytes;
+    }
+    for m in write_memos.iter().filter(|m| m.pending()) {
+        let c = row(processes, m.tgid, &exists);
+        c.inserted_pages += m.inserted_pages;
+        c.dirtied_pages += m.dirtied_pages;
+        c.write_inserted_pages += m.write_inserted_pages;
     }
 }
 
@@ -871,7 +881,7 @@ pub(super) mod tests {
         let cpu0 = CacheScratch { pending_tgid: 10, pending_read_pages: 32, ..Default::default() };
         let cpu1 = CacheScratch { pending_tgid: 11, pending_read_pages: 8, ..Default::default() };
         let cpu2 = CacheScratch { pending_tgid: 12, pending_read_pages: 0, ..Default::default() };
-        add_pending(&mut procs, &[cpu0, cpu1, cpu2], &[], |pid| pid != 11);
+        add_pending(&mut procs, &[cpu0, cpu1, cpu2], &[], &[], |pid| pid != 11);
         assert_eq!(procs.len(), 2);
         assert_eq!(procs[0].counters.read_pages, 132);
         assert_eq!((procs[1].pid, procs[1].counters.read_pages, procs[1].exited), (11, 8, true));
@@ -896,7 +906,7 @@ pub(super) mod tests {
         };
         // fio's pending reads on two CPUs; a gone process's writes; an empty memo adds nothing.
         let cpus = [memo(10, 5, 0), memo(10, 5, 0), memo(13, 0, 2), memo(14, 0, 0)];
-        add_pending(&mut procs, &[], &cpus, |pid| pid != 13);
+        add_pending(&mut procs, &[], &cpus, &[], |pid| pid != 13);
         assert_eq!(procs.len(), 2);
         let fio = &procs[0].counters;
         assert_eq!((fio.dio_reads, fio.dio_read_bytes, fio.dio_writes), (11, 11 * 4096, 0));
@@ -904,6 +914,40 @@ pub(super) mod tests {
         assert_eq!(
             (gone.pid, gone.exited, gone.counters.dio_writes, gone.counters.dio_write_bytes),
             (13, true, 2, 131072)
+        );
+    }
+
+    #[test]
+    fn pending_written_pages_join_their_process() {
+        let mut procs = vec![CacheProcessSample {
+            pid: 10,
+            comm: "fio".into(),
+            counters: CacheCountersSample {
+                inserted_pages: 1,
+                dirtied_pages: 1,
+                write_inserted_pages: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        }];
+        let memo = |tgid, pages| WriteMemo {
+            tgid,
+            used: 1,
+            inserted_pages: pages,
+            dirtied_pages: pages + 1,
+            write_inserted_pages: pages,
+        };
+        // fio's pages pending on two CPUs; a gone process's; a memo with nothing pending.
+        let cpus =
+            [memo(10, 5), memo(10, 7), memo(13, 2), WriteMemo { tgid: 14, used: 1, ..Default::default() }];
+        add_pending(&mut procs, &[], &[], &cpus, |pid| pid != 13);
+        assert_eq!(procs.len(), 2);
+        let fio = &procs[0].counters;
+        assert_eq!((fio.inserted_pages, fio.dirtied_pages, fio.write_inserted_pages), (13, 15, 13));
+        let gone = &procs[1];
+        assert_eq!(
+            (gone.pid, gone.exited, gone.counters.inserted_pages, gone.counters.dirtied_pages),
+            (13, true, 2, 3)
         );
     }
 

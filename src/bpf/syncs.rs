@@ -5,13 +5,14 @@
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuHashMap};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap};
 use aya::programs::TracePoint;
 use aya::Ebpf;
 use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::syncs::{
-    kind_name, SyncInFlight, SyncKey, SyncLayout, SyncSlot, SyncStats, SYNC_ENTER_NOCAS, SYNC_INFLIGHT_MAP,
-    SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_SLOTS_MAP, SYNC_SLOTS_MAX, SYNC_STATS_MAP, SYSCALL_EVENTS,
+    kind_name, SyncInFlight, SyncKey, SyncLayout, SyncMemo, SyncSlot, SyncStats, SYNC_ENTER_NOCAS,
+    SYNC_INFLIGHT_MAP, SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MEMO_MAP, SYNC_SLOTS_MAP, SYNC_SLOTS_MAX,
+    SYNC_STATS_MAP, SYSCALL_EVENTS,
 };
 
 use super::kernel_btf::KernelBtf;
@@ -120,6 +121,10 @@ pub fn plan(tracefs_dir: &Path, btf: Option<&KernelBtf>, hidden: &[String]) -> S
         Err(last.unwrap_or_else(|| anyhow!("no io_uring submission tracepoint")))
     })()
     .map_err(|e| format!("{e:#}"));
+    if let Some(k) = btf {
+        // Without these the entry program asks helpers for them (the same values).
+        let _ = task_layout(k, &mut l);
+    }
     match btf {
         Some(k) => match file_table_layout(k, &mut l) {
             Ok(()) => {
@@ -147,6 +152,23 @@ fn file_table_layout(k: &KernelBtf, l: &mut SyncLayout) -> Result<()> {
     l.inode_sb = k.offset_sized("inode", "i_sb", 8)?;
     l.sb_dev = k.offset_sized("super_block", "s_dev", 4)?;
     l.files_ok = 1;
+    Ok(())
+}
+
+/// The caller's thread id, process id, comm and cgroup id, from its task (see
+/// SyncLayout::task_ok); `l` is left as it was when a field is missing.
+fn task_layout(k: &KernelBtf, l: &mut SyncLayout) -> Result<()> {
+    let fields = [
+        k.offset_sized("task_struct", "pid", 4)?,
+        k.offset_sized("task_struct", "tgid", 4)?,
+        k.offset_sized("task_struct", "comm", 16)?,
+        k.offset_sized("task_struct", "cgroups", 8)?,
+        k.offset_sized("css_set", "dfl_cgrp", 8)?,
+        k.offset_sized("cgroup", "kn", 8)?,
+        k.offset_sized("kernfs_node", "id", 8)?,
+    ];
+    [l.task_pid, l.task_tgid, l.task_comm, l.task_cgroups, l.css_set_dfl_cgrp, l.cgroup_kn, l.kn_id] = fields;
+    l.task_ok = 1;
     Ok(())
 }
 
@@ -231,6 +253,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
         };
         Ok(SyncMaps {
             stats: PerCpuHashMap::try_from(take(ebpf, SYNC_STATS_MAP)?)?,
+            memo: PerCpuArray::try_from(take(ebpf, SYNC_MEMO_MAP)?)?,
             inflight: BpfHashMap::try_from(take(ebpf, SYNC_INFLIGHT_MAP)?)?,
             slots: MappedSlots::new(take(ebpf, SYNC_SLOTS_MAP)?)?,
             batch: true,
@@ -250,6 +273,8 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
 
 pub struct SyncMaps {
     stats: PerCpuHashMap<MapData, SyncKey, SyncStats>,
+    /// Each CPU's calls not yet in `stats` (SyncMemo).
+    memo: PerCpuArray<MapData, SyncMemo>,
     inflight: BpfHashMap<MapData, u64, SyncInFlight>,
     /// The running system calls' slots (the hash map has the others: io_uring's, a thread whose
     /// slot another holds, every call on kernels before 5.12).
@@ -261,8 +286,13 @@ pub struct SyncMaps {
 impl SyncMaps {
     /// The completed calls (summed over CPUs) and the running ones, without paths.
     pub fn read(&mut self) -> Result<(Vec<SyncCallCounters>, Vec<SyncRunning>)> {
+        let mut entries = self.stats_entries()?;
+        // After the map: calls moving from a memo to the map meanwhile are missed for a moment,
+        // not counted twice.
+        let memos = self.memo.get(&0, 0).context("reading SYNC_MEMO")?;
+        add_memos(&mut entries, &memos);
         let mut calls: Vec<SyncCallCounters> =
-            self.stats_entries()?.into_iter().map(|(key, per_cpu)| sum_cpus(key, &per_cpu)).collect();
+            entries.into_iter().map(|(key, per_cpu)| sum_cpus(key, &per_cpu)).collect();
         calls.sort_by(|a, b| (a.pid, &a.syscall, a.file.ino).cmp(&(b.pid, &b.syscall, b.file.ino)));
         let mut running = Vec::new();
         for f in self.inflight_entries()?.into_iter().chain(self.slots.running()) {
@@ -400,6 +430,17 @@ fn comm_text(comm: &[u8; 16]) -> String {
     String::from_utf8_lossy(&comm[..end]).into_owned()
 }
 
+/// Each CPU's pending calls (SyncMemo) as one more value of their key (a new entry when the map
+/// has none).
+pub fn add_memos(entries: &mut Vec<(SyncKey, Vec<SyncStats>)>, memos: &[SyncMemo]) {
+    for m in memos.iter().filter(|m| m.stats.calls != 0) {
+        match entries.iter_mut().find(|(k, _)| *k == m.key) {
+            Some((_, per_cpu)) => per_cpu.push(m.stats),
+            None => entries.push((m.key, vec![m.stats])),
+        }
+    }
+}
+
 /// One key's per-CPU values added up (max: the largest).
 pub fn sum_cpus(key: SyncKey, per_cpu: &[SyncStats]) -> SyncCallCounters {
     let mut c = SyncCallCounters {
@@ -430,6 +471,24 @@ pub fn sum_cpus(key: SyncKey, per_cpu: &[SyncStats]) -> SyncCallCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_calls_in_the_memos_join_their_key() {
+        let key = |tgid| SyncKey { tgid, kind: 0, dev: 7 << 20 | 2, _pad: 0, ino: 12 };
+        let stats = |calls, max_ns| SyncStats { calls, total_ns: calls * 1000, max_ns, ..Default::default() };
+        let mut entries = vec![(key(9), vec![stats(3, 5000), stats(1, 1000)])];
+        let memos = [
+            SyncMemo { key: key(9), stats: stats(2, 9000) },
+            SyncMemo { key: key(10), stats: stats(1, 700) },
+            // Nothing pending: no row.
+            SyncMemo { key: key(11), stats: stats(0, 0) },
+        ];
+        add_memos(&mut entries, &memos);
+        let sums: Vec<_> = entries.into_iter().map(|(k, v)| sum_cpus(k, &v)).collect();
+        assert_eq!(sums.len(), 2);
+        assert_eq!((sums[0].pid, sums[0].calls, sums[0].total_ns, sums[0].max_ns), (9, 6, 6000, 9000));
+        assert_eq!((sums[1].pid, sums[1].calls, sums[1].max_ns), (10, 1, 700));
+    }
 
     #[test]
     fn cpus_add_up_and_the_max_is_the_largest() {

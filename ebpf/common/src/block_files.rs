@@ -62,6 +62,11 @@ pub struct RqBucket {
     pub rate_dropped: u64,
     /// Not sent: the ring buffer was full (userspace did not drain it in time).
     pub ring_dropped: u64,
+    /// The completion this CPU's program saw last (its request's tag, 0 when it read no clock)
+    /// and the time it read for it: `block_rq_complete`'s program runs next for the same
+    /// request and takes this time instead of reading the clock again.
+    pub clock_tag: u64,
+    pub clock_ns: u64,
 }
 
 /// Whether one more event may be sent at `now_ns`: credit grows with time up to `burst_ns`, each
@@ -98,7 +103,7 @@ mod tests {
     fn sizes_have_no_hidden_padding() {
         assert_eq!(core::mem::size_of::<RqEvent>(), 40);
         assert_eq!(core::mem::size_of::<RqSampleConfig>(), 24);
-        assert_eq!(core::mem::size_of::<RqBucket>(), 40);
+        assert_eq!(core::mem::size_of::<RqBucket>(), 56);
     }
 
     #[test]

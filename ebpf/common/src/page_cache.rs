@@ -256,6 +256,34 @@ pub const TASK_STALE: u32 = 1;
 /// `task_state`: `task_tgid`/`task_tid` are the running task.
 pub const TASK_KNOWN: u32 = 2;
 
+/// Per-CPU array of one [`WriteMemo`].
+pub const WRITE_MEMO_MAP: &str = "WRITE_MEMO";
+
+/// Page-cache insertions and dirtyings counted on this CPU for process `tgid` and not yet added to
+/// its CACHE_PROCS entry (`inserted_pages`, `dirtied_pages`, `write_inserted_pages` of
+/// [`CacheCounters`]): the first event of a process on a CPU is counted in its entry (creating it,
+/// with the process's name), the following ones only here, until another process inserts or
+/// dirties a page on this CPU and they move to the map. A buffered writer (a page inserted and
+/// dirtied per 4 KiB write) thus costs no hash lookup per page for its process's counts.
+/// Userspace adds the pending counts to the process's row when it reads the maps. `used`: 1 once
+/// `tgid` is set (a pid of 0 is a process too).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteMemo {
+    pub tgid: u32,
+    pub used: u32,
+    pub inserted_pages: u64,
+    pub dirtied_pages: u64,
+    pub write_inserted_pages: u64,
+}
+
+impl WriteMemo {
+    /// Whether any count is pending.
+    pub fn pending(&self) -> bool {
+        self.inserted_pages != 0 || self.dirtied_pages != 0 || self.write_inserted_pages != 0
+    }
+}
+
 /// Per-CPU array of one [`DioMemo`] (apart from [`CacheScratch`]: the cached-read path, the
 /// busiest there is, keeps its one small slot to itself).
 pub const DIO_MEMO_MAP: &str = "DIO_MEMO";
@@ -385,6 +413,8 @@ mod user {
     unsafe impl aya::Pod for super::CacheScratch {}
     // SAFETY: as above (two u32 then u64s; its size is tested).
     unsafe impl aya::Pod for super::DioMemo {}
+    // SAFETY: as above (two u32 then u64s; its size is tested).
+    unsafe impl aya::Pod for super::WriteMemo {}
     // SAFETY: as above.
 }
 
@@ -448,5 +478,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<AddHead>(), 3 * 8);
         assert_eq!(core::mem::size_of::<CacheScratch>(), 64 + 24 + 16);
         assert_eq!(core::mem::size_of::<DioMemo>(), 6 * 8);
+        assert_eq!(core::mem::size_of::<WriteMemo>(), 4 * 8);
     }
 }

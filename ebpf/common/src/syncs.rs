@@ -11,6 +11,8 @@ use crate::block::HIST_BUCKETS;
 
 /// Per-CPU LRU hash map: [`SyncKey`] → [`SyncStats`], cumulative.
 pub const SYNC_STATS_MAP: &str = "SYNC_STATS";
+/// Per-CPU array of one [`SyncMemo`].
+pub const SYNC_MEMO_MAP: &str = "SYNC_MEMO";
 /// LRU hash map: thread id (a syscall) or io_uring request address → [`SyncInFlight`].
 pub const SYNC_INFLIGHT_MAP: &str = "SYNC_INFLIGHT";
 /// Memory-mappable array of [`SyncSlot`]: the system calls running now, one slot per thread id
@@ -97,6 +99,18 @@ pub struct SyncStats {
     pub hist: [u64; HIST_BUCKETS],
 }
 
+/// Calls of `key` completed on this CPU and not yet added to its SYNC_STATS entry: while the calls
+/// completing on a CPU are of one (process, call, file), as a process syncing one file makes them,
+/// they are counted here (an array's value: no hash lookup per call); the first call of another
+/// key moves them to the map. Userspace counts a memo as one more CPU's value of its key.
+/// Pending when `stats.calls` is not 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncMemo {
+    pub key: SyncKey,
+    pub stats: SyncStats,
+}
+
 impl Default for SyncStats {
     fn default() -> Self {
         SyncStats {
@@ -162,6 +176,18 @@ pub struct SyncLayout {
     pub inode_ino: u32,
     pub inode_sb: u32,
     pub sb_dev: u32,
+    /// The caller read from its task with plain loads (one `bpf_get_current_task_btf`, where
+    /// helpers would cost a call each): `task_struct.pid`, `.tgid`, `.comm`, and the cgroup id
+    /// `bpf_get_current_cgroup_id` returns, `task->cgroups->dfl_cgrp->kn->id`. 0 in `task_ok`:
+    /// the helpers.
+    pub task_ok: u32,
+    pub task_pid: u32,
+    pub task_tgid: u32,
+    pub task_comm: u32,
+    pub task_cgroups: u32,
+    pub css_set_dfl_cgrp: u32,
+    pub cgroup_kn: u32,
+    pub kn_id: u32,
     /// `req`, `opcode`, `flags` of `io_uring_submit_req` (or `io_uring_submit_sqe`), `req` of
     /// `io_uring_complete`; `io_kiocb.cqe.fd` (0 when unknown: no file for io_uring calls).
     pub submit_req: u32,
@@ -183,6 +209,14 @@ impl SyncLayout {
         inode_ino: 0,
         inode_sb: 0,
         sb_dev: 0,
+        task_ok: 0,
+        task_pid: 0,
+        task_tgid: 0,
+        task_comm: 0,
+        task_cgroups: 0,
+        css_set_dfl_cgrp: 0,
+        cgroup_kn: 0,
+        kn_id: 0,
         submit_req: 0,
         submit_opcode: 0,
         submit_flags: 0,
@@ -220,6 +254,8 @@ mod user {
     unsafe impl aya::Pod for super::SyncKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SyncStats {}
+    // SAFETY: as above (two of those).
+    unsafe impl aya::Pod for super::SyncMemo {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::SyncInFlight {}
     // SAFETY: as above (u32 only).
@@ -236,8 +272,9 @@ mod tests {
     fn sizes_have_no_hidden_padding() {
         assert_eq!(core::mem::size_of::<SyncKey>(), 24);
         assert_eq!(core::mem::size_of::<SyncStats>(), 5 * 8 + 16 + 8 * HIST_BUCKETS);
+        assert_eq!(core::mem::size_of::<SyncMemo>(), 24 + core::mem::size_of::<SyncStats>());
         assert_eq!(core::mem::size_of::<SyncInFlight>(), 4 * 8 + 4 * 4 + 16);
-        assert_eq!(core::mem::size_of::<SyncLayout>(), (SYNC_SYSCALLS + 14) * 4);
+        assert_eq!(core::mem::size_of::<SyncLayout>(), (SYNC_SYSCALLS + 22) * 4);
         // An mmapable array's values are 8-byte aligned one after the other: no gap to skip.
         assert_eq!(core::mem::size_of::<SyncSlot>(), 8 + core::mem::size_of::<SyncInFlight>());
         assert_eq!(core::mem::size_of::<SyncSlot>() % 8, 0);

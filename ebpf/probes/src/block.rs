@@ -735,7 +735,7 @@ fn rq_issue<const CAS: bool>(e: &Event) {
 /// the same.
 #[inline(always)]
 fn rq_complete<const CAS: bool>(e: &Event) {
-    let t = now();
+    let t = crate::block_files::completion_time(e.tag);
     let dev = device::<CAS>(e.dev);
     // A copy of the slot's info, fully written on every path (an `Option<ReqInfo>` left LLVM free
     // to read a register never written when it is None, which the verifier refuses).

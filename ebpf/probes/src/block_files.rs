@@ -47,6 +47,22 @@ pub fn block_rq_files(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// The time of completion `tag`, for `block_rq_complete`'s program: the one this CPU's
+/// [`completed`] read for it just before (this program is attached first), else the clock's.
+/// Taken once: a later event of the same request reads the clock.
+#[inline(always)]
+pub(crate) fn completion_time(tag: u64) -> u64 {
+    if let Some(b) = BLOCK_RQ_BUCKET.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; see `completed`.
+        let b = unsafe { &mut *b };
+        if b.clock_tag == tag {
+            b.clock_tag = 0;
+            return b.clock_ns;
+        }
+    }
+    now()
+}
+
 /// The request `e` completed now. Only reads and writes are sent (not flushes, discards), within
 /// the rate; its slot (what block_io_start recorded for it: the submitter) is looked up only for
 /// a request sent, most of them beyond the rate.
@@ -55,13 +71,22 @@ fn completed(e: &Event) {
     let (dev, sector, bytes, rwbs) = (e.dev, e.sector, e.bytes, e.rwbs.0);
     // SAFETY: a plain read of a global the loader may have rewritten before load.
     let c = unsafe { core::ptr::read_volatile(&raw const BLOCK_RQ_CONFIG) };
-    if c.enabled == 0 || bytes == 0 || rwbs & (RWBS_READ | RWBS_WRITE) == 0 {
+    if c.enabled == 0 {
         return;
     }
     let Some(b) = BLOCK_RQ_BUCKET.get_ptr_mut(0) else { return };
     // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
     let b = unsafe { &mut *b };
-    if !admit(b, now(), c.cost_ns, c.burst_ns) {
+    if bytes == 0 || rwbs & (RWBS_READ | RWBS_WRITE) == 0 {
+        // No time for block_rq_complete to take: whatever this CPU left here is another
+        // request's.
+        b.clock_tag = 0;
+        return;
+    }
+    let t = now();
+    b.clock_tag = e.tag;
+    b.clock_ns = t;
+    if !admit(b, t, c.cost_ns, c.burst_ns) {
         b.rate_dropped += 1;
         return;
     }

@@ -61,7 +61,12 @@ fn file(key: &FileKey) -> Option<&'static mut FileCounters> {
 /// Records the current process as the file's last user on this CPU (comm only when it changes).
 #[inline(always)]
 fn touch(c: &mut FileCounters) {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    touch_as(c, (bpf_get_current_pid_tgid() >> 32) as u32);
+}
+
+/// [`touch`] where the caller has the current process's `tgid` already (a helper call less).
+#[inline(always)]
+fn touch_as(c: &mut FileCounters, tgid: u32) {
     if c.tgid != tgid || c.comm[0] == 0 {
         c.tgid = tgid;
         if let Ok(comm) = bpf_get_current_comm() {
@@ -117,7 +122,7 @@ pub fn add_dev_at() -> Option<u32> {
 /// read miss asked for, else readahead. The thread's last insert is kept in any case: the
 /// page-cache counts ([`on_dirty`]'s result) need it too.
 #[inline(always)]
-pub fn on_insert(tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
+pub fn on_insert(tgid: u32, tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
     let mut r = FileInsertRecord { dev: 0, flags: 0, ino, index, pages };
     // One lookup for the read miss and the record to overwrite.
     let thread = FILE_LAST_INSERT.get_ptr_mut(&tid);
@@ -134,7 +139,7 @@ pub fn on_insert(tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
             if readahead {
                 c.readahead_pages = c.readahead_pages.wrapping_add(pages);
             }
-            touch(c);
+            touch_as(c, tgid);
         }
         r.dev = dev;
         r.flags = INSERT_PER_FILE | if readahead { INSERT_READAHEAD } else { 0 };
@@ -159,7 +164,7 @@ pub fn on_insert(tid: u32, dev: Option<u32>, ino: u64, index: u64, pages: u64) {
 /// the insertion is taken back and the dirtying counted on the filesystem's key with its size,
 /// and its pages are returned (else 0).
 #[inline(always)]
-pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) -> u64 {
+pub fn on_dirty(ctx: &TracePointContext, tgid: u32, tid: u32, ino: u64, index: u64) -> u64 {
     let dirty_ok = layout_field!(dirty_ok) != 0;
     if let Some(p) = FILE_LAST_INSERT.get_ptr_mut(&tid) {
         // SAFETY: this thread's own record, used only by the thread itself.
@@ -177,7 +182,7 @@ pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) -> u64 
                         c.readahead_pages = c.readahead_pages.wrapping_sub(r.pages);
                     }
                     c.dirtied_pages = c.dirtied_pages.wrapping_add(r.pages);
-                    touch(c);
+                    touch_as(c, tgid);
                 }
             }
             return r.pages;
@@ -192,7 +197,7 @@ pub fn on_dirty(ctx: &TracePointContext, tid: u32, ino: u64, index: u64) -> u64 
     let Some(dev) = bdi_dev(&name) else { return 0 };
     if let Some(c) = file(&FileKey { dev, kind: KEY_BDI_DEV, ino }) {
         c.dirtied_pages = c.dirtied_pages.wrapping_add(1);
-        touch(c);
+        touch_as(c, tgid);
     }
     0
 }
@@ -377,23 +382,24 @@ pub fn writeback_single_inode(ctx: TracePointContext) -> u32 {
 }
 
 fn try_writeback_single_inode(ctx: &TracePointContext) -> Result<u32, i64> {
-    let l = layout();
-    if l.wsi_ok == 0 {
+    if layout_field!(wsi_ok) == 0 {
         return Ok(0);
     }
+    let (wsi_name, wsi_ino, wsi_wrote) =
+        (layout_field!(wsi_name), layout_field!(wsi_ino), layout_field!(wsi_wrote));
     // SAFETY: offsets from the format file; `ino` follows `name` in every kernel's record (one
     // read, not two, where it does: each read is a helper call).
     let (name, ino, wrote) = unsafe {
-        let (name, ino) = if l.wsi_ino == l.wsi_name.wrapping_add(32) {
-            let h = ctx.read_at::<NameIno>(l.wsi_name as usize).map_err(i64::from)?;
+        let (name, ino) = if wsi_ino == wsi_name.wrapping_add(32) {
+            let h = ctx.read_at::<NameIno>(wsi_name as usize).map_err(i64::from)?;
             (h.name, h.ino)
         } else {
             (
-                ctx.read_at::<[u8; 32]>(l.wsi_name as usize).map_err(i64::from)?,
-                ctx.read_at::<u64>(l.wsi_ino as usize).map_err(i64::from)?,
+                ctx.read_at::<[u8; 32]>(wsi_name as usize).map_err(i64::from)?,
+                ctx.read_at::<u64>(wsi_ino as usize).map_err(i64::from)?,
             )
         };
-        (name, ino, ctx.read_at::<u64>(l.wsi_wrote as usize).map_err(i64::from)?)
+        (name, ino, ctx.read_at::<u64>(wsi_wrote as usize).map_err(i64::from)?)
     };
     if wrote == 0 || wrote > 1 << 40 {
         return Ok(0);
@@ -425,26 +431,27 @@ pub fn file_ext4_writepages(ctx: TracePointContext) -> u32 {
 }
 
 fn try_ext4_writepages(ctx: &TracePointContext) -> Result<u32, i64> {
-    let l = layout();
-    if l.ewr_ok == 0 {
+    if layout_field!(ewr_ok) == 0 {
         return Ok(0);
     }
+    let (ewr_dev, ewr_ino, ewr_pages) =
+        (layout_field!(ewr_dev), layout_field!(ewr_ino), layout_field!(ewr_pages));
     // SAFETY: offsets from the format file; one read where the fields are as in every kernel's
     // record (`dev`, `ino` 8 bytes on, `ret`, `pages_written`), else one per field.
     let (dev, ino, pages) = unsafe {
-        if l.ewr_ino == l.ewr_dev.wrapping_add(8) && l.ewr_pages == l.ewr_dev.wrapping_add(20) {
-            let w = ctx.read_at::<[u32; 6]>(l.ewr_dev as usize).map_err(i64::from)?;
+        if ewr_ino == ewr_dev.wrapping_add(8) && ewr_pages == ewr_dev.wrapping_add(20) {
+            let w = ctx.read_at::<[u32; 6]>(ewr_dev as usize).map_err(i64::from)?;
             (w[0], u64::from(w[2]) | u64::from(w[3]) << 32, w[5] as i32)
         } else {
             (
-                ctx.read_at::<u32>(l.ewr_dev as usize).map_err(i64::from)?,
-                ctx.read_at::<u64>(l.ewr_ino as usize).map_err(i64::from)?,
-                ctx.read_at::<i32>(l.ewr_pages as usize).map_err(i64::from)?,
+                ctx.read_at::<u32>(ewr_dev as usize).map_err(i64::from)?,
+                ctx.read_at::<u64>(ewr_ino as usize).map_err(i64::from)?,
+                ctx.read_at::<i32>(ewr_pages as usize).map_err(i64::from)?,
             )
         }
     };
     if pages > 0 {
-        count_fs_writeback(dev, ino, (pages as u64) << (l.page_shift & 31));
+        count_fs_writeback(dev, ino, (pages as u64) << (layout_field!(page_shift) & 31));
     }
     Ok(0)
 }

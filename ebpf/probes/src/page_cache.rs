@@ -18,8 +18,8 @@ use crate::kernel::{Mem, Plain, Probe};
 use ioscope_common::fallback::{read_pages_range, FnLayout};
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, AddHead, CacheCounters, CacheLayout, CacheScratch,
-    DioMemo, DirtyStateRecord, CACHE_MAX_PROCESSES, NO_ORDER, RSS_LAST_MAX, TASK_KNOWN, TASK_STALE,
-    TASK_UNTRACKED,
+    DioMemo, DirtyStateRecord, WriteMemo, CACHE_MAX_PROCESSES, NO_ORDER, RSS_LAST_MAX, TASK_KNOWN,
+    TASK_STALE, TASK_UNTRACKED,
 };
 
 /// Field offsets, written by the loader from the tracefs format files.
@@ -39,6 +39,15 @@ macro_rules! fn_layout {
     };
 }
 
+/// One field of CACHE_LAYOUT: the busiest programs read only what they use ([`layout`] copies all
+/// of it, ~40 loads).
+macro_rules! cache_layout {
+    ($field:ident) => {
+        // SAFETY: a plain read of a static; see CACHE_LAYOUT.
+        unsafe { core::ptr::read_volatile(&raw const CACHE_LAYOUT.$field) }
+    };
+}
+
 /// Allocated on insert: a per-CPU value per possible tgid preallocated would cost
 /// CACHE_MAX_PROCESSES × CPUs × 144 bytes up front.
 #[map]
@@ -53,6 +62,9 @@ static CACHE_SCRATCH: PerCpuArray<CacheScratch> = PerCpuArray::with_max_entries(
 
 #[map]
 static DIO_MEMO: PerCpuArray<DioMemo> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static WRITE_MEMO: PerCpuArray<WriteMemo> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static RSS_LAST: LruHashMap<u32, u64> = LruHashMap::with_max_entries(RSS_LAST_MAX, 0);
@@ -451,28 +463,29 @@ pub fn filemap_add_to_page_cache(ctx: TracePointContext) -> u32 {
 }
 
 fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
-    let l = layout();
-    if l.add_ok == 0 {
+    if cache_layout!(add_ok) == 0 {
         return Ok(0);
     }
+    let (add_ino, add_index, add_order) =
+        (cache_layout!(add_ino), cache_layout!(add_index), cache_layout!(add_order));
     let dev_at = crate::files::add_dev_at();
     // SAFETY: offsets from the format file (AddHead: where the fields follow each other).
     let (ino, index, order, dev) = unsafe {
-        if AddHead::fits(l.add_ino, l.add_index, dev_at, l.add_order) {
-            let h = field::<AddHead>(ctx, l.add_ino)?;
-            (h.ino, h.index, if l.add_order == NO_ORDER { 0 } else { h.order }, dev_at.map(|_| h.dev))
+        if AddHead::fits(add_ino, add_index, dev_at, add_order) {
+            let h = field::<AddHead>(ctx, add_ino)?;
+            (h.ino, h.index, if add_order == NO_ORDER { 0 } else { h.order }, dev_at.map(|_| h.dev))
         } else {
             let dev = match dev_at {
                 Some(at) => Some(field::<u32>(ctx, at)?),
                 None => None,
             };
-            (field::<u64>(ctx, l.add_ino)?, field::<u64>(ctx, l.add_index)?, order_at(ctx, l.add_order)?, dev)
+            (field::<u64>(ctx, add_ino)?, field::<u64>(ctx, add_index)?, order_at(ctx, add_order)?, dev)
         }
     };
     let pages = folio_pages(order);
     let (tgid, tid) = current_ids();
-    count(tgid, |c| c.inserted_pages = c.inserted_pages.wrapping_add(pages));
-    crate::files::on_insert(tid, dev, ino, index, pages);
+    count_written(tgid, pages, 0, 0);
+    crate::files::on_insert(tgid, tid, dev, ino, index, pages);
     Ok(0)
 }
 
@@ -501,30 +514,74 @@ pub fn writeback_dirty_folio(ctx: TracePointContext) -> u32 {
 }
 
 fn try_dirty(ctx: &TracePointContext) -> Result<u32, i64> {
-    let l = layout();
-    if l.dirty_ok == 0 {
+    if cache_layout!(dirty_ok) == 0 {
         return Ok(0);
     }
+    let (dirty_ino, dirty_index) = (cache_layout!(dirty_ino), cache_layout!(dirty_index));
     // SAFETY: offsets from the format file; `index` follows `ino` in every kernel's record (one
     // read, not two, where it does).
     let (ino, index) = unsafe {
-        if l.dirty_index == l.dirty_ino.wrapping_add(8) {
-            let [ino, index] = field::<[u64; 2]>(ctx, l.dirty_ino)?;
+        if dirty_index == dirty_ino.wrapping_add(8) {
+            let [ino, index] = field::<[u64; 2]>(ctx, dirty_ino)?;
             (ino, index)
         } else {
-            (field::<u64>(ctx, l.dirty_ino)?, field::<u64>(ctx, l.dirty_index)?)
+            (field::<u64>(ctx, dirty_ino)?, field::<u64>(ctx, dirty_index)?)
         }
     };
     let (tgid, tid) = current_ids();
     // The folio this thread inserted just before (a buffered write allocating cache pages): its
     // size is known, and its insertion was not a read miss.
-    let allocated = crate::files::on_dirty(ctx, tid, ino, index);
+    let allocated = crate::files::on_dirty(ctx, tgid, tid, ino, index);
     let dirtied = if allocated > 0 { allocated } else { 1 };
-    count(tgid, |c| {
-        c.dirtied_pages = c.dirtied_pages.wrapping_add(dirtied);
-        c.write_inserted_pages = c.write_inserted_pages.wrapping_add(allocated);
-    });
+    count_written(tgid, 0, dirtied, allocated);
     Ok(0)
+}
+
+/// Adds pages inserted, dirtied and write-inserted by process `tgid` to the totals and to the
+/// process: in this CPU's memo while the same process goes on inserting and dirtying here, else
+/// (the memo's counts moved to their process's entry first) in its entry, created with its name
+/// (see ioscope_common::page_cache::WriteMemo).
+#[inline(always)]
+fn count_written(tgid: u32, inserted: u64, dirtied: u64, write_inserted: u64) {
+    let add = |c: &mut CacheCounters| {
+        c.inserted_pages = c.inserted_pages.wrapping_add(inserted);
+        c.dirtied_pages = c.dirtied_pages.wrapping_add(dirtied);
+        c.write_inserted_pages = c.write_inserted_pages.wrapping_add(write_inserted);
+    };
+    if let Some(t) = totals() {
+        add(t);
+    }
+    // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+    let Some(m) = WRITE_MEMO.get_ptr_mut(0).map(|p| unsafe { &mut *p }) else {
+        if let Some(p) = process(tgid) {
+            add(p);
+        }
+        return;
+    };
+    if m.used != 0 && m.tgid == tgid {
+        m.inserted_pages = m.inserted_pages.wrapping_add(inserted);
+        m.dirtied_pages = m.dirtied_pages.wrapping_add(dirtied);
+        m.write_inserted_pages = m.write_inserted_pages.wrapping_add(write_inserted);
+        return;
+    }
+    if m.pending() {
+        if let Some(p) = entry(m.tgid) {
+            p.inserted_pages = p.inserted_pages.wrapping_add(m.inserted_pages);
+            p.dirtied_pages = p.dirtied_pages.wrapping_add(m.dirtied_pages);
+            p.write_inserted_pages = p.write_inserted_pages.wrapping_add(m.write_inserted_pages);
+        }
+    }
+    m.tgid = tgid;
+    m.used = 1;
+    // SAFETY: valid, aligned fields. Volatile: adjacent zero stores would become a memset call.
+    unsafe {
+        core::ptr::write_volatile(&raw mut m.inserted_pages, 0);
+        core::ptr::write_volatile(&raw mut m.dirtied_pages, 0);
+        core::ptr::write_volatile(&raw mut m.write_inserted_pages, 0);
+    }
+    if let Some(p) = process(tgid) {
+        add(p);
+    }
 }
 
 #[tracepoint]

@@ -48,6 +48,15 @@ static RA_TOTALS: PerCpuArray<RaTotals> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static RA_NO_WINDOW: PerCpuArray<RaNoWindow> = PerCpuArray::with_max_entries(1, 0);
 
+/// One field of RA_LAYOUT: the programs on every insertion and eviction read only what they use
+/// ([`layout`] copies all of it).
+macro_rules! ra_layout {
+    ($field:ident) => {
+        // SAFETY: see page_cache::layout().
+        unsafe { core::ptr::read_volatile(&raw const RA_LAYOUT.$field) }
+    };
+}
+
 #[inline(always)]
 fn layout() -> RaLayout {
     // SAFETY: see page_cache::layout().
@@ -272,8 +281,7 @@ pub fn readahead_add_to_page_cache(ctx: TracePointContext) -> u32 {
 }
 
 fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
-    let l = layout();
-    if l.add_ok == 0 {
+    if ra_layout!(add_ok) == 0 {
         return Ok(0);
     }
     let tid = bpf_get_current_pid_tgid() as u32;
@@ -293,6 +301,7 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
         *memo = RaNoWindow { tid, _pad: 0, windows };
         return Ok(0);
     };
+    let l = layout();
     // SAFETY: offsets from the format file.
     let (dev, ino, index) = unsafe {
         (field::<u32>(ctx, l.folio_dev)?, field::<u64>(ctx, l.folio_ino)?, field::<u64>(ctx, l.folio_index)?)
@@ -331,18 +340,19 @@ pub fn readahead_delete_from_page_cache(ctx: TracePointContext) -> u32 {
 }
 
 fn try_delete(ctx: &TracePointContext) -> Result<u32, i64> {
-    let l = layout();
-    if l.delete_ok == 0 {
+    if ra_layout!(delete_ok) == 0 {
         return Ok(0);
     }
+    let (folio_dev, folio_ino, folio_index) =
+        (ra_layout!(folio_dev), ra_layout!(folio_ino), ra_layout!(folio_index));
     // SAFETY: offsets from the format file.
-    let (dev, ino) = unsafe { (field::<u32>(ctx, l.folio_dev)?, field::<u64>(ctx, l.folio_ino)?) };
+    let (dev, ino) = unsafe { (field::<u32>(ctx, folio_dev)?, field::<u64>(ctx, folio_ino)?) };
     let Some(f) = file(dev, ino) else { return Ok(0) };
     if f.pending() == 0 {
         return Ok(0);
     }
     // SAFETY: offset from the format file.
-    let index = unsafe { field::<u64>(ctx, l.folio_index)? };
+    let index = unsafe { field::<u64>(ctx, folio_index)? };
     let key = RaPageKey { dev, _pad: 0, ino, index };
     // SAFETY: a plain copy of the value.
     if let Some(p) = unsafe { RA_PAGES.get(&key) }.copied() {

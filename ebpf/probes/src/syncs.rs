@@ -18,13 +18,13 @@ use aya_ebpf::{
         bpf_get_current_task_btf, bpf_ktime_get_ns,
     },
     macros::{map, tracepoint},
-    maps::{Array, LruHashMap, LruPerCpuHashMap},
+    maps::{Array, LruHashMap, LruPerCpuHashMap, PerCpuArray},
     programs::TracePointContext,
 };
 use ioscope_common::block::log2_bucket;
 use ioscope_common::syncs::{
-    sync_slot, syscall_kind, uring_kind, SyncInFlight, SyncKey, SyncLayout, SyncSlot, SyncStats, MS_SYNC,
-    REQ_F_FIXED_FILE, SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MSYNC, SYNC_SLOTS_MAX, SYNC_SYNC,
+    sync_slot, syscall_kind, uring_kind, SyncInFlight, SyncKey, SyncLayout, SyncMemo, SyncSlot, SyncStats,
+    MS_SYNC, REQ_F_FIXED_FILE, SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MSYNC, SYNC_SLOTS_MAX, SYNC_SYNC,
 };
 
 use crate::kernel::{kernel_field, Mem, Probe};
@@ -38,6 +38,10 @@ static SYNC_STATS: LruPerCpuHashMap<SyncKey, SyncStats> =
 
 #[map]
 pub static SYNC_INFLIGHT: LruHashMap<u64, SyncInFlight> = LruHashMap::with_max_entries(SYNC_INFLIGHT_MAX, 0);
+
+/// This CPU's calls of one key not yet in SYNC_STATS (ioscope_common::syncs::SyncMemo).
+#[map]
+static SYNC_MEMO: PerCpuArray<SyncMemo> = PerCpuArray::with_max_entries(1, 0);
 
 /// One SyncStats of zeros, the value of a new SYNC_STATS entry.
 #[map]
@@ -94,19 +98,22 @@ fn enter<const SLOTS: bool>(ctx: &TracePointContext) -> u32 {
         if flags & MS_SYNC == 0 {
             return 0;
         }
-    } else if kind != SYNC_SYNC {
-        // The first argument is the fd.
-        file = if SLOTS { fd_file_btf(arg0 as u32) } else { fd_file(arg0 as u32) };
     }
-    let id = bpf_get_current_pid_tgid();
-    let tid = id & 0xffff_ffff;
+    // SAFETY: helper without preconditions (5.11+: only in the SLOTS program, see the module's doc).
+    let task = if SLOTS { (unsafe { bpf_get_current_task_btf() }) as *const u8 } else { core::ptr::null() };
+    if kind != SYNC_MSYNC && kind != SYNC_SYNC {
+        // The first argument is the fd.
+        file = if SLOTS { fd_file_btf(task, arg0 as u32) } else { fd_file(arg0 as u32) };
+    }
+    let caller = if SLOTS && layout!(task_ok) != 0 { Caller::of_task(task) } else { Caller::current() };
+    let tid = caller.pid_tgid & 0xffff_ffff;
     if SLOTS {
         if let Some(slot) = claim(tid) {
             // SAFETY: the slot this thread claimed: nobody else writes it until it frees it.
             unsafe {
                 let call = &raw mut (*slot).call;
                 core::ptr::write_volatile(&raw mut (*call).start_ns, 0);
-                let mut f = in_flight(kind, file, id);
+                let mut f = in_flight(kind, file, &caller);
                 let start_ns = f.start_ns;
                 f.start_ns = 0;
                 core::ptr::write_volatile(call, f);
@@ -116,7 +123,7 @@ fn enter<const SLOTS: bool>(ctx: &TracePointContext) -> u32 {
             return 0;
         }
     }
-    start(tid, kind, file, id);
+    start(tid, kind, file, &caller);
     0
 }
 
@@ -211,7 +218,7 @@ pub fn sync_uring_complete(ctx: TracePointContext) -> u32 {
 /// `file` was submitted: its call starts, counted in SYNC_URING_PENDING.
 #[inline(always)]
 pub fn uring_start(key: u64, kind: u32, file: (u32, u64)) {
-    if start(key, kind, file, bpf_get_current_pid_tgid()) {
+    if start(key, kind, file, &Caller::current()) {
         if let Some(p) = SYNC_URING_PENDING.get_ptr_mut(0) {
             // SAFETY: a valid pointer into the array; changed only atomically.
             unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
@@ -279,17 +286,15 @@ fn fd_file(fd: u32) -> (u32, u64) {
     file_id(Probe::get(fds, fd * 8))
 }
 
-/// [`fd_file`] with plain loads of the task's file table (a helper call each there): the task from
-/// `bpf_get_current_task_btf` (5.11+) is a pointer the verifier knows the type of, and so are
+/// [`fd_file`] with plain loads of the task's file table (a helper call each there): `task`, from
+/// `bpf_get_current_task_btf` (5.11+), is a pointer the verifier knows the type of, and so are
 /// `files` and `fdt`. The table's entry and the file's fields are still read with
 /// `bpf_probe_read_kernel` (an index the verifier cannot bound; a pointer read that way).
 #[inline(always)]
-fn fd_file_btf(fd: u32) -> (u32, u64) {
+fn fd_file_btf(task: *const u8, fd: u32) -> (u32, u64) {
     if layout!(files_ok) == 0 {
         return (0, 0);
     }
-    // SAFETY: helper without preconditions.
-    let task = unsafe { bpf_get_current_task_btf() } as *const u8;
     let files: *const u8 = kernel_field(task, layout!(task_files));
     let fdt: *const u8 = kernel_field(files, layout!(files_fdt));
     let max: u32 = kernel_field(fdt, layout!(fdt_max_fds));
@@ -313,49 +318,117 @@ pub fn file_id(file: *const u8) -> (u32, u64) {
 
 /// Records a call starting now under `key`; false when the map refused it.
 #[inline(always)]
-pub fn start(key: u64, kind: u32, file: (u32, u64), pid_tgid: u64) -> bool {
-    SYNC_INFLIGHT.insert(&key, &in_flight(kind, file, pid_tgid), 0).is_ok()
+pub fn start(key: u64, kind: u32, file: (u32, u64), caller: &Caller) -> bool {
+    SYNC_INFLIGHT.insert(&key, &in_flight(kind, file, caller), 0).is_ok()
 }
 
-/// A call of `kind` on `file` starting now in the current thread.
+/// The thread making the call: what the helpers `bpf_get_current_pid_tgid`,
+/// `bpf_get_current_comm` and `bpf_get_current_cgroup_id` return.
+pub struct Caller {
+    pid_tgid: u64,
+    comm: [u8; 16],
+    cgroup_id: u64,
+}
+
+impl Caller {
+    /// From the helpers: three calls.
+    #[inline(always)]
+    pub fn current() -> Caller {
+        Caller {
+            pid_tgid: bpf_get_current_pid_tgid(),
+            comm: bpf_get_current_comm().unwrap_or([0; 16]),
+            // SAFETY: helper without preconditions.
+            cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        }
+    }
+
+    /// The same with plain loads from the current task (`bpf_get_current_task_btf`'s), at the
+    /// layout's offsets (SyncLayout::task_ok): the cgroup id is the kernfs node id of the task's
+    /// cgroup on the default hierarchy, `task->cgroups->dfl_cgrp->kn->id`, as the helper's.
+    #[inline(always)]
+    fn of_task(task: *const u8) -> Caller {
+        let css_set: *const u8 = kernel_field(task, layout!(task_cgroups));
+        let cgroup: *const u8 = kernel_field(css_set, layout!(css_set_dfl_cgrp));
+        let kn: *const u8 = kernel_field(cgroup, layout!(cgroup_kn));
+        let (pid, tgid): (u32, u32) =
+            (kernel_field(task, layout!(task_pid)), kernel_field(task, layout!(task_tgid)));
+        Caller {
+            pid_tgid: u64::from(tgid) << 32 | u64::from(pid),
+            comm: kernel_field(task, layout!(task_comm)),
+            cgroup_id: kernel_field(kn, layout!(kn_id)),
+        }
+    }
+}
+
+/// A call of `kind` on `file` starting now in thread `caller`.
 #[inline(always)]
-fn in_flight(kind: u32, (dev, ino): (u32, u64), pid_tgid: u64) -> SyncInFlight {
+fn in_flight(kind: u32, (dev, ino): (u32, u64), caller: &Caller) -> SyncInFlight {
     SyncInFlight {
         // SAFETY: helper without preconditions.
         start_ns: unsafe { bpf_ktime_get_ns() },
         written_bytes: 0,
-        // SAFETY: as above.
-        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        cgroup_id: caller.cgroup_id,
         ino,
         dev,
         kind,
-        tgid: (pid_tgid >> 32) as u32,
-        tid: pid_tgid as u32,
-        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+        tgid: (caller.pid_tgid >> 32) as u32,
+        tid: caller.pid_tgid as u32,
+        comm: caller.comm,
     }
 }
 
-/// Adds a finished call to its (process, call, file) on this CPU.
+/// Adds a finished call to its (process, call, file) on this CPU: in this CPU's memo while the
+/// calls completing here are of one key, else (the memo's calls moved to the map first) the memo
+/// takes the new key.
 #[inline(always)]
 pub fn finish(f: &SyncInFlight) {
     // SAFETY: helper without preconditions.
     let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.start_ns);
     let key = SyncKey { tgid: f.tgid, kind: f.kind, dev: f.dev, _pad: 0, ino: f.ino };
-    let p = match SYNC_STATS.get_ptr_mut(&key) {
+    let Some(m) = SYNC_MEMO.get_ptr_mut(0) else {
+        if let Some(s) = stats_entry(&key) {
+            add_call(s, f, ns);
+        }
+        return;
+    };
+    // SAFETY: this CPU's value; tracing programs do not nest on one CPU.
+    let m = unsafe { &mut *m };
+    if m.stats.calls != 0 && m.key == key {
+        add_call(&mut m.stats, f, ns);
+        return;
+    }
+    if m.stats.calls != 0 {
+        if let Some(s) = stats_entry(&m.key) {
+            add_stats(s, &m.stats);
+        }
+    }
+    m.key = key;
+    zero(&mut m.stats);
+    add_call(&mut m.stats, f, ns);
+}
+
+/// This CPU's SYNC_STATS value of `key`, created (zero) when missing.
+#[inline(always)]
+fn stats_entry(key: &SyncKey) -> Option<&'static mut SyncStats> {
+    let p = match SYNC_STATS.get_ptr_mut(key) {
         Some(p) => p,
         None => {
             // The zeros from a map, not the stack (a SyncStats is 312 bytes of the 512 a program
             // and the functions it calls may use together: 6.1's verifier counted 544 for
             // sync_exit with one on the stack).
-            let Some(zero) = SYNC_STATS_ZERO.get_ptr(0) else { return };
+            let zero = SYNC_STATS_ZERO.get_ptr(0)?;
             // SAFETY: a valid pointer into the array, never written.
-            let _ = SYNC_STATS.insert(&key, unsafe { &*zero }, 0);
-            let Some(p) = SYNC_STATS.get_ptr_mut(&key) else { return };
-            p
+            let _ = SYNC_STATS.insert(key, unsafe { &*zero }, 0);
+            SYNC_STATS.get_ptr_mut(key)?
         }
     };
     // SAFETY: this CPU's value; tracing programs do not nest on one CPU.
-    let s = unsafe { &mut *p };
+    Some(unsafe { &mut *p })
+}
+
+/// One call `f` that took `ns`.
+#[inline(always)]
+fn add_call(s: &mut SyncStats, f: &SyncInFlight, ns: u64) {
     s.calls += 1;
     s.total_ns = s.total_ns.wrapping_add(ns);
     if ns > s.max_ns {
@@ -366,5 +439,40 @@ pub fn finish(f: &SyncInFlight) {
     s.comm = f.comm;
     if let Some(slot) = s.hist.get_mut(log2_bucket(ns / 1000)) {
         *slot += 1;
+    }
+}
+
+/// The calls of `m` (later than `s`'s) added to `s`.
+#[inline(always)]
+fn add_stats(s: &mut SyncStats, m: &SyncStats) {
+    s.calls = s.calls.wrapping_add(m.calls);
+    s.total_ns = s.total_ns.wrapping_add(m.total_ns);
+    if m.max_ns > s.max_ns {
+        s.max_ns = m.max_ns;
+    }
+    s.written_bytes = s.written_bytes.wrapping_add(m.written_bytes);
+    s.cgroup_id = m.cgroup_id;
+    s.comm = m.comm;
+    let mut i = 0;
+    while i < s.hist.len() {
+        s.hist[i] = s.hist[i].wrapping_add(m.hist[i]);
+        i += 1;
+    }
+}
+
+/// `s` set to zeros, field by field (volatile: adjacent zero stores would become a memset call).
+#[inline(always)]
+fn zero(s: &mut SyncStats) {
+    // SAFETY: valid, aligned fields.
+    unsafe {
+        core::ptr::write_volatile(&raw mut s.calls, 0);
+        core::ptr::write_volatile(&raw mut s.total_ns, 0);
+        core::ptr::write_volatile(&raw mut s.max_ns, 0);
+        core::ptr::write_volatile(&raw mut s.written_bytes, 0);
+        let mut i = 0;
+        while i < s.hist.len() {
+            core::ptr::write_volatile(&raw mut s.hist[i], 0);
+            i += 1;
+        }
     }
 }
