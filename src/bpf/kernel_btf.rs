@@ -138,6 +138,20 @@ impl KernelBtf {
         self.find_member(s, member, 0, 0)?.ok_or_else(|| anyhow!("struct {strukt} has no member `{member}`"))
     }
 
+    /// Where the current task's pid, tgid, comm and cgroup id lie (see
+    /// [`ioscope_common::TaskLayout`]), each field checked for the size the programs load.
+    pub fn task_layout(&self) -> Result<ioscope_common::TaskLayout> {
+        Ok(ioscope_common::TaskLayout {
+            pid: self.offset_sized("task_struct", "pid", 4)?,
+            tgid: self.offset_sized("task_struct", "tgid", 4)?,
+            comm: self.offset_sized("task_struct", "comm", 16)?,
+            cgroups: self.offset_sized("task_struct", "cgroups", 8)?,
+            css_set_dfl_cgrp: self.offset_sized("css_set", "dfl_cgrp", 8)?,
+            cgroup_kn: self.offset_sized("cgroup", "kn", 8)?,
+            kn_id: self.offset_sized("kernfs_node", "id", 8)?,
+        })
+    }
+
     /// The byte offset of `strukt.member`, which must be `size` bytes (what the program loads).
     pub fn offset_sized(&self, strukt: &str, member: &str, size: u32) -> Result<u32> {
         let f = self.field(strukt, member)?;

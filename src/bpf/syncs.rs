@@ -123,7 +123,9 @@ pub fn plan(tracefs_dir: &Path, btf: Option<&KernelBtf>, hidden: &[String]) -> S
     .map_err(|e| format!("{e:#}"));
     if let Some(k) = btf {
         // Without these the entry program asks helpers for them (the same values).
-        let _ = task_layout(k, &mut l);
+        if let Ok(task) = k.task_layout() {
+            (l.task, l.task_ok) = (task, 1);
+        }
     }
     match btf {
         Some(k) => match file_table_layout(k, &mut l) {
@@ -152,23 +154,6 @@ fn file_table_layout(k: &KernelBtf, l: &mut SyncLayout) -> Result<()> {
     l.inode_sb = k.offset_sized("inode", "i_sb", 8)?;
     l.sb_dev = k.offset_sized("super_block", "s_dev", 4)?;
     l.files_ok = 1;
-    Ok(())
-}
-
-/// The caller's thread id, process id, comm and cgroup id, from its task (see
-/// SyncLayout::task_ok); `l` is left as it was when a field is missing.
-fn task_layout(k: &KernelBtf, l: &mut SyncLayout) -> Result<()> {
-    let fields = [
-        k.offset_sized("task_struct", "pid", 4)?,
-        k.offset_sized("task_struct", "tgid", 4)?,
-        k.offset_sized("task_struct", "comm", 16)?,
-        k.offset_sized("task_struct", "cgroups", 8)?,
-        k.offset_sized("css_set", "dfl_cgrp", 8)?,
-        k.offset_sized("cgroup", "kn", 8)?,
-        k.offset_sized("kernfs_node", "id", 8)?,
-    ];
-    [l.task_pid, l.task_tgid, l.task_comm, l.task_cgroups, l.css_set_dfl_cgrp, l.cgroup_kn, l.kn_id] = fields;
-    l.task_ok = 1;
     Ok(())
 }
 

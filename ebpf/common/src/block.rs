@@ -227,16 +227,8 @@ pub struct RequestLayout {
     pub disk_first_minor: u32,
     /// How to decode `cmd_flags` into `rwbs`.
     pub cmd: CmdFlagValues,
-    /// The submitting task, for block_io_start (what `bpf_get_current_pid_tgid`,
-    /// `bpf_get_current_comm` and `bpf_get_current_cgroup_id` return, read with plain loads from
-    /// `bpf_get_current_task_btf()`): `task_struct.tgid` (u32), `.comm` (16 bytes), `.cgroups`
-    /// (pointer); `css_set.dfl_cgrp`, `cgroup.kn` (pointers); `kernfs_node.id` (u64).
-    pub task_tgid: u32,
-    pub task_comm: u32,
-    pub task_cgroups: u32,
-    pub css_set_dfl_cgrp: u32,
-    pub cgroup_kn: u32,
-    pub kn_id: u32,
+    /// The submitting task, for block_io_start (see [`crate::TaskLayout`]).
+    pub task: crate::TaskLayout,
     /// `struct request`: `io_start_time_ns` (u64: when it was issued, see
     /// [`DevSlot::kernel_stamps_issue`]), on the clock bpf_ktime_get_ns reads (ktime_get_ns).
     pub rq_io_start_time_ns: u32,
@@ -265,12 +257,7 @@ impl RequestLayout {
         disk_major: 0,
         disk_first_minor: 0,
         cmd: CmdFlagValues::UNSET,
-        task_tgid: 0,
-        task_comm: 0,
-        task_cgroups: 0,
-        css_set_dfl_cgrp: 0,
-        cgroup_kn: 0,
-        kn_id: 0,
+        task: crate::TaskLayout::UNSET,
         rq_io_start_time_ns: 0,
         rq_start_time_ns: 0,
         task_plug: 0,

@@ -41,3 +41,26 @@ mod tests {
         assert_eq!(kernel_dev_major_minor((8 << 20) | 0xfffff), (8, 0xfffff));
     }
 }
+
+/// Where the current task's identity lies in the kernel's structs, from its BTF: what
+/// `bpf_get_current_pid_tgid`, `bpf_get_current_comm` and `bpf_get_current_cgroup_id` return, read
+/// with plain loads from `bpf_get_current_task_btf()` instead of a helper call each:
+/// `task_struct.pid`, `.tgid` (u32), `.comm` (16 bytes), `.cgroups` (pointer); `css_set.dfl_cgrp`,
+/// `cgroup.kn` (pointers); `kernfs_node.id` (u64), the cgroup id on the default (v2) hierarchy,
+/// `task->cgroups->dfl_cgrp->kn->id`. Shared by the block and the sync-call layouts.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskLayout {
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: u32,
+    pub cgroups: u32,
+    pub css_set_dfl_cgrp: u32,
+    pub cgroup_kn: u32,
+    pub kn_id: u32,
+}
+
+impl TaskLayout {
+    pub const UNSET: TaskLayout =
+        TaskLayout { pid: 0, tgid: 0, comm: 0, cgroups: 0, css_set_dfl_cgrp: 0, cgroup_kn: 0, kn_id: 0 };
+}

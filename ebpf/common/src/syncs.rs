@@ -176,18 +176,10 @@ pub struct SyncLayout {
     pub inode_ino: u32,
     pub inode_sb: u32,
     pub sb_dev: u32,
-    /// The caller read from its task with plain loads (one `bpf_get_current_task_btf`, where
-    /// helpers would cost a call each): `task_struct.pid`, `.tgid`, `.comm`, and the cgroup id
-    /// `bpf_get_current_cgroup_id` returns, `task->cgroups->dfl_cgrp->kn->id`. 0 in `task_ok`:
-    /// the helpers.
+    /// The caller read from its task with plain loads at `task`'s offsets (see
+    /// [`crate::TaskLayout`]). 0 in `task_ok`: the helpers.
     pub task_ok: u32,
-    pub task_pid: u32,
-    pub task_tgid: u32,
-    pub task_comm: u32,
-    pub task_cgroups: u32,
-    pub css_set_dfl_cgrp: u32,
-    pub cgroup_kn: u32,
-    pub kn_id: u32,
+    pub task: crate::TaskLayout,
     /// `req`, `opcode`, `flags` of `io_uring_submit_req` (or `io_uring_submit_sqe`), `req` of
     /// `io_uring_complete`; `io_kiocb.cqe.fd` (0 when unknown: no file for io_uring calls).
     pub submit_req: u32,
@@ -210,13 +202,7 @@ impl SyncLayout {
         inode_sb: 0,
         sb_dev: 0,
         task_ok: 0,
-        task_pid: 0,
-        task_tgid: 0,
-        task_comm: 0,
-        task_cgroups: 0,
-        css_set_dfl_cgrp: 0,
-        cgroup_kn: 0,
-        kn_id: 0,
+        task: crate::TaskLayout::UNSET,
         submit_req: 0,
         submit_opcode: 0,
         submit_flags: 0,

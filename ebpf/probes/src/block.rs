@@ -572,13 +572,13 @@ fn current_submitter() -> Submitter {
 /// task's cgroup on the default (v2) hierarchy, `task->cgroups->dfl_cgrp->kn->id`.
 #[inline(always)]
 fn current_submitter_btf(task: *const u8) -> Submitter {
-    let css_set: *const u8 = kernel_field(task, layout!(request.task_cgroups));
-    let cgroup: *const u8 = kernel_field(css_set, layout!(request.css_set_dfl_cgrp));
-    let kn: *const u8 = kernel_field(cgroup, layout!(request.cgroup_kn));
+    let css_set: *const u8 = kernel_field(task, layout!(request.task.cgroups));
+    let cgroup: *const u8 = kernel_field(css_set, layout!(request.task.css_set_dfl_cgrp));
+    let kn: *const u8 = kernel_field(cgroup, layout!(request.task.cgroup_kn));
     Submitter {
-        tgid: kernel_field(task, layout!(request.task_tgid)),
-        comm: kernel_field(task, layout!(request.task_comm)),
-        cgroup_id: kernel_field(kn, layout!(request.kn_id)),
+        tgid: kernel_field(task, layout!(request.task.tgid)),
+        comm: kernel_field(task, layout!(request.task.comm)),
+        cgroup_id: kernel_field(kn, layout!(request.task.kn_id)),
     }
 }
 

@@ -347,15 +347,15 @@ impl Caller {
     /// cgroup on the default hierarchy, `task->cgroups->dfl_cgrp->kn->id`, as the helper's.
     #[inline(always)]
     fn of_task(task: *const u8) -> Caller {
-        let css_set: *const u8 = kernel_field(task, layout!(task_cgroups));
-        let cgroup: *const u8 = kernel_field(css_set, layout!(css_set_dfl_cgrp));
-        let kn: *const u8 = kernel_field(cgroup, layout!(cgroup_kn));
+        let css_set: *const u8 = kernel_field(task, layout!(task.cgroups));
+        let cgroup: *const u8 = kernel_field(css_set, layout!(task.css_set_dfl_cgrp));
+        let kn: *const u8 = kernel_field(cgroup, layout!(task.cgroup_kn));
         let (pid, tgid): (u32, u32) =
-            (kernel_field(task, layout!(task_pid)), kernel_field(task, layout!(task_tgid)));
+            (kernel_field(task, layout!(task.pid)), kernel_field(task, layout!(task.tgid)));
         Caller {
             pid_tgid: u64::from(tgid) << 32 | u64::from(pid),
-            comm: kernel_field(task, layout!(task_comm)),
-            cgroup_id: kernel_field(kn, layout!(kn_id)),
+            comm: kernel_field(task, layout!(task.comm)),
+            cgroup_id: kernel_field(kn, layout!(task.kn_id)),
         }
     }
 }
