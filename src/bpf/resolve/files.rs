@@ -484,8 +484,7 @@ impl FileResolver {
         }
         let (a, b) = kernel_dev_major_minor(dev);
         let id = (a, b, ino);
-        let path =
-            self.handles.path(id, &self.mounts).filter(|p| p.ends_with(" (deleted)") || names(p, id))?;
+        let path = self.handles.path(id, &self.mounts)?;
         self.paths.insert(id, path.clone());
         Some(path)
     }
@@ -722,8 +721,7 @@ impl FileResolver {
             .copied()
             .collect();
         for id in due {
-            let found = self.handles.path(id, mounts).filter(|p| p.ends_with(" (deleted)") || names(p, id));
-            if let Some(p) = found {
+            if let Some(p) = self.handles.path(id, mounts) {
                 self.paths.insert(id, p);
                 unknown.remove(&id);
             }

@@ -12,15 +12,15 @@
 //! (root); without it, or on a filesystem that refuses, the answer is None and nothing is lost.
 //! The path is that of the inode's dentry in the kernel's cache, the one the rename moved; an
 //! unlinked file reads as the kernel's own "PATH (deleted)". A dentry the kernel had to make
-//! anew, not connected to the tree, reads as a bare name: the caller checks that a path names the
-//! inode before using it.
+//! anew, not connected to the tree, reads as a bare name: a path is given only when it names the
+//! inode (or is the kernel's "(deleted)" one).
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::files::{FileId, Mount};
+use super::files::{names, FileId, Mount};
 
 /// `FILEID_INO32_GEN` (include/linux/exportfs.h): a 32-bit inode number and its generation.
 const FILEID_INO32_GEN: i32 = 1;
@@ -46,10 +46,10 @@ pub struct HandleOpener {
 }
 
 impl HandleOpener {
-    /// The path of `id` through its handle, when its filesystem takes one by inode number. The
-    /// mount point is opened for each lookup and closed after it (a mount point held open would
-    /// keep the filesystem from being unmounted); lookups are rare (a file unknown otherwise, at
-    /// most once per retry time).
+    /// The path of `id` through its handle, when its filesystem takes one by inode number and the
+    /// path read back names `id`. The mount point is opened for each lookup and closed after it
+    /// (a mount point held open would keep the filesystem from being unmounted); lookups are rare
+    /// (a file unknown otherwise, at most once per retry time).
     pub fn path(&mut self, id: FileId, mounts: &[Mount]) -> Option<String> {
         if self.refused {
             return None;
@@ -81,7 +81,8 @@ impl HandleOpener {
         // SAFETY: a new fd this function owns.
         let file = unsafe { OwnedFd::from_raw_fd(fd) };
         let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
-        Some(path.to_string_lossy().into_owned())
+        let path = path.to_string_lossy().into_owned();
+        (path.ends_with(" (deleted)") || names(&path, id)).then_some(path)
     }
 }
 
