@@ -385,6 +385,12 @@ impl SysfsCache {
     fn name(&mut self, sys: &Path, dev: (u32, u32)) -> String {
         self.name.entry(dev).or_insert_with(|| device_name(sys, dev)).clone()
     }
+
+    /// `id`'s label when it is a block device's or a filesystem's own (see
+    /// `block_device_cache_label`).
+    fn label(&mut self, sys: &Path, mounts: &[Mount], id: FileId) -> &Option<String> {
+        self.label.entry(id).or_insert_with(|| block_device_cache_label(sys, mounts, id))
+    }
 }
 
 /// A thread walking mounts for inodes (one job at a time); it ends when the resolver is dropped.
@@ -496,8 +502,7 @@ impl FileResolver {
     pub fn label_of(&mut self, dev: u32, ino: u64) -> Option<String> {
         let (a, b) = kernel_dev_major_minor(dev);
         let id = (a, b, ino);
-        let (sys, mounts) = (&self.sys, &self.mounts);
-        self.sysfs.label.entry(id).or_insert_with(|| block_device_cache_label(sys, mounts, id)).clone()
+        self.sysfs.label(&self.sys, &self.mounts, id).clone()
     }
 
     /// Asks the background walks to look for a file another view lists without a path (keyed as
@@ -705,10 +710,7 @@ impl FileResolver {
         // rows are labelled below). Else the metadata reads of the mount walk below, and every
         // journal commit, would set off scans of every process's fds on an idle machine. (A real
         // file whose inode number is its own disk's dev_t, without a kernel name, stays unnamed.)
-        let (sys, label) = (&self.sys, &mut self.sysfs.label);
-        unknown.retain(|&id| {
-            label.entry(id).or_insert_with(|| block_device_cache_label(sys, mounts, id)).is_none()
-        });
+        unknown.retain(|&id| self.sysfs.label(&self.sys, mounts, id).is_none());
         if !self.fallbacks {
             unknown.clear();
         }
@@ -812,13 +814,7 @@ impl FileResolver {
             }
             f.path = self.paths.get(&id).cloned();
             if f.path.is_none() {
-                let sys = &self.sys;
-                f.label = self
-                    .sysfs
-                    .label
-                    .entry(id)
-                    .or_insert_with(|| block_device_cache_label(sys, mounts, id))
-                    .clone();
+                f.label = self.sysfs.label(&self.sys, mounts, id).clone();
             }
             if cache_budget == 0 {
                 continue;
