@@ -892,7 +892,7 @@ mod tests {
         assert_eq!(size_of::<EventHead>(), 24);
         assert_eq!(size_of::<ReqInfo>(), 4 * 8 + 4 * 4 + 16 + 2 * 4);
         assert_eq!(size_of::<ReqSlot>(), 8 + size_of::<ReqInfo>());
-        assert_eq!(size_of::<RequestLayout>(), 29 * 4);
+        assert_eq!(size_of::<RequestLayout>(), 30 * 4);
         assert_eq!(size_of::<DevSlot>(), 3 * 8);
         assert_eq!(size_of::<CmdFlagValues>(), 11 * 4);
         assert_eq!(size_of::<DirStats>(), (10 + 3 * HIST_BUCKETS) * 8);
