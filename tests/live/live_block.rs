@@ -77,11 +77,16 @@ fn settled(bpf: &mut BpfCollector, lo: &LoopDevice) -> (BpfSample, Vec<u64>) {
         // diskstats again: the kernel counts a completion there just after its tracepoint ran,
         // so a request the programs saw before `a` may reach diskstats only after `disk`.
         let disk_again = lo.diskstats();
+        // And none in flight: a request stays counted in flight (field 9) until its sectors and
+        // count are in diskstats, however long the loop worker is preempted after the tracepoint
+        // (a CI run once saw one 4 KiB read in the programs' `before` but not in diskstats').
+        let in_flight = disk[8] + disk_again[8];
         let (da, db) = (device(&a, lo), device(&b, lo));
         if (da.read.completed_bytes, da.write.completed_bytes, da.read.completed_requests)
             == (db.read.completed_bytes, db.write.completed_bytes, db.read.completed_requests)
             && da.write.completed_requests == db.write.completed_requests
             && disk == disk_again
+            && in_flight == 0
         {
             let mut b = b;
             b.io_processes = rows_seen;
