@@ -29,10 +29,18 @@ pub const KEEP_UNUSED: Duration = Duration::from_secs(10);
 /// `statx` std's `read_to_string` adds, and the close: three of the four system calls per file,
 /// every sample. A kept file that cannot be read any more (a device removed: sysfs answers
 /// ENODEV) is closed and opened again once; files no read asked for in [`KEEP_UNUSED`] are closed.
+/// How long a kept [`Files`] trusts that a file it could not open is still missing: a cgroup
+/// controller enabled or a file created shows within it, as a changed setting does.
+pub const MISSING_FRESH: Duration = crate::util::SLOW_REFRESH;
+
 #[derive(Default)]
 pub struct Files {
     keep: bool,
     open: HashMap<PathBuf, (File, Instant)>,
+    /// Kept files that could not be opened, and when: not tried again for [`MISSING_FRESH`] (a
+    /// v2 root cgroup has no `io.stat`, a whole disk no `partition`: a failed path lookup per
+    /// file and sample otherwise).
+    missing: HashMap<PathBuf, Instant>,
     buf: Vec<u8>,
     swept: Option<Instant>,
 }
@@ -66,7 +74,14 @@ impl Files {
         };
         if fresh {
             self.open.remove(path);
-            let f = File::open(path).ok()?;
+            if self.missing.get(path).is_some_and(|t| now.duration_since(*t) < MISSING_FRESH) {
+                return None;
+            }
+            let Ok(f) = File::open(path) else {
+                self.missing.insert(path.to_path_buf(), now);
+                return None;
+            };
+            self.missing.remove(path);
             pread_all(&f, &mut self.buf).ok()?;
             self.open.insert(path.to_path_buf(), (f, now));
         }
@@ -94,6 +109,7 @@ impl Files {
         }
         self.swept = Some(now);
         self.open.retain(|_, (_, used)| now.duration_since(*used) < KEEP_UNUSED);
+        self.missing.retain(|_, at| now.duration_since(*at) < MISSING_FRESH);
     }
 }
 
@@ -118,9 +134,27 @@ mod tests {
         assert!((fresh - first).abs() < 1.0, "{first} vs {fresh}");
         let missing = Path::new("/proc/no-such-file");
         assert_eq!(kept.text(missing), None);
+        assert_eq!(kept.missing.len(), 1, "a missing kept file is remembered");
         assert_eq!(
             Files::one_shot().u64(Path::new("/proc/sys/kernel/pid_max")),
             u64_file(Path::new("/proc/sys/kernel/pid_max"))
         );
+    }
+
+    #[test]
+    fn a_missing_kept_file_is_tried_again_after_missing_fresh() {
+        let dir = std::env::temp_dir().join(format!("ioscope-missing-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("later");
+        let mut kept = Files::kept();
+        assert_eq!(kept.text(&path), None);
+        std::fs::write(&path, "7\n").unwrap();
+        // Not looked up again at once: still missing for this reader.
+        assert_eq!(kept.u64(&path), None);
+        std::thread::sleep(MISSING_FRESH);
+        assert_eq!(kept.u64(&path), Some(7), "seen once MISSING_FRESH passed");
+        // A one-shot reader never remembers.
+        assert_eq!(Files::one_shot().u64(&path), Some(7));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
