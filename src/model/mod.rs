@@ -42,7 +42,14 @@ pub struct Model {
     pub memory: MemoryModel,
     pub psi: PsiModel,
     pub devices: Vec<DeviceModel>,
+    /// Every process, by pid. JSON lists only those with I/O in the interval (as the text report
+    /// does): a quiet machine's hundreds of zero rows were most of each report.
+    #[serde(serialize_with = "processes::serialize_active")]
     pub processes: Vec<ProcessModel>,
+    /// Processes without I/O in the interval (left out of JSON's `processes[]`), and how many of
+    /// all had an unreadable /proc/PID/io (another user's, without root).
+    pub processes_idle: usize,
+    pub processes_unreadable: usize,
     pub bpf: BpfModel,
     /// Disk I/O per submitting process and disk, from the block probes (empty without eBPF).
     pub io_processes: Vec<IoProcessModel>,
@@ -91,6 +98,7 @@ impl Model {
         let io_processes = io_processes::compute(prev, cur, secs);
         let cache_processes = page_cache::processes(prev, cur, secs);
         let cgroups = cgroups::compute(prev, cur, secs, &io_processes, &cache_processes);
+        let processes = processes::compute(prev, cur, secs);
         Model {
             interval_s: if prev.is_some() { secs } else { 0.0 },
             header: HeaderModel {
@@ -102,7 +110,9 @@ impl Model {
             memory: memory::compute(prev, cur, secs),
             psi: psi::compute(prev, cur, secs),
             devices: devices::compute(prev, cur, secs),
-            processes: processes::compute(prev, cur, secs),
+            processes_idle: processes.iter().filter(|p| !p.active()).count(),
+            processes_unreadable: processes.iter().filter(|p| !p.io_readable).count(),
+            processes,
             bpf: BpfModel {
                 enabled: cur.bpf.status.enabled,
                 reason: cur.bpf.status.reason.clone(),

@@ -26,6 +26,20 @@ pub struct ProcessModel {
     pub io_readable: bool,
 }
 
+impl ProcessModel {
+    /// Whether the process did I/O in the interval: any rate above zero.
+    pub fn active(&self) -> bool {
+        [self.read_bytes_s, self.write_bytes_s, self.rchar_s, self.wchar_s, self.cancelled_write_bytes_s]
+            .iter()
+            .any(|&r| r > 0.0)
+    }
+}
+
+/// JSON's `processes[]`: the processes with I/O in the interval ([`ProcessModel::active`]).
+pub fn serialize_active<S: serde::Serializer>(processes: &[ProcessModel], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(processes.iter().filter(|p| p.active()))
+}
+
 /// One row per process of `cur`, ordered by pid (the UI sorts as it likes).
 ///
 /// Rates are Δcounter / Δt of /proc/PID/io; the page-cache estimate is

@@ -228,6 +228,12 @@ fn basic_process_rates() {
     close(init.read_bytes_s, 0.0);
     let pids: Vec<u32> = m.processes.iter().map(|p| p.pid).collect();
     assert_eq!(pids, [1, 2, 16333, 16388], "ordered by pid");
+    // JSON lists the two with I/O; init (unreadable) and pid 2 (no I/O) are counted.
+    let v = serde_json::to_value(&m).unwrap();
+    let listed: Vec<u64> =
+        v["processes"].as_array().unwrap().iter().map(|p| p["pid"].as_u64().unwrap()).collect();
+    assert_eq!(listed, [16333, 16388], "only the processes with I/O in the interval");
+    assert_eq!((v["processes_idle"].as_u64(), v["processes_unreadable"].as_u64()), (Some(2), Some(1)));
 }
 
 #[test]
