@@ -8,7 +8,9 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{MapData, PerCpuHashMap};
 use aya::Ebpf;
-use ioscope_common::files::{FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_IO_MAP, KEY_SB_DEV};
+use ioscope_common::files::{
+    FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_IO_INSERTS_MAP, FILE_IO_MAP, KEY_SB_DEV,
+};
 use ioscope_common::page_cache::DioMemo;
 
 use super::kernel_btf::KernelBtf;
@@ -201,9 +203,10 @@ pub fn attach(
     let maps = ebpf
         .take_map(FILE_IO_MAP)
         .ok_or_else(|| anyhow!("map {FILE_IO_MAP} is not in the eBPF object"))
-        .and_then(|m| Ok(PerCpuHashMap::try_from(m)?));
+        .and_then(|m| Ok(PerCpuHashMap::try_from(m)?))
+        .and_then(|io| Ok((io, super::inserts::EmptyGate::take(ebpf, FILE_IO_INSERTS_MAP)?)));
     match maps {
-        Ok(io) => (statuses, Some(FileMaps { io, batch: true })),
+        Ok((io, gate)) => (statuses, Some(FileMaps { io, batch: true, gate })),
         Err(e) => {
             for s in statuses.iter_mut() {
                 s.error.get_or_insert_with(|| format!("{e:#}"));
@@ -250,6 +253,8 @@ pub struct FileMaps {
     io: PerCpuHashMap<MapData, FileKey, FileCounters>,
     /// The kernel drains the map in batches (see crate::bpf::map_batch); false once it refused.
     batch: bool,
+    /// No drain while the map stays empty (see crate::bpf::inserts).
+    gate: super::inserts::EmptyGate,
 }
 
 /// Most FILE_IO entries drained per sample: the whole map. Drained in batches, a sample costs in
@@ -268,6 +273,16 @@ impl FileMaps {
     /// not to the map's size. An increment landing between an entry's read and its deletion is
     /// lost (microseconds; the programs update per-CPU values in place, without a lock).
     pub fn drain(&mut self, budget: usize) -> Result<Vec<RawFile>> {
+        let now = std::time::Instant::now();
+        if !self.gate.needed(now) {
+            return Ok(Vec::new());
+        }
+        let out = self.drain_now(budget)?;
+        self.gate.scanned(out.len() < budget.min(DRAIN_BUDGET_ONE_BY_ONE), now);
+        Ok(out)
+    }
+
+    fn drain_now(&mut self, budget: usize) -> Result<Vec<RawFile>> {
         if self.batch {
             use aya::maps::IterableMap;
             use std::os::fd::AsFd;

@@ -10,6 +10,7 @@ pub mod cgroup;
 pub mod cgroup_move;
 pub mod file_names;
 pub mod files;
+pub mod inserts;
 pub mod kernel_btf;
 pub mod kfunc;
 pub mod map_batch;
@@ -74,6 +75,11 @@ pub struct BpfOptions {
     /// fallbacks run as their kprobe variants: a test knob (the kernel lab's `--no-trampoline`
     /// run), set by `IOSCOPE_NO_TRAMPOLINE=1`. False in the product.
     pub no_trampoline: bool,
+    /// A thread whose page-cache insertions and dirtying are not counted: the one writing
+    /// ioscope's own reports or recording ([`BpfOptions::for_output_writer`]). Else at
+    /// `--interval 0.1` ioscope's output is the busiest file of a quiet machine, and what the
+    /// maps hold for it is read and resolved every sample (ebpf/README.md, "Page cache").
+    pub ignored_thread: Option<u32>,
 }
 
 impl BpfOptions {
@@ -88,6 +94,14 @@ impl BpfOptions {
             ..BpfOptions::default()
         }
     }
+
+    /// [`BpfOptions::from_env`] for a collector whose thread writes ioscope's output: that
+    /// thread's own writes are not counted ([`BpfOptions::ignored_thread`]).
+    pub fn for_output_writer() -> BpfOptions {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        BpfOptions { ignored_thread: Some(tid), ..BpfOptions::from_env() }
+    }
 }
 
 impl Default for BpfOptions {
@@ -98,6 +112,7 @@ impl Default for BpfOptions {
             hidden_tracepoints: Vec::new(),
             path_fallbacks: true,
             no_trampoline: false,
+            ignored_thread: None,
         }
     }
 }
@@ -244,6 +259,8 @@ impl BpfCollector {
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
+        let ignored_tid: u32 = options.ignored_thread.unwrap_or(0);
+        loader.override_global(ioscope_common::page_cache::IGNORED_TID_GLOBAL, &ignored_tid, true);
         loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
         loader.override_global(RA_FN_LAYOUT_GLOBAL, &ra_fn_layout, true);
         let ra_510 = (ra_fn_layout.configured != 0).then(|| btf.as_ref().map(readahead_510::layout));

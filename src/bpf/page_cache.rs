@@ -495,6 +495,53 @@ pub struct PageCacheMaps {
     write_memo: PerCpuArray<MapData, WriteMemo>,
     hz: u64,
     attached: Vec<String>,
+    /// CACHE_PROCS as last read, with what the counters outside it said then (see
+    /// [`PageCacheMaps::read`]).
+    last: Option<LastProcs>,
+}
+
+/// CACHE_PROCS's entries as last read, when, and the system-wide counts read just after.
+struct LastProcs {
+    quiet: QuietKey,
+    entries: Vec<(u32, Vec<CacheCounters>)>,
+    at: std::time::Instant,
+}
+
+/// What moves whenever a program counts anything in a process's CACHE_PROCS entry: the totals
+/// (every count goes there too), each CPU's pending read pages and read count, and the write and
+/// direct-I/O memos. Equal in two samples: no process's counts moved in between.
+#[derive(PartialEq)]
+struct QuietKey {
+    totals: Vec<CacheCounters>,
+    reads: Vec<(u64, u32, u64)>,
+    write_memos: Vec<(u32, u64, u64, u64)>,
+    dio_memos: Vec<(u32, u32, u64, u64, u64, u64, u64)>,
+}
+
+/// Each CPU's counters outside CACHE_PROCS: the totals, the read path's slot, the memos.
+struct Outside {
+    totals: Vec<CacheCounters>,
+    scratch: Vec<CacheScratch>,
+    writes: Vec<WriteMemo>,
+    dio: Vec<DioMemo>,
+}
+
+impl QuietKey {
+    fn of(o: &Outside) -> QuietKey {
+        let (scratch, writes, dio) = (&o.scratch, &o.writes, &o.dio);
+        QuietKey {
+            totals: o.totals.clone(),
+            reads: scratch.iter().map(|s| (s.read_pages, s.pending_tgid, s.pending_read_pages)).collect(),
+            write_memos: writes
+                .iter()
+                .map(|m| (m.tgid, m.inserted_pages, m.dirtied_pages, m.write_inserted_pages))
+                .collect(),
+            dio_memos: dio
+                .iter()
+                .map(|m| (m.tgid, m.dev, m.ino, m.reads, m.read_bytes, m.writes, m.write_bytes))
+                .collect(),
+        }
+    }
 }
 
 impl PageCacheMaps {
@@ -510,7 +557,28 @@ impl PageCacheMaps {
         let dio_memo = PerCpuArray::try_from(take(DIO_MEMO_MAP)?)?;
         let write_memo = PerCpuArray::try_from(take(WRITE_MEMO_MAP)?)?;
         let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
-        Ok(PageCacheMaps { procs, totals, dirty, scratch, dio_memo, write_memo, hz, attached, batch: true })
+        Ok(PageCacheMaps {
+            procs,
+            totals,
+            dirty,
+            scratch,
+            dio_memo,
+            write_memo,
+            hz,
+            attached,
+            batch: true,
+            last: None,
+        })
+    }
+
+    /// The per-CPU counters outside CACHE_PROCS, as of now.
+    fn outside(&self) -> Result<Outside> {
+        Ok(Outside {
+            totals: self.totals.get(&0, 0).context("reading CACHE_TOTALS")?.iter().copied().collect(),
+            scratch: self.scratch.get(&0, 0).context("reading CACHE_SCRATCH")?.iter().copied().collect(),
+            writes: self.write_memo.get(&0, 0).context("reading WRITE_MEMO")?.iter().copied().collect(),
+            dio: self.dio_memo.get(&0, 0).context("reading DIO_MEMO")?.iter().copied().collect(),
+        })
     }
 
     /// Each CPU's pending direct I/O (see DioMemo), for the files' rows: read after FILE_IO, so
@@ -527,13 +595,33 @@ impl PageCacheMaps {
         // read after its death are final (read before it, its last I/O could still come in, and
         // be lost with the entry removed below).
         // In batches where the kernel has them: two system calls for a quiet machine's dozen
-        // processes instead of two per process.
-        let entries = super::map_batch::per_cpu_hash_entries(
-            &self.procs,
-            &mut self.batch,
-            usize::MAX,
-            CACHE_PROCS_MAP,
-        )?;
+        // processes instead of two per process. Not even that while nothing counted since the
+        // last read (the counters outside the map say so): the batch visits every one of the
+        // map's 16,384 buckets, most of a quiet sample's page-cache cost at `--interval 0.1`.
+        // The key is what those counters said *before* the map was read: the programs count the
+        // totals a moment before the process, so a count whose totals the key has seen had its
+        // process's count done before the map was read (unless the program was preempted in
+        // between for longer than the read took). The map is read anyway once every SLOW_REFRESH.
+        let now = std::time::Instant::now();
+        let before = self.outside()?;
+        let quiet = QuietKey::of(&before);
+        let (entries, outside) = match &self.last {
+            Some(last) if last.quiet == quiet && now.duration_since(last.at) < crate::util::SLOW_REFRESH => {
+                (last.entries.clone(), before)
+            }
+            _ => {
+                let entries = super::map_batch::per_cpu_hash_entries(
+                    &self.procs,
+                    &mut self.batch,
+                    usize::MAX,
+                    CACHE_PROCS_MAP,
+                )?;
+                // Read again after the map, as they are reported (never less than the processes').
+                let after = self.outside()?;
+                self.last = Some(LastProcs { quiet, entries: entries.clone(), at: now });
+                (entries, after)
+            }
+        };
         let gone: Vec<u32> = entries.iter().map(|e| e.0).filter(|&pid| !process_exists(pid)).collect();
         let mut processes = Vec::with_capacity(entries.len());
         for (pid, mut per_cpu) in entries {
@@ -555,12 +643,14 @@ impl PageCacheMaps {
         for pid in &gone {
             let _ = self.procs.remove(pid);
         }
+        if let Some(last) = self.last.as_mut() {
+            last.entries.retain(|(pid, _)| !gone.contains(pid));
+        }
         // Read pages still pending in the CPUs' scratch slots belong to their process too.
-        let scratch = self.scratch.get(&0, 0).context("reading CACHE_SCRATCH")?;
-        let write_memos = self.write_memo.get(&0, 0).context("reading WRITE_MEMO")?;
-        add_pending(&mut processes, &scratch, &self.dio_memos()?, &write_memos, process_exists);
+        let Outside { totals, scratch, writes: write_memos, dio } = outside;
+        let dio: Vec<DioMemo> = dio.into_iter().filter(DioMemo::pending).collect();
+        add_pending(&mut processes, &scratch, &dio, &write_memos, process_exists);
         processes.sort_by_key(|p| p.pid);
-        let totals = self.totals.get(&0, 0).context("reading CACHE_TOTALS")?;
         let totals = system_totals(&totals, &scratch);
         let d = self.dirty.get(&0, 0).context("reading DIRTY_STATE")?;
         Ok(PageCacheSample {

@@ -9,7 +9,8 @@ use aya::maps::{HashMap, MapData, PerCpuArray};
 use aya::Ebpf;
 use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::readahead::{
-    RaFileKey, RaFileStats, RaLayout, RaTotals, RA_FILES_MAP, RA_PAGES_MAX, RA_TOTALS_MAP,
+    RaFileKey, RaFileStats, RaLayout, RaTotals, RA_FILES_INSERTS_MAP, RA_FILES_MAP, RA_PAGES_MAX,
+    RA_TOTALS_MAP,
 };
 
 use super::resolve::files::{names, scan_process_dirs, MAX_FDS_PER_SCAN};
@@ -231,6 +232,9 @@ pub struct ReadaheadMaps {
     last: StdHashMap<RaFileKey, RaFileStats>,
     /// The kernel reads and deletes in batches (see crate::bpf::map_batch); false once it refused.
     batch: bool,
+    /// RA_FILES is not read while it stays empty (see crate::bpf::inserts): on a quiet machine
+    /// every entry is removed within two samples.
+    gate: super::inserts::EmptyGate,
     /// The triggering processes' names, as read and when: a file whose read-ahead pages wait for
     /// their first use stays in every sample, and its triggers' names are read again only after
     /// [`COMM_FRESH`] (an exec renames within that time).
@@ -253,6 +257,7 @@ impl ReadaheadMaps {
             |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} is not in the eBPF object"));
         let files = HashMap::try_from(take(RA_FILES_MAP)?)?;
         let totals = PerCpuArray::try_from(take(RA_TOTALS_MAP)?)?;
+        let gate = super::inserts::EmptyGate::take(ebpf, RA_FILES_INSERTS_MAP)?;
         // What each stands for: the tracepoint, also when a fallback feeds it.
         let attached = statuses
             .iter()
@@ -266,6 +271,7 @@ impl ReadaheadMaps {
             paths: PathCache::default(),
             last: StdHashMap::new(),
             batch: true,
+            gate,
             comms: StdHashMap::new(),
             rows: StdHashMap::new(),
         })
@@ -326,7 +332,9 @@ impl ReadaheadMaps {
         known: &StdHashMap<(u32, u64), String>,
         resolver: &mut super::resolve::files::FileResolver,
     ) -> Result<ReadaheadSample> {
-        let entries = self.entries()?;
+        let now = std::time::Instant::now();
+        let scan = self.gate.needed(now);
+        let entries = if scan { self.entries()? } else { Vec::new() };
         // This sample's files without a path ask the walks again below.
         resolver.clear_wanted();
         // Changed (or pending) entries stay; the others are removed (see keep_in_sample).
@@ -339,6 +347,10 @@ impl ReadaheadMaps {
             } else {
                 removed.push(key);
             }
+        }
+        if scan {
+            // Every entry read removed below: the map is empty but for inserts since.
+            self.gate.scanned(kept.is_empty(), now);
         }
         // At most RA_ROWS files with a row (every file with pages pending, then the most active):
         // the rest are summed per device and removed, so that their next readahead counts from

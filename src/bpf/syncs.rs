@@ -11,8 +11,8 @@ use aya::Ebpf;
 use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::syncs::{
     kind_name, SyncInFlight, SyncKey, SyncLayout, SyncMemo, SyncSlot, SyncStats, SYNC_ENTER_NOCAS,
-    SYNC_INFLIGHT_MAP, SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MEMO_MAP, SYNC_SLOTS_MAP, SYNC_SLOTS_MAX,
-    SYNC_STATS_MAP, SYSCALL_EVENTS,
+    SYNC_INFLIGHT_INSERTS_MAP, SYNC_INFLIGHT_MAP, SYNC_INFLIGHT_MAX, SYNC_MAX_ENTRIES, SYNC_MEMO_MAP,
+    SYNC_SLOTS_MAP, SYNC_SLOTS_MAX, SYNC_STATS_MAP, SYSCALL_EVENTS,
 };
 
 use super::kernel_btf::KernelBtf;
@@ -242,6 +242,8 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
             inflight: BpfHashMap::try_from(take(ebpf, SYNC_INFLIGHT_MAP)?)?,
             slots: MappedSlots::new(take(ebpf, SYNC_SLOTS_MAP)?)?,
             batch: true,
+            inflight_gate: super::inserts::EmptyGate::take(ebpf, SYNC_INFLIGHT_INSERTS_MAP)?,
+            last_stats: None,
         })
     })();
     match maps {
@@ -266,12 +268,38 @@ pub struct SyncMaps {
     slots: MappedSlots,
     /// Read in batches (one system call per few hundred entries) until the kernel refuses them.
     batch: bool,
+    /// SYNC_INFLIGHT is not read while it stays empty (see crate::bpf::inserts): on a kernel with
+    /// the slots, only io_uring's calls and a thread whose slot another holds go there.
+    inflight_gate: super::inserts::EmptyGate,
+    /// SYNC_STATS as last read, the memos read just before, and when (see [`SyncMaps::read`]).
+    last_stats: Option<(Vec<SyncMemo>, StatsEntries, std::time::Instant)>,
 }
+
+/// SYNC_STATS's entries: each key's per-CPU values.
+type StatsEntries = Vec<(SyncKey, Vec<SyncStats>)>;
 
 impl SyncMaps {
     /// The completed calls (summed over CPUs) and the running ones, without paths.
     pub fn read(&mut self) -> Result<(Vec<SyncCallCounters>, Vec<SyncRunning>)> {
-        let mut entries = self.stats_entries()?;
+        // SYNC_STATS is read again only when a memo moved since (every call completed goes to
+        // its CPU's memo; a memo's calls go to the map just before the memo takes a new key), or
+        // once every SLOW_REFRESH: its batch visits all 4,096 buckets. Memos read before the map
+        // moved at any call the map had before it was read.
+        let now = std::time::Instant::now();
+        let memos_before: Vec<SyncMemo> =
+            self.memo.get(&0, 0).context("reading SYNC_MEMO")?.iter().copied().collect();
+        let mut entries = match &self.last_stats {
+            Some((memos, entries, at))
+                if *memos == memos_before && now.duration_since(*at) < crate::util::SLOW_REFRESH =>
+            {
+                entries.clone()
+            }
+            _ => {
+                let entries = self.stats_entries()?;
+                self.last_stats = Some((memos_before, entries.clone(), now));
+                entries
+            }
+        };
         // After the map: calls moving from a memo to the map meanwhile are missed for a moment,
         // not counted twice.
         let memos = self.memo.get(&0, 0).context("reading SYNC_MEMO")?;
@@ -309,6 +337,16 @@ impl SyncMaps {
 
     /// Every SYNC_INFLIGHT entry (the calls running now), in batches where the kernel has them.
     fn inflight_entries(&mut self) -> Result<Vec<SyncInFlight>> {
+        let now = std::time::Instant::now();
+        if !self.inflight_gate.needed(now) {
+            return Ok(Vec::new());
+        }
+        let entries = self.inflight_entries_now()?;
+        self.inflight_gate.scanned(entries.is_empty(), now);
+        Ok(entries)
+    }
+
+    fn inflight_entries_now(&mut self) -> Result<Vec<SyncInFlight>> {
         use aya::maps::IterableMap;
         use std::os::fd::AsFd;
         let fd = self.inflight.map().fd().as_fd();

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use crate::bpf::BpfCollector;
+use crate::bpf::{BpfCollector, BpfOptions};
 use crate::collect::{Sampler, SystemRoot};
 use crate::model::Model;
 use crate::sample::Sample;
@@ -31,7 +31,11 @@ pub enum Format {
 /// Samples the live system and prints reports on stdout until `opts.count` is reached. A closed
 /// stdout (`ioscope --batch | head`) is a normal way to stop, not an error.
 pub fn run(opts: &HeadlessOptions) -> anyhow::Result<()> {
-    let bpf = if opts.bpf { BpfCollector::start() } else { BpfCollector::disabled("--no-bpf was given") };
+    let bpf = if opts.bpf {
+        BpfCollector::start_with(&BpfOptions::for_output_writer())
+    } else {
+        BpfCollector::disabled("--no-bpf was given")
+    };
     let mut sampler = Sampler::new(SystemRoot::live(), bpf);
     // One write per report: stdout's own buffer is a line buffer of 1 KiB, which sends a JSON
     // report of tens of kilobytes in dozens of writes.

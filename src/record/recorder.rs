@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::bpf::BpfCollector;
+use crate::bpf::{BpfCollector, BpfOptions};
 use crate::collect::{Sampler, SystemRoot};
 use crate::record::format::{open_output, RecordingWriter};
 use crate::record::host_facts;
@@ -70,7 +70,11 @@ pub fn run(opts: &RecordOptions) -> anyhow::Result<()> {
         unsafe { libc::signal(sig, request_stop as *const () as libc::sighandler_t) };
     }
     let file = open_output(&opts.output, opts.force)?;
-    let bpf = if opts.bpf { BpfCollector::start() } else { BpfCollector::disabled("--no-bpf was given") };
+    let bpf = if opts.bpf {
+        BpfCollector::start_with(&BpfOptions::for_output_writer())
+    } else {
+        BpfCollector::disabled("--no-bpf was given")
+    };
     let root = SystemRoot::live();
     let mut sampler = Sampler::new(root.clone(), bpf);
     let first = sampler.sample();

@@ -281,3 +281,58 @@ fn paths_stay_true(fstype: &str) {
     common::within("twin b written back", tb.writeback_bytes, 3 * MIB);
     drop((renamed, deleted, fa, fb));
 }
+
+/// The thread writing ioscope's own output (`BpfOptions::ignored_thread`) is not counted: its
+/// writes make no file row and no page-cache count, while another thread of the same process
+/// writing the same way is counted in full. And that after quiet samples, in which the maps'
+/// scans are skipped while nothing moves (src/bpf/inserts.rs, page_cache.rs's QuietKey): the
+/// first write after them is in the very next sample.
+#[test]
+fn the_output_threads_own_writes_are_not_counted_and_quiet_maps_are_read_at_the_next_write() {
+    let _group = common::live_group(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "live_files_ignored_thread";
+    if start(test).is_none() {
+        return;
+    }
+    // SAFETY: gettid has no preconditions.
+    let me_tid = unsafe { libc::gettid() } as u32;
+    let options = ioscope::bpf::BpfOptions { ignored_thread: Some(me_tid), ..Default::default() };
+    let mut bpf = BpfCollector::start_with(&options);
+    let lo = LoopDevice::with_fs(64, "ext4");
+    let (mine, theirs) = (lo.mount_point().join("mine"), lo.mount_point().join("theirs"));
+    let write = |path: &std::path::Path| {
+        let mut f = File::create(path).unwrap();
+        let block = vec![0x22u8; MIB as usize];
+        for _ in 0..2 {
+            f.write_all(&block).unwrap();
+        }
+    };
+    // Quiet samples: the scans stop once a sample finds nothing new.
+    let mut s0 = sample(&mut bpf);
+    for _ in 0..4 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        s0 = sample(&mut bpf);
+    }
+    write(&mine);
+    std::thread::scope(|s| {
+        s.spawn(|| write(&theirs));
+    });
+    let s1 = sample(&mut bpf);
+    let files = files_between(&s0, &s1);
+    let t = find(&files, &lo, common::ino(&theirs));
+    common::within("the other thread's file dirtied", t.dirtied_bytes, 2 * MIB);
+    let dev = format!("{}:{}", lo.major, lo.minor);
+    let ino = common::ino(&mine);
+    assert!(
+        !files.iter().any(|f| f.dev == dev && f.ino == ino && f.dirtied_bytes > 0),
+        "the ignored thread's file was counted: {files:#?}"
+    );
+    // The process's page-cache counts: the other thread's 2 MiB dirtied, not this one's.
+    let me = std::process::id();
+    let dirtied = |s: &Sample| {
+        let pc = s.bpf.page_cache.as_ref().expect("page-cache maps");
+        pc.processes.iter().find(|p| p.pid == me).map(|p| p.counters.dirtied_pages).unwrap_or(0)
+    };
+    common::within("the process's dirtied pages", (dirtied(&s1) - dirtied(&s0)) * PAGE, 2 * MIB);
+}

@@ -26,6 +26,8 @@ pub const WRITEBACK_PROGRAM: &str = "writeback_single_inode";
 
 /// Per-CPU LRU hash map: [`FileKey`] → [`FileCounters`].
 pub const FILE_IO_MAP: &str = "FILE_IO";
+/// Per-CPU array of one u64: FILE_IO's inserts, counted after each (see [`crate::inserts`]).
+pub const FILE_IO_INSERTS_MAP: &str = "FILE_IO_INSERTS";
 /// LRU hash map: thread id → [`ThreadFileRecord`], the folio the thread inserted last and the range
 /// its last read miss asked for. Per thread, not per CPU: a writer preempted or migrated between
 /// inserting a folio (write_begin) and dirtying it (write_end) must still be recognised. One map

@@ -12,6 +12,7 @@ pub mod cgroup_move;
 pub mod fallback;
 pub mod file_names;
 pub mod files;
+pub mod inserts;
 pub mod page_cache;
 pub mod readahead;
 pub mod readahead_510;

@@ -36,6 +36,10 @@ pub const CACHE_TOTALS_MAP: &str = "CACHE_TOTALS";
 pub const DIRTY_STATE_MAP: &str = "DIRTY_STATE";
 /// Read-only global holding [`CacheLayout`], set by the loader before load.
 pub const CACHE_LAYOUT_GLOBAL: &str = "CACHE_LAYOUT";
+/// Read-only global holding the thread id whose page-cache insertions and dirtying the programs do
+/// not count (0: none): the thread writing ioscope's own reports or recording, so that ioscope
+/// does not watch itself write (its output was the one busy file of an idle machine).
+pub const IGNORED_TID_GLOBAL: &str = "IGNORED_TID";
 
 /// Most processes tracked at once. Entries of exited processes are removed by userspace after it
 /// has read them once; a machine with more live processes doing file I/O loses the extra ones

@@ -14,6 +14,8 @@ pub const RA_PAGES_MAP: &str = "RA_PAGES";
 pub const RA_PAGES_MAX: u32 = 262_144;
 /// Hash map: [`RaFileKey`] → [`RaFileStats`].
 pub const RA_FILES_MAP: &str = "RA_FILES";
+/// Per-CPU array of one u64: RA_FILES's inserts, counted after each (see [`crate::inserts`]).
+pub const RA_FILES_INSERTS_MAP: &str = "RA_FILES_INSERTS";
 /// Files tracked at once; userspace removes files idle with nothing pending.
 pub const RA_FILES_MAX: u32 = 8192;
 /// Per-CPU array of one [`RaTotals`].

@@ -15,6 +15,8 @@ pub const SYNC_STATS_MAP: &str = "SYNC_STATS";
 pub const SYNC_MEMO_MAP: &str = "SYNC_MEMO";
 /// LRU hash map: thread id (a syscall) or io_uring request address → [`SyncInFlight`].
 pub const SYNC_INFLIGHT_MAP: &str = "SYNC_INFLIGHT";
+/// Per-CPU array of one u64: SYNC_INFLIGHT's inserts, counted after each (see [`crate::inserts`]).
+pub const SYNC_INFLIGHT_INSERTS_MAP: &str = "SYNC_INFLIGHT_INSERTS";
 /// Memory-mappable array of [`SyncSlot`]: the system calls running now, one slot per thread id
 /// (a thread whose slot another thread holds goes to [`SYNC_INFLIGHT_MAP`]).
 pub const SYNC_SLOTS_MAP: &str = "SYNC_SLOTS";

@@ -23,6 +23,10 @@ static FILE_LAYOUT: FileLayout = FileLayout::UNSET;
 static FILE_IO: LruPerCpuHashMap<FileKey, FileCounters> =
     LruPerCpuHashMap::with_max_entries(FILE_MAX_ENTRIES, 0);
 
+/// FILE_IO's insert counter (ioscope_common::inserts).
+#[map]
+static FILE_IO_INSERTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
 #[map]
 static FILE_LAST_INSERT: LruHashMap<u32, ThreadFileRecord> =
     LruHashMap::with_max_entries(FILE_LAST_INSERT_MAX, 0);
@@ -51,6 +55,7 @@ fn file(key: &FileKey) -> Option<&'static mut FileCounters> {
         Some(p) => p,
         None => {
             let _ = FILE_IO.insert(key, &FileCounters::default(), 0);
+            crate::kernel::count_insert(&FILE_IO_INSERTS);
             FILE_IO.get_ptr_mut(key)?
         }
     };

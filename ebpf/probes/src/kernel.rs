@@ -59,3 +59,12 @@ impl Mem for Probe {
         p as u64
     }
 }
+
+/// Counts one insert into a map in its insert counter (ioscope_common::inserts), after the insert.
+#[inline(always)]
+pub(crate) fn count_insert(counter: &aya_ebpf::maps::PerCpuArray<u64>) {
+    if let Some(n) = counter.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; tracing programs do not nest on one CPU.
+        unsafe { *n = (*n).wrapping_add(1) };
+    }
+}

@@ -86,6 +86,19 @@ fn current_ids() -> (u32, u32) {
     ((id >> 32) as u32, id as u32)
 }
 
+/// The thread writing ioscope's own output (its reports, its recording; ioscope_common::page_cache::
+/// IGNORED_TID_GLOBAL), whose insertions and dirtying are not counted; 0: none. Set before load.
+#[unsafe(no_mangle)]
+static IGNORED_TID: u32 = 0;
+
+/// Whether `tid` is the thread whose writes are not counted.
+#[inline(always)]
+fn ignored(tid: u32) -> bool {
+    // SAFETY: a plain read of a global the loader may have set (volatile: not folded to 0).
+    let ignored = unsafe { core::ptr::read_volatile(&raw const IGNORED_TID) };
+    ignored != 0 && ignored == tid
+}
+
 /// This CPU's system-wide counters.
 #[inline(always)]
 fn totals() -> Option<&'static mut CacheCounters> {
@@ -484,6 +497,9 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     };
     let pages = folio_pages(order);
     let (tgid, tid) = current_ids();
+    if ignored(tid) {
+        return Ok(0);
+    }
     count_written(tgid, pages, 0, 0);
     crate::files::on_insert(tgid, tid, dev, ino, index, pages);
     Ok(0)
@@ -529,6 +545,9 @@ fn try_dirty(ctx: &TracePointContext) -> Result<u32, i64> {
         }
     };
     let (tgid, tid) = current_ids();
+    if ignored(tid) {
+        return Ok(0);
+    }
     // The folio this thread inserted just before (a buffered write allocating cache pages): its
     // size is known, and its insertion was not a read miss.
     let allocated = crate::files::on_dirty(ctx, tgid, tid, ino, index);

@@ -33,6 +33,10 @@ static RA_PAGES: HashMap<RaPageKey, RaPage> = HashMap::with_max_entries(RA_PAGES
 #[map]
 static RA_FILES: HashMap<RaFileKey, RaFileStats> = HashMap::with_max_entries(RA_FILES_MAX, 0);
 
+/// RA_FILES's insert counter (ioscope_common::inserts).
+#[map]
+static RA_FILES_INSERTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
 #[map]
 static RA_WINDOWS: LruHashMap<u32, RaWindow> = LruHashMap::with_max_entries(RA_WINDOWS_MAX, 0);
 
@@ -122,6 +126,7 @@ fn file_or_new(dev: u32, ino: u64) -> Option<&'static mut RaFileStats> {
         }
         return None;
     }
+    crate::kernel::count_insert(&RA_FILES_INSERTS);
     file(dev, ino)
 }
 

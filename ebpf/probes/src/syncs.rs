@@ -39,6 +39,10 @@ static SYNC_STATS: LruPerCpuHashMap<SyncKey, SyncStats> =
 #[map]
 pub static SYNC_INFLIGHT: LruHashMap<u64, SyncInFlight> = LruHashMap::with_max_entries(SYNC_INFLIGHT_MAX, 0);
 
+/// SYNC_INFLIGHT's insert counter (ioscope_common::inserts).
+#[map]
+static SYNC_INFLIGHT_INSERTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
 /// This CPU's calls of one key not yet in SYNC_STATS (ioscope_common::syncs::SyncMemo).
 #[map]
 static SYNC_MEMO: PerCpuArray<SyncMemo> = PerCpuArray::with_max_entries(1, 0);
@@ -319,7 +323,11 @@ pub fn file_id(file: *const u8) -> (u32, u64) {
 /// Records a call starting now under `key`; false when the map refused it.
 #[inline(always)]
 pub fn start(key: u64, kind: u32, file: (u32, u64), caller: &Caller) -> bool {
-    SYNC_INFLIGHT.insert(&key, &in_flight(kind, file, caller), 0).is_ok()
+    let ok = SYNC_INFLIGHT.insert(&key, &in_flight(kind, file, caller), 0).is_ok();
+    if ok {
+        crate::kernel::count_insert(&SYNC_INFLIGHT_INSERTS);
+    }
+    ok
 }
 
 /// The thread making the call: what the helpers `bpf_get_current_pid_tgid`,
