@@ -169,6 +169,18 @@ pub fn pread_all<'a>(f: &std::fs::File, buf: &'a mut Vec<u8>) -> std::io::Result
     Ok(&buf[..len])
 }
 
+/// The process `tgid` exists (as `/proc/TGID` would): `kill(tgid, 0)`, which finds the pid
+/// without the path walk and dentry lookup of a stat of /proc/TGID (EPERM: it exists, not ours).
+pub fn process_exists(tgid: u32) -> bool {
+    // 0 would ask about our process group; /proc/0 does not exist.
+    if tgid == 0 || tgid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let rc = unsafe { libc::kill(tgid as libc::pid_t, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -437,6 +437,19 @@ pub struct BlockMaps {
     program_stats: super::prog_stats::StatsCache,
     /// The slot claims of the `_nocas` programs, when they run (kernels before 5.12).
     claims: Option<block_claim::Claims>,
+    /// What the last read of the device and process tables found, the health counters read
+    /// just before it, and when: reused while those counters stand still (see
+    /// [`BlockMaps::read`]).
+    last_tables: Option<LastTables>,
+}
+
+/// The device and process tables as last read (the processes summed per key, before the liveness
+/// check of each sample).
+struct LastTables {
+    health: [u64; HEALTH_COUNTERS as usize],
+    devices: Vec<BlockDeviceCounters>,
+    processes: StdHashMap<ProcKey, BlockProcessCounters>,
+    at: Instant,
 }
 
 /// The health record from the summed BLOCK_HEALTH counters.
@@ -489,6 +502,7 @@ impl BlockMaps {
             kthreads: StdHashMap::new(),
             program_stats: Default::default(),
             claims: block_claim::Claims::take(ebpf, attached),
+            last_tables: None,
             programs: attached
                 .iter()
                 .map(|name| {
@@ -502,14 +516,31 @@ impl BlockMaps {
     /// Reads every map into `out` (block_devices, io_processes, block_health).
     pub fn read(&mut self, out: &mut BpfSample) -> Result<()> {
         let health = self.health_counters()?;
-        let mut devices = Vec::new();
-        for (i, slot) in self.device_slots(health[Health::DevSlotsClaimed as usize])? {
-            let per_cpu = self.devs.get(&i, 0).context("reading the BLOCK_DEV map")?;
-            let mut d = sum_devices(slot.key as u32, &per_cpu);
-            d.in_flight = slot.in_flight;
-            devices.push(d);
-        }
-        devices.sort_by_key(|d| (d.major, d.minor));
+        // Every block program counts its event in BLOCK_HEALTH first: while those counts stand
+        // still, no device's or process's counters moved, and the tables as last read are
+        // reused (a system call per device and per process slot less, each sample of a quiet
+        // machine). Counted before the tables are written, and read here before the tables are,
+        // so an event the counts show was in the tables when they were read. Read anyway once
+        // every SLOW_REFRESH.
+        let now = Instant::now();
+        let quiet = self
+            .last_tables
+            .take()
+            .filter(|l| l.health == health && now.duration_since(l.at) < crate::util::SLOW_REFRESH);
+        let devices = match &quiet {
+            Some(last) => last.devices.clone(),
+            None => {
+                let mut devices = Vec::new();
+                for (i, slot) in self.device_slots(health[Health::DevSlotsClaimed as usize])? {
+                    let per_cpu = self.devs.get(&i, 0).context("reading the BLOCK_DEV map")?;
+                    let mut d = sum_devices(slot.key as u32, &per_cpu);
+                    d.in_flight = slot.in_flight;
+                    devices.push(d);
+                }
+                devices.sort_by_key(|d| (d.major, d.minor));
+                devices
+            }
+        };
         out.rq_issue = devices.iter().map(issued_counts).collect();
         out.block_devices = devices;
 
@@ -520,7 +551,7 @@ impl BlockMaps {
         let mut dead = HashSet::new();
         for tgid in tgids {
             match self.kthreads.get(&tgid) {
-                Some(_) if process_exists(tgid) => {}
+                Some(_) if crate::util::process_exists(tgid) => {}
                 _ => match proc_flags(tgid) {
                     Some(flags) => {
                         self.kthreads.insert(tgid, flags & PF_KTHREAD != 0);
@@ -533,12 +564,25 @@ impl BlockMaps {
         }
         let mut processes = Vec::new();
         let mut per_cpu = Vec::new();
+        let mut summed = StdHashMap::with_capacity(pairs.len());
         for (key, slots) in &pairs {
-            per_cpu.clear();
-            for &i in slots {
-                per_cpu.extend(self.procs.get(&i, 0).context("reading the BLOCK_PROC map")?.iter().copied());
+            let cached = quiet.as_ref().and_then(|last| last.processes.get(key));
+            let counters = match cached {
+                Some(c) => c.clone(),
+                None => {
+                    per_cpu.clear();
+                    for &i in slots {
+                        per_cpu.extend(
+                            self.procs.get(&i, 0).context("reading the BLOCK_PROC map")?.iter().copied(),
+                        );
+                    }
+                    sum_process(*key, &per_cpu)
+                }
+            };
+            if !dead.contains(&key.tgid) {
+                summed.insert(*key, counters.clone());
             }
-            let mut p = sum_process(*key, &per_cpu);
+            let mut p = counters;
             p.exited = dead.contains(&key.tgid);
             p.kernel_thread = self.kthreads.get(&key.tgid).copied().unwrap_or(false)
                 || (p.exited && looks_like_kernel_thread(&p.comm));
@@ -550,6 +594,9 @@ impl BlockMaps {
             self.kthreads.remove(tgid);
         }
         out.io_processes = processes;
+        let at = quiet.map(|l| l.at).unwrap_or(now);
+        self.last_tables =
+            Some(LastTables { health, devices: out.block_devices.clone(), processes: summed, at });
 
         if self.last_purge.elapsed() >= PURGE_EVERY {
             self.last_purge = Instant::now();
@@ -835,18 +882,6 @@ pub fn sum_process(key: ProcKey, per_cpu: &[ProcStats]) -> BlockProcessCounters 
         add_vec(&mut out.lat_hist, &c.lat_hist);
     }
     out
-}
-
-/// The process `tgid` exists (as `/proc/TGID` would): `kill(tgid, 0)`, which finds the pid
-/// without the path walk and dentry lookup of a stat of /proc/TGID (EPERM: it exists, not ours).
-fn process_exists(tgid: u32) -> bool {
-    // 0 would ask about our process group; /proc/0 does not exist.
-    if tgid == 0 || tgid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    let rc = unsafe { libc::kill(tgid as libc::pid_t, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(test)]

@@ -622,7 +622,8 @@ impl PageCacheMaps {
                 (entries, after)
             }
         };
-        let gone: Vec<u32> = entries.iter().map(|e| e.0).filter(|&pid| !process_exists(pid)).collect();
+        let gone: Vec<u32> =
+            entries.iter().map(|e| e.0).filter(|&pid| !crate::util::process_exists(pid)).collect();
         let mut processes = Vec::with_capacity(entries.len());
         for (pid, mut per_cpu) in entries {
             if gone.contains(&pid) {
@@ -649,7 +650,7 @@ impl PageCacheMaps {
         // Read pages still pending in the CPUs' scratch slots belong to their process too.
         let Outside { totals, scratch, writes: write_memos, dio } = outside;
         let dio: Vec<DioMemo> = dio.into_iter().filter(DioMemo::pending).collect();
-        add_pending(&mut processes, &scratch, &dio, &write_memos, process_exists);
+        add_pending(&mut processes, &scratch, &dio, &write_memos, crate::util::process_exists);
         processes.sort_by_key(|p| p.pid);
         let totals = system_totals(&totals, &scratch);
         let d = self.dirty.get(&0, 0).context("reading DIRTY_STATE")?;
@@ -732,10 +733,6 @@ pub fn add_pending(
         c.dirtied_pages += m.dirtied_pages;
         c.write_inserted_pages += m.write_inserted_pages;
     }
-}
-
-fn process_exists(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
 }
 
 /// Adds up one entry's per-CPU counters; the comm is the one set most recently on any CPU.
