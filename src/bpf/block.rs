@@ -437,19 +437,17 @@ pub struct BlockMaps {
     program_stats: super::prog_stats::StatsCache,
     /// The slot claims of the `_nocas` programs, when they run (kernels before 5.12).
     claims: Option<block_claim::Claims>,
-    /// What the last read of the device and process tables found, the health counters read
-    /// just before it, and when: reused while those counters stand still (see
-    /// [`BlockMaps::read`]).
-    last_tables: Option<LastTables>,
+    /// What the last read of the device and process tables found, keyed by the health counters
+    /// read just before it: reused while those counters stand still (see [`BlockMaps::read`]).
+    last_tables: super::inserts::Reuse<[u64; HEALTH_COUNTERS as usize], Tables>,
 }
 
-/// The device and process tables as last read (the processes summed per key, before the liveness
+/// The device and process tables as read (the processes summed per key, before the liveness
 /// check of each sample).
-struct LastTables {
-    health: [u64; HEALTH_COUNTERS as usize],
+#[derive(Clone)]
+struct Tables {
     devices: Vec<BlockDeviceCounters>,
     processes: StdHashMap<ProcKey, BlockProcessCounters>,
-    at: Instant,
 }
 
 /// The health record from the summed BLOCK_HEALTH counters.
@@ -502,7 +500,7 @@ impl BlockMaps {
             kthreads: StdHashMap::new(),
             program_stats: Default::default(),
             claims: block_claim::Claims::take(ebpf, attached),
-            last_tables: None,
+            last_tables: Default::default(),
             programs: attached
                 .iter()
                 .map(|name| {
@@ -523,10 +521,7 @@ impl BlockMaps {
         // so an event the counts show was in the tables when they were read. Read anyway once
         // every SLOW_REFRESH.
         let now = Instant::now();
-        let quiet = self
-            .last_tables
-            .take()
-            .filter(|l| l.health == health && now.duration_since(l.at) < crate::util::SLOW_REFRESH);
+        let quiet = self.last_tables.get(&health, now).cloned();
         let devices = match &quiet {
             Some(last) => last.devices.clone(),
             None => {
@@ -579,7 +574,7 @@ impl BlockMaps {
                     sum_process(*key, &per_cpu)
                 }
             };
-            if !dead.contains(&key.tgid) {
+            if quiet.is_none() && !dead.contains(&key.tgid) {
                 summed.insert(*key, counters.clone());
             }
             let mut p = counters;
@@ -594,9 +589,13 @@ impl BlockMaps {
             self.kthreads.remove(tgid);
         }
         out.io_processes = processes;
-        let at = quiet.map(|l| l.at).unwrap_or(now);
-        self.last_tables =
-            Some(LastTables { health, devices: out.block_devices.clone(), processes: summed, at });
+        match self.last_tables.value_mut().filter(|_| quiet.is_some()) {
+            Some(tables) => tables.processes.retain(|key, _| !dead.contains(&key.tgid)),
+            None => {
+                let tables = Tables { devices: out.block_devices.clone(), processes: summed };
+                self.last_tables.put(health, tables, now);
+            }
+        }
 
         if self.last_purge.elapsed() >= PURGE_EVERY {
             self.last_purge = Instant::now();

@@ -54,6 +54,40 @@ impl EmptyGate {
     }
 }
 
+/// A map's last read, kept with what counters read just before it said (the key), for maps that
+/// are never empty but updated in place: CACHE_PROCS, SYNC_STATS, the block tables. Every count
+/// the programs make in such a map also moves a counter userspace reads anyway (and moves it
+/// first, or in the same run), so while a fresh read of those counters equals the key, the map
+/// holds what was last read. Reused for at most [`crate::util::SLOW_REFRESH`] after the read.
+pub struct Reuse<K, V> {
+    last: Option<(K, V, Instant)>,
+}
+
+impl<K, V> Default for Reuse<K, V> {
+    fn default() -> Self {
+        Reuse { last: None }
+    }
+}
+
+impl<K: PartialEq, V> Reuse<K, V> {
+    /// The value last read, when `key` (the counters as read now, before the map) equals the key
+    /// read before it and that read is recent; else None: read the map, then [`Reuse::put`].
+    pub fn get(&self, key: &K, now: Instant) -> Option<&V> {
+        let (k, v, at) = self.last.as_ref()?;
+        (k == key && now.duration_since(*at) < crate::util::SLOW_REFRESH).then_some(v)
+    }
+
+    /// A fresh read of the map, `key` read just before it.
+    pub fn put(&mut self, key: K, value: V, now: Instant) {
+        self.last = Some((key, value, now));
+    }
+
+    /// The value kept, to drop what the caller removed from the map itself (exited processes).
+    pub fn value_mut(&mut self) -> Option<&mut V> {
+        self.last.as_mut().map(|(_, v, _)| v)
+    }
+}
+
 /// [`EmptyGate::needed`]'s decision from the count now, whether the last scan is recent, and the
 /// count before the last scan when it left the map empty.
 fn scan(count: Option<u64>, recent: bool, empty_at: Option<u64>) -> bool {
@@ -62,7 +96,21 @@ fn scan(count: Option<u64>, recent: bool, empty_at: Option<u64>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::scan;
+    use super::{scan, Reuse};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_read_is_reused_while_its_key_holds_and_for_at_most_slow_refresh() {
+        let t0 = Instant::now();
+        let mut r: Reuse<u64, &str> = Reuse::default();
+        assert_eq!(r.get(&1, t0), None, "nothing read yet");
+        r.put(1, "read at 1", t0);
+        assert_eq!(r.get(&1, t0 + Duration::from_millis(100)), Some(&"read at 1"));
+        assert_eq!(r.get(&2, t0 + Duration::from_millis(100)), None, "the counters moved");
+        assert_eq!(r.get(&1, t0 + crate::util::SLOW_REFRESH), None, "read again once in a while");
+        *r.value_mut().unwrap() = "pruned";
+        assert_eq!(r.get(&1, t0), Some(&"pruned"));
+    }
 
     #[test]
     fn a_map_left_empty_is_scanned_again_only_after_an_insert_or_a_while() {

@@ -495,16 +495,9 @@ pub struct PageCacheMaps {
     write_memo: PerCpuArray<MapData, WriteMemo>,
     hz: u64,
     attached: Vec<String>,
-    /// CACHE_PROCS as last read, with what the counters outside it said then (see
+    /// CACHE_PROCS as last read, keyed by what the counters outside it said just before (see
     /// [`PageCacheMaps::read`]).
-    last: Option<LastProcs>,
-}
-
-/// CACHE_PROCS's entries as last read, when, and the system-wide counts read just after.
-struct LastProcs {
-    quiet: QuietKey,
-    entries: Vec<(u32, Vec<CacheCounters>)>,
-    at: std::time::Instant,
+    last: super::inserts::Reuse<QuietKey, Vec<(u32, Vec<CacheCounters>)>>,
 }
 
 /// What moves whenever a program counts anything in a process's CACHE_PROCS entry: the totals
@@ -567,7 +560,7 @@ impl PageCacheMaps {
             hz,
             attached,
             batch: true,
-            last: None,
+            last: Default::default(),
         })
     }
 
@@ -605,11 +598,9 @@ impl PageCacheMaps {
         let now = std::time::Instant::now();
         let before = self.outside()?;
         let quiet = QuietKey::of(&before);
-        let (entries, outside) = match &self.last {
-            Some(last) if last.quiet == quiet && now.duration_since(last.at) < crate::util::SLOW_REFRESH => {
-                (last.entries.clone(), before)
-            }
-            _ => {
+        let (entries, outside) = match self.last.get(&quiet, now) {
+            Some(entries) => (entries.clone(), before),
+            None => {
                 let entries = super::map_batch::per_cpu_hash_entries(
                     &self.procs,
                     &mut self.batch,
@@ -618,7 +609,7 @@ impl PageCacheMaps {
                 )?;
                 // Read again after the map, as they are reported (never less than the processes').
                 let after = self.outside()?;
-                self.last = Some(LastProcs { quiet, entries: entries.clone(), at: now });
+                self.last.put(quiet, entries.clone(), now);
                 (entries, after)
             }
         };
@@ -644,8 +635,8 @@ impl PageCacheMaps {
         for pid in &gone {
             let _ = self.procs.remove(pid);
         }
-        if let Some(last) = self.last.as_mut() {
-            last.entries.retain(|(pid, _)| !gone.contains(pid));
+        if let Some(entries) = self.last.value_mut() {
+            entries.retain(|(pid, _)| !gone.contains(pid));
         }
         // Read pages still pending in the CPUs' scratch slots belong to their process too.
         let Outside { totals, scratch, writes: write_memos, dio } = outside;

@@ -243,7 +243,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
             slots: MappedSlots::new(take(ebpf, SYNC_SLOTS_MAP)?)?,
             batch: true,
             inflight_gate: super::inserts::EmptyGate::take(ebpf, SYNC_INFLIGHT_INSERTS_MAP)?,
-            last_stats: None,
+            last_stats: Default::default(),
         })
     })();
     match maps {
@@ -271,12 +271,9 @@ pub struct SyncMaps {
     /// SYNC_INFLIGHT is not read while it stays empty (see crate::bpf::inserts): on a kernel with
     /// the slots, only io_uring's calls and a thread whose slot another holds go there.
     inflight_gate: super::inserts::EmptyGate,
-    /// SYNC_STATS as last read, the memos read just before, and when (see [`SyncMaps::read`]).
-    last_stats: Option<(Vec<SyncMemo>, StatsEntries, std::time::Instant)>,
+    /// SYNC_STATS as last read, keyed by the memos read just before (see [`SyncMaps::read`]).
+    last_stats: super::inserts::Reuse<Vec<SyncMemo>, Vec<(SyncKey, Vec<SyncStats>)>>,
 }
-
-/// SYNC_STATS's entries: each key's per-CPU values.
-type StatsEntries = Vec<(SyncKey, Vec<SyncStats>)>;
 
 impl SyncMaps {
     /// The completed calls (summed over CPUs) and the running ones, without paths.
@@ -288,15 +285,11 @@ impl SyncMaps {
         let now = std::time::Instant::now();
         let memos_before: Vec<SyncMemo> =
             self.memo.get(&0, 0).context("reading SYNC_MEMO")?.iter().copied().collect();
-        let mut entries = match &self.last_stats {
-            Some((memos, entries, at))
-                if *memos == memos_before && now.duration_since(*at) < crate::util::SLOW_REFRESH =>
-            {
-                entries.clone()
-            }
-            _ => {
+        let mut entries = match self.last_stats.get(&memos_before, now) {
+            Some(entries) => entries.clone(),
+            None => {
                 let entries = self.stats_entries()?;
-                self.last_stats = Some((memos_before, entries.clone(), now));
+                self.last_stats.put(memos_before, entries.clone(), now);
                 entries
             }
         };
