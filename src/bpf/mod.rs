@@ -450,7 +450,11 @@ impl BpfCollector {
     /// eBPF off on purpose (`--no-bpf`) or impossible; `reason` is shown to the user.
     pub fn disabled(reason: &str) -> BpfCollector {
         BpfCollector {
-            status: BpfStatus { enabled: false, reason: Some(reason.to_string()), programs: Vec::new() },
+            status: BpfStatus {
+                enabled: false,
+                reason: Some(reason.to_string()),
+                programs: Default::default(),
+            },
             _ebpf: None,
             block: None,
             page_cache: None,
@@ -483,15 +487,21 @@ impl BpfCollector {
 
     /// The cumulative counters as of now.
     pub fn read(&mut self) -> BpfSample {
-        let mut sample = BpfSample { status: self.status.clone(), ..Default::default() };
         // Every program's kernel-timed runs (bpf_stats): what each mechanism costs per event.
         let stats = self.prog_stats.read(&self.program_fds);
-        for (p, stats) in sample.status.programs.iter_mut().zip(stats) {
-            if let Some(stats) = stats {
+        // Copied only when a count moved (never while bpf_stats is off): the list is shared.
+        let moved = |(p, s): (&BpfProgramStatus, &Option<prog_stats::ProgStats>)| {
+            s.is_some_and(|s| (p.run_cnt, p.run_time_ns) != (s.run_cnt, s.run_time_ns))
+        };
+        if self.status.programs.iter().zip(stats).any(moved) {
+            let programs = std::sync::Arc::make_mut(&mut self.status.programs);
+            for (p, stats) in programs.iter_mut().zip(stats) {
+                let Some(stats) = stats else { continue };
                 p.run_cnt = stats.run_cnt;
                 p.run_time_ns = stats.run_time_ns;
             }
         }
+        let mut sample = BpfSample { status: self.status.clone(), ..Default::default() };
         if let Some(block) = &mut self.block {
             if let Err(e) = block.read(&mut sample) {
                 sample.status.reason = Some(format!("{e:#}"));
@@ -751,7 +761,7 @@ fn overall_status(programs: Vec<BpfProgramStatus>) -> BpfStatus {
         (false, 0) => Some(format!("no eBPF program could be attached; {}", failed.join("; "))),
         (false, _) => Some(format!("some eBPF programs are off; {}", failed.join("; "))),
     };
-    BpfStatus { enabled: working > 0, reason, programs }
+    BpfStatus { enabled: working > 0, reason, programs: programs.into() }
 }
 
 /// Kernels before 5.11 charge BPF maps and programs to RLIMIT_MEMLOCK, whose default (64 KiB or

@@ -58,7 +58,7 @@ struct OpenProcess {
     start_ticks: u64,
     comm: File,
     /// The name and io counters as last read, and the samples since the name was read.
-    last_comm: String,
+    last_comm: std::sync::Arc<str>,
     last_io: Option<ProcIoCounters>,
     /// The io counters changed at the last re-read (or the process is new to the reader).
     moved: bool,
@@ -194,7 +194,7 @@ impl ProcessReader {
                 let entry = OpenProcess {
                     start_ticks: stat.starttime,
                     comm,
-                    last_comm: stat.comm.clone(),
+                    last_comm: stat.comm.as_str().into(),
                     last_io: io.clone(),
                     moved: true,
                     comm_age: 0,
@@ -203,7 +203,7 @@ impl ProcessReader {
                 self.open.insert(pid, entry);
             }
         }
-        Some(ProcessIo { pid, comm: stat.comm, start_ticks: stat.starttime, io, io_read_ns: None })
+        Some(ProcessIo { pid, comm: stat.comm.into(), start_ticks: stat.starttime, io, io_read_ns: None })
     }
 }
 
@@ -241,7 +241,7 @@ fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> 
     entry.comm_age += 1;
     if io.is_none() || io != entry.last_io || entry.comm_age >= COMM_REFRESH {
         let comm = pread_whole(&entry.comm, buf).ok()?;
-        entry.last_comm = String::from_utf8_lossy(comm.strip_suffix(b"\n").unwrap_or(comm)).into_owned();
+        entry.last_comm = String::from_utf8_lossy(comm.strip_suffix(b"\n").unwrap_or(comm)).into();
         entry.comm_age = 0;
     }
     entry.moved = io != entry.last_io;
@@ -326,11 +326,11 @@ mod live_tests {
         let pid = child.id();
         let mut reader = ProcessReader::new();
         let first = find(&reader.read(proc), pid).cloned().expect("child listed");
-        assert_eq!(first.comm, "sh");
+        assert_eq!(&*first.comm, "sh");
         assert!(first.io.is_some(), "our own child's io is readable");
         std::thread::sleep(Duration::from_millis(900));
         let second = find(&reader.read(proc), pid).cloned().expect("child still listed");
-        assert_eq!(second.comm, "sleep", "comm is re-read from the open file after exec");
+        assert_eq!(&*second.comm, "sleep", "comm is re-read from the open file after exec");
         assert_eq!(second.start_ticks, first.start_ticks);
         assert!(reader.open.contains_key(&pid), "the files stayed open");
         child.kill().unwrap();
@@ -384,13 +384,13 @@ mod live_tests {
         }
         let pid = pid as u32;
         let mut reader = ProcessReader::new();
-        let before = find(&reader.read(proc), pid).expect("child listed").comm.clone();
+        let before = find(&reader.read(proc), pid).expect("child listed").comm.to_string();
         flag.store(1, Ordering::Release);
         while flag.load(Ordering::Acquire) != 2 {
             std::thread::sleep(Duration::from_millis(5));
         }
         let names: Vec<String> = (0..COMM_REFRESH)
-            .map(|_| find(&reader.read(proc), pid).expect("child listed").comm.clone())
+            .map(|_| find(&reader.read(proc), pid).expect("child listed").comm.to_string())
             .collect();
         // SAFETY: our own child, killed then reaped; the page is ours.
         unsafe {
@@ -431,7 +431,7 @@ mod live_tests {
         let partial = reader.read_sampled(proc, t0 + 500_000_000, &[]);
         assert!(find(&partial, late_pid).is_none(), "not listed between full passes");
         let named = reader.read_sampled(proc, t0 + 600_000_000, &[late_pid]);
-        assert_eq!(find(&named, late_pid).expect("named, so read").comm, "sleep");
+        assert_eq!(find(&named, late_pid).expect("named, so read").comm.as_ref(), "sleep");
         assert!(named.windows(2).all(|w| w[0].pid < w[1].pid), "sorted by pid");
         // A full pass a second after the last one re-reads everyone.
         let full = reader.read_sampled(proc, t0 + 1_000_000_000, &[]);

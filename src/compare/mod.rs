@@ -306,7 +306,7 @@ mod tests {
         for (i, (comm, w)) in comm_write.iter().enumerate() {
             m.processes.push(crate::model::ProcessModel {
                 pid: i as u32 + 1,
-                comm: comm.to_string(),
+                comm: (*comm).into(),
                 write_bytes_s: *w,
                 ..Default::default()
             });

@@ -83,7 +83,7 @@ pub struct HeaderModel {
 pub struct BpfModel {
     pub enabled: bool,
     pub reason: Option<String>,
-    pub programs: Vec<crate::sample::BpfProgramStatus>,
+    pub programs: std::sync::Arc<Vec<crate::sample::BpfProgramStatus>>,
     /// The block probes' health over the interval; null without them.
     pub block_health: Option<BlockHealthModel>,
     /// Per eBPF-fed pane: live, or what is missing and why (src/model/panes.rs).

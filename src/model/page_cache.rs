@@ -305,7 +305,7 @@ pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<PageCach
     // process's own (main thread) name from /proc is preferred while it is alive.
     // An exited process is looked up in the previous sample (its comm after exec, not before).
     let proc_comm: HashMap<u32, &str> =
-        prev.processes.iter().chain(&cur.processes).map(|p| (p.pid, p.comm.as_str())).collect();
+        prev.processes.iter().chain(&cur.processes).map(|p| (p.pid, &*p.comm)).collect();
     let mut out: Vec<PageCacheProcessModel> = c
         .processes
         .iter()

@@ -242,7 +242,8 @@ mod tests {
                 prog("filemap:mm_filemap_add_to_page_cache", true, None),
                 prog("readahead:page_cache_ra_order", false, Some("tracepoint not found")),
                 prog("block:block_rq_issue", true, None),
-            ],
+            ]
+            .into(),
         };
         let panes = compute(&status);
         let ra = find(&panes, "readahead").unwrap();
@@ -276,7 +277,8 @@ mod tests {
                 prog("filemap:mm_filemap_add_to_page_cache", true, None),
                 fentry("page_cache_ra_order", "readahead:page_cache_ra_order"),
                 prog("block:block_rq_issue", true, None),
-            ],
+            ]
+            .into(),
         };
         let panes = compute(&status);
         assert_eq!(fallback_note(&panes, &["readahead"]), "  [fallback: fentry page_cache_ra_order]");
@@ -290,7 +292,7 @@ mod tests {
 
     #[test]
     fn with_ebpf_off_every_pane_gives_ebpfs_reason() {
-        let status = BpfStatus { enabled: false, reason: Some("not root".into()), programs: vec![] };
+        let status = BpfStatus { enabled: false, reason: Some("not root".into()), programs: vec![].into() };
         for p in compute(&status) {
             assert!(!p.live);
             assert_eq!(p.reason.as_deref(), Some("eBPF is off: not root"), "{}", p.pane);

@@ -11,7 +11,7 @@ use crate::sample::{ProcIoCounters, ProcessIo, Sample};
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ProcessModel {
     pub pid: u32,
-    pub comm: String,
+    pub comm: std::sync::Arc<str>,
     /// Bytes this process caused to be fetched from storage, per second (read_bytes).
     pub read_bytes_s: f64,
     /// Bytes this process caused to be sent to storage (dirtied), per second (write_bytes).

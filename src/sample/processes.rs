@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 #[serde(default)]
 pub struct ProcessIo {
     pub pid: u32,
-    pub comm: String,
+    pub comm: std::sync::Arc<str>,
     /// starttime from /proc/PID/stat (clock ticks since boot): with pid, it tells a reused pid apart.
     pub start_ticks: u64,
     /// None when /proc/PID/io cannot be read (another user's process without privileges).

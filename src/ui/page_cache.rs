@@ -99,7 +99,7 @@ pub fn visible_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a PageCacheP
         .cache_processes
         .iter()
         .filter(|p| {
-            let probe = ProcessModel { pid: p.pid, comm: p.comm.clone(), ..Default::default() };
+            let probe = ProcessModel { pid: p.pid, comm: p.comm.as_str().into(), ..Default::default() };
             rows::matches_filter(&probe, &state.filter)
                 && crate::ui::cgroups::admits(model, state, p.pid, Some(p.cgroup_id))
         })
@@ -374,7 +374,7 @@ fn render_estimate(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
     let mut pid = Column::new("pid", 0).min_width(7);
     pid.cells = rows.iter().map(|p| plain(p.pid.to_string())).collect();
     let mut comm = Column::new("comm", 0).left().min_width(15);
-    comm.cells = rows.iter().map(|p| plain(p.comm.clone())).collect();
+    comm.cells = rows.iter().map(|p| plain(p.comm.to_string())).collect();
     let mut est = Column::new("cache est./s", 0);
     est.cells = rows.iter().map(|p| plain(format::bytes(p.cache_estimate_bytes_s, u))).collect();
     let mut disk = Column::new("from disk/s", 0);

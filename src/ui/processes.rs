@@ -128,7 +128,7 @@ fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
     pid.cells = procs.iter().map(|p| (p.pid.to_string(), Style::new())).collect();
     // comm is at most 15 characters (TASK_COMM_LEN): that width always, so columns do not jump.
     let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15);
-    comm.cells = procs.iter().map(|p| (p.comm.clone(), Style::new())).collect();
+    comm.cells = procs.iter().map(|p| (p.comm.to_string(), Style::new())).collect();
     let rate_title =
         |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
     vec![

@@ -623,7 +623,7 @@ mod tests {
                 .iter()
                 .map(|&(pid, w)| crate::model::ProcessModel {
                     pid,
-                    comm: format!("w{pid}"),
+                    comm: format!("w{pid}").into(),
                     write_bytes_s: w,
                     io_readable: true,
                     ..Default::default()

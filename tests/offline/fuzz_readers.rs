@@ -132,7 +132,7 @@ fn seed_recording() -> Vec<u8> {
     let processes = (0..5)
         .map(|i| ProcessIo {
             pid: i,
-            comm: format!("p{i}"),
+            comm: format!("p{i}").into(),
             start_ticks: 1,
             io: Some(ProcIoCounters::default()),
             io_read_ns: None,

@@ -71,7 +71,7 @@ fn basic_collects_every_part_of_the_sample() {
     assert_eq!(pids, [1, 2, 16333, 16388]);
     assert!(s.processes[0].io.is_none(), "pid 1's io file is absent (unreadable when captured)");
     // comm "io) worker 1" holds ')' and spaces: the stat line is "16388 (io) worker 1) S ..."
-    assert_eq!(s.processes[3].comm, "io) worker 1");
+    assert_eq!(&*s.processes[3].comm, "io) worker 1");
     assert_eq!(s.processes[3].start_ticks, 119578);
 }
 
@@ -211,7 +211,7 @@ fn basic_process_rates() {
     // The worker, t0 → t1: rchar 1719995 → 3030718, wchar 2531 → 1313256, read_bytes 1048576 →
     // 1315840, write_bytes 12288 → 1323008, cancelled_write_bytes 0 → 262144.
     let w = process(&m, 16388);
-    assert_eq!(w.comm, "io) worker 1");
+    assert_eq!(&*w.comm, "io) worker 1");
     close(w.read_bytes_s, 133632.0); // 267264 / 2 (its 4 × 64 KiB O_DIRECT reads + 5 KiB)
     close(w.write_bytes_s, 655360.0); // 1310720 / 2 (1 MiB kept + 256 KiB deleted)
     close(w.rchar_s, 655361.5); // 1310723 / 2
@@ -353,7 +353,7 @@ fn hotplug_processes_reused_pid_new_and_gone() {
     close(pg.cache_estimate_bytes_s, 1_000_000.0); // (3000000 − 1000000) / 2
                                                    // pid 200's start time changed 6000 → 9000: another process; its rchar 500 → 900000 is no rate.
     let reused = process(&m, 200);
-    assert_eq!(reused.comm, "new job");
+    assert_eq!(&*reused.comm, "new job");
     assert_eq!(reused.rchar_s, 0.0);
     assert!(reused.io_readable);
     assert_eq!(process(&m, 400).rchar_s, 0.0);

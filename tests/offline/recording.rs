@@ -256,7 +256,7 @@ fn make_big_recording() {
     s.processes = (0..20_000u32)
         .map(|i| ioscope::sample::ProcessIo {
             pid: 1000 + i,
-            comm: format!("worker-{}", i % 700),
+            comm: format!("worker-{}", i % 700).into(),
             start_ticks: u64::from(i) * 7,
             io: Some(Default::default()),
             io_read_ns: None,

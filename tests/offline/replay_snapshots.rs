@@ -102,7 +102,7 @@ fn argmax(models: &[(usize, ioscope::model::Model)], score: impl Fn(&ioscope::mo
 fn reader(m: &ioscope::model::Model) -> Option<&ioscope::model::ProcessModel> {
     m.processes
         .iter()
-        .filter(|p| p.comm == "dd" || p.comm == "cat")
+        .filter(|p| &*p.comm == "dd" || &*p.comm == "cat")
         .max_by(|a, b| a.rchar_s.total_cmp(&b.rchar_s))
 }
 
@@ -116,7 +116,7 @@ fn demo_cold_vs_warm_read() {
     let all = models(COLD_WARM);
     // Cold: dd's reads come from the disk (read_bytes ≈ rchar). Warm: cat reads the same file
     // from the page cache, many times faster, with no disk reads.
-    let cold = argmax(&all, |m| reader(m).filter(|p| p.comm == "dd").map_or(0.0, |p| p.read_bytes_s));
+    let cold = argmax(&all, |m| reader(m).filter(|p| &*p.comm == "dd").map_or(0.0, |p| p.read_bytes_s));
     let warm = argmax(&all, |m| reader(m).map_or(0.0, |p| p.cache_estimate_bytes_s));
     let (c, w) = (reader(&all[cold - 1].1).unwrap(), reader(&all[warm - 1].1).unwrap());
     assert!(c.read_bytes_s > 100e6 && c.read_bytes_s > 0.8 * c.rchar_s, "cold: {c:?}");

@@ -29,7 +29,8 @@ fn status(get_pages_error: Option<&str>) -> BpfStatus {
             prog("block:block_rq_complete", None),
             prog("filemap:mm_filemap_get_pages", get_pages_error),
             prog("filemap:mm_filemap_add_to_page_cache", None),
-        ],
+        ]
+        .into(),
     }
 }
 
@@ -92,7 +93,7 @@ fn without_ebpf_the_view_says_what_it_needs() {
     m.bpf.enabled = false;
     m.bpf.reason = Some("not root: eBPF needs CAP_BPF and CAP_PERFMON".into());
     m.bpf.panes =
-        panes::compute(&BpfStatus { enabled: false, reason: m.bpf.reason.clone(), programs: vec![] });
+        panes::compute(&BpfStatus { enabled: false, reason: m.bpf.reason.clone(), programs: vec![].into() });
     let mut s = UiState::new(Duration::from_secs(1), false);
     key(&mut s, KeyCode::Char('c'));
     let text = screen(&m, &s);
@@ -125,7 +126,7 @@ fn sync_call_latency_per_cgroup_and_what_it_lacks() {
     // A kernel without syscall tracing: the sync programs are there, their events are not.
     let mut st = status(None);
     for tp in ["syscalls:sys_enter_fsync", "syscalls:sys_exit_fsync"] {
-        st.programs.push(BpfProgramStatus {
+        std::sync::Arc::make_mut(&mut st.programs).push(BpfProgramStatus {
             program: "sync_enter".into(),
             tracepoint: tp.into(),
             error: Some(format!("tracepoint {tp} not found")),

@@ -27,7 +27,8 @@ fn on_6_1() -> Model {
             prog("filemap:mm_filemap_get_pages", gone),
             prog("filemap:mm_filemap_add_to_page_cache", None),
             prog("readahead:page_cache_ra_order", gone),
-        ],
+        ]
+        .into(),
     };
     m.bpf.enabled = true;
     m.bpf.panes = panes::compute(&status);

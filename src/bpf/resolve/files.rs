@@ -275,8 +275,10 @@ pub struct FileResolver {
     sysfs: SysfsCache,
     /// The names the kernel programs read from the dentries (step 0), when they run.
     names: Option<crate::bpf::file_names::FileNames>,
-    /// The mount table as of the last sample.
+    /// The mount table as of the last sample, and what it was built from (the mount table's
+    /// generation, the sysfs cache's start): rebuilt only when either changed.
     mounts: Vec<Mount>,
+    mounts_from: Option<(u64, Option<Instant>)>,
     /// Steps 1–4 (/proc, mount walks) after the kernel's names; off only in tests.
     pub fallbacks: bool,
     /// The files whose paths this sample checked, open (see [`Checked`]); closed at the end
@@ -446,6 +448,7 @@ impl FileResolver {
             sysfs: SysfsCache::default(),
             names: None,
             mounts: Vec::new(),
+            mounts_from: None,
             fallbacks: true,
             checked: HashMap::new(),
             checked_meta: HashMap::new(),
@@ -554,9 +557,17 @@ impl FileResolver {
         None
     }
 
+    /// The mount table with each mount's backing device: the last sample's list while nothing it
+    /// was built from changed (its paths are three allocations per mount).
     fn mounts(&mut self) -> Vec<Mount> {
-        let table = self.mount_table.read();
-        table
+        self.mount_table.read();
+        let from = Some((self.mount_table.generation, self.sysfs.since));
+        if from == self.mounts_from {
+            return std::mem::take(&mut self.mounts);
+        }
+        self.mounts_from = from;
+        self.mount_table
+            .parsed
             .iter()
             .map(|m| Mount {
                 dev: m.dev,

@@ -783,7 +783,7 @@ fn bpf(out: &mut Vec<Family>, s: &Sample) {
         "",
         "1 when the program is attached, 0 when it could not be (see ioscope_bpf_status_info).",
     );
-    for p in &st.programs {
+    for p in st.programs.iter() {
         f.add(
             &[("program", &p.program), ("event", &p.tracepoint), ("mechanism", mechanism(&p.mechanism))],
             if p.attached { 1.0 } else { 0.0 },
