@@ -136,7 +136,7 @@ pub struct BpfCollector {
     block_file_mapper: resolve::block_files::BlockFileMapper,
     /// Sync calls (fsync and friends) and the paths of their files.
     syncs: Option<syncs::SyncMaps>,
-    sync_attached: Vec<String>,
+    sync_attached: std::sync::Arc<Vec<String>>,
     sync_paths: resolve::syncs::SyncPathResolver,
     /// Each program of the status (same order), when attached: to read the kernel's run counts.
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
@@ -395,7 +395,7 @@ impl BpfCollector {
         programs.extend(ra_statuses);
         let (sync_statuses, sync_maps) = syncs::attach(&mut ebpf, &sync_plan);
         let sync_attached =
-            sync_statuses.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect();
+            sync_statuses.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect::<Vec<_>>();
         programs.extend(sync_statuses);
         programs.push(cgroup_move::attach(&mut ebpf, &move_plan));
         let preloaded = preload::finish(&mut ebpf);
@@ -438,7 +438,7 @@ impl BpfCollector {
             request_ring,
             block_file_mapper: Default::default(),
             syncs: sync_maps,
-            sync_attached,
+            sync_attached: sync_attached.into(),
             sync_paths: Default::default(),
             program_fds,
             prog_stats: Default::default(),
@@ -465,7 +465,7 @@ impl BpfCollector {
             request_ring: None,
             block_file_mapper: Default::default(),
             syncs: None,
-            sync_attached: Vec::new(),
+            sync_attached: Default::default(),
             sync_paths: Default::default(),
             program_fds: Vec::new(),
             prog_stats: Default::default(),

@@ -494,7 +494,7 @@ pub struct PageCacheMaps {
     dio_memo: PerCpuArray<MapData, DioMemo>,
     write_memo: PerCpuArray<MapData, WriteMemo>,
     hz: u64,
-    attached: Vec<String>,
+    attached: std::sync::Arc<Vec<String>>,
     /// CACHE_PROCS as last read, keyed by what the counters outside it said just before (see
     /// [`PageCacheMaps::read`]).
     last: super::inserts::Reuse<QuietKey, Vec<(u32, Vec<CacheCounters>)>>,
@@ -549,7 +549,8 @@ impl PageCacheMaps {
         let scratch = PerCpuArray::try_from(take(CACHE_SCRATCH_MAP)?)?;
         let dio_memo = PerCpuArray::try_from(take(DIO_MEMO_MAP)?)?;
         let write_memo = PerCpuArray::try_from(take(WRITE_MEMO_MAP)?)?;
-        let attached = statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect();
+        let attached =
+            statuses.iter().filter(|s| s.attached).map(|s| s.tracepoint.clone()).collect::<Vec<_>>();
         Ok(PageCacheMaps {
             procs,
             totals,
@@ -558,7 +559,7 @@ impl PageCacheMaps {
             dio_memo,
             write_memo,
             hz,
-            attached,
+            attached: attached.into(),
             batch: true,
             last: Default::default(),
         })

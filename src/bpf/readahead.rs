@@ -225,7 +225,7 @@ pub fn loads<'a>(
 pub struct ReadaheadMaps {
     files: HashMap<MapData, RaFileKey, RaFileStats>,
     totals: PerCpuArray<MapData, RaTotals>,
-    attached: Vec<String>,
+    attached: std::sync::Arc<Vec<String>>,
     paths: PathCache,
     /// Each entry's counters as last read: an entry read unchanged, with nothing pending, is
     /// removed (see [`ReadaheadMaps::read`]).
@@ -263,11 +263,11 @@ impl ReadaheadMaps {
             .iter()
             .filter(|s| s.attached)
             .map(|s| s.fallback_for.clone().unwrap_or_else(|| s.tracepoint.clone()))
-            .collect();
+            .collect::<Vec<_>>();
         Ok(ReadaheadMaps {
             files,
             totals,
-            attached,
+            attached: attached.into(),
             paths: PathCache::default(),
             last: StdHashMap::new(),
             batch: true,

@@ -78,7 +78,7 @@ pub fn block_settings(root: &SystemRoot, disks: &[DiskStat], files: &mut read::F
 #[derive(Default)]
 pub struct SettingsCache {
     at: Option<std::time::Instant>,
-    settings: Vec<BlockSettings>,
+    settings: Vec<std::sync::Arc<BlockSettings>>,
     /// The other files that change by hand, if at all, on the same terms (uptime is read each
     /// time): the dirty settings, the zones' watermarks, the host's name and kernel.
     slow_at: Option<std::time::Instant>,
@@ -94,12 +94,12 @@ impl SettingsCache {
         root: &SystemRoot,
         disks: &[DiskStat],
         files: &mut read::Files,
-    ) -> Vec<BlockSettings> {
+    ) -> Vec<std::sync::Arc<BlockSettings>> {
         let now = std::time::Instant::now();
         let same_disks = self.settings.len() == disks.len()
             && self.settings.iter().zip(disks).all(|(s, d)| s.name == d.name);
         if !same_disks || self.at.is_none_or(|t| now.duration_since(t) >= SETTINGS_FRESH) {
-            self.settings = block_settings(root, disks, files);
+            self.settings = block_settings(root, disks, files).into_iter().map(Into::into).collect();
             self.at = Some(now);
         }
         self.settings.clone()

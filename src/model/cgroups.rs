@@ -404,7 +404,7 @@ mod tests {
         };
         let with = |mono_s: u64, calls: Vec<SyncCallCounters>, running: Vec<SyncRunning>| {
             let mut s = Sample { mono_ns: mono_s * 1_000_000_000, ..Default::default() };
-            s.bpf.syncs = Some(SyncSample { attached: vec![], calls, running });
+            s.bpf.syncs = Some(SyncSample { attached: Default::default(), calls, running });
             s
         };
         // Cgroup 10: two processes, 99 calls in [1, 2) ms and 1 of 40 ms; cgroup 20: none done,

@@ -41,7 +41,7 @@ pub struct DeviceModel {
     /// Flushes (None where the kernel does not report them).
     pub f_s: Option<f64>,
     pub f_await: Option<f64>,
-    pub settings: Option<BlockSettings>,
+    pub settings: Option<std::sync::Arc<BlockSettings>>,
     /// What the eBPF `block_rq_issue` probe counted for this device, when eBPF is on.
     pub bpf: Option<BpfDeviceRates>,
 }
@@ -86,7 +86,7 @@ const VIRTUAL_PREFIXES: [&str; 4] = ["loop", "ram", "zram", "nbd"];
 pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<DeviceModel> {
     let prev_disks: HashMap<(u32, u32), &DiskStat> =
         prev.map(|p| p.disks.iter().map(|d| ((d.major, d.minor), d)).collect()).unwrap_or_default();
-    let settings: HashMap<&str, &BlockSettings> =
+    let settings: HashMap<&str, &std::sync::Arc<BlockSettings>> =
         cur.block_settings.iter().map(|b| (b.name.as_str(), b)).collect();
     cur.disks
         .iter()

@@ -87,7 +87,7 @@ pub struct BpfModel {
     /// The block probes' health over the interval; null without them.
     pub block_health: Option<BlockHealthModel>,
     /// Per eBPF-fed pane: live, or what is missing and why (src/model/panes.rs).
-    pub panes: Vec<panes::PaneStatus>,
+    pub panes: std::sync::Arc<Vec<panes::PaneStatus>>,
 }
 
 impl Model {

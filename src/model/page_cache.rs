@@ -109,7 +109,7 @@ pub struct PageCacheModel {
     pub last_throttle: Option<LastThrottleModel>,
     pub cross_check: CrossCheck,
     /// Tracepoints whose counters are live; a missing one means its figures read 0.
-    pub attached: Vec<String>,
+    pub attached: std::sync::Arc<Vec<String>>,
 }
 
 /// The kernel's dirty limits, bytes.

@@ -6,9 +6,12 @@
 //! met when a program on any of its alternatives attached (an alternative is what a program's
 //! status names in `tracepoint`: a tracepoint "category:event", or a fallback's own name).
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use serde::Serialize;
 
-use crate::sample::BpfStatus;
+use crate::sample::{BpfProgramStatus, BpfStatus};
 
 /// One pane's (or figure's) state.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -101,8 +104,35 @@ fn since(event: &str) -> Option<&'static str> {
     }
 }
 
-/// Every pane's state under this eBPF status.
-pub fn compute(status: &BpfStatus) -> Vec<PaneStatus> {
+/// Every pane's state under this eBPF status. The status's program list is shared by all the
+/// samples of a run, so the last answer is kept and handed out again while the list (the same
+/// allocation), `enabled` and `reason` are the same: each answer is ~50 strings.
+pub fn compute(status: &BpfStatus) -> Arc<Vec<PaneStatus>> {
+    type Memo = (Arc<Vec<BpfProgramStatus>>, bool, Option<String>, Arc<Vec<PaneStatus>>);
+    thread_local! {
+        static LAST: RefCell<Option<Memo>> = const { RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| {
+        if let Some((programs, enabled, reason, panes)) = last.as_ref() {
+            if Arc::ptr_eq(programs, &status.programs)
+                && *enabled == status.enabled
+                && *reason == status.reason
+            {
+                return panes.clone();
+            }
+        }
+        let panes = Arc::new(compute_afresh(status));
+        // Not kept past its sample when it is large: every pane repeats the reason eBPF is off.
+        *last = (status.reason.as_ref().is_none_or(|r| r.len() <= MEMO_REASON_MAX))
+            .then(|| (status.programs.clone(), status.enabled, status.reason.clone(), panes.clone()));
+        panes
+    })
+}
+
+/// The longest reason whose answer [`compute`] keeps (real ones are a few hundred bytes).
+const MEMO_REASON_MAX: usize = 4096;
+
+fn compute_afresh(status: &BpfStatus) -> Vec<PaneStatus> {
     PANES
         .iter()
         .map(|&(pane, title, needs)| {
@@ -113,7 +143,7 @@ pub fn compute(status: &BpfStatus) -> Vec<PaneStatus> {
             let mut fallback = false;
             for need in needs {
                 // A program on a fallback (ebpf/README.md) stands in for the tracepoint it replaces.
-                fn stands_for(p: &crate::sample::BpfProgramStatus) -> &str {
+                fn stands_for(p: &BpfProgramStatus) -> &str {
                     p.fallback_for.as_deref().unwrap_or(&p.tracepoint)
                 }
                 let on_it: Vec<_> =
@@ -293,9 +323,29 @@ mod tests {
     #[test]
     fn with_ebpf_off_every_pane_gives_ebpfs_reason() {
         let status = BpfStatus { enabled: false, reason: Some("not root".into()), programs: vec![].into() };
-        for p in compute(&status) {
+        for p in compute(&status).iter() {
             assert!(!p.live);
             assert_eq!(p.reason.as_deref(), Some("eBPF is off: not root"), "{}", p.pane);
         }
+    }
+
+    #[test]
+    fn the_last_answer_is_reused_only_for_the_same_program_list_and_reason() {
+        let mut status = BpfStatus {
+            enabled: true,
+            reason: None,
+            programs: vec![prog("block:block_rq_issue", true, None)].into(),
+        };
+        let first = compute(&status);
+        assert!(Arc::ptr_eq(&first, &compute(&status)), "the same status: the same answer");
+        status.reason = Some("a map could not be read".into());
+        let other = compute(&status);
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(*other, compute_afresh(&status));
+        // Another list (another run, a recording's sample) is computed afresh.
+        status.programs = Arc::new(vec![prog("block:block_rq_issue", false, Some("not found"))]);
+        let changed = compute(&status);
+        assert!(!find(&changed, "devices_bpf").unwrap().live);
+        assert!(find(&first, "devices_bpf").unwrap().live);
     }
 }

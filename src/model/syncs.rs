@@ -186,7 +186,7 @@ mod tests {
         throttled: &[(u32, u64)],
     ) -> Sample {
         let mut s = Sample { mono_ns: mono_s * 1_000_000_000, ..Default::default() };
-        s.bpf.syncs = Some(SyncSample { attached: vec![], calls, running });
+        s.bpf.syncs = Some(SyncSample { attached: Default::default(), calls, running });
         let processes = throttled
             .iter()
             .map(|&(pid, j)| CacheProcessSample {

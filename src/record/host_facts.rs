@@ -40,7 +40,7 @@ pub fn header(root: &SystemRoot, first: &Sample, interval_s: f64, command: &str)
         kernel: first.host.kernel.clone(),
         page_size: first.page_size,
         cpus: std::thread::available_parallelism().map(|n| n.get() as u64).unwrap_or(0),
-        devices: first.block_settings.clone(),
+        devices: first.block_settings.iter().map(|b| (**b).clone()).collect(),
         mounts: std::fs::read_to_string(root.proc.join("self/mounts"))
             .map(|t| parse_mounts(&t))
             .unwrap_or_default(),

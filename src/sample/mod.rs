@@ -50,7 +50,7 @@ pub struct Sample {
     /// One entry per line of /proc/diskstats (whole disks and partitions).
     pub disks: Vec<DiskStat>,
     /// Settings from /sys/block/NAME/queue for whole disks (partitions inherit their disk's).
-    pub block_settings: Vec<BlockSettings>,
+    pub block_settings: Vec<std::sync::Arc<BlockSettings>>,
     pub processes: Vec<ProcessIo>,
     pub bpf: BpfSample,
     /// The cgroup files of the cgroups the eBPF programs saw doing I/O (src/collect/cgroups.rs);

@@ -12,7 +12,7 @@ pub struct PageCacheSample {
     /// The kernel's timer frequency (CONFIG_HZ): throttling pauses are reported in jiffies.
     pub hz: u64,
     /// Which of the counters' tracepoints are attached ("filemap:mm_filemap_get_pages", ...).
-    pub attached: Vec<String>,
+    pub attached: std::sync::Arc<Vec<String>>,
     /// True when mmap accesses are counted from `kmem:rss_stat` (pages mapped); false when they
     /// fall back to `mm_filemap_map_pages` windows plus `mm_filemap_fault` events.
     pub rss_mapped: bool,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 #[serde(default)]
 pub struct ReadaheadSample {
     /// "category:event" of each readahead program attached.
-    pub attached: Vec<String>,
+    pub attached: std::sync::Arc<Vec<String>>,
     pub files: Vec<RaFileSample>,
     /// Per device, the files active in the interval beyond the sample's rows (the collector's
     /// budget, src/bpf/readahead.rs RA_ROWS), summed: counts over the interval, not cumulative.

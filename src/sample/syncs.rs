@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 #[serde(default)]
 pub struct SyncSample {
     /// "category:event" of each sync program attached.
-    pub attached: Vec<String>,
+    pub attached: std::sync::Arc<Vec<String>>,
     /// Completed calls per (process, call, file), cumulative.
     pub calls: Vec<SyncCallCounters>,
     /// Calls in progress.

@@ -44,11 +44,11 @@ fn sample(mono_s: u64, sectors_read: u64, files: Vec<RaFileSample>) -> Sample {
             sectors_read,
             ..Default::default()
         }],
-        block_settings: vec![BlockSettings {
+        block_settings: vec![std::sync::Arc::new(BlockSettings {
             name: "loop0".into(),
             read_ahead_kb: Some(128),
             ..Default::default()
-        }],
+        })],
         bpf: ioscope::sample::BpfSample {
             readahead: Some(ReadaheadSample { files, page_map_capacity: 262_144, ..Default::default() }),
             ..Default::default()

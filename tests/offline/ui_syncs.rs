@@ -87,7 +87,8 @@ fn without_the_probes_the_view_says_what_is_missing() {
         missing: vec!["syscalls:sys_enter_fsync".into()],
         reason: Some("needs tracepoint syscalls:sys_enter_fsync".into()),
         ..Default::default()
-    }];
+    }]
+    .into();
     let mut state = UiState::new(Duration::from_secs(1), false);
     state.open(Body::Syncs);
     let view = screen(&m, &state);
