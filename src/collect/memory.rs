@@ -62,13 +62,14 @@ pub fn parse_vmstat(text: &str) -> VmStat {
     let mut v = VmStat::default();
     let (mut refault_file, mut refault, mut threshold, mut background) = (None, 0, None, None);
     for line in text.lines() {
-        let Some((key, value)) = line.split_once(' ') else { continue };
-        // Only the lines used have their value parsed: ~15 of ~200.
-        let used = matches!(key.as_bytes().first(), Some(b'n' | b'p' | b'w'))
-            && (key.starts_with("nr_") || key.starts_with("pg") || key.starts_with("workingset_refault"));
+        // Only the lines used are split and have their value parsed: ~15 of ~200, told apart
+        // by their first bytes before any search for the space.
+        let used = matches!(line.as_bytes().first(), Some(b'n' | b'p' | b'w'))
+            && (line.starts_with("nr_") || line.starts_with("pg") || line.starts_with("workingset_refault"));
         if !used {
             continue;
         }
+        let Some((key, value)) = line.split_once(' ') else { continue };
         let reclaimer = |event: &str| {
             key.strip_prefix(event)
                 .is_some_and(|who| matches!(who, "_kswapd" | "_direct" | "_khugepaged" | "_proactive"))

@@ -297,10 +297,15 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
     let low_memory = mem.total_bytes > 0
         && (mem.available_bytes as f64) * 100.0 / (mem.total_bytes as f64) < LOW_MEMORY_PCT;
     for f in m.files.iter().filter(|f| f.label.is_none()) {
-        let ra_kb = m.devices.iter().find(|d| d.dev == f.dev).and_then(|d| d.read_ahead_kb);
-        let now = ra_kb.map(|kb| format!(" (now {kb} KiB)")).unwrap_or_default();
-        let who = if f.processes.is_empty() { "the application".to_string() } else { f.processes.join(", ") };
+        // Formatted only for a file that gets a hint (most rows get none, every sample).
+        let now = || {
+            let ra_kb = m.devices.iter().find(|d| d.dev == f.dev).and_then(|d| d.read_ahead_kb);
+            ra_kb.map(|kb| format!(" (now {kb} KiB)")).unwrap_or_default()
+        };
         if f.wasted_pages >= HINT_MIN_WASTED_PAGES && f.waste_pct.is_some_and(|w| w >= HIGH_WASTE_PCT) {
+            let who =
+                if f.processes.is_empty() { "the application".to_string() } else { f.processes.join(", ") };
+            let now = now();
             let mut remedies = vec![format!("lower read_ahead_kb on {}{now}", f.device)];
             // Read-around on faults (mmap) vs read() readahead: the call that fits.
             if f.mmap_miss > 0 || f.read_around_windows > 0 {
@@ -325,6 +330,7 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
         {
             let window_kb = f.max_window_pages * cur.page_size.max(1) / 1024;
             if window_kb <= SMALL_WINDOW_KB {
+                let now = now();
                 out.push(format!(
                     "{}: sequential reader held to {window_kb} KiB windows; raise read_ahead_kb on {}{now}",
                     f.path, f.device
