@@ -401,6 +401,10 @@ struct Walker {
     found: std::sync::mpsc::Receiver<(FileId, String)>,
     /// A walk is under way: no new job is queued meanwhile (a paced walk can outlast WALK_EVERY).
     busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The walk under way (its device and inodes), and the flag that stops it when no view
+    /// wants any of them any more (see [`walk_mount`]).
+    current: Option<((u32, u32), HashSet<u64>)>,
+    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Walker {
@@ -409,9 +413,11 @@ impl Walker {
         let (found_tx, found) = std::sync::mpsc::channel();
         let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let walking = busy.clone();
+        let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cancelled = cancel.clone();
         let _ = std::thread::Builder::new().name("ioscope-file-walk".into()).spawn(move || {
             for (dev, root, wanted) in job_rx {
-                for (ino, path) in walk_mount(&root, &wanted, MAX_WALK_ENTRIES, WALK_PACE) {
+                for (ino, path) in walk_mount(&root, &wanted, MAX_WALK_ENTRIES, WALK_PACE, &cancelled) {
                     if found_tx.send(((dev.0, dev.1, ino), path)).is_err() {
                         return;
                     }
@@ -419,7 +425,21 @@ impl Walker {
                 walking.store(false, std::sync::atomic::Ordering::Release);
             }
         });
-        Walker { jobs, found, busy }
+        Walker { jobs, found, busy, current: None, cancel }
+    }
+
+    /// Stops the walk under way when none of its inodes is still `unknown`: a walk's finds are
+    /// taken only for files a view still lists without a path, and a walk of a large mount
+    /// (100,000 entries, paced) runs for a minute or more after a burst's files were all named.
+    fn cancel_unless_wanted(&mut self, unknown: &HashSet<FileId>) {
+        use std::sync::atomic::Ordering;
+        let Some((dev, inodes)) = &self.current else { return };
+        if !self.busy.load(Ordering::Acquire) {
+            self.current = None;
+        } else if !inodes.iter().any(|&ino| unknown.contains(&(dev.0, dev.1, ino))) {
+            self.cancel.store(true, Ordering::Release);
+            self.current = None;
+        }
     }
 }
 
@@ -800,6 +820,9 @@ impl FileResolver {
                 }
             }
         }
+        if let Some(w) = &mut self.walker {
+            w.cancel_unless_wanted(&unknown);
+        }
         // A background walk of a mount that still has unknown inodes, one walk at a time.
         let devs: HashSet<(u32, u32)> = unknown.iter().map(|id| (id.0, id.1)).collect();
         for dev in devs {
@@ -814,6 +837,8 @@ impl FileResolver {
             self.last_walk.insert(dev, now);
             let wanted: HashSet<u64> =
                 unknown.iter().filter(|id| (id.0, id.1) == dev).map(|id| id.2).collect();
+            walker.cancel.store(false, std::sync::atomic::Ordering::Release);
+            walker.current = Some((dev, wanted.clone()));
             let _ = walker.jobs.send((dev, m.mount_point.clone(), wanted));
         }
         let mut cache_budget = MAX_CACHE_STATES;
@@ -1054,12 +1079,14 @@ pub fn maps_files(text: &str) -> Vec<(FileId, String)> {
 }
 
 /// Walks the tree under `root` (not crossing into other filesystems) looking for `wanted` inode
-/// numbers, reading at most `budget` directory entries, pausing `pause` after every `pace_entries`.
+/// numbers, reading at most `budget` directory entries, pausing `pause` after every `pace_entries`;
+/// stops with what it found when `cancel` is set.
 fn walk_mount(
     root: &Path,
     wanted: &HashSet<u64>,
     mut budget: usize,
     (pace_entries, pause): (usize, Duration),
+    cancel: &std::sync::atomic::AtomicBool,
 ) -> Vec<(u64, String)> {
     let Ok(root_meta) = std::fs::metadata(root) else { return Vec::new() };
     let mut found = Vec::new();
@@ -1068,7 +1095,8 @@ fn walk_mount(
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.flatten() {
-            if budget == 0 || found.len() == wanted.len() {
+            if budget == 0 || found.len() == wanted.len() || cancel.load(std::sync::atomic::Ordering::Acquire)
+            {
                 return found;
             }
             budget -= 1;
@@ -1333,6 +1361,31 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert_eq!(found.as_deref(), file.to_str());
+    }
+
+    /// A walk stops as soon as no view wants any of its inodes: cancelled, it returns what it
+    /// found so far (nothing here) instead of reading the rest of the mount.
+    #[test]
+    fn a_walk_nobody_wants_any_more_stops() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let data = tempfile::tempdir().unwrap();
+        let file = data.path().join("wanted");
+        std::fs::write(&file, b"x").unwrap();
+        let ino = std::fs::metadata(&file).unwrap().ino();
+        let wanted = HashSet::from([ino]);
+        let pace = (1000, Duration::ZERO);
+        let found = walk_mount(data.path(), &wanted, 100, pace, &AtomicBool::new(false));
+        assert_eq!(found, [(ino, file.to_string_lossy().into_owned())]);
+        assert!(walk_mount(data.path(), &wanted, 100, pace, &AtomicBool::new(true)).is_empty());
+        // The resolver's side: the flag is set once the walk's inodes are all named or unlisted.
+        let mut w = Walker::start();
+        w.busy.store(true, Ordering::Release);
+        w.current = Some(((7, 1), HashSet::from([5, 6])));
+        w.cancel_unless_wanted(&HashSet::from([(7, 1, 6), (8, 0, 5)]));
+        assert!(!w.cancel.load(Ordering::Acquire), "inode 6 is still wanted");
+        w.cancel_unless_wanted(&HashSet::from([(8, 0, 5)]));
+        assert!(w.cancel.load(Ordering::Acquire), "another device's inode 5 is not the walk's");
+        assert!(w.current.is_none());
     }
 
     #[test]
