@@ -10,7 +10,9 @@
 //! does not decide the outcome).
 //!
 //! To be slow enough to watch, the loop device does direct I/O to its image and takes requests of
-//! at most 4 KiB (`max_sectors_kb`): 512 MiB then takes ~2 s to write back here.
+//! at most 4 KiB (`max_sectors_kb`): 512 MiB then takes ~1.1–2 s to write back here. (768 MiB
+//! is not written back by the call: the flusher takes most of it before, at this device's share
+//! of the dirty limit.) A call must run long enough to be seen running past a second.
 
 use crate::common;
 
@@ -274,7 +276,13 @@ fn sync_calls_are_timed_on_their_file_and_process_while_they_run() {
                 failures.push(format!("{mode}: {what}"));
             }
         };
-        assert!(o.took_s > 1.2, "{mode} took {:.3} s: the loop device is too fast for this test", o.took_s);
+        // What the test needs of the machine: a call that runs long enough to be seen running
+        // past a second (sampled every 200 ms).
+        assert!(
+            o.took_s > 1.2 || o.running_seen.is_some(),
+            "{mode} took {:.3} s: the loop device is too fast for this test",
+            o.took_s
+        );
         check(row.comm == WRITER_COMM, format!("comm {:?}", row.comm));
         check(row.calls == 1 && row.running == 0, format!("calls {} running {}", row.calls, row.running));
         let err = (row.max_s - o.took_s).abs() / o.took_s;
