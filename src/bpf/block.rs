@@ -444,7 +444,6 @@ pub struct BlockMaps {
 
 /// The device and process tables as read (the processes summed per key, before the liveness
 /// check of each sample).
-#[derive(Clone)]
 struct Tables {
     devices: Vec<BlockDeviceCounters>,
     processes: StdHashMap<ProcKey, BlockProcessCounters>,
@@ -521,8 +520,7 @@ impl BlockMaps {
         // so an event the counts show was in the tables when they were read. Read anyway once
         // every SLOW_REFRESH.
         let now = Instant::now();
-        let quiet = self.last_tables.get(&health, now).cloned();
-        let devices = match &quiet {
+        let devices = match self.last_tables.get(&health, now) {
             Some(last) => last.devices.clone(),
             None => {
                 let mut devices = Vec::new();
@@ -557,11 +555,14 @@ impl BlockMaps {
                 },
             }
         }
+        // The tables kept, borrowed rather than copied (a quiet sample reads them only).
+        let last = self.last_tables.get(&health, now);
+        let quiet = last.is_some();
         let mut processes = Vec::new();
         let mut per_cpu = Vec::new();
-        let mut summed = StdHashMap::with_capacity(pairs.len());
+        let mut summed = StdHashMap::with_capacity(if quiet { 0 } else { pairs.len() });
         for (key, slots) in &pairs {
-            let cached = quiet.as_ref().and_then(|last| last.processes.get(key));
+            let cached = last.and_then(|last| last.processes.get(key));
             let counters = match cached {
                 Some(c) => c.clone(),
                 None => {
@@ -574,7 +575,7 @@ impl BlockMaps {
                     sum_process(*key, &per_cpu)
                 }
             };
-            if quiet.is_none() && !dead.contains(&key.tgid) {
+            if !quiet && !dead.contains(&key.tgid) {
                 summed.insert(*key, counters.clone());
             }
             let mut p = counters;
@@ -589,7 +590,7 @@ impl BlockMaps {
             self.kthreads.remove(tgid);
         }
         out.io_processes = processes;
-        match self.last_tables.value_mut().filter(|_| quiet.is_some()) {
+        match self.last_tables.value_mut().filter(|_| quiet) {
             Some(tables) => tables.processes.retain(|key, _| !dead.contains(&key.tgid)),
             None => {
                 let tables = Tables { devices: out.block_devices.clone(), processes: summed };
