@@ -92,7 +92,7 @@ impl StatsCache {
             self.sysctl = std::fs::File::open("/proc/sys/kernel/bpf_stats_enabled").ok();
         }
         let Some(f) = &self.sysctl else { return true };
-        match crate::util::pread_all(f, &mut self.buf) {
+        match crate::util::pread_whole(f, &mut self.buf) {
             Ok(text) => text.trim_ascii() != b"0",
             Err(_) => true,
         }

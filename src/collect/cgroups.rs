@@ -83,7 +83,7 @@ impl CgroupFiles {
         let dir = self.v2.as_ref().map(|root| root.join(path.trim_start_matches('/')));
         let files = &mut self.files;
         let mut file = |name: &str, parse: &mut dyn FnMut(&str)| {
-            if let Some(text) = dir.as_ref().and_then(|d| files.text(&d.join(name))) {
+            if let Some(text) = dir.as_ref().and_then(|d| files.record(&d.join(name))) {
                 parse(text);
             }
         };

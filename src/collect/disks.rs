@@ -10,7 +10,7 @@ use crate::sample::{BlockSettings, DirtySettings, DiscardStat, DiskStat, FlushSt
 /// columns since 2.6, 18 (discards) since 4.18 and 20 (flushes) since 5.5; shorter lines leave the
 /// newer groups None.
 pub fn diskstats(root: &SystemRoot, files: &mut read::Files) -> Vec<DiskStat> {
-    let Some(text) = files.text(&root.proc.join("diskstats")) else { return Vec::new() };
+    let Some(text) = files.lines(&root.proc.join("diskstats")) else { return Vec::new() };
     text.lines().filter_map(parse_line).collect()
 }
 
@@ -56,7 +56,7 @@ pub fn block_settings(root: &SystemRoot, disks: &[DiskStat], files: &mut read::F
     let mut parent: Option<usize> = None;
     for disk in disks {
         let dir = class.join(&disk.name);
-        let is_partition = files.text(&dir.join("partition")).is_some();
+        let is_partition = files.record(&dir.join("partition")).is_some();
         let settings = if is_partition {
             let mut s = parent.map(|p| out[p].clone()).unwrap_or_default();
             s.start_sector = files.u64(&dir.join("start"));
@@ -135,7 +135,7 @@ fn queue_settings(dir: &Path, files: &mut read::Files) -> BlockSettings {
     let logical_block_size = num("logical_block_size");
     BlockSettings {
         read_ahead_kb,
-        scheduler: files.text(&queue.join("scheduler")).and_then(active_scheduler),
+        scheduler: files.record(&queue.join("scheduler")).and_then(active_scheduler),
         nr_requests,
         rotational,
         max_sectors_kb,

@@ -15,6 +15,6 @@ pub fn read(root: &SystemRoot, files: &mut read::Files) -> HostInfo {
 
 /// /proc/uptime's first field, seconds (0 when unreadable).
 pub fn uptime(root: &SystemRoot, files: &mut read::Files) -> f64 {
-    let uptime = files.text(&root.proc.join("uptime")).unwrap_or("");
+    let uptime = files.record(&root.proc.join("uptime")).unwrap_or("");
     Uptime::from_read(uptime.as_bytes()).map(|u| u.uptime).unwrap_or(0.0)
 }

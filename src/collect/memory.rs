@@ -6,7 +6,7 @@ use crate::sample::{DirtySettings, MemInfo, VmStat, ZoneInfo};
 
 /// /proc/meminfo, in bytes.
 pub fn meminfo(root: &SystemRoot, files: &mut read::Files) -> MemInfo {
-    parse_meminfo(files.text(&root.proc.join("meminfo")).unwrap_or(""))
+    parse_meminfo(files.record(&root.proc.join("meminfo")).unwrap_or(""))
 }
 
 /// The text of /proc/meminfo: "Name:   value kB" lines (a few, such as HugePages_Total, carry no
@@ -53,7 +53,7 @@ pub fn parse_meminfo(text: &str) -> MemInfo {
 /// proactive `memory.reclaim`); we sum the reclaimers. `pgscan_anon`/`pgscan_file` are the same
 /// events split another way, so adding them too would count every page twice.
 pub fn vmstat(root: &SystemRoot, files: &mut read::Files) -> VmStat {
-    parse_vmstat(files.text(&root.proc.join("vmstat")).unwrap_or(""))
+    parse_vmstat(files.lines(&root.proc.join("vmstat")).unwrap_or(""))
 }
 
 /// The text of /proc/vmstat: "name value" lines. Hand-parsed (procfs's parser builds a map of

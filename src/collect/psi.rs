@@ -6,7 +6,7 @@ use super::SystemRoot;
 use crate::sample::{Psi, PsiLine, PsiResource};
 
 pub fn read(root: &SystemRoot, files: &mut read::Files) -> Psi {
-    let mut resource = |name: &str| files.text(&root.proc.join("pressure").join(name)).and_then(parse);
+    let mut resource = |name: &str| files.record(&root.proc.join("pressure").join(name)).and_then(parse);
     Psi { io: resource("io"), memory: resource("memory") }
 }
 

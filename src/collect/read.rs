@@ -33,6 +33,57 @@ pub const KEEP_UNUSED: Duration = Duration::from_secs(10);
 /// controller enabled or a file created shows within it, as a changed setting does.
 pub const MISSING_FRESH: Duration = crate::util::SLOW_REFRESH;
 
+/// How a kept file is read: what tells its end ([`Files::text`], [`Files::record`],
+/// [`Files::lines`]).
+#[derive(Clone, Copy)]
+enum Shape {
+    Records,
+    OneRecord,
+    Lines,
+}
+
+/// The longest line [`Files::lines`] expects (a /proc/diskstats line of 20 fields is ~200 bytes).
+const LONGEST_LINE: usize = 1024;
+/// The smallest buffer a seq_file fills per read (a page).
+const SEQ_PAGE: usize = 4096;
+
+impl Shape {
+    fn read<'a>(self, f: &File, buf: &'a mut Vec<u8>) -> std::io::Result<&'a [u8]> {
+        match self {
+            Shape::Records => pread_all(f, buf),
+            Shape::OneRecord => crate::util::pread_whole(f, buf),
+            Shape::Lines => {
+                buf.clear();
+                buf.resize(buf.capacity().max(SEQ_PAGE), 0);
+                let mut len = 0;
+                loop {
+                    match std::os::unix::fs::FileExt::read_at(f, &mut buf[len..], len as u64) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            len += n;
+                            // The first read ended well short of a page: the next line did not
+                            // stop it, the end of the file did.
+                            if len == n && len + LONGEST_LINE < SEQ_PAGE {
+                                break;
+                            }
+                            if len == buf.len() {
+                                buf.resize(len * 2, 0);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            buf.clear();
+                            return Err(e);
+                        }
+                    }
+                }
+                buf.truncate(len);
+                Ok(buf)
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Files {
     keep: bool,
@@ -57,8 +108,29 @@ impl Files {
         Files { keep: true, ..Files::default() }
     }
 
-    /// The whole file as text, or None when it cannot be read.
+    /// The whole file as text, or None when it cannot be read: read until the kernel has
+    /// nothing more (any seq_file, however many records and pages).
     pub fn text(&mut self, path: &Path) -> Option<&str> {
+        self.read(path, Shape::Records)
+    }
+
+    /// A file the kernel writes as one record at each read: a `single_open` proc file
+    /// (/proc/meminfo, /proc/uptime, /proc/pressure/*), a sysfs, cgroup or sysctl attribute. One
+    /// read that leaves room in the buffer is all of it ([`crate::util::pread_whole`]): the read
+    /// for the end of the file is skipped.
+    pub fn record(&mut self, path: &Path) -> Option<&str> {
+        self.read(path, Shape::OneRecord)
+    }
+
+    /// A seq_file of short lines (/proc/diskstats, /proc/vmstat): the kernel fills a read with
+    /// lines until the next would not fit in its page-sized buffer (at least 4 KiB), so a read
+    /// that returned less than that page less the longest line is the whole file, and the read
+    /// for the end is skipped (for /proc/diskstats it walks the disk list again to find none).
+    pub fn lines(&mut self, path: &Path) -> Option<&str> {
+        self.read(path, Shape::Lines)
+    }
+
+    fn read(&mut self, path: &Path, shape: Shape) -> Option<&str> {
         if !self.keep {
             self.buf = std::fs::read(path).ok()?;
             return std::str::from_utf8(&self.buf).ok();
@@ -68,7 +140,7 @@ impl Files {
         let fresh = match self.open.get_mut(path) {
             Some((f, used)) => {
                 *used = now;
-                pread_all(f, &mut self.buf).is_err()
+                shape.read(f, &mut self.buf).is_err()
             }
             None => true,
         };
@@ -82,7 +154,7 @@ impl Files {
                 return None;
             };
             self.missing.remove(path);
-            pread_all(&f, &mut self.buf).ok()?;
+            shape.read(&f, &mut self.buf).ok()?;
             self.open.insert(path.to_path_buf(), (f, now));
         }
         std::str::from_utf8(&self.buf).ok()
@@ -90,12 +162,12 @@ impl Files {
 
     /// A file holding one unsigned integer.
     pub fn u64(&mut self, path: &Path) -> Option<u64> {
-        self.text(path)?.trim().parse().ok()
+        self.record(path)?.trim().parse().ok()
     }
 
     /// A file holding one line of text, without its trailing newline.
     pub fn line(&mut self, path: &Path) -> Option<String> {
-        Some(self.text(path)?.trim_end().to_string())
+        Some(self.record(path)?.trim_end().to_string())
     }
 
     /// How many files are kept open.
@@ -156,5 +228,48 @@ mod tests {
         // A one-shot reader never remembers.
         assert_eq!(Files::one_shot().u64(&path), Some(7));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Every shape reads the whole file, short or long: a file of lines over several pages, one
+    /// line, /proc/diskstats and /proc/vmstat (one read, or the end found), a sysfs attribute.
+    #[test]
+    fn every_shape_reads_the_whole_file() {
+        let dir = std::env::temp_dir().join(format!("ioscope-shapes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let long = dir.join("long");
+        let text: String = (0..2000).map(|i| format!("line {i} {}\n", "x".repeat(i % 90))).collect();
+        std::fs::write(&long, &text).unwrap();
+        let short = dir.join("short");
+        std::fs::write(&short, "one line\n").unwrap();
+        let mut kept = Files::kept();
+        for _ in 0..2 {
+            assert_eq!(kept.lines(&long), Some(text.as_str()));
+            assert_eq!(kept.text(&long), Some(text.as_str()));
+            assert_eq!(kept.record(&long), Some(text.as_str()));
+            assert_eq!(kept.lines(&short), Some("one line\n"));
+            assert_eq!(kept.record(&short), Some("one line\n"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Live files change between reads: compare the names on each line.
+        // /proc/kallsyms: megabytes of short lines, a page per read.
+        for proc_file in ["/proc/diskstats", "/proc/vmstat", "/proc/kallsyms"] {
+            let path = Path::new(proc_file);
+            let names = |t: &str| {
+                t.lines()
+                    .map(|l| {
+                        l.split_whitespace()
+                            .filter(|w| w.parse::<u64>().is_err())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let fresh = names(&std::fs::read_to_string(path).unwrap());
+            assert_eq!(names(kept.lines(path).unwrap()), fresh, "{proc_file}");
+        }
+        let meminfo = Path::new("/proc/meminfo");
+        let keys =
+            |t: &str| t.lines().map(|l| l.split(':').next().unwrap_or("").to_string()).collect::<Vec<_>>();
+        assert_eq!(keys(kept.record(meminfo).unwrap()), keys(&std::fs::read_to_string(meminfo).unwrap()));
     }
 }
