@@ -245,7 +245,7 @@ pub struct ReadaheadMaps {
     /// `--interval 0.1` the `stat` of each such file's path and its row's allocations were most
     /// of what the rows of a program's pending library pages cost, every sample, for as long as
     /// the pages stayed cached.)
-    rows: StdHashMap<RaFileKey, (RaFileSample, std::time::Instant)>,
+    rows: StdHashMap<RaFileKey, (std::sync::Arc<RaFileSample>, std::time::Instant)>,
 }
 
 /// How long a triggering process's name is used before it is read again.
@@ -416,6 +416,7 @@ impl ReadaheadMaps {
             }
             let mut row = to_sample(&key, &s, path, triggers);
             row.label = label;
+            let row = std::sync::Arc::new(row);
             rows.insert(key, (row.clone(), now));
             files.push(row);
         }

@@ -3,6 +3,10 @@
 //! formulas are src/model/README.md's "Readahead" section; every count is a difference of the probes'
 //! cumulative counters between two samples.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::sample::readahead::{RaFileSample, RaOthers, ReadaheadSample};
@@ -22,7 +26,8 @@ pub const LOW_MEMORY_PCT: f64 = 10.0;
 pub struct ReadaheadModel {
     pub devices: Vec<RaDeviceModel>,
     /// Files with readahead activity in the interval or pages still pending; most wasted first.
-    pub files: Vec<RaFileModel>,
+    /// (Shared: see [`steady_row`].)
+    pub files: Vec<Arc<RaFileModel>>,
     /// Readahead pages not tracked in the interval because the page map was full (and since
     /// attach): neither their use nor their waste is counted.
     pub untracked_pages: u64,
@@ -136,19 +141,24 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<Readahe
         None => return None,
     };
     let page = cur.page_size.max(1);
-    let mut files: Vec<RaFileModel> = Vec::new();
+    let mut files: Vec<Arc<RaFileModel>> = Vec::with_capacity(c.files.len() + c.others.len());
     // Indexed: thousands of files after a burst of new ones (a search per file was quadratic).
-    let index: std::collections::HashMap<(u32, u64), _> =
+    let index: HashMap<(u32, u64), &Arc<RaFileSample>> =
         p.files.iter().map(|o| ((o.dev, o.ino), o)).collect();
+    let last_steady = STEADY.with(|m| std::mem::take(&mut *m.borrow_mut()));
+    let mut steady = HashMap::new();
     for f in &c.files {
-        let before = index.get(&(f.dev, f.ino)).copied();
-        let m = file_model(before, f, cur);
+        let m = match index.get(&(f.dev, f.ino)) {
+            Some(before) if Arc::ptr_eq(before, f) => steady_row(&last_steady, &mut steady, f, cur),
+            before => Arc::new(file_model(before.map(|b| &***b), f, cur)),
+        };
         if m.ra_pages + m.used_pages + m.wasted_pages + m.windows + m.pending_pages > 0 {
             files.push(m);
         }
     }
+    STEADY.with(|m| *m.borrow_mut() = steady);
     for o in &c.others {
-        files.push(others_model(o, cur));
+        files.push(Arc::new(others_model(o, cur)));
     }
     files.sort_by(|a, b| {
         b.wasted_pages.cmp(&a.wasted_pages).then(b.ra_pages.cmp(&a.ra_pages)).then(a.path.cmp(&b.path))
@@ -201,6 +211,39 @@ fn rate(n: u64, secs: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// The model rows of files whose sample row did not change, by the row's address: see
+/// [`steady_row`]. Each entry holds the sample row, so the address is not reused while kept.
+type SteadyRows = HashMap<usize, (Arc<RaFileSample>, u64, Arc<RaFileModel>)>;
+
+thread_local! {
+    /// The last Model's [`steady_row`]s.
+    static STEADY: RefCell<SteadyRows> = RefCell::new(HashMap::new());
+}
+
+/// The model of a file whose row is the same in both samples (the collector shares a row whose
+/// counters did not move, src/bpf/readahead.rs): every count of the interval is zero, and the row
+/// depends only on the sample row, its device's name and the page size. Such rows are the pending
+/// pages of programs' libraries, listed every sample for as long as those stay cached (dozens at
+/// `--interval 0.1`), so the row built for the last Model is used again when those are the same.
+fn steady_row(
+    last: &SteadyRows,
+    kept: &mut SteadyRows,
+    f: &Arc<RaFileSample>,
+    cur: &Sample,
+) -> Arc<RaFileModel> {
+    let key = Arc::as_ptr(f) as usize;
+    let same_device = |m: &RaFileModel| match device_name_ref(cur, f.dev) {
+        Some(name) => m.device == name,
+        None => m.device == m.dev,
+    };
+    let model = match last.get(&key) {
+        Some((row, page, m)) if Arc::ptr_eq(row, f) && *page == cur.page_size && same_device(m) => m.clone(),
+        _ => Arc::new(file_model(Some(f), f, cur)),
+    };
+    kept.insert(key, (f.clone(), cur.page_size, model.clone()));
+    model
 }
 
 fn file_model(prev: Option<&RaFileSample>, f: &RaFileSample, cur: &Sample) -> RaFileModel {
@@ -274,8 +317,12 @@ fn others_model(o: &RaOthers, cur: &Sample) -> RaFileModel {
 
 /// The block device of a kernel dev_t (major << 20 | minor), from the disks in the sample.
 fn device_name(cur: &Sample, dev: u32) -> Option<String> {
+    device_name_ref(cur, dev).map(String::from)
+}
+
+fn device_name_ref(cur: &Sample, dev: u32) -> Option<&str> {
     let (major, minor) = (dev >> 20, dev & ((1 << 20) - 1));
-    cur.disks.iter().find(|d| d.major == major && d.minor == minor).map(|d| d.name.clone())
+    cur.disks.iter().find(|d| d.major == major && d.minor == minor).map(|d| d.name.as_str())
 }
 
 fn read_ahead_kb(cur: &Sample, name: &str) -> Option<u64> {

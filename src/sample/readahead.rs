@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct ReadaheadSample {
     /// "category:event" of each readahead program attached.
     pub attached: std::sync::Arc<Vec<String>>,
-    pub files: Vec<RaFileSample>,
+    /// One row per file (shared: a row whose counters did not move since the last sample is the
+    /// same allocation in both, which the Model recognises).
+    pub files: Vec<std::sync::Arc<RaFileSample>>,
     /// Per device, the files active in the interval beyond the sample's rows (the collector's
     /// budget, src/bpf/readahead.rs RA_ROWS), summed: counts over the interval, not cumulative.
     pub others: Vec<RaOthers>,

@@ -106,7 +106,7 @@ fn file_row(before: &Sample, after: &Sample, path: &Path) -> (ReadaheadModel, Op
     let m = Model::between(before, after);
     let ra = m.readahead.expect("readahead model");
     let ino = std::fs::metadata(path).unwrap().ino();
-    let row = ra.files.iter().find(|f| f.ino == ino).cloned();
+    let row = ra.files.iter().find(|f| f.ino == ino).map(|f| RaFileModel::clone(f));
     if let Some(f) = &row {
         assert!(f.path_known && Path::new(&f.path) == path, "path of {}: {f:?}", path.display());
     }

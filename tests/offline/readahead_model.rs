@@ -5,6 +5,7 @@
 
 use crate::common;
 use common::ui::screen;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent};
@@ -33,6 +34,12 @@ fn file(ino: u64, path: Option<&str>, ra: u64, used: u64, wasted: u64, window: u
 }
 
 fn sample(mono_s: u64, sectors_read: u64, files: Vec<RaFileSample>) -> Sample {
+    shared_rows(mono_s, sectors_read, files.into_iter().map(Arc::new).collect())
+}
+
+/// [`sample`] with its rows as given: a row in two samples is the same allocation, as the
+/// collector makes it while a file's counters do not move.
+fn shared_rows(mono_s: u64, sectors_read: u64, files: Vec<Arc<RaFileSample>>) -> Sample {
     Sample {
         mono_ns: mono_s * 1_000_000_000,
         page_size: 4096,
@@ -55,6 +62,42 @@ fn sample(mono_s: u64, sectors_read: u64, files: Vec<RaFileSample>) -> Sample {
         },
         ..Default::default()
     }
+}
+
+/// A row the collector shares between samples (its counters did not move: pages still pending)
+/// models as a fresh copy of it does, and from one Model to the next it is the same row, kept
+/// rather than built again; once the device it is on has another name, it is built again.
+#[test]
+fn a_steady_row_is_modelled_once_and_as_a_fresh_copy_would_be() {
+    let mut lib = file(21, Some("/usr/lib/libdb.so"), 40, 8, 0, 32);
+    lib.window_pages = 32;
+    let steady = Arc::new(lib.clone());
+    let moving = |ra| Arc::new(file(22, Some("/db/table"), ra, ra, 0, 16));
+    let s: Vec<Sample> =
+        (0..4).map(|i| shared_rows(i, 100 * i, vec![steady.clone(), moving(10 * i + 10)])).collect();
+    let rows = |m: &Model| {
+        let ra = m.readahead.as_ref().expect("readahead");
+        let find = |ino| ra.files.iter().find(|f| f.ino == ino).expect("the file's row").clone();
+        (find(21), find(22))
+    };
+    let (lib1, table1) = rows(&Model::between(&s[0], &s[1]));
+    let (lib2, table2) = rows(&Model::between(&s[1], &s[2]));
+    // The same figures as two separate copies of the row give.
+    let fresh = Model::between(&sample(1, 100, vec![lib.clone()]), &sample(2, 200, vec![lib.clone()]));
+    let fresh_lib = fresh.readahead.as_ref().unwrap().files.iter().find(|f| f.ino == 21).unwrap().clone();
+    assert_eq!(*lib1, *fresh_lib);
+    assert_eq!(*lib2, *fresh_lib);
+    assert_eq!(lib1.pending_pages, 32, "40 read ahead, 8 used");
+    assert_eq!(lib1.ra_pages, 0, "nothing new in the interval");
+    assert!(Arc::ptr_eq(&lib1, &lib2), "the steady row is kept from the last Model");
+    assert!(!Arc::ptr_eq(&table1, &table2), "a moving row is built each time");
+    assert_eq!((table1.ra_pages, table2.ra_pages), (10, 10));
+    // Another name for the device (loop0 gone, the number reused): built again, with it.
+    let mut renamed = s[3].clone();
+    renamed.disks[0].name = "loop9".into();
+    let (lib3, _) = rows(&Model::between(&s[2], &renamed));
+    assert!(!Arc::ptr_eq(&lib2, &lib3));
+    assert_eq!(lib3.device, "loop9");
 }
 
 /// Two seconds in which the mmap'ed column file read 400 pages ahead (100 used, 300 evicted

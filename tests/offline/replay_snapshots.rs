@@ -175,7 +175,7 @@ fn demo_dirty_threshold_stall() {
 
 /// The demo's database file in the readahead table.
 fn table_db(m: &ioscope::model::Model) -> Option<&ioscope::model::readahead::RaFileModel> {
-    m.readahead.as_ref()?.files.iter().find(|f| f.path.ends_with("/mnt/table.db"))
+    m.readahead.as_ref()?.files.iter().find(|f| f.path.ends_with("/mnt/table.db")).map(|f| &**f)
 }
 
 #[test]

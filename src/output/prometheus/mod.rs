@@ -986,8 +986,15 @@ mod tests {
     #[test]
     fn readahead_totals_do_not_fall_when_a_file_entry_goes() {
         use crate::sample::readahead::{RaFileSample, ReadaheadSample};
-        let file =
-            |ino, ra| RaFileSample { dev: 7 << 20, ino, ra_pages: ra, used_pages: ra, ..Default::default() };
+        let file = |ino, ra| {
+            std::sync::Arc::new(RaFileSample {
+                dev: 7 << 20,
+                ino,
+                ra_pages: ra,
+                used_pages: ra,
+                ..Default::default()
+            })
+        };
         let at = |mono_ns, files| Sample {
             mono_ns,
             page_size: 4096,
