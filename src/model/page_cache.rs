@@ -304,43 +304,48 @@ pub fn processes(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<PageCach
     // The probes record the comm of the thread that first touched the cache on each CPU; the
     // process's own (main thread) name from /proc is preferred while it is alive.
     // An exited process is looked up in the previous sample (its comm after exec, not before).
-    let proc_comm: HashMap<u32, &str> =
-        prev.processes.iter().chain(&cur.processes).map(|p| (p.pid, &*p.comm)).collect();
-    let mut out: Vec<PageCacheProcessModel> = c
-        .processes
-        .iter()
-        .map(|x| {
-            let k = PageCacheCounts::between(
-                before.get(&x.pid).copied().unwrap_or(&zero),
-                &x.counters,
-                c.hz,
-                rss_page,
-            );
-            PageCacheProcessModel {
-                pid: x.pid,
-                comm: proc_comm.get(&x.pid).map(|c| c.to_string()).unwrap_or_else(|| x.comm.clone()),
-                accesses: k.accesses,
-                misses: k.misses,
-                hit_pct: k.hit_pct,
-                dirtied: k.dirtied,
-                throttled_ms: k.throttled_ms,
-                accesses_s: per_second(k.accesses, secs),
-                misses_s: per_second(k.misses, secs),
-                dirtied_s: per_second(k.dirtied, secs),
-                cache_read_bytes_s: per_second(k.hits, secs) * page,
-                disk_read_bytes_s: per_second(k.misses, secs) * page,
-                dirtied_bytes_s: per_second(k.dirtied, secs) * page,
-                throttled_ms_s: if secs > 0.0 { k.throttled_ms / secs } else { 0.0 },
-                direct_io: k.dio_reads + k.dio_writes > 0,
-                dio_read_bytes_s: per_second(k.dio_read_bytes, secs),
-                dio_write_bytes_s: per_second(k.dio_write_bytes, secs),
-                exited: x.exited,
-                cgroup_id: x.cgroup_id,
-                cgroup: x.cgroup.clone(),
-            }
-        })
-        .filter(PageCacheProcessModel::active)
-        .collect();
+    // Built once a row is active: most entries of a quiet sample are not (no names copied).
+    let mut proc_comm: Option<HashMap<u32, &str>> = None;
+    let mut out: Vec<PageCacheProcessModel> = Vec::new();
+    for x in &c.processes {
+        let k = PageCacheCounts::between(
+            before.get(&x.pid).copied().unwrap_or(&zero),
+            &x.counters,
+            c.hz,
+            rss_page,
+        );
+        let mut m = PageCacheProcessModel {
+            pid: x.pid,
+            comm: String::new(),
+            accesses: k.accesses,
+            misses: k.misses,
+            hit_pct: k.hit_pct,
+            dirtied: k.dirtied,
+            throttled_ms: k.throttled_ms,
+            accesses_s: per_second(k.accesses, secs),
+            misses_s: per_second(k.misses, secs),
+            dirtied_s: per_second(k.dirtied, secs),
+            cache_read_bytes_s: per_second(k.hits, secs) * page,
+            disk_read_bytes_s: per_second(k.misses, secs) * page,
+            dirtied_bytes_s: per_second(k.dirtied, secs) * page,
+            throttled_ms_s: if secs > 0.0 { k.throttled_ms / secs } else { 0.0 },
+            direct_io: k.dio_reads + k.dio_writes > 0,
+            dio_read_bytes_s: per_second(k.dio_read_bytes, secs),
+            dio_write_bytes_s: per_second(k.dio_write_bytes, secs),
+            exited: x.exited,
+            cgroup_id: x.cgroup_id,
+            cgroup: String::new(),
+        };
+        if !m.active() {
+            continue;
+        }
+        let names = proc_comm.get_or_insert_with(|| {
+            prev.processes.iter().chain(&cur.processes).map(|p| (p.pid, &*p.comm)).collect()
+        });
+        m.comm = names.get(&x.pid).map(|c| c.to_string()).unwrap_or_else(|| x.comm.clone());
+        m.cgroup = x.cgroup.clone();
+        out.push(m);
+    }
     out.sort_by_key(|p| p.pid);
     out
 }
