@@ -52,6 +52,67 @@ pub struct ProcessReader {
     last: Vec<ProcessIo>,
     last_ns: u64,
     full_ns: Option<u64>,
+    /// The /proc listing, kept open and rewound for each full pass (kept readers only), and the
+    /// pids it last gave.
+    proc_dir: Option<PidDir>,
+    pids: Vec<u32>,
+}
+
+/// A directory stream listing the numeric entries of /proc (the pids), kept open and rewound
+/// for each listing: `std::fs::read_dir` allocates two strings per entry, ~250 allocations a
+/// listing of an idle machine's /proc, where this allocates none.
+struct PidDir {
+    dir: std::ptr::NonNull<libc::DIR>,
+    path: PathBuf,
+}
+
+// SAFETY: the stream is used by one thread at a time (through `&mut self`), as readdir requires.
+unsafe impl Send for PidDir {}
+
+impl PidDir {
+    fn open(path: &Path) -> Option<PidDir> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        // SAFETY: `c` is a NUL-terminated path; a null result is handled.
+        let dir = std::ptr::NonNull::new(unsafe { libc::opendir(c.as_ptr()) })?;
+        Some(PidDir { dir, path: path.to_path_buf() })
+    }
+
+    /// The pids listed now, sorted.
+    fn pids(&mut self, out: &mut Vec<u32>) {
+        out.clear();
+        // SAFETY: `dir` is an open stream owned by self; readdir's entry is read before the next
+        // call on the stream.
+        unsafe {
+            libc::rewinddir(self.dir.as_ptr());
+            loop {
+                let e = libc::readdir(self.dir.as_ptr());
+                if e.is_null() {
+                    break;
+                }
+                let name = std::ffi::CStr::from_ptr((*e).d_name.as_ptr()).to_bytes();
+                if let Some(pid) = parse_pid(name) {
+                    out.push(pid);
+                }
+            }
+        }
+        out.sort_unstable();
+    }
+}
+
+impl Drop for PidDir {
+    fn drop(&mut self) {
+        // SAFETY: the stream is open and closed only here.
+        unsafe { libc::closedir(self.dir.as_ptr()) };
+    }
+}
+
+/// A /proc entry's name as a pid: decimal digits only, no sign, no leading zero.
+fn parse_pid(name: &[u8]) -> Option<u32> {
+    if name.is_empty() || name[0] == b'0' || !name.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(name).ok()?.parse().ok()
 }
 
 struct OpenProcess {
@@ -87,6 +148,8 @@ impl ProcessReader {
             last: Vec::new(),
             last_ns: 0,
             full_ns: None,
+            proc_dir: None,
+            pids: Vec::new(),
         }
     }
 
@@ -156,14 +219,21 @@ impl ProcessReader {
     /// All processes under `proc`, sorted by pid. A process that exits while we read it is skipped;
     /// one whose io file we may not read (another user's, without privileges) is kept with `io: None`.
     pub fn read(&mut self, proc: &Path) -> Vec<ProcessIo> {
-        let Ok(dir) = std::fs::read_dir(proc) else { return Vec::new() };
-        let mut pids: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
-        pids.sort_unstable();
+        if self.proc_dir.as_ref().is_none_or(|d| d.path != proc) {
+            self.proc_dir = PidDir::open(proc);
+        }
+        let Some(dir) = self.proc_dir.as_mut() else { return Vec::new() };
+        let mut pids = std::mem::take(&mut self.pids);
+        dir.pids(&mut pids);
+        if self.max_open == 0 {
+            // A one-shot reader keeps nothing open (a fixture tree may be replaced).
+            self.proc_dir = None;
+        }
         // Forget processes that are gone (their files close here).
         self.open.retain(|pid, _| pids.binary_search(pid).is_ok());
 
         let mut out = Vec::with_capacity(pids.len());
-        for pid in pids {
+        for &pid in &pids {
             let cached = match self.open.get_mut(&pid) {
                 Some(entry) => reread(entry, pid, proc, &mut self.buf),
                 None => None,
@@ -177,6 +247,7 @@ impl ProcessReader {
             };
             out.extend(process);
         }
+        self.pids = pids;
         out
     }
 
@@ -296,6 +367,43 @@ pub fn read(proc: &Path) -> Vec<ProcessIo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_plain_decimal_names_are_pids() {
+        assert_eq!(parse_pid(b"4123"), Some(4123));
+        for name in [&b"self"[..], b"", b"0", b"012", b"+5", b"12a", b"99999999999"] {
+            assert_eq!(parse_pid(name), None, "{:?}", String::from_utf8_lossy(name));
+        }
+    }
+
+    /// The kept /proc stream lists what a fresh read_dir does, each time anew: a process started
+    /// between two listings is in the second, and gone once reaped.
+    #[test]
+    fn the_rewound_listing_follows_processes() {
+        let fresh = || {
+            let mut v: Vec<u32> = std::fs::read_dir("/proc")
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let mut dir = PidDir::open(Path::new("/proc")).unwrap();
+        let mut pids = Vec::new();
+        dir.pids(&mut pids);
+        let me = std::process::id();
+        assert!(pids.binary_search(&me).is_ok());
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        dir.pids(&mut pids);
+        assert!(pids.binary_search(&child.id()).is_ok(), "a new process is listed");
+        // Other processes come and go meanwhile: every pid of ours is in both listings.
+        let other = fresh();
+        assert!(pids.iter().filter(|p| other.binary_search(p).is_err()).count() <= 2);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        dir.pids(&mut pids);
+        assert!(pids.binary_search(&child.id()).is_err(), "a reaped process is not");
+    }
 
     #[test]
     fn io_needs_all_seven_counters() {
