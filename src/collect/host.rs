@@ -13,8 +13,44 @@ pub fn read(root: &SystemRoot, files: &mut read::Files) -> HostInfo {
     HostInfo { hostname, kernel, uptime_s: uptime(root, files) }
 }
 
-/// /proc/uptime's first field, seconds (0 when unreadable).
+/// /proc/uptime's first field, seconds (0 when unreadable). For the live /proc, the clock it
+/// prints (CLOCK_BOOTTIME, through the vDSO: no file read each sample).
 pub fn uptime(root: &SystemRoot, files: &mut read::Files) -> f64 {
+    if root.proc == std::path::Path::new("/proc") {
+        if let Some(s) = boottime_s() {
+            return s;
+        }
+    }
     let uptime = files.record(&root.proc.join("uptime")).unwrap_or("");
     Uptime::from_read(uptime.as_bytes()).map(|u| u.uptime).unwrap_or(0.0)
+}
+
+/// CLOCK_BOOTTIME in seconds, cut to centiseconds as /proc/uptime prints it.
+fn boottime_s() -> Option<f64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to write.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as f64 + (ts.tv_nsec / 10_000_000) as f64 / 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The clock is what /proc/uptime prints: read between two reads of the file, it lies
+    /// between them.
+    #[test]
+    fn the_live_uptime_is_proc_uptimes() {
+        let file = || {
+            let text = std::fs::read_to_string("/proc/uptime").unwrap();
+            text.split_whitespace().next().unwrap().parse::<f64>().unwrap()
+        };
+        let before = file();
+        let clock = uptime(&SystemRoot::live(), &mut read::Files::kept());
+        let after = file();
+        assert!(before <= clock && clock <= after, "{before} <= {clock} <= {after}");
+        assert!((clock * 100.0 - (clock * 100.0).round()).abs() < 1e-3, "centiseconds, as the file: {clock}");
+    }
 }
