@@ -64,13 +64,16 @@ pub const STATS_FRESH: std::time::Duration = crate::util::SLOW_REFRESH;
 /// Every program's counters, re-read each time while `kernel.bpf_stats_enabled` is 1 and at most
 /// every [`STATS_FRESH`] while it is 0: the counters do not move while statistics are off, and
 /// one `BPF_OBJ_GET_INFO_BY_FD` per program (~50) is a tenth of a sample's cost at
-/// `--interval 0.1`. Statistics enabled another way (`BPF_ENABLE_STATS`, which the sysctl does
-/// not show) are seen within that time.
+/// `--interval 0.1`. The sysctl itself is read once per [`STATS_FRESH`] too. Statistics turned on
+/// (by the sysctl, or by `BPF_ENABLE_STATS`, which the sysctl does not show) are seen within that
+/// time.
 #[derive(Default)]
 pub struct StatsCache {
     at: Option<std::time::Instant>,
     last: Vec<Option<ProgStats>>,
     sysctl: Option<std::fs::File>,
+    /// The sysctl as last read, and when.
+    enabled: Option<(std::time::Instant, bool)>,
     buf: Vec<u8>,
 }
 
@@ -79,23 +82,32 @@ impl StatsCache {
         let now = std::time::Instant::now();
         let stale =
             self.last.len() != fds.len() || self.at.is_none_or(|t| now.duration_since(t) >= STATS_FRESH);
-        if stale || self.stats_enabled() {
+        if stale || self.stats_enabled(now) {
             self.last = fds.iter().map(|fd| fd.as_ref().and_then(|fd| prog_stats(fd).ok())).collect();
             self.at = Some(now);
         }
         &self.last
     }
 
-    /// `kernel.bpf_stats_enabled` is not 0 (or cannot be read).
-    fn stats_enabled(&mut self) -> bool {
+    /// `kernel.bpf_stats_enabled` is not 0 (or cannot be read), as read at most [`STATS_FRESH`] ago.
+    fn stats_enabled(&mut self, now: std::time::Instant) -> bool {
+        if let Some((at, on)) = self.enabled {
+            if now.duration_since(at) < STATS_FRESH {
+                return on;
+            }
+        }
         if self.sysctl.is_none() {
             self.sysctl = std::fs::File::open("/proc/sys/kernel/bpf_stats_enabled").ok();
         }
-        let Some(f) = &self.sysctl else { return true };
-        match crate::util::pread_whole(f, &mut self.buf) {
-            Ok(text) => text.trim_ascii() != b"0",
-            Err(_) => true,
-        }
+        let on = match &self.sysctl {
+            Some(f) => match crate::util::pread_whole(f, &mut self.buf) {
+                Ok(text) => text.trim_ascii() != b"0",
+                Err(_) => true,
+            },
+            None => true,
+        };
+        self.enabled = Some((now, on));
+        on
     }
 }
 
