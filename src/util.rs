@@ -125,27 +125,22 @@ pub fn local_utc_offset_s() -> i64 {
 /// the second read (which has the kernel generate the file again only to find its end) is
 /// skipped. A read that fills `buf` goes on as [`pread_all`].
 pub fn pread_whole<'a>(f: &std::fs::File, buf: &'a mut Vec<u8>) -> std::io::Result<&'a [u8]> {
-    buf.clear();
-    buf.resize(buf.capacity().max(4096), 0);
-    loop {
-        match std::os::unix::fs::FileExt::read_at(f, buf, 0) {
-            Ok(n) if n < buf.len() => {
-                buf.truncate(n);
-                return Ok(buf);
-            }
-            Ok(_) => return pread_all(f, buf),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                buf.clear();
-                return Err(e);
-            }
-        }
-    }
+    pread_until(f, buf, |n, room| n < room)
 }
 
 /// The whole file from offset 0 (proc and sysfs files are generated on each read from 0), into
 /// `buf` (its capacity kept from one read to the next).
 pub fn pread_all<'a>(f: &std::fs::File, buf: &'a mut Vec<u8>) -> std::io::Result<&'a [u8]> {
+    pread_until(f, buf, |_, _| false)
+}
+
+/// Reads from offset 0 until the end, or until `whole(n, room)` says the first read's `n` bytes
+/// (of `room` asked for) are all of the file.
+pub fn pread_until<'a>(
+    f: &std::fs::File,
+    buf: &'a mut Vec<u8>,
+    whole: impl Fn(usize, usize) -> bool,
+) -> std::io::Result<&'a [u8]> {
     buf.clear();
     buf.resize(buf.capacity().max(4096), 0);
     let mut len = 0;
@@ -153,7 +148,11 @@ pub fn pread_all<'a>(f: &std::fs::File, buf: &'a mut Vec<u8>) -> std::io::Result
         match std::os::unix::fs::FileExt::read_at(f, &mut buf[len..], len as u64) {
             Ok(0) => break,
             Ok(n) => {
+                let first = len == 0;
                 len += n;
+                if first && whole(n, buf.len()) {
+                    break;
+                }
                 if len == buf.len() {
                     buf.resize(len * 2, 0);
                 }

@@ -52,34 +52,9 @@ impl Shape {
         match self {
             Shape::Records => pread_all(f, buf),
             Shape::OneRecord => crate::util::pread_whole(f, buf),
-            Shape::Lines => {
-                buf.clear();
-                buf.resize(buf.capacity().max(SEQ_PAGE), 0);
-                let mut len = 0;
-                loop {
-                    match std::os::unix::fs::FileExt::read_at(f, &mut buf[len..], len as u64) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            len += n;
-                            // The first read ended well short of a page: the next line did not
-                            // stop it, the end of the file did.
-                            if len == n && len + LONGEST_LINE < SEQ_PAGE {
-                                break;
-                            }
-                            if len == buf.len() {
-                                buf.resize(len * 2, 0);
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            buf.clear();
-                            return Err(e);
-                        }
-                    }
-                }
-                buf.truncate(len);
-                Ok(buf)
-            }
+            // The first read ended well short of a page: the next line did not stop it, the end
+            // of the file did.
+            Shape::Lines => crate::util::pread_until(f, buf, |n, _| n + LONGEST_LINE < SEQ_PAGE),
         }
     }
 }
