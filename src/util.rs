@@ -100,9 +100,15 @@ fn parse_positive(s: &str, what: &str) -> Result<u64, String> {
 /// CLOCK_MONOTONIC in nanoseconds: the elapsed time between two samples is measured on it, so that a
 /// wall-clock step (NTP, suspend) never distorts a rate.
 pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// A clock in nanoseconds (CLOCK_MONOTONIC, CLOCK_BOOTTIME: both exist on every kernel ioscope
+/// runs on).
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

@@ -14,25 +14,15 @@ pub fn read(root: &SystemRoot, files: &mut read::Files) -> HostInfo {
 }
 
 /// /proc/uptime's first field, seconds (0 when unreadable). For the live /proc, the clock it
-/// prints (CLOCK_BOOTTIME, through the vDSO: no file read each sample).
+/// prints (CLOCK_BOOTTIME, through the vDSO: no file read each sample), cut to centiseconds as it
+/// prints it.
 pub fn uptime(root: &SystemRoot, files: &mut read::Files) -> f64 {
-    if root.proc == std::path::Path::new("/proc") {
-        if let Some(s) = boottime_s() {
-            return s;
-        }
+    if root.is_live() {
+        let ns = crate::util::clock_ns(libc::CLOCK_BOOTTIME);
+        return (ns / 1_000_000_000) as f64 + ((ns % 1_000_000_000) / 10_000_000) as f64 / 100.0;
     }
     let uptime = files.record(&root.proc.join("uptime")).unwrap_or("");
     Uptime::from_read(uptime.as_bytes()).map(|u| u.uptime).unwrap_or(0.0)
-}
-
-/// CLOCK_BOOTTIME in seconds, cut to centiseconds as /proc/uptime prints it.
-fn boottime_s() -> Option<f64> {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid timespec for the call to write.
-    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
-        return None;
-    }
-    Some(ts.tv_sec as f64 + (ts.tv_nsec / 10_000_000) as f64 / 100.0)
 }
 
 #[cfg(test)]

@@ -39,11 +39,17 @@ impl SystemRoot {
         SystemRoot { proc: dir.join("proc"), sys: dir.join("sys") }
     }
 
+    /// These files are the running machine's (/proc itself, not a fixture): what they print may
+    /// be asked of the kernel directly.
+    pub fn is_live(&self) -> bool {
+        self.proc == Path::new("/proc")
+    }
+
     /// The page size of the machine these files describe. Live it is `sysconf(_SC_PAGESIZE)`; a
     /// fixture cannot be asked, so it may carry a `page_size` file next to its `proc` directory
     /// (default 4096, the page size of the machine the fixtures were captured on).
     pub fn page_size(&self) -> u64 {
-        if self.proc == Path::new("/proc") {
+        if self.is_live() {
             // SAFETY: sysconf has no preconditions; it returns -1 only for an unknown name.
             let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
             if size > 0 {

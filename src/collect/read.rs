@@ -206,7 +206,8 @@ mod tests {
     }
 
     /// Every shape reads the whole file, short or long: a file of lines over several pages, one
-    /// line, /proc/diskstats and /proc/vmstat (one read, or the end found), a sysfs attribute.
+    /// line, /proc/diskstats and /proc/vmstat (one read, or the end found), /proc/kallsyms (many
+    /// pages of lines), /proc/meminfo (one record).
     #[test]
     fn every_shape_reads_the_whole_file() {
         let dir = std::env::temp_dir().join(format!("ioscope-shapes-{}", std::process::id()));
