@@ -51,19 +51,48 @@ fn parse_line(line: &str) -> Option<DiskStat> {
 /// disk followed by its partitions (diskstats_show walks one gendisk's partition table at a time),
 /// which avoids following sysfs symlinks (fixture copies are plain directories).
 pub fn block_settings(root: &SystemRoot, disks: &[DiskStat], files: &mut read::Files) -> Vec<BlockSettings> {
+    block_settings_since(root, disks, files, None)
+}
+
+/// [`block_settings`], taking the facts fixed for a device's life (partition or not, its start,
+/// the logical block size, the hardware queues) from `fixed` when given (the same devices, read
+/// before): only the queue's tunables are read then, five files per disk and none per partition
+/// instead of nine file operations per device.
+fn block_settings_since(
+    root: &SystemRoot,
+    disks: &[DiskStat],
+    files: &mut read::Files,
+    fixed: Option<&[std::sync::Arc<BlockSettings>]>,
+) -> Vec<BlockSettings> {
     let class = root.sys.join("class/block");
     let mut out: Vec<BlockSettings> = Vec::with_capacity(disks.len());
     let mut parent: Option<usize> = None;
-    for disk in disks {
+    for (i, disk) in disks.iter().enumerate() {
         let dir = class.join(&disk.name);
-        let is_partition = files.record(&dir.join("partition")).is_some();
+        let known = fixed.and_then(|f| f.get(i));
+        let is_partition = match known {
+            Some(k) => k.is_partition,
+            None => files.record(&dir.join("partition")).is_some(),
+        };
         let settings = if is_partition {
             let mut s = parent.map(|p| out[p].clone()).unwrap_or_default();
-            s.start_sector = files.u64(&dir.join("start"));
+            s.start_sector = match known {
+                Some(k) => k.start_sector,
+                None => files.u64(&dir.join("start")),
+            };
             s
         } else {
             parent = Some(out.len());
-            queue_settings(&dir, files)
+            let mut s = queue_tunables(&dir, files);
+            match known {
+                Some(k) => (s.logical_block_size, s.hw_queues) = (k.logical_block_size, k.hw_queues),
+                None => {
+                    s.logical_block_size = files.u64(&dir.join("queue/logical_block_size"));
+                    s.hw_queues =
+                        std::fs::read_dir(dir.join("mq")).ok().map(|entries| entries.count() as u64);
+                }
+            }
+            s
         };
         out.push(BlockSettings { name: disk.name.clone(), is_partition, ..settings });
     }
@@ -74,10 +103,14 @@ pub fn block_settings(root: &SystemRoot, disks: &[DiskStat], files: &mut read::F
 /// listed change (a loop device attached, a disk gone). Eight sysfs files per disk are a large
 /// part of a sample's cost at `--interval 0.1`; a setting changed by hand shows within a second,
 /// and at intervals of a second or more every sample reads them as before (5 % slack for a
-/// sample that comes a little early).
+/// sample that comes a little early). What does not change while a device exists (partition or
+/// not, its start, the logical block size, the hardware queues) is re-read only every
+/// [`FIXED_FRESH`] or when the list changes: a loop device re-attached with another block size
+/// under the same name shows it within that time.
 #[derive(Default)]
 pub struct SettingsCache {
     at: Option<std::time::Instant>,
+    fixed_at: Option<std::time::Instant>,
     settings: Vec<std::sync::Arc<BlockSettings>>,
     /// The other files that change by hand, if at all, on the same terms (uptime is read each
     /// time): the dirty settings, the zones' watermarks, the host's name and kernel.
@@ -87,6 +120,8 @@ pub struct SettingsCache {
 
 /// How long [`SettingsCache`] trusts what it read.
 pub const SETTINGS_FRESH: std::time::Duration = crate::util::SLOW_REFRESH;
+/// How long [`SettingsCache`] trusts the facts fixed for a device's life.
+pub const FIXED_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl SettingsCache {
     pub fn read(
@@ -95,11 +130,27 @@ impl SettingsCache {
         disks: &[DiskStat],
         files: &mut read::Files,
     ) -> Vec<std::sync::Arc<BlockSettings>> {
-        let now = std::time::Instant::now();
+        self.read_at(root, disks, files, std::time::Instant::now())
+    }
+
+    fn read_at(
+        &mut self,
+        root: &SystemRoot,
+        disks: &[DiskStat],
+        files: &mut read::Files,
+        now: std::time::Instant,
+    ) -> Vec<std::sync::Arc<BlockSettings>> {
         let same_disks = self.settings.len() == disks.len()
             && self.settings.iter().zip(disks).all(|(s, d)| s.name == d.name);
-        if !same_disks || self.at.is_none_or(|t| now.duration_since(t) >= SETTINGS_FRESH) {
-            self.settings = block_settings(root, disks, files).into_iter().map(Into::into).collect();
+        let fresh =
+            |at: Option<std::time::Instant>, within| at.is_some_and(|t| now.duration_since(t) < within);
+        if !same_disks || !fresh(self.at, SETTINGS_FRESH) {
+            let fixed = (same_disks && fresh(self.fixed_at, FIXED_FRESH)).then_some(&self.settings[..]);
+            if fixed.is_none() {
+                self.fixed_at = Some(now);
+            }
+            self.settings =
+                block_settings_since(root, disks, files, fixed).into_iter().map(Into::into).collect();
             self.at = Some(now);
         }
         self.settings.clone()
@@ -124,23 +175,20 @@ impl SettingsCache {
     }
 }
 
-/// The queue/ and mq/ facts of a whole disk.
-fn queue_settings(dir: &Path, files: &mut read::Files) -> BlockSettings {
+/// The queue/ settings of a whole disk that can be changed by hand.
+fn queue_tunables(dir: &Path, files: &mut read::Files) -> BlockSettings {
     let queue = dir.join("queue");
     let mut num = |name: &str| files.u64(&queue.join(name));
     let read_ahead_kb = num("read_ahead_kb");
     let nr_requests = num("nr_requests");
     let rotational = num("rotational").map(|r| r != 0);
     let max_sectors_kb = num("max_sectors_kb");
-    let logical_block_size = num("logical_block_size");
     BlockSettings {
         read_ahead_kb,
         scheduler: files.record(&queue.join("scheduler")).and_then(active_scheduler),
         nr_requests,
         rotational,
         max_sectors_kb,
-        logical_block_size,
-        hw_queues: std::fs::read_dir(dir.join("mq")).ok().map(|entries| entries.count() as u64),
         ..Default::default()
     }
 }
@@ -184,5 +232,79 @@ mod tests {
         assert_eq!(new.flushes, Some(FlushStat { completed: 16, ms: 17 }));
         assert_eq!((new.major, new.minor, new.name.as_str()), (254, 0, "vda"));
         assert!(parse_line("garbage").is_none());
+    }
+
+    #[test]
+    fn the_tunables_are_reread_each_time_and_the_fixed_facts_every_fixed_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("sys/class/block");
+        let write = |path: &str, text: &str| {
+            let path = block.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        for (name, text) in [
+            ("read_ahead_kb", "128\n"),
+            ("nr_requests", "64\n"),
+            ("rotational", "1\n"),
+            ("max_sectors_kb", "512\n"),
+            ("logical_block_size", "512\n"),
+            ("scheduler", "[mq-deadline] none\n"),
+        ] {
+            write(&format!("sda/queue/{name}"), text);
+        }
+        std::fs::create_dir_all(block.join("sda/mq/0")).unwrap();
+        write("sda1/partition", "1\n");
+        write("sda1/start", "2048\n");
+        let root = SystemRoot::fixture(dir.path());
+        let disks: Vec<DiskStat> = ["sda", "sda1"]
+            .iter()
+            .map(|name| DiskStat { name: name.to_string(), ..Default::default() })
+            .collect();
+        let mut files = read::Files::one_shot();
+        let mut cache = SettingsCache::default();
+        let t0 = std::time::Instant::now();
+        let first = cache.read_at(&root, &disks, &mut files, t0);
+        let facts = |s: &[std::sync::Arc<BlockSettings>]| {
+            s.iter()
+                .map(|s| (s.read_ahead_kb, s.logical_block_size, s.hw_queues, s.is_partition, s.start_sector))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            facts(&first),
+            [(Some(128), Some(512), Some(1), false, None), (Some(128), Some(512), Some(1), true, Some(2048))]
+        );
+        assert_eq!(first[0].scheduler.as_deref(), Some("mq-deadline"));
+
+        // A tunable and a fixed fact changed: within SETTINGS_FRESH nothing is read, after it the
+        // tunable is (the partition follows its disk), the fixed fact only after FIXED_FRESH.
+        write("sda/queue/read_ahead_kb", "4096\n");
+        write("sda/queue/logical_block_size", "4096\n");
+        std::fs::create_dir_all(block.join("sda/mq/1")).unwrap();
+        let soon = cache.read_at(&root, &disks, &mut files, t0 + SETTINGS_FRESH / 2);
+        assert_eq!(soon[0].read_ahead_kb, Some(128));
+        let later = cache.read_at(&root, &disks, &mut files, t0 + SETTINGS_FRESH);
+        assert_eq!(
+            facts(&later),
+            [
+                (Some(4096), Some(512), Some(1), false, None),
+                (Some(4096), Some(512), Some(1), true, Some(2048))
+            ]
+        );
+        let much_later = cache.read_at(&root, &disks, &mut files, t0 + FIXED_FRESH);
+        assert_eq!(
+            facts(&much_later),
+            [
+                (Some(4096), Some(4096), Some(2), false, None),
+                (Some(4096), Some(4096), Some(2), true, Some(2048))
+            ]
+        );
+
+        // Another device list is read whole at once.
+        let mut fewer = disks.clone();
+        fewer.pop();
+        write("sda/queue/logical_block_size", "512\n");
+        let changed = cache.read_at(&root, &fewer, &mut files, t0 + FIXED_FRESH + SETTINGS_FRESH / 2);
+        assert_eq!(facts(&changed), [(Some(4096), Some(512), Some(2), false, None)]);
     }
 }
