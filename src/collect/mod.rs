@@ -196,7 +196,8 @@ impl Sampler {
         // the reader's full passes (see `ProcessReader::read_sampled`).
         if let Some(reader) = self.processes.as_mut() {
             let active = self.activity.active(&s.bpf);
-            s.processes = reader.read_sampled(&self.root.proc, mono_ns, &active);
+            let watched = s.bpf.status.enabled && s.bpf.page_cache.is_some();
+            s.processes = reader.read_sampled(&self.root.proc, mono_ns, &active, watched);
         }
         s
     }

@@ -21,6 +21,15 @@
 //! The others' counters are carried with the time they were read (`ProcessIo::io_read_ns`), so
 //! the model divides a delta by the time it took, not by the interval. A process that exited
 //! between two full passes stays listed until the next one (or until it is re-read).
+//!
+//! While the eBPF maps watch (`watched`: the page-cache programs see every read, write, fault and
+//! dirtied page of a file, the block programs every request, each credited to its process), a
+//! full pass also carries the processes whose counters stood still at their last
+//! [`STILL_READS`] reads and that the maps did not name: each is re-read every
+//! [`STILL_PASS_EVERY`]th pass (~5 s), at once when named. On an idle machine most processes are
+//! such (kernel threads, sleeping daemons), and their reads were most of a full pass. What the
+//! maps do not see, I/O on pipes and sockets (`rchar`, `wchar`) of a process idle until then,
+//! shows up to that much later, averaged over the time since its last read.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -40,6 +49,11 @@ pub const COMM_REFRESH: u32 = 10;
 /// Between full passes of [`ProcessReader::read_sampled`] ([`crate::util::SLOW_REFRESH`]: with its
 /// slack a 1 s interval whose samples come a few ms early still gets a full pass every time).
 pub const FULL_PASS_NS: u64 = crate::util::SLOW_REFRESH.as_nanos() as u64;
+/// While the eBPF maps watch for I/O, a process whose counters stood still at its last
+/// [`STILL_READS`] reads is re-read by every [`STILL_PASS_EVERY`]th full pass only (spread over
+/// the passes by pid), or at once when the maps name it (see the module comment).
+pub const STILL_READS: u32 = 5;
+pub const STILL_PASS_EVERY: u32 = 5;
 
 /// Reads all processes; keeps files open between calls (see the module comment).
 pub struct ProcessReader {
@@ -52,6 +66,8 @@ pub struct ProcessReader {
     last: Vec<ProcessIo>,
     last_ns: u64,
     full_ns: Option<u64>,
+    /// Full passes made (which still processes a pass re-reads).
+    passes: u32,
     /// The /proc listing, kept open and rewound for each full pass (kept readers only), and the
     /// pids it last gave.
     proc_dir: Option<PidDir>,
@@ -124,6 +140,8 @@ struct OpenProcess {
     /// The io counters changed at the last re-read (or the process is new to the reader).
     moved: bool,
     comm_age: u32,
+    /// Reads in a row at which the io counters did not move.
+    still: u32,
     /// None when /proc/PID/io could not be read (then it is retried each sample: a process's
     /// readability changes when it execs a setuid program or drops privileges).
     io: Option<File>,
@@ -148,6 +166,7 @@ impl ProcessReader {
             last: Vec::new(),
             last_ns: 0,
             full_ns: None,
+            passes: 0,
             proc_dir: None,
             pids: Vec::new(),
         }
@@ -160,15 +179,25 @@ impl ProcessReader {
 
     /// [`ProcessReader::read`] for a sampler whose sample is stamped `now_ns` (CLOCK_MONOTONIC):
     /// a full pass once per [`FULL_PASS_NS`], in between only the processes whose counters moved
-    /// at their last read and the pids in `active` (see the module comment).
-    pub fn read_sampled(&mut self, proc: &Path, now_ns: u64, active: &[u32]) -> Vec<ProcessIo> {
+    /// at their last read and the pids in `active` (sorted); `watched`: the eBPF maps name every
+    /// process doing file or disk I/O in `active`, so full passes may carry the still ones (see
+    /// the module comment).
+    pub fn read_sampled(
+        &mut self,
+        proc: &Path,
+        now_ns: u64,
+        active: &[u32],
+        watched: bool,
+    ) -> Vec<ProcessIo> {
         let full = match self.full_ns {
             None => true,
             Some(t) => now_ns.saturating_sub(t) >= FULL_PASS_NS,
         };
         let out = if full {
             self.full_ns = Some(now_ns);
-            self.read(proc)
+            self.passes = self.passes.wrapping_add(1);
+            let carry = watched.then_some(active);
+            self.read_full(proc, carry)
         } else {
             self.read_partial(proc, active)
         };
@@ -219,6 +248,12 @@ impl ProcessReader {
     /// All processes under `proc`, sorted by pid. A process that exits while we read it is skipped;
     /// one whose io file we may not read (another user's, without privileges) is kept with `io: None`.
     pub fn read(&mut self, proc: &Path) -> Vec<ProcessIo> {
+        self.read_full(proc, None)
+    }
+
+    /// A full pass; with `carry` (the processes named active, sorted), the still processes not
+    /// named and not due this pass keep their last row.
+    fn read_full(&mut self, proc: &Path, carry: Option<&[u32]>) -> Vec<ProcessIo> {
         if self.proc_dir.as_ref().is_none_or(|d| d.path != proc) {
             self.proc_dir = PidDir::open(proc);
         }
@@ -232,8 +267,21 @@ impl ProcessReader {
         // Forget processes that are gone (their files close here).
         self.open.retain(|pid, _| pids.binary_search(pid).is_ok());
 
+        let last = std::mem::take(&mut self.last);
         let mut out = Vec::with_capacity(pids.len());
         for &pid in &pids {
+            if let Some(active) = carry {
+                let still = self.open.get(&pid).is_some_and(|e| e.still >= STILL_READS);
+                let due = (self.passes.wrapping_add(pid)) % STILL_PASS_EVERY == 0;
+                if still && !due && active.binary_search(&pid).is_err() {
+                    if let Ok(i) = last.binary_search_by_key(&pid, |p| p.pid) {
+                        let mut p = last[i].clone();
+                        p.io_read_ns.get_or_insert(self.last_ns);
+                        out.push(p);
+                        continue;
+                    }
+                }
+            }
             let cached = match self.open.get_mut(&pid) {
                 Some(entry) => reread(entry, pid, proc, &mut self.buf),
                 None => None,
@@ -269,6 +317,7 @@ impl ProcessReader {
                     last_io: io.clone(),
                     moved: true,
                     comm_age: 0,
+                    still: 0,
                     io: if io.is_some() { io_file } else { None },
                 };
                 self.open.insert(pid, entry);
@@ -316,6 +365,7 @@ fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> 
         entry.comm_age = 0;
     }
     entry.moved = io != entry.last_io;
+    entry.still = if entry.moved { 0 } else { entry.still.saturating_add(1) };
     entry.last_io.clone_from(&io);
     Some(ProcessIo {
         pid,
@@ -522,32 +572,75 @@ mod live_tests {
         std::thread::sleep(Duration::from_millis(200));
         let mut reader = ProcessReader::new();
         let t0 = 5_000_000_000;
-        let first = reader.read_sampled(proc, t0, &[]);
+        let first = reader.read_sampled(proc, t0, &[], false);
         assert_eq!(find(&first, pid).expect("listed").io_read_ns, None);
         // A new process counts as moved once; then an idle one is carried.
-        let _ = reader.read_sampled(proc, t0 + 100_000_000, &[]);
-        let third = reader.read_sampled(proc, t0 + 200_000_000, &[]);
+        let _ = reader.read_sampled(proc, t0 + 100_000_000, &[], false);
+        let third = reader.read_sampled(proc, t0 + 200_000_000, &[], false);
         assert_eq!(find(&third, pid).expect("still listed").io_read_ns, Some(t0 + 100_000_000));
-        let fourth = reader.read_sampled(proc, t0 + 300_000_000, &[]);
+        let fourth = reader.read_sampled(proc, t0 + 300_000_000, &[], false);
         assert_eq!(find(&fourth, pid).expect("still listed").io_read_ns, Some(t0 + 100_000_000));
         // Named by the caller (eBPF saw it): read now.
-        let named = reader.read_sampled(proc, t0 + 400_000_000, &[pid]);
+        let named = reader.read_sampled(proc, t0 + 400_000_000, &[pid], false);
         assert_eq!(find(&named, pid).expect("still listed").io_read_ns, None);
         // A process started after the full pass is listed as soon as it is named.
         let late = Command::new("sleep").arg("30").spawn().unwrap();
         let late_pid = late.id();
-        let partial = reader.read_sampled(proc, t0 + 500_000_000, &[]);
+        let partial = reader.read_sampled(proc, t0 + 500_000_000, &[], false);
         assert!(find(&partial, late_pid).is_none(), "not listed between full passes");
-        let named = reader.read_sampled(proc, t0 + 600_000_000, &[late_pid]);
+        let named = reader.read_sampled(proc, t0 + 600_000_000, &[late_pid], false);
         assert_eq!(find(&named, late_pid).expect("named, so read").comm.as_ref(), "sleep");
         assert!(named.windows(2).all(|w| w[0].pid < w[1].pid), "sorted by pid");
         // A full pass a second after the last one re-reads everyone.
-        let full = reader.read_sampled(proc, t0 + 1_000_000_000, &[]);
+        let full = reader.read_sampled(proc, t0 + 1_000_000_000, &[], false);
         assert!(full.iter().all(|p| p.io_read_ns.is_none()));
         for mut child in [idle, late] {
             child.kill().unwrap();
             child.wait().unwrap();
         }
+    }
+
+    /// While the maps watch, a full pass carries a process still at its last STILL_READS reads,
+    /// except every STILL_PASS_EVERY-th pass or when named; unwatched, every pass reads it.
+    #[test]
+    fn watched_full_passes_carry_still_processes() {
+        let proc = Path::new("/proc");
+        let mut idle = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = idle.id();
+        std::thread::sleep(Duration::from_millis(200));
+        let second = 1_000_000_000;
+        let t0 = 5 * second;
+        let read_at = |reader: &mut ProcessReader, k: u64, active: &[u32], watched: bool| {
+            let list = reader.read_sampled(proc, t0 + k * second, active, watched);
+            find(&list, pid).expect("listed").io_read_ns
+        };
+        let mut unwatched = ProcessReader::new();
+        let reads: Vec<_> = (0..20).map(|k| read_at(&mut unwatched, k, &[], false)).collect();
+        assert!(reads.iter().all(Option::is_none), "{reads:?}");
+
+        let mut reader = ProcessReader::new();
+        // Its first read and STILL_READS re-reads at which nothing moved.
+        let warm = u64::from(STILL_READS) + 1;
+        let reads: Vec<_> = (0..warm).map(|k| read_at(&mut reader, k, &[], true)).collect();
+        assert!(reads.iter().all(Option::is_none), "{reads:?}");
+        let passes: Vec<_> = (warm..warm + u64::from(STILL_PASS_EVERY))
+            .map(|k| (k, read_at(&mut reader, k, &[], true)))
+            .collect();
+        let read_now: Vec<_> = passes.iter().filter(|(_, at)| at.is_none()).collect();
+        assert_eq!(read_now.len(), 1, "one pass in {STILL_PASS_EVERY} re-reads it: {passes:?}");
+        let (due, _) = read_now[0];
+        // A carried row keeps the time it was read.
+        for &(k, at) in &passes {
+            if k > *due {
+                assert_eq!(at, Some(t0 + due * second), "{passes:?}");
+            }
+        }
+        // Named by the maps: read at the next pass, due or not.
+        let k = warm + u64::from(STILL_PASS_EVERY);
+        let named = read_at(&mut reader, k, &[pid], true);
+        assert_eq!(named, None);
+        idle.kill().unwrap();
+        idle.wait().unwrap();
     }
 
     #[test]
