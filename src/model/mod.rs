@@ -19,6 +19,7 @@ pub mod devices;
 pub mod files;
 pub mod flatten;
 pub mod io_processes;
+pub mod json_memo;
 pub mod memory;
 pub mod page_cache;
 pub mod panes;
@@ -83,10 +84,12 @@ pub struct HeaderModel {
 pub struct BpfModel {
     pub enabled: bool,
     pub reason: Option<String>,
+    #[serde(serialize_with = "json_memo::programs")]
     pub programs: std::sync::Arc<Vec<crate::sample::BpfProgramStatus>>,
     /// The block probes' health over the interval; null without them.
     pub block_health: Option<BlockHealthModel>,
     /// Per eBPF-fed pane: live, or what is missing and why (src/model/panes.rs).
+    #[serde(serialize_with = "json_memo::panes")]
     pub panes: std::sync::Arc<Vec<panes::PaneStatus>>,
 }
 

@@ -103,7 +103,7 @@ pub fn write_report<W: Write>(out: &mut W, model: &Model, format: Format, first:
             out.write_all(b"\n")
         }
         Format::JsonLines => {
-            serde_json::to_writer(&mut *out, model)?;
+            crate::model::json_memo::compact(|| serde_json::to_writer(&mut *out, model))?;
             out.write_all(b"\n")
         }
     }
