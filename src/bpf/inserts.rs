@@ -20,6 +20,20 @@ pub struct EmptyGate {
     pending: Option<u64>,
     /// When the map was last scanned: at least every [`crate::util::SLOW_REFRESH`] regardless.
     scanned_at: Option<Instant>,
+    /// The count read before the last scan, whatever it left.
+    scanned_count: Option<u64>,
+}
+
+/// What a read of a map needs, by [`EmptyGate::need`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// The map is empty, as the last scan left it.
+    Nothing,
+    /// Nothing was inserted since the last scan: the keys it left (and the caller kept) are all
+    /// the map can hold, and looking them up one by one gives what a scan would.
+    Keys,
+    /// A scan, then [`EmptyGate::scanned`].
+    Scan,
 }
 
 impl EmptyGate {
@@ -31,6 +45,7 @@ impl EmptyGate {
             empty_at: None,
             pending: None,
             scanned_at: None,
+            scanned_count: None,
         })
     }
 
@@ -46,10 +61,26 @@ impl EmptyGate {
         true
     }
 
+    /// [`EmptyGate::needed`], for a map the programs only insert into and whose reader keeps
+    /// the keys a scan leaves: while nothing was inserted since the last scan, which is recent,
+    /// the `kept` keys are all the map holds, and up to `keys_max` of them are looked up instead
+    /// of visiting every bucket.
+    pub fn need(&mut self, now: Instant, kept: usize, keys_max: usize) -> Need {
+        let count = self.counter.get(&0, 0).ok().map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)));
+        let recent = self.scanned_at.is_some_and(|t| now.duration_since(t) < crate::util::SLOW_REFRESH);
+        let need = decide(count, recent, self.empty_at, self.scanned_count, kept <= keys_max);
+        if need == Need::Scan {
+            self.pending = count;
+        }
+        need
+    }
+
     /// After the scan [`EmptyGate::needed`] asked for: whether it left the map empty (every
     /// entry drained or removed; false when unsure).
     pub fn scanned(&mut self, left_empty: bool, now: Instant) {
-        self.empty_at = if left_empty { self.pending.take() } else { None };
+        let count = self.pending.take();
+        self.empty_at = if left_empty { count } else { None };
+        self.scanned_count = count;
         self.scanned_at = Some(now);
     }
 }
@@ -94,9 +125,21 @@ fn scan(count: Option<u64>, recent: bool, empty_at: Option<u64>) -> bool {
     !(recent && count.is_some() && count == empty_at)
 }
 
+/// [`EmptyGate::need`]'s decision: also the count before the last scan, and whether the keys it
+/// left are few enough to look up.
+fn decide(count: Option<u64>, recent: bool, empty_at: Option<u64>, scanned: Option<u64>, few: bool) -> Need {
+    if !scan(count, recent, empty_at) {
+        Need::Nothing
+    } else if recent && few && count.is_some() && count == scanned {
+        Need::Keys
+    } else {
+        Need::Scan
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{scan, Reuse};
+    use super::{decide, scan, Need, Reuse};
     use std::time::{Duration, Instant};
 
     #[test]
@@ -124,5 +167,18 @@ mod tests {
         assert!(scan(Some(5), false, Some(5)));
         // The counter unreadable: scanned.
         assert!(scan(None, true, None));
+    }
+
+    #[test]
+    fn a_map_left_with_few_keys_and_no_insert_since_has_them_looked_up() {
+        // Left with entries at count 5, nothing inserted since, recent: the keys.
+        assert_eq!(decide(Some(5), true, None, Some(5), true), Need::Keys);
+        // Too many to look up, an insert since, a while since the scan, no counter: a scan.
+        assert_eq!(decide(Some(5), true, None, Some(5), false), Need::Scan);
+        assert_eq!(decide(Some(6), true, None, Some(5), true), Need::Scan);
+        assert_eq!(decide(Some(5), false, None, Some(5), true), Need::Scan);
+        assert_eq!(decide(None, true, None, None, true), Need::Scan);
+        // Left empty and nothing inserted: nothing.
+        assert_eq!(decide(Some(5), true, Some(5), Some(5), true), Need::Nothing);
     }
 }
