@@ -59,6 +59,9 @@ pub fn issued_counts(d: &BlockDeviceCounters) -> BpfDeviceCounters {
 /// How often request slots are checked for staleness (a pass reads all 32,768: one syscall each,
 /// ~30 ms, so not every interval), and how old one must be to be emptied.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
+/// How long the processes of a table that stands still go without a check that they are alive:
+/// an exit shows that much later as `exited`, with the same final counters.
+pub const LIVENESS_FRESH: Duration = crate::util::SLOW_REFRESH;
 const STALE_NS: u64 = 60_000_000_000;
 /// `PF_KTHREAD` in /proc/PID/stat's flags field (include/linux/sched.h).
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -429,6 +432,8 @@ pub struct BlockMaps {
     stale_evicted: u64,
     /// Kernel threads seen, by tgid (they rarely exit; saves reading their stat every interval).
     kthreads: StdHashMap<u32, bool>,
+    /// When the table's processes were last checked for being alive (see [`LIVENESS_FRESH`]).
+    alive_checked: Option<Instant>,
     /// The attached program's fd in each slot of PROGRAMS (None for the retired one, and for one
     /// not attached), to read the kernel's count of its runs and skipped runs.
     programs: Vec<Option<ProgramFd>>,
@@ -497,6 +502,7 @@ impl BlockMaps {
             last_purge: Instant::now(),
             stale_evicted: 0,
             kthreads: StdHashMap::new(),
+            alive_checked: None,
             program_stats: Default::default(),
             claims: block_claim::Claims::take(ebpf, attached),
             last_tables: Default::default(),
@@ -539,8 +545,15 @@ impl BlockMaps {
 
         // The (process, device) pairs and their slots. Which processes are gone is decided
         // *before* reading: their counters read now are final.
+        // While the tables stand still a process's counters are final whenever it exits: it is
+        // checked once per LIVENESS_FRESH then, not every sample (a kill(2) per process).
         let pairs = process_slots(self.proc_keys.iter());
-        let tgids: HashSet<u32> = pairs.keys().map(|k| k.tgid).collect();
+        let still = self.last_tables.get(&health, now).is_some()
+            && self.alive_checked.is_some_and(|t| now.duration_since(t) < LIVENESS_FRESH);
+        let tgids: HashSet<u32> = if still { HashSet::new() } else { pairs.keys().map(|k| k.tgid).collect() };
+        if !still {
+            self.alive_checked = Some(now);
+        }
         let mut dead = HashSet::new();
         for tgid in tgids {
             match self.kthreads.get(&tgid) {

@@ -498,6 +498,9 @@ pub struct PageCacheMaps {
     /// CACHE_PROCS as last read, keyed by what the counters outside it said just before (see
     /// [`PageCacheMaps::read`]).
     last: super::inserts::Reuse<QuietKey, Vec<(u32, Vec<CacheCounters>)>>,
+    /// When the processes of CACHE_PROCS were last checked for being alive: while the map is
+    /// reused (nothing counted) at most once per [`super::block::LIVENESS_FRESH`].
+    alive_checked: Option<std::time::Instant>,
 }
 
 /// What moves whenever a program counts anything in a process's CACHE_PROCS entry: the totals
@@ -562,6 +565,7 @@ impl PageCacheMaps {
             attached: attached.into(),
             batch: true,
             last: Default::default(),
+            alive_checked: None,
         })
     }
 
@@ -599,8 +603,12 @@ impl PageCacheMaps {
         let now = std::time::Instant::now();
         let before = self.outside()?;
         let quiet = QuietKey::of(&before);
+        let mut reused = false;
         let (entries, outside) = match self.last.get(&quiet, now) {
-            Some(entries) => (entries.clone(), before),
+            Some(entries) => {
+                reused = true;
+                (entries.clone(), before)
+            }
             None => {
                 let entries = super::map_batch::per_cpu_hash_entries(
                     &self.procs,
@@ -614,8 +622,16 @@ impl PageCacheMaps {
                 (entries, after)
             }
         };
-        let gone: Vec<u32> =
-            entries.iter().map(|e| e.0).filter(|&pid| !crate::util::process_exists(pid)).collect();
+        // Counters that stand still are final whenever their process exits: checked once per
+        // LIVENESS_FRESH then, not every sample (a kill(2) per process).
+        let checked =
+            self.alive_checked.is_some_and(|t| now.duration_since(t) < super::block::LIVENESS_FRESH);
+        let gone: Vec<u32> = if reused && checked {
+            Vec::new()
+        } else {
+            self.alive_checked = Some(now);
+            entries.iter().map(|e| e.0).filter(|&pid| !crate::util::process_exists(pid)).collect()
+        };
         let mut processes = Vec::with_capacity(entries.len());
         for (pid, mut per_cpu) in entries {
             if gone.contains(&pid) {
