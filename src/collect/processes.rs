@@ -267,7 +267,8 @@ impl ProcessReader {
         // Forget processes that are gone (their files close here).
         self.open.retain(|pid, _| pids.binary_search(pid).is_ok());
 
-        let last = std::mem::take(&mut self.last);
+        // The rows to carry (read_sampled sets the list again after the pass).
+        let last = if carry.is_some() { std::mem::take(&mut self.last) } else { Vec::new() };
         let mut out = Vec::with_capacity(pids.len());
         for &pid in &pids {
             if let Some(active) = carry {
