@@ -29,6 +29,9 @@ pub struct EmptyGate {
 pub enum Need {
     /// The map is empty, as the last scan left it.
     Nothing,
+    /// Nothing was inserted since the last scan, and nothing the caller knows of updated an
+    /// entry since its last read (`steady`): the map holds what that read found.
+    Same,
     /// Nothing was inserted since the last scan: the keys it left (and the caller kept) are all
     /// the map can hold, and looking them up one by one gives what a scan would.
     Keys,
@@ -65,10 +68,11 @@ impl EmptyGate {
     /// the keys a scan leaves: while nothing was inserted since the last scan, which is recent,
     /// the `kept` keys are all the map holds, and up to `keys_max` of them are looked up instead
     /// of visiting every bucket.
-    pub fn need(&mut self, now: Instant, kept: usize, keys_max: usize) -> Need {
+    /// `steady`: no entry was updated since the caller's last read (by a counter of its own).
+    pub fn need(&mut self, now: Instant, kept: usize, keys_max: usize, steady: bool) -> Need {
         let count = self.counter.get(&0, 0).ok().map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)));
         let recent = self.scanned_at.is_some_and(|t| now.duration_since(t) < crate::util::SLOW_REFRESH);
-        let need = decide(count, recent, self.empty_at, self.scanned_count, kept <= keys_max);
+        let need = decide(count, recent, self.empty_at, self.scanned_count, kept <= keys_max, steady);
         if need == Need::Scan {
             self.pending = count;
         }
@@ -127,10 +131,20 @@ fn scan(count: Option<u64>, recent: bool, empty_at: Option<u64>) -> bool {
 
 /// [`EmptyGate::need`]'s decision: also the count before the last scan, and whether the keys it
 /// left are few enough to look up.
-fn decide(count: Option<u64>, recent: bool, empty_at: Option<u64>, scanned: Option<u64>, few: bool) -> Need {
+fn decide(
+    count: Option<u64>,
+    recent: bool,
+    empty_at: Option<u64>,
+    scanned: Option<u64>,
+    few: bool,
+    steady: bool,
+) -> Need {
+    let no_insert = recent && count.is_some() && count == scanned;
     if !scan(count, recent, empty_at) {
         Need::Nothing
-    } else if recent && few && count.is_some() && count == scanned {
+    } else if no_insert && steady {
+        Need::Same
+    } else if no_insert && few {
         Need::Keys
     } else {
         Need::Scan
@@ -172,13 +186,15 @@ mod tests {
     #[test]
     fn a_map_left_with_few_keys_and_no_insert_since_has_them_looked_up() {
         // Left with entries at count 5, nothing inserted since, recent: the keys.
-        assert_eq!(decide(Some(5), true, None, Some(5), true), Need::Keys);
+        assert_eq!(decide(Some(5), true, None, Some(5), true, false), Need::Keys);
+        // Nor any update the caller knows of: what was read, however many.
+        assert_eq!(decide(Some(5), true, None, Some(5), false, true), Need::Same);
         // Too many to look up, an insert since, a while since the scan, no counter: a scan.
-        assert_eq!(decide(Some(5), true, None, Some(5), false), Need::Scan);
-        assert_eq!(decide(Some(6), true, None, Some(5), true), Need::Scan);
-        assert_eq!(decide(Some(5), false, None, Some(5), true), Need::Scan);
-        assert_eq!(decide(None, true, None, None, true), Need::Scan);
+        assert_eq!(decide(Some(5), true, None, Some(5), false, false), Need::Scan);
+        assert_eq!(decide(Some(6), true, None, Some(5), true, true), Need::Scan);
+        assert_eq!(decide(Some(5), false, None, Some(5), true, true), Need::Scan);
+        assert_eq!(decide(None, true, None, None, true, true), Need::Scan);
         // Left empty and nothing inserted: nothing.
-        assert_eq!(decide(Some(5), true, Some(5), Some(5), true), Need::Nothing);
+        assert_eq!(decide(Some(5), true, Some(5), Some(5), true, true), Need::Nothing);
     }
 }

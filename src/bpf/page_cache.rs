@@ -501,13 +501,15 @@ pub struct PageCacheMaps {
     /// When the processes of CACHE_PROCS were last checked for being alive: while the map is
     /// reused (nothing counted) at most once per [`super::block::LIVENESS_FRESH`].
     alive_checked: Option<std::time::Instant>,
+    /// The counters outside CACHE_PROCS as this sample read them (see [`PageCacheMaps::quiet_key`]).
+    key: Option<QuietKey>,
 }
 
 /// What moves whenever a program counts anything in a process's CACHE_PROCS entry: the totals
 /// (every count goes there too), each CPU's pending read pages and read count, and the write and
 /// direct-I/O memos. Equal in two samples: no process's counts moved in between.
-#[derive(PartialEq)]
-struct QuietKey {
+#[derive(Clone, PartialEq)]
+pub struct QuietKey {
     totals: Vec<CacheCounters>,
     reads: Vec<(u64, u32, u64)>,
     write_memos: Vec<(u32, u64, u64, u64)>,
@@ -566,6 +568,7 @@ impl PageCacheMaps {
             batch: true,
             last: Default::default(),
             alive_checked: None,
+            key: None,
         })
     }
 
@@ -588,6 +591,13 @@ impl PageCacheMaps {
 
     /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
     /// exited, with their final counts) and then removed from the map.
+    /// The counters outside CACHE_PROCS as the last read found them, before reading the map:
+    /// every page-cache event the programs count moves them (the totals count every access,
+    /// insertion, eviction and dirtied page), so two equal keys mean no such event in between.
+    pub fn quiet_key(&self) -> Option<&QuietKey> {
+        self.key.as_ref()
+    }
+
     pub fn read(&mut self) -> Result<PageCacheSample> {
         // Values first, liveness second, and a process found dead read once more: its counts
         // read after its death are final (read before it, its last I/O could still come in, and
@@ -601,8 +611,10 @@ impl PageCacheMaps {
         // process's count done before the map was read (unless the program was preempted in
         // between for longer than the read took). The map is read anyway once every SLOW_REFRESH.
         let now = std::time::Instant::now();
+        self.key = None;
         let before = self.outside()?;
         let quiet = QuietKey::of(&before);
+        self.key = Some(quiet.clone());
         let mut reused = false;
         let (entries, outside) = match self.last.get(&quiet, now) {
             Some(entries) => {

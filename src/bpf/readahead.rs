@@ -239,6 +239,8 @@ pub struct ReadaheadMaps {
     /// RA_FILES is not read while it stays empty (see crate::bpf::inserts): on a quiet machine
     /// every entry is removed within two samples.
     gate: super::inserts::EmptyGate,
+    /// The page-cache counters read just before RA_FILES was last read (scanned or looked up).
+    read_key: Option<super::page_cache::QuietKey>,
     /// The triggering processes' names, as read and when: a file whose read-ahead pages wait for
     /// their first use stays in every sample, and its triggers' names are read again only after
     /// [`COMM_FRESH`] (an exec renames within that time).
@@ -276,6 +278,7 @@ impl ReadaheadMaps {
             last: StdHashMap::new(),
             batch: true,
             gate,
+            read_key: None,
             comms: StdHashMap::new(),
             rows: StdHashMap::new(),
         })
@@ -341,15 +344,23 @@ impl ReadaheadMaps {
         &mut self,
         known: &StdHashMap<(u32, u64), String>,
         resolver: &mut super::resolve::files::FileResolver,
+        cache_key: Option<&super::page_cache::QuietKey>,
     ) -> Result<ReadaheadSample> {
         let now = std::time::Instant::now();
-        let need = self.gate.need(now, self.last.len(), KEYS_MAX);
+        // No page-cache event since the last read (the page-cache counters read before it, and
+        // now, are equal): no entry was updated either (each update is such an event).
+        let steady = cache_key.is_some() && self.read_key.as_ref() == cache_key;
+        let need = self.gate.need(now, self.last.len(), KEYS_MAX, steady);
         let scan = need == super::inserts::Need::Scan;
         let entries = match need {
             super::inserts::Need::Nothing => Vec::new(),
+            super::inserts::Need::Same => self.last.iter().map(|(k, s)| (*k, s.clone())).collect(),
             super::inserts::Need::Keys => self.looked_up(),
             super::inserts::Need::Scan => self.entries()?,
         };
+        if matches!(need, super::inserts::Need::Keys | super::inserts::Need::Scan) {
+            self.read_key = cache_key.cloned();
+        }
         // This sample's files without a path ask the walks again below.
         resolver.clear_wanted();
         // Changed (or pending) entries stay; the others are removed (see keep_in_sample).
