@@ -354,7 +354,7 @@ impl ReadaheadMaps {
         let scan = need == super::inserts::Need::Scan;
         let entries = match need {
             super::inserts::Need::Nothing => Vec::new(),
-            super::inserts::Need::Same => self.last.iter().map(|(k, s)| (*k, s.clone())).collect(),
+            super::inserts::Need::Same => self.last.iter().map(|(k, s)| (*k, *s)).collect(),
             super::inserts::Need::Keys => self.looked_up(),
             super::inserts::Need::Scan => self.entries()?,
         };
