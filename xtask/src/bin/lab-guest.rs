@@ -835,9 +835,11 @@ fn syncs_and_cgroups(s: &mut Suite, mon: &Monitor, status: Option<&Value>) {
              path {}, calls {}",
             row["path"], row["calls"]
         );
-        // The caller's time also has the submission's syscall and the wakeup after the completion.
+        // The caller's time also has the submission's syscall and the wakeup after the completion:
+        // ~10 ms of it under TCG whatever the call took (5.10 in CI: 0.0088 s by ioscope against
+        // 0.0178 s, and 0.0173 against 0.0287 s in the next run), hence the 5 ms off the half.
         (max <= took * 1.1 + 0.002
-            && max >= took * 0.5
+            && max >= took * 0.5 - 0.005
             && row["path"] == uring_path.as_str()
             && row["calls"].as_u64() == Some(1))
         .then_some(detail.clone())
