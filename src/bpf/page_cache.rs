@@ -589,8 +589,6 @@ impl PageCacheMaps {
         Ok(memos.iter().copied().filter(DioMemo::pending).collect())
     }
 
-    /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
-    /// exited, with their final counts) and then removed from the map.
     /// The counters outside CACHE_PROCS as the last read found them, before reading the map:
     /// every page-cache event the programs count moves them (the totals count every access,
     /// insertion, eviction and dirtied page), so two equal keys mean no such event in between.
@@ -598,6 +596,8 @@ impl PageCacheMaps {
         self.key.as_ref()
     }
 
+    /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
+    /// exited, with their final counts) and then removed from the map.
     pub fn read(&mut self) -> Result<PageCacheSample> {
         // Values first, liveness second, and a process found dead read once more: its counts
         // read after its death are final (read before it, its last I/O could still come in, and

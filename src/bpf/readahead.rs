@@ -35,12 +35,12 @@ pub const PROBES: [(&str, &str, &str); 9] = [
 /// The regular-tracepoint twin of the raw read-path program (see [`attach`]).
 const GET_PAGES: &str = "readahead_get_pages";
 
-/// Most paths remembered (twice the file map: a path outlives its entry for a while). Beyond it
-/// only the listed files' paths are kept (see [`PathCache::bound`]).
 /// Files listed last that are looked up one by one (~1.5 µs each) rather than scanning RA_FILES
 /// (~30–40 µs: every one of its 8,192 buckets), while nothing was inserted since the last scan:
 /// the files whose readahead pages stay pending after a burst were a scan every sample.
 const KEYS_MAX: usize = 16;
+/// Most paths remembered (twice the file map: a path outlives its entry for a while). Beyond it
+/// only the listed files' paths are kept (see [`PathCache::bound`]).
 const PATH_CACHE_MAX: usize = 2 * ioscope_common::readahead::RA_FILES_MAX as usize;
 
 /// Reads each probe's format file; returns the layout and, per probe, Ok or why not.
@@ -284,13 +284,13 @@ impl ReadaheadMaps {
         })
     }
 
-    /// Every RA_FILES entry, in batches when the kernel has them (else entry by entry).
     /// The entries of the files listed last (see [`super::inserts::Need::Keys`]), looked up one
     /// by one; a file gone from the map is skipped.
     fn looked_up(&self) -> Vec<(RaFileKey, RaFileStats)> {
         self.last.keys().filter_map(|k| Some((*k, self.files.get(k, 0).ok()?))).collect()
     }
 
+    /// Every RA_FILES entry, in batches when the kernel has them (else entry by entry).
     fn entries(&mut self) -> Result<Vec<(RaFileKey, RaFileStats)>> {
         if self.batch {
             use aya::maps::IterableMap;
