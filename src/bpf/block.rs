@@ -548,8 +548,8 @@ impl BlockMaps {
         // While the tables stand still a process's counters are final whenever it exits: it is
         // checked once per LIVENESS_FRESH then, not every sample (a kill(2) per process).
         let pairs = process_slots(self.proc_keys.iter());
-        let still = self.last_tables.get(&health, now).is_some()
-            && self.alive_checked.is_some_and(|t| now.duration_since(t) < LIVENESS_FRESH);
+        let quiet = self.last_tables.get(&health, now).is_some();
+        let still = quiet && self.alive_checked.is_some_and(|t| now.duration_since(t) < LIVENESS_FRESH);
         let tgids: HashSet<u32> = if still { HashSet::new() } else { pairs.keys().map(|k| k.tgid).collect() };
         if !still {
             self.alive_checked = Some(now);
@@ -570,7 +570,6 @@ impl BlockMaps {
         }
         // The tables kept, borrowed rather than copied (a quiet sample reads them only).
         let last = self.last_tables.get(&health, now);
-        let quiet = last.is_some();
         let mut processes = Vec::new();
         let mut per_cpu = Vec::new();
         let mut summed = StdHashMap::with_capacity(if quiet { 0 } else { pairs.len() });

@@ -55,8 +55,7 @@ impl EmptyGate {
     /// Whether the map must be scanned now: not when the last scan left it empty, nothing was
     /// inserted since, and that scan is recent. A counter that cannot be read asks for a scan.
     pub fn needed(&mut self, now: Instant) -> bool {
-        let count = self.counter.get(&0, 0).ok().map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)));
-        let recent = self.scanned_at.is_some_and(|t| now.duration_since(t) < crate::util::SLOW_REFRESH);
+        let (count, recent) = self.observe(now);
         if !scan(count, recent, self.empty_at) {
             return false;
         }
@@ -70,13 +69,20 @@ impl EmptyGate {
     /// of visiting every bucket.
     /// `steady`: no entry was updated since the caller's last read (by a counter of its own).
     pub fn need(&mut self, now: Instant, kept: usize, keys_max: usize, steady: bool) -> Need {
-        let count = self.counter.get(&0, 0).ok().map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)));
-        let recent = self.scanned_at.is_some_and(|t| now.duration_since(t) < crate::util::SLOW_REFRESH);
+        let (count, recent) = self.observe(now);
         let need = decide(count, recent, self.empty_at, self.scanned_count, kept <= keys_max, steady);
         if need == Need::Scan {
             self.pending = count;
         }
         need
+    }
+
+    /// The insert count summed over the CPUs (None when unreadable), and whether the last scan
+    /// is recent (within [`crate::util::SLOW_REFRESH`]).
+    fn observe(&self, now: Instant) -> (Option<u64>, bool) {
+        let count = self.counter.get(&0, 0).ok().map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)));
+        let recent = self.scanned_at.is_some_and(|t| now.duration_since(t) < crate::util::SLOW_REFRESH);
+        (count, recent)
     }
 
     /// After the scan [`EmptyGate::needed`] asked for: whether it left the map empty (every
