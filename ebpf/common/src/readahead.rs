@@ -29,6 +29,14 @@ pub const RA_WINDOWS_MAX: u32 = 4096;
 /// the same thread just before (see [`RaBind`]).
 pub const RA_MAPPINGS_MAP: &str = "RA_MAPPINGS";
 pub const RA_MAPPINGS_MAX: u32 = 8192;
+/// LRU hash map: thread id → its last readahead event ([`RaThreadBind`]), for the read that
+/// follows it when the thread moved to another CPU while the read waited for its pages (the
+/// per-CPU [`RaBind`] is then on the CPU it left).
+pub const RA_BINDS_MAP: &str = "RA_BINDS";
+pub const RA_BINDS_MAX: u32 = 1024;
+/// How long after its readahead event a thread's [`RaThreadBind`] may bind a read (ns): the read
+/// waits for the pages the event asked for, seconds at worst on a slow disk.
+pub const RA_BIND_NS: u64 = 10_000_000_000;
 /// Array of one [`RaShared`]: what every CPU's cached-read path checks before any lookup.
 pub const RA_SHARED_MAP: &str = "RA_SHARED";
 /// Per-CPU array of one [`RaNoWindow`]: the insertion path's memo of a thread without a window.
@@ -222,6 +230,26 @@ pub struct RaBind {
     pub dev: u32,
     pub ino: u64,
     pub index: u64,
+}
+
+/// A thread's last readahead event, in [`RA_BINDS_MAP`]: file (dev, ino), the page it was at, and
+/// when. Removed by the read it binds (on any CPU).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaThreadBind {
+    pub dev: u32,
+    pub _pad: u32,
+    pub ino: u64,
+    pub index: u64,
+    pub at_ns: u64,
+}
+
+impl RaThreadBind {
+    /// Whether a read of `index..=last` at `now_ns` is the one that follows this event.
+    #[inline(always)]
+    pub fn binds(&self, index: u64, last: u64, now_ns: u64) -> bool {
+        self.index >= index && self.index <= last && now_ns.wrapping_sub(self.at_ns) < RA_BIND_NS
+    }
 }
 
 /// Whether a read of `index..=last` by thread `tid` is the one that follows the bound event.

@@ -20,8 +20,8 @@ use aya_ebpf::{
 use ioscope_common::page_cache::{CacheScratch, NO_ORDER};
 use ioscope_common::readahead::{
     binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaNoWindow, RaPage, RaPageKey,
-    RaReadMemo, RaShared, RaTotals, RaWindow, RA_FILES_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS,
-    RA_WALK_MAX, RA_WINDOWS_MAX,
+    RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow, RA_BINDS_MAX, RA_FILES_MAX, RA_MAPPINGS_MAX,
+    RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
 };
 
 #[unsafe(no_mangle)]
@@ -42,6 +42,9 @@ static RA_WINDOWS: LruHashMap<u32, RaWindow> = LruHashMap::with_max_entries(RA_W
 
 #[map]
 static RA_MAPPINGS: LruHashMap<u64, RaFileKey> = LruHashMap::with_max_entries(RA_MAPPINGS_MAX, 0);
+
+#[map]
+static RA_BINDS: LruHashMap<u32, RaThreadBind> = LruHashMap::with_max_entries(RA_BINDS_MAX, 0);
 
 #[map]
 static RA_SHARED: Array<RaShared> = Array::with_max_entries(1, 0);
@@ -180,9 +183,13 @@ fn try_ra_event(ctx: &TracePointContext, is_async: bool) -> Result<u32, i64> {
 /// their fallbacks' in crate::readahead_fn).
 #[inline(always)]
 pub fn on_ra_event(is_async: bool, dev: u32, ino: u64, index: u64, ra_pages: u32, mmap_miss: u32) {
+    let tid = bpf_get_current_pid_tgid() as u32;
     if let Some(s) = crate::page_cache::scratch() {
-        s.ra_bind = RaBind { tid: bpf_get_current_pid_tgid() as u32, dev, ino, index };
+        s.ra_bind = RaBind { tid, dev, ino, index };
     }
+    // SAFETY: helper without preconditions.
+    let at_ns = unsafe { bpf_ktime_get_ns() };
+    let _ = RA_BINDS.insert(&tid, &RaThreadBind { dev, _pad: 0, ino, index, at_ns }, 0);
     let Some(f) = file_or_new(dev, ino) else { return };
     add(if is_async { &mut f.async_events } else { &mut f.sync_events }, 1);
     f.max_window = ra_pages;
@@ -421,11 +428,15 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
 #[inline(always)]
 pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, last: u64) {
     // A bind is only ever made by a readahead event (their programs run only with their layout).
+    let mut bound = None;
     if binds(&s.ra_bind, tid, index, last) {
         let key = RaFileKey { dev: s.ra_bind.dev, _pad: 0, ino: s.ra_bind.ino };
         let _ = RA_MAPPINGS.insert(&mapping, &key, 0);
+        let _ = RA_BINDS.remove(&tid);
         s.ra_bind.tid = 0;
         bump_epoch();
+        // Used as is, not looked up again: a full LRU map may evict even the entry just made.
+        bound = Some(key);
     }
     let Some(shared) = RA_SHARED.get(0) else { return };
     // Nothing read ahead is waiting anywhere, or not in this file as of this epoch: no lookup
@@ -441,20 +452,46 @@ pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, las
         return;
     }
     let idle = RaReadMemo { mapping, epoch };
+    // A mapping known for a file with pages pending is that file (the usual case). One not known,
+    // or known for a file with none pending, may be this thread's read right after its readahead
+    // event on another CPU; the latter also when the mapping's memory was freed with its inode
+    // and now holds another file's (the kept binding is then stale).
     // SAFETY: a plain copy of the value.
-    let Some(key) = (unsafe { RA_MAPPINGS.get(&mapping) }).copied() else {
-        s.ra_memo = idle;
-        return;
-    };
-    let Some(f) = file(key.dev, key.ino) else {
-        s.ra_memo = idle;
-        return;
-    };
-    if f.pending() == 0 {
-        s.ra_memo = idle;
-        return;
+    let known = bound.or_else(|| (unsafe { RA_MAPPINGS.get(&mapping) }).copied());
+    if let Some(key) = known {
+        if let Some(f) = file(key.dev, key.ino).filter(|f| f.pending() != 0) {
+            use_range(f, key.dev, key.ino, index, last);
+            return;
+        }
     }
+    let Some(key) = bind_moved(tid, mapping, index, last) else {
+        s.ra_memo = idle;
+        return;
+    };
+    let Some(f) = file(key.dev, key.ino).filter(|f| f.pending() != 0) else {
+        s.ra_memo = idle;
+        return;
+    };
     use_range(f, key.dev, key.ino, index, last);
+}
+
+/// The file of `mapping` read by thread `tid` right after its readahead event on another CPU (it
+/// slept on the pages' I/O and woke up elsewhere): bound as on the event's CPU.
+/// Without it a small file read whole in one call (a 1-page file read with a 128 KiB buffer, as
+/// `cat` does) kept its page pending until evicted, then counted wasted.
+#[inline(always)]
+fn bind_moved(tid: u32, mapping: u64, index: u64, last: u64) -> Option<RaFileKey> {
+    // SAFETY: a plain copy of the value.
+    let b = (unsafe { RA_BINDS.get(&tid) }).copied()?;
+    // SAFETY: helper without preconditions.
+    if !b.binds(index, last, unsafe { bpf_ktime_get_ns() }) {
+        return None;
+    }
+    let key = RaFileKey { dev: b.dev, _pad: 0, ino: b.ino };
+    let _ = RA_MAPPINGS.insert(&mapping, &key, 0);
+    let _ = RA_BINDS.remove(&tid);
+    bump_epoch();
+    Some(key)
 }
 
 #[tracepoint]
