@@ -445,6 +445,10 @@ pub struct BlockMaps {
     /// What the last read of the device and process tables found, keyed by the health counters
     /// read just before it: reused while those counters stand still (see [`BlockMaps::read`]).
     last_tables: super::inserts::Reuse<[u64; HEALTH_COUNTERS as usize], Tables>,
+    /// The health counters [`BlockMaps::events_now`] read for the next [`BlockMaps::read`].
+    prefetched: Option<[u64; HEALTH_COUNTERS as usize]>,
+    /// The issue and completion programs are attached: every request a driver handles is counted.
+    sees_requests: bool,
 }
 
 /// The device and process tables as read (the processes summed per key, before the liveness
@@ -506,6 +510,10 @@ impl BlockMaps {
             program_stats: Default::default(),
             claims: block_claim::Claims::take(ebpf, attached),
             last_tables: Default::default(),
+            prefetched: None,
+            sees_requests: ["block_rq_issue", "block_rq_complete"]
+                .iter()
+                .all(|p| PROGRAMS.iter().zip(attached).any(|((slot, _), a)| slot == p && a.is_some())),
             programs: attached
                 .iter()
                 .map(|name| {
@@ -516,9 +524,31 @@ impl BlockMaps {
         })
     }
 
+    /// The events counted so far (every program counts its own first): the health counters are
+    /// read now and kept for the next [`BlockMaps::read`], which then reads the tables after them
+    /// as it would after its own read of the counters.
+    pub fn events_now(&mut self) -> Result<u64> {
+        if !self.sees_requests {
+            bail!("the block layer's issue and completion programs are not both attached");
+        }
+        let health = self.health_counters()?;
+        self.prefetched = Some(health);
+        let events = [
+            Health::IoStartEvents,
+            Health::RqInsertEvents,
+            Health::RqIssueEvents,
+            Health::RqCompleteEvents,
+            Health::RqMergeEvents,
+        ];
+        Ok(events.iter().fold(0u64, |a, h| a.wrapping_add(health[*h as usize])))
+    }
+
     /// Reads every map into `out` (block_devices, io_processes, block_health).
     pub fn read(&mut self, out: &mut BpfSample) -> Result<()> {
-        let health = self.health_counters()?;
+        let health = match self.prefetched.take() {
+            Some(h) => h,
+            None => self.health_counters()?,
+        };
         // Every block program counts its event in BLOCK_HEALTH first: while those counts stand
         // still, no device's or process's counters moved, and the tables as last read are
         // reused (a system call per device and per process slot less, each sample of a quiet

@@ -485,6 +485,13 @@ impl BpfCollector {
         &self.status
     }
 
+    /// How many block-layer events (a request's start, insertion, issue, completion, merge) the
+    /// block programs have counted so far; None when they do not run or the count cannot be read.
+    /// The count read here is the one the next [`BpfCollector::read`] keys its block tables by.
+    pub fn block_events(&mut self) -> Option<u64> {
+        self.block.as_mut()?.events_now().ok()
+    }
+
     /// The cumulative counters as of now.
     pub fn read(&mut self) -> BpfSample {
         // Every program's kernel-timed runs (bpf_stats): what each mechanism costs per event.

@@ -14,6 +14,26 @@ pub fn diskstats(root: &SystemRoot, files: &mut read::Files) -> Vec<DiskStat> {
     text.lines().filter_map(parse_line).collect()
 }
 
+/// `disks[i]` for each `i` in `which` re-read from its own `/sys/class/block/NAME/stat` (the same
+/// counters as its /proc/diskstats line). False when one cannot be read.
+pub fn reread_stats(
+    root: &SystemRoot,
+    disks: &mut [DiskStat],
+    which: &[usize],
+    files: &mut read::Files,
+) -> bool {
+    let class = root.sys.join("class/block");
+    for &i in which {
+        let Some(d) = disks.get_mut(i) else { return false };
+        let Some(stat) = files.record(&class.join(&d.name).join("stat")) else { return false };
+        let Some(fresh) = parse_line(&format!("{} {} {} {}", d.major, d.minor, d.name, stat.trim())) else {
+            return false;
+        };
+        *d = fresh;
+    }
+    true
+}
+
 fn parse_line(line: &str) -> Option<DiskStat> {
     let d = procfs::DiskStat::from_line(line).ok()?;
     let discards = match (d.discards, d.discards_merged, d.sectors_discarded, d.time_discarding) {
@@ -124,6 +144,29 @@ pub const SETTINGS_FRESH: std::time::Duration = crate::util::SLOW_REFRESH;
 pub const FIXED_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl SettingsCache {
+    /// The devices in `disks` that are not request-based (a disk without hardware queues, `mq/`:
+    /// device-mapper, md, zram, a RAM disk; and its partitions): their I/O does not pass the block
+    /// layer's request tracepoints. None when `disks` is not the list the settings were last
+    /// read for.
+    pub fn bio_based(&self, disks: &[DiskStat]) -> Option<Vec<usize>> {
+        if self.settings.len() != disks.len()
+            || self.settings.iter().zip(disks).any(|(s, d)| s.name != d.name)
+        {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut disk_has_queues = false;
+        for (i, s) in self.settings.iter().enumerate() {
+            if !s.is_partition {
+                disk_has_queues = s.hw_queues.is_some_and(|n| n > 0);
+            }
+            if !disk_has_queues {
+                out.push(i);
+            }
+        }
+        Some(out)
+    }
+
     pub fn read(
         &mut self,
         root: &SystemRoot,
@@ -218,6 +261,44 @@ mod tests {
         assert_eq!(active_scheduler("[none] mq-deadline\n").as_deref(), Some("none"));
         assert_eq!(active_scheduler("none\n").as_deref(), Some("none"));
         assert_eq!(active_scheduler("a b\n"), None);
+    }
+
+    #[test]
+    fn bio_based_devices_are_found_and_reread_from_their_own_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let block = dir.path().join("sys/class/block");
+        std::fs::create_dir_all(block.join("sda/mq/0")).unwrap();
+        for part in ["sda1", "zram0p1"] {
+            std::fs::create_dir_all(block.join(part)).unwrap();
+            std::fs::write(block.join(part).join("partition"), "1\n").unwrap();
+        }
+        std::fs::create_dir_all(block.join("dm-0")).unwrap();
+        std::fs::create_dir_all(block.join("zram0")).unwrap();
+        std::fs::write(block.join("zram0/stat"), "  5 0 40 1 7 0 56 2 0 3 3 0 0 0 0 0 0\n").unwrap();
+        let root = SystemRoot::fixture(dir.path());
+        let disks = |names: &[&str]| -> Vec<DiskStat> {
+            names.iter().map(|name| DiskStat { name: name.to_string(), ..Default::default() }).collect()
+        };
+        let mut cache = SettingsCache::default();
+        let all = disks(&["sda", "sda1", "dm-0", "zram0", "zram0p1"]);
+        assert_eq!(cache.bio_based(&all), None, "nothing read yet");
+        let mut files = read::Files::one_shot();
+        cache.read(&root, &all, &mut files);
+        // A device-mapper device and zram have no hardware queues (their I/O is bio-based), nor
+        // has a partition of one.
+        assert_eq!(cache.bio_based(&all), Some(vec![2, 3, 4]));
+        assert_eq!(cache.bio_based(&disks(&["sda", "sda1"])), None, "another list");
+
+        let mut reread = all.clone();
+        reread[3].major = 252;
+        assert!(reread_stats(&root, &mut reread, &[3], &mut files));
+        let z = &reread[3];
+        assert_eq!(
+            (z.major, z.name.as_str(), z.reads_completed, z.sectors_written, z.io_ms),
+            (252, "zram0", 5, 56, 3)
+        );
+        assert!(z.discards.is_some() && z.flushes.is_some(), "17 fields: discards and flushes");
+        assert!(!reread_stats(&root, &mut reread, &[2], &mut files), "dm-0 has no stat file here");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! over all of them is judged. Needs root and fio; skips otherwise unless IOSCOPE_REQUIRE_BPF=1.
 
 use crate::common;
-use crate::fio_agree::{self, median, Engine, Figures, Tools};
+use crate::fio_agree::{self, median, DeviceIo, Engine, Figures, Tools};
 
 use std::path::Path;
 use std::process::Command;
@@ -45,6 +45,7 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
     let mem = "malloc";
     eprintln!("fio buffers: --mem={mem}");
     let device_reads = || lo.diskstats()[0];
+    let device_io = || DeviceIo::from_fields(&lo.diskstats());
     let tools = Tools {
         file: &file,
         size: SIZE,
@@ -52,6 +53,7 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
         engine,
         mem,
         device_reads: Some(&device_reads),
+        device_io: Some(&device_io),
     };
     let mut failures = Vec::new();
     // 1 s for the sequential reads: at ~1 ms a request, 500 ms made one device stall of a few ms
@@ -62,9 +64,17 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
             eprintln!("{}: {first:.3?} after {ROUNDS} rounds; {EXTRA_ROUNDS} more", job.name);
         }
         for (a, b) in o.fio.iter().zip(&o.ioscope) {
+            let kib = |x: &Figures| x.device_kib_per_req.unwrap_or(f64::NAN);
             eprintln!(
-                "  fio {:7.1} MB/s {:7.0} IOPS p50 {:7.1} µs | ioscope {:7.1} MB/s {:7.0} IOPS p50 {:7.1} µs",
-                a.mb_s, a.iops, a.p50_us, b.mb_s, b.iops, b.p50_us
+                "  fio {:7.1} MB/s {:7.0} IOPS p50 {:7.1} µs {:5.0} KiB/device request | ioscope {:7.1} MB/s {:7.0} IOPS p50 {:7.1} µs {:5.0} KiB",
+                a.mb_s,
+                a.iops,
+                a.p50_us,
+                kib(a),
+                b.mb_s,
+                b.iops,
+                b.p50_us,
+                kib(b)
             );
         }
         let cpu = |v: &[Figures]| median(v.iter().map(|x| x.cpu_us_per_req).collect());

@@ -157,3 +157,43 @@ fn device_columns_agree_with_iostat() {
     to_rounding(ours.rareq_sz, 6.4, "rareq-sz of the burst");
     to_rounding(ours.wareq_sz, 64.0, "wareq-sz of the burst");
 }
+
+/// A quiet machine's samples reuse /proc/diskstats as last read while the block programs count no
+/// event (`Sampler::diskstats`); a request made between two samples must still be in the second.
+/// One 4 KiB direct write at a time to a loop device nothing else writes, a sample before and
+/// after each, 100 ms apart (`--interval 0.1`): the device's writes stand still across the quiet
+/// samples and go up by exactly one across each write.
+#[test]
+fn a_request_between_two_quiet_samples_is_in_the_second() {
+    let _group = common::live_group(module_path!());
+    let test = "a_request_between_two_quiet_samples_is_in_the_second";
+    if !common::require_root(test) {
+        return;
+    }
+    let lo = common::LoopDevice::new(64);
+    let bpf = BpfCollector::start();
+    if !bpf.status().enabled {
+        common::skip(test, "eBPF could not be loaded");
+        return;
+    }
+    let mut sampler = Sampler::new(SystemRoot::live(), bpf);
+    let f = OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(&lo.path).unwrap();
+    let mut buf = Aligned::new(4 << 10);
+    buf.slice().fill(0x5a);
+    let writes = |s: &ioscope::sample::Sample| {
+        let d = s.disks.iter().find(|d| d.name == lo.name);
+        d.unwrap_or_else(|| panic!("{} not in the sample's diskstats", lo.name)).writes_completed
+    };
+    let mut last = writes(&sampler.sample());
+    for i in 0..20u64 {
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(writes(&sampler.sample()), last, "round {i}: no write was made");
+        }
+        f.write_all_at(buf.slice(), i * (8 << 10)).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let now = writes(&sampler.sample());
+        assert_eq!(now, last + 1, "round {i}: one write was made between the samples");
+        last = now;
+    }
+}

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use crate::fio_agree::{self, median, Engine, Figures, Tools, LATENCY_TOLERANCE, THROUGHPUT_TOLERANCE};
+use crate::fio_agree::{
+    self, median, DeviceIo, Engine, Figures, Tools, LATENCY_TOLERANCE, THROUGHPUT_TOLERANCE,
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask bench-fio", about = "Compare ioscope bench with fio on a real disk")]
@@ -41,6 +43,17 @@ impl Drop for Remove {
     }
 }
 
+/// `/sys/dev/block/MAJ:MIN/stat` of the block device holding `file`.
+fn device_stat_path(file: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(file).with_context(|| format!("stat {}", file.display()))?.dev();
+    let path = PathBuf::from(format!("/sys/dev/block/{}:{}/stat", libc::major(dev), libc::minor(dev)));
+    if !path.exists() {
+        bail!("{} is not on a block device ({} is missing)", file.display(), path.display());
+    }
+    Ok(path)
+}
+
 pub fn run(args: &[String]) -> Result<()> {
     let a = Args::try_parse_from(std::iter::once("bench-fio".to_string()).chain(args.iter().cloned()))?;
     // Measured as users run it: the kernel's per-program timing off (crate::bpf_stats).
@@ -63,7 +76,22 @@ pub fn run(args: &[String]) -> Result<()> {
     println!("fio buffers: --mem={mem}");
     let engine = chosen.unwrap_or_else(|| Engine::detect(&file));
     println!("engine: {}", engine.describe());
-    let tools = Tools { file: &file, size: FILE_SIZE, ioscope: &bin, engine, mem, device_reads: None };
+    // The device under the file (a partition has its own counters), for the request sizes it saw.
+    let stat = device_stat_path(&file)?;
+    let device_io = || {
+        let text = std::fs::read_to_string(&stat).unwrap_or_default();
+        let fields: Vec<u64> = text.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+        DeviceIo::from_fields(&fields)
+    };
+    let tools = Tools {
+        file: &file,
+        size: FILE_SIZE,
+        ioscope: &bin,
+        engine,
+        mem,
+        device_reads: None,
+        device_io: Some(&device_io),
+    };
     let rt = format!("{}s", a.runtime);
     let header = ["job", "fio MB/s", "IOPS", "p50 µs", "p99 µs", "ios MB/s", "IOPS", "p50 µs", "p99 µs"];
     println!(
@@ -100,6 +128,9 @@ pub fn run(args: &[String]) -> Result<()> {
         println!("{:<31} MB/s ratio per round: {}", "", rounds.join(" "));
         let cpu = |v: &[Figures]| median(v.iter().map(|x| x.cpu_us_per_req).collect());
         println!("{:<31} CPU per request (median): fio {:.1} µs, ioscope {:.1} µs", "", cpu(f), cpu(i));
+        let kib = |x: &Figures| x.device_kib_per_req.map_or("?".to_string(), |k| format!("{k:.0}"));
+        let sizes: Vec<String> = f.iter().zip(i).map(|(a, b)| format!("{}/{}", kib(a), kib(b))).collect();
+        println!("{:<31} KiB per device request per round, fio/ioscope: {}", "", sizes.join(" "));
         if let Some(first) = o.first_rounds {
             println!("{:<31} missed after {} rounds ({first:.3?}): {} more", "", a.rounds, a.rounds);
         }

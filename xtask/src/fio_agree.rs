@@ -159,6 +159,9 @@ pub struct Figures {
     /// caller counts them).
     pub requests: u64,
     pub device_reads: Option<u64>,
+    /// The mean size of the requests the device completed during the run (KiB), where the caller
+    /// reads the device's counters: below the size issued when requests were split.
+    pub device_kib_per_req: Option<f64>,
 }
 
 /// Both tools on one file, the same way.
@@ -173,6 +176,31 @@ pub struct Tools<'a> {
     pub mem: &'a str,
     /// Reads the device below the file has completed so far (its /proc/diskstats), when known.
     pub device_reads: Option<&'a dyn Fn() -> u64>,
+    /// The device's requests and sectors completed so far, reads and writes together (its
+    /// /proc/diskstats), when known: reported for both tools, not judged.
+    pub device_io: Option<&'a dyn Fn() -> DeviceIo>,
+}
+
+/// Requests and 512-byte sectors a block device has completed (reads + writes).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceIo {
+    pub requests: u64,
+    pub sectors: u64,
+}
+
+impl DeviceIo {
+    /// From a /proc/diskstats line's fields after the name (reads, merged, sectors, ms, writes,
+    /// merged, sectors, ...).
+    pub fn from_fields(f: &[u64]) -> DeviceIo {
+        let at = |i: usize| f.get(i).copied().unwrap_or(0);
+        DeviceIo { requests: at(0) + at(4), sectors: at(2) + at(6) }
+    }
+
+    /// The mean request size in KiB between `self` (earlier) and `later`.
+    fn kib_per_req(self, later: DeviceIo) -> Option<f64> {
+        let n = later.requests.checked_sub(self.requests).filter(|&n| n > 0)?;
+        Some(later.sectors.saturating_sub(self.sectors) as f64 / 2.0 / n as f64)
+    }
 }
 
 /// fio lays the file out: written in full and synced; both tools then overwrite or read it.
@@ -225,12 +253,14 @@ impl Tools<'_> {
 
     pub fn fio(&self, job: &Job) -> Result<Figures> {
         self.settle(job)?;
+        let io_before = self.device_io.map(|f| f());
         let out = run(Command::new("fio")
             .args(["--name=agree", &format!("--filename={}", self.file.display()), "--output-format=json"])
             .args([&format!("--size={}", self.size), "--thread", "--disk_util=0", "--lat_percentiles=1"])
             .arg(format!("--mem={}", self.mem))
             .args(self.engine.fio_args(job.qd))
             .args(&job.fio))?;
+        let io_after = self.device_io.map(|f| f());
         let v: Value = serde_json::from_slice(&out).context("fio's JSON")?;
         let side = &v["jobs"][0][job.dir];
         let num = |v: &Value, what: &str| v.as_f64().with_context(|| format!("fio's JSON has no {what}"));
@@ -248,18 +278,21 @@ impl Tools<'_> {
             cpu_us_per_req: cpu_pct / 100.0 * runtime_s * 1e6 / ios,
             requests: 0,
             device_reads: None,
+            device_kib_per_req: io_before.zip(io_after).and_then(|(b, a)| b.kib_per_req(a)),
         })
     }
 
     pub fn ioscope(&self, job: &Job) -> Result<Figures> {
         self.settle(job)?;
         let before = self.device_reads.map(|f| f());
+        let io_before = self.device_io.map(|f| f());
         let out = run(Command::new(self.ioscope)
             .arg("bench")
             .arg(self.file)
             .args(["--json", "--size", self.size, "--engine", self.engine.name()])
             .args(&job.ioscope))?;
         let after = self.device_reads.map(|f| f());
+        let io_after = self.device_io.map(|f| f());
         let v: Value = serde_json::from_slice(&out).context("ioscope bench's JSON")?;
         let j = &v["jobs"][0];
         if !j["skipped"].is_null() {
@@ -279,6 +312,7 @@ impl Tools<'_> {
             cpu_us_per_req: num("cpu_pct")? / 100.0 * num("runtime_s")? * 1e6 / (requests.max(1) as f64),
             requests,
             device_reads: before.zip(after).map(|(b, a)| a - b),
+            device_kib_per_req: io_before.zip(io_after).and_then(|(b, a)| b.kib_per_req(a)),
         })
     }
 
