@@ -428,15 +428,15 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
 #[inline(always)]
 pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, last: u64) {
     // A bind is only ever made by a readahead event (their programs run only with their layout).
-    let mut bound = None;
+    // The file this read's binding names (used as made, not looked up again: a full LRU map
+    // may evict even the entry just made).
+    let mut bound = RaFileKey { dev: 0, _pad: 0, ino: 0 };
     if binds(&s.ra_bind, tid, index, last) {
-        let key = RaFileKey { dev: s.ra_bind.dev, _pad: 0, ino: s.ra_bind.ino };
-        let _ = RA_MAPPINGS.insert(&mapping, &key, 0);
+        bound = RaFileKey { dev: s.ra_bind.dev, _pad: 0, ino: s.ra_bind.ino };
+        let _ = RA_MAPPINGS.insert(&mapping, &bound, 0);
         let _ = RA_BINDS.remove(&tid);
         s.ra_bind.tid = 0;
         bump_epoch();
-        // Used as is, not looked up again: a full LRU map may evict even the entry just made.
-        bound = Some(key);
     }
     let Some(shared) = RA_SHARED.get(0) else { return };
     // Nothing read ahead is waiting anywhere, or not in this file as of this epoch: no lookup
@@ -456,19 +456,23 @@ pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, las
     // or known for a file with none pending, may be this thread's read right after its readahead
     // event on another CPU; the latter also when the mapping's memory was freed with its inode
     // and now holds another file's (the kept binding is then stale).
-    // SAFETY: a plain copy of the value.
-    let known = bound.or_else(|| (unsafe { RA_MAPPINGS.get(&mapping) }).copied());
-    if let Some(key) = known {
-        if let Some(f) = file(key.dev, key.ino).filter(|f| f.pending() != 0) {
-            use_range(f, key.dev, key.ino, index, last);
-            return;
+    let mut key = bound;
+    if key.ino == 0 {
+        // SAFETY: a plain copy of the value.
+        if let Some(k) = unsafe { RA_MAPPINGS.get(&mapping) } {
+            key = *k;
         }
     }
-    let Some(key) = bind_moved(tid, mapping, index, last) else {
-        s.ra_memo = idle;
-        return;
-    };
-    let Some(f) = file(key.dev, key.ino).filter(|f| f.pending() != 0) else {
+    let mut f = if key.ino == 0 { None } else { file(key.dev, key.ino).filter(|f| f.pending() != 0) };
+    if f.is_none() {
+        let Some(k) = bind_moved(tid, mapping, index, last) else {
+            s.ra_memo = idle;
+            return;
+        };
+        key = k;
+        f = file(key.dev, key.ino).filter(|f| f.pending() != 0);
+    }
+    let Some(f) = f else {
         s.ra_memo = idle;
         return;
     };
