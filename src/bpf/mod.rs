@@ -541,8 +541,7 @@ impl BpfCollector {
                 .iter()
                 .filter_map(|f| Some((((f.major << 20) | f.minor, f.ino), f.path.clone()?)))
                 .collect();
-            let cache_key = self.page_cache.as_ref().and_then(|c| c.quiet_key());
-            match maps.read(&known, &mut self.file_resolver, cache_key) {
+            match maps.read(&known, &mut self.file_resolver) {
                 Ok(ra) => sample.readahead = Some(ra),
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }

@@ -501,8 +501,6 @@ pub struct PageCacheMaps {
     /// When the processes of CACHE_PROCS were last checked for being alive: while the map is
     /// reused (nothing counted) at most once per [`super::block::LIVENESS_FRESH`].
     alive_checked: Option<std::time::Instant>,
-    /// The counters outside CACHE_PROCS as this sample read them (see [`PageCacheMaps::quiet_key`]).
-    key: Option<QuietKey>,
 }
 
 /// What moves whenever a program counts anything in a process's CACHE_PROCS entry: the totals
@@ -568,7 +566,6 @@ impl PageCacheMaps {
             batch: true,
             last: Default::default(),
             alive_checked: None,
-            key: None,
         })
     }
 
@@ -589,13 +586,6 @@ impl PageCacheMaps {
         Ok(memos.iter().copied().filter(DioMemo::pending).collect())
     }
 
-    /// The counters outside CACHE_PROCS as the last read found them, before reading the map:
-    /// every page-cache event the programs count moves them (the totals count every access,
-    /// insertion, eviction and dirtied page), so two equal keys mean no such event in between.
-    pub fn quiet_key(&self) -> Option<&QuietKey> {
-        self.key.as_ref()
-    }
-
     /// The counters as of now. Processes whose /proc entry is gone are reported once more (as
     /// exited, with their final counts) and then removed from the map.
     pub fn read(&mut self) -> Result<PageCacheSample> {
@@ -611,10 +601,8 @@ impl PageCacheMaps {
         // process's count done before the map was read (unless the program was preempted in
         // between for longer than the read took). The map is read anyway once every SLOW_REFRESH.
         let now = std::time::Instant::now();
-        self.key = None;
         let before = self.outside()?;
         let quiet = QuietKey::of(&before);
-        self.key = Some(quiet.clone());
         let mut reused = false;
         let (entries, outside) = match self.last.get(&quiet, now) {
             Some(entries) => {

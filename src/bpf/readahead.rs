@@ -5,17 +5,17 @@ use std::collections::HashMap as StdHashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::Ebpf;
 use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::readahead::{
-    RaFileKey, RaFileStats, RaLayout, RaTotals, RA_FILES_INSERTS_MAP, RA_FILES_MAP, RA_PAGES_MAX,
-    RA_TOTALS_MAP,
+    RaFileKey, RaFileStats, RaLayout, RaShared, RaTotals, RA_FILES_INSERTS_MAP, RA_FILES_MAP, RA_PAGES_MAX,
+    RA_SHARED_MAP, RA_TOTALS_MAP,
 };
 
 use super::resolve::files::{names, scan_process_dirs, MAX_FDS_PER_SCAN};
 use super::tracefs;
-use crate::sample::readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
+use crate::sample::readahead::{RaFileSample, RaOthers, RaQuiet, RaTrigger, ReadaheadSample};
 use crate::sample::BpfProgramStatus;
 use crate::util::SLOW_REFRESH;
 
@@ -36,8 +36,7 @@ pub const PROBES: [(&str, &str, &str); 9] = [
 const GET_PAGES: &str = "readahead_get_pages";
 
 /// Files listed last that are looked up one by one (~1.5 µs each) rather than scanning RA_FILES
-/// (~30–40 µs: every one of its 8,192 buckets), while nothing was inserted since the last scan:
-/// the files whose readahead pages stay pending after a burst were a scan every sample.
+/// (~30–40 µs: every one of its 8,192 buckets), while nothing was inserted since the last scan.
 const KEYS_MAX: usize = 16;
 /// Most paths remembered (twice the file map: a path outlives its entry for a while). Beyond it
 /// only the listed files' paths are kept (see [`PathCache::bound`]).
@@ -231,26 +230,24 @@ pub struct ReadaheadMaps {
     totals: PerCpuArray<MapData, RaTotals>,
     attached: std::sync::Arc<Vec<String>>,
     paths: PathCache,
-    /// Each entry's counters as last read: an entry read unchanged, with nothing pending, is
-    /// removed (see [`ReadaheadMaps::read`]).
-    last: StdHashMap<RaFileKey, RaFileStats>,
+    /// Each entry kept in RA_FILES as last read (see [`ReadaheadMaps::read`]): an entry read
+    /// unchanged, with nothing pending, is removed.
+    last: StdHashMap<RaFileKey, Tracked>,
     /// The kernel reads and deletes in batches (see crate::bpf::map_batch); false once it refused.
     batch: bool,
     /// RA_FILES is not read while it stays empty (see crate::bpf::inserts): on a quiet machine
     /// every entry is removed within two samples.
     gate: super::inserts::EmptyGate,
-    /// The page-cache counters read just before RA_FILES was last read (scanned or looked up).
-    read_key: Option<super::page_cache::QuietKey>,
-    /// The triggering processes' names, as read and when: a file whose read-ahead pages wait for
-    /// their first use stays in every sample, and its triggers' names are read again only after
-    /// [`COMM_FRESH`] (an exec renames within that time).
+    /// RA_SHARED: its count of entry changes says whether RA_FILES moved since it was last read.
+    shared: Array<MapData, RaShared>,
+    /// That count as read just before RA_FILES was last read (scanned or looked up).
+    read_updates: Option<u64>,
+    /// The triggering processes' names, as read and when: a listed file's triggers' names are
+    /// read again only after [`COMM_FRESH`] (an exec renames within that time).
     comms: StdHashMap<u32, (String, std::time::Instant)>,
-    /// Each listed file's row as last built, and when its path was last looked up: a file whose
-    /// pages stay pending is listed every sample, and while its counters do not move its row is
-    /// the same but for the path, checked again only after [`crate::util::SLOW_REFRESH`]. (At
-    /// `--interval 0.1` the `stat` of each such file's path and its row's allocations were most
-    /// of what the rows of a program's pending library pages cost, every sample, for as long as
-    /// the pages stayed cached.)
+    /// Each listed file's row as last built, and when its path was last looked up: a file listed
+    /// while its counters do not move ([`RA_LINGER`]) has the same row but for the path, checked
+    /// again only after [`crate::util::SLOW_REFRESH`].
     rows: StdHashMap<RaFileKey, (std::sync::Arc<RaFileSample>, std::time::Instant)>,
 }
 
@@ -263,6 +260,7 @@ impl ReadaheadMaps {
             |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} is not in the eBPF object"));
         let files = HashMap::try_from(take(RA_FILES_MAP)?)?;
         let totals = PerCpuArray::try_from(take(RA_TOTALS_MAP)?)?;
+        let shared = Array::try_from(take(RA_SHARED_MAP)?)?;
         let gate = super::inserts::EmptyGate::take(ebpf, RA_FILES_INSERTS_MAP)?;
         // What each stands for: the tracepoint, also when a fallback feeds it.
         let attached = statuses
@@ -278,7 +276,8 @@ impl ReadaheadMaps {
             last: StdHashMap::new(),
             batch: true,
             gate,
-            read_key: None,
+            shared,
+            read_updates: None,
             comms: StdHashMap::new(),
             rows: StdHashMap::new(),
         })
@@ -328,15 +327,19 @@ impl ReadaheadMaps {
         }
     }
 
-    /// The counters as of now, for the files whose entry changed since the last read or that
-    /// still have pages pending. An entry read unchanged with nothing pending is removed from
-    /// RA_FILES and left out of the sample (no activity in the interval: no row); the programs
-    /// make it again from zero at the file's next readahead, and a file absent from the previous
-    /// sample counts from zero in the model, so the figures stay right. The map thus holds the
-    /// files active in the last two intervals (and those with pages pending), and a sample costs
-    /// in proportion to them, not to the files ever read: after a burst of new files the map
-    /// empties within two samples. An increment landing between an entry's read and its removal
-    /// is lost (microseconds, as for FILE_IO).
+    /// The counters as of now, for the files whose entry changed in the last [`RA_LINGER`]. An
+    /// entry read unchanged with nothing pending is removed from RA_FILES and left out of the
+    /// sample (no activity in the interval: no row); the programs make it again from zero at the
+    /// file's next readahead, and a file absent from the previous sample counts from zero in the
+    /// model, so the figures stay right. An entry with pages still pending stays in RA_FILES (its
+    /// pages' first use or eviction is counted there), but once unchanged for [`RA_LINGER`] it
+    /// has no row, only its device's [`RaQuiet`] gauge; listed again at its next change, its row
+    /// counts from where it went quiet ([`RaFileSample::pending_before`]). The map thus holds the
+    /// files active in the last two intervals and those with pages pending, and a sample's rows
+    /// are the files active lately, not every file whose pages stay cached: after a burst of
+    /// new files the map empties within two samples and the rows go within [`RA_LINGER`]. An
+    /// increment landing between an entry's read and its removal is lost (microseconds, as for
+    /// FILE_IO).
     /// `known` is what the files view already resolved, (kernel dev_t, inode) → path: used before
     /// looking through the triggering processes. The resolver gives the path the kernel named
     /// the file by (src/bpf/file_names.rs), checked, else the one its file handle opens.
@@ -344,39 +347,50 @@ impl ReadaheadMaps {
         &mut self,
         known: &StdHashMap<(u32, u64), String>,
         resolver: &mut super::resolve::files::FileResolver,
-        cache_key: Option<&super::page_cache::QuietKey>,
     ) -> Result<ReadaheadSample> {
         let now = std::time::Instant::now();
-        // No page-cache event since the last read (the page-cache counters read before it, and
-        // now, are equal): no entry was updated either (each update is such an event).
-        let steady = cache_key.is_some() && self.read_key.as_ref() == cache_key;
+        // No entry changed since the last read (the programs count each change after making it,
+        // and the count is read before the map): the map holds what that read found.
+        let updates = self.shared.get(&0, 0).ok().map(|s| s.updates);
+        let steady = updates.is_some() && self.read_updates == updates;
         let need = self.gate.need(now, self.last.len(), KEYS_MAX, steady);
         let scan = need == super::inserts::Need::Scan;
         let entries = match need {
             super::inserts::Need::Nothing => Vec::new(),
-            super::inserts::Need::Same => self.last.iter().map(|(k, s)| (*k, *s)).collect(),
+            super::inserts::Need::Same => self.last.iter().map(|(k, t)| (*k, t.stats)).collect(),
             super::inserts::Need::Keys => self.looked_up(),
             super::inserts::Need::Scan => self.entries()?,
         };
         if matches!(need, super::inserts::Need::Keys | super::inserts::Need::Scan) {
-            self.read_key = cache_key.cloned();
+            self.read_updates = updates;
         }
         // This sample's files without a path ask the walks again below.
         resolver.clear_wanted();
-        // Changed (or pending) entries stay; the others are removed (see keep_in_sample).
+        // Changed (or pending) entries stay; the others are removed (see keep_in_sample). Those
+        // quiet for RA_LINGER stay without a row.
         let mut kept: Vec<(RaFileKey, RaFileStats, u64)> = Vec::with_capacity(entries.len());
         let mut removed = Vec::new();
+        let mut last = StdHashMap::with_capacity(entries.len().min(RA_ROWS));
+        let mut quiet: Vec<RaQuiet> = Vec::new();
         for (key, s) in entries {
             let before = self.last.get(&key);
-            if keep_in_sample(before, &s) {
-                kept.push((key, s, activity(before, &s)));
-            } else {
+            if !keep_in_sample(before.map(|t| &t.stats), &s) {
                 removed.push(key);
+                continue;
+            }
+            match before {
+                Some(t) if t.stats == s && now.duration_since(t.changed_at) >= RA_LINGER => {
+                    // Quiet: no row. The row it had ends here; a later one counts from now.
+                    let base = if t.listed { Some(s) } else { t.base };
+                    last.insert(key, Tracked { stats: s, changed_at: t.changed_at, base, listed: false });
+                    add_quiet(&mut quiet, key.dev, s.pending());
+                }
+                _ => kept.push((key, s, activity(before.map(|t| &t.stats), &s))),
             }
         }
         if scan {
             // Every entry read removed below: the map is empty but for inserts since.
-            self.gate.scanned(kept.is_empty(), now);
+            self.gate.scanned(kept.is_empty() && last.is_empty(), now);
         }
         // At most RA_ROWS files with a row (every file with pages pending, then the most active):
         // the rest are summed per device and removed, so that their next readahead counts from
@@ -394,7 +408,6 @@ impl ReadaheadMaps {
             },
         );
         let mut others: Vec<RaOthers> = Vec::new();
-        let mut last = StdHashMap::with_capacity(kept.len().min(RA_ROWS));
         let mut files = Vec::with_capacity(kept.len().min(RA_ROWS));
         // Each process is asked at most once per COMM_FRESH, whatever the number of its files.
         let now = std::time::Instant::now();
@@ -402,25 +415,31 @@ impl ReadaheadMaps {
         comms.retain(|_, (_, at)| now.duration_since(*at) < COMM_FRESH);
         let mut rows = StdHashMap::with_capacity(kept.len().min(RA_ROWS));
         for (i, (key, s, _)) in kept.into_iter().enumerate() {
+            let before = self.last.get(&key);
             if i >= RA_ROWS && s.pending() == 0 {
                 removed.push(key);
-                add_other(&mut others, key.dev, self.last.get(&key), &s);
+                add_other(&mut others, key.dev, before.map(|t| &t.stats), &s);
                 continue;
             }
-            // Unchanged since the last read (its pages still pending): the same row.
-            let unchanged = self.last.get(&key) == Some(&s);
+            // Unchanged since the last read (lingering, or its pages still pending): the same row.
+            let unchanged = before.is_some_and(|t| t.stats == s && t.listed);
+            let changed_at = match before {
+                Some(t) if t.stats == s => t.changed_at,
+                _ => now,
+            };
+            // Listed again after a quiet spell: its row counts from where it went quiet.
+            let base = before.and_then(|t| t.base);
+            last.insert(key, Tracked { stats: s, changed_at, base, listed: true });
             if let Some((row, at)) =
                 self.rows.remove(&key).filter(|(_, at)| unchanged && now.duration_since(*at) < SLOW_REFRESH)
             {
                 if row.path.is_none() && row.label.is_none() {
                     resolver.look_for(key.dev, key.ino);
                 }
-                last.insert(key, s);
                 files.push(row.clone());
                 rows.insert(key, (row, at));
                 continue;
             }
-            last.insert(key, s);
             let triggers: Vec<RaTrigger> = s
                 .triggers
                 .iter()
@@ -435,12 +454,19 @@ impl ReadaheadMaps {
             let path = self.paths.resolve(key.dev, key.ino, &triggers, known, kernel_name);
             // A block device's or a filesystem's own metadata is labelled so, not looked for.
             let label = if path.is_none() { resolver.label_of(key.dev, key.ino) } else { None };
-            // Listed until its pages are used or evicted, whoever named it: the files view's
-            // background walks look for it too.
+            // Listed while its pages are pending, whoever named it: the files view's background
+            // walks look for it too.
             if path.is_none() && label.is_none() && s.pending() != 0 {
                 resolver.look_for(key.dev, key.ino);
             }
-            let mut row = to_sample(&key, &s, path, triggers);
+            let mut row = match &base {
+                Some(b) => {
+                    let mut row = to_sample(&key, &since(&s, b), path, triggers);
+                    row.pending_before = b.pending();
+                    row
+                }
+                None => to_sample(&key, &s, path, triggers),
+            };
             row.label = label;
             let row = std::sync::Arc::new(row);
             rows.insert(key, (row.clone(), now));
@@ -452,15 +478,65 @@ impl ReadaheadMaps {
         self.remove(&removed);
         files.sort_by_key(|f| (f.dev, f.ino));
         others.sort_by_key(|o| o.dev);
+        quiet.sort_by_key(|q| q.dev);
         let per_cpu = self.totals.get(&0, 0).context("reading RA_TOTALS")?;
         Ok(ReadaheadSample {
             attached: self.attached.clone(),
             files,
             others,
+            quiet,
             untracked_pages: per_cpu.iter().map(|t| t.untracked_pages).sum(),
             untracked_files: per_cpu.iter().map(|t| t.untracked_files).sum(),
             page_map_capacity: u64::from(RA_PAGES_MAX),
         })
+    }
+}
+
+/// What the collector knows of a file's RA_FILES entry between reads.
+#[derive(Clone, Copy, Debug)]
+struct Tracked {
+    /// The counters as last read.
+    stats: RaFileStats,
+    /// When they were last seen to change (or the entry first read).
+    changed_at: std::time::Instant,
+    /// The counters when its row last ended (a quiet spell): a row listed again counts from
+    /// them. None while it has been listed since it was made.
+    base: Option<RaFileStats>,
+    /// Whether the last sample had a row for it.
+    listed: bool,
+}
+
+/// A file with pages pending and no readahead activity for this long has no row of its own (its
+/// pages count in its device's [`RaQuiet`] gauge) until its next activity: the rows of a sample
+/// are the files active lately, not every file whose read-ahead pages stay cached (every program
+/// run leaves its libraries' unused pages pending for as long as they stay cached).
+pub const RA_LINGER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The counters `s` grew by since `base` (a quiet spell's start); the gauges as they are now.
+fn since(s: &RaFileStats, base: &RaFileStats) -> RaFileStats {
+    let mut d = *s;
+    d.sync_events = s.sync_events.saturating_sub(base.sync_events);
+    d.async_events = s.async_events.saturating_sub(base.async_events);
+    d.windows = s.windows.saturating_sub(base.windows);
+    d.window_pages = s.window_pages.saturating_sub(base.window_pages);
+    d.ra_pages = s.ra_pages.saturating_sub(base.ra_pages);
+    d.used_pages = s.used_pages.saturating_sub(base.used_pages);
+    d.wasted_pages = s.wasted_pages.saturating_sub(base.wasted_pages);
+    d.untracked_pages = s.untracked_pages.saturating_sub(base.untracked_pages);
+    for (n, b) in d.use_hist.iter_mut().zip(base.use_hist.iter()) {
+        *n = n.saturating_sub(*b);
+    }
+    d
+}
+
+/// Adds a quiet file of device `dev` with `pending` pages to the device's gauge.
+fn add_quiet(quiet: &mut Vec<RaQuiet>, dev: u32, pending: u64) {
+    match quiet.iter_mut().find(|q| q.dev == dev) {
+        Some(q) => {
+            q.files += 1;
+            q.pending_pages += pending;
+        }
+        None => quiet.push(RaQuiet { dev, files: 1, pending_pages: pending }),
     }
 }
 
@@ -488,6 +564,7 @@ pub fn to_sample(
         triggers,
         use_hist: s.use_hist.to_vec(),
         label: None,
+        pending_before: 0,
     }
 }
 
@@ -539,8 +616,8 @@ fn comm_of(pid: u32) -> String {
 /// [`RETRY_AFTER`]: its triggers' fds and maps were read every sample otherwise (hundreds of
 /// readlinks a second for one long-lived shell).
 ///
-/// Bounded by [`PATH_CACHE_MAX`] without forgetting a listed file's path: a file whose read-ahead
-/// pages stay pending is listed in every sample for as long as they stay cached, long after the
+/// Bounded by [`PATH_CACHE_MAX`] without forgetting a kept file's path: a file whose read-ahead
+/// pages stay pending is listed again at their first use or eviction, perhaps long after the
 /// kernel's name for it left its LRU map and its reader closed it, and only this cache still knows
 /// its path. Clearing the whole cache when full (as it did) left such files without a path for
 /// good once a churn of new files had filled it (the 30-minute churn run: 8.5 % of readahead rows).
@@ -654,6 +731,24 @@ mod tests {
         assert!(keep_in_sample(Some(&more), &s), "changed since the last read");
         let waiting = RaFileStats { used_pages: 6, ..s };
         assert!(keep_in_sample(Some(&waiting), &waiting), "2 pages still pending");
+    }
+
+    #[test]
+    fn a_row_listed_again_counts_from_its_quiet_spell_and_keeps_the_gauges() {
+        let mut base =
+            RaFileStats { ra_pages: 40, used_pages: 8, windows: 2, sync_events: 1, ..RaFileStats::ZERO };
+        base.use_hist[3] = 8;
+        base.last_window = 32;
+        let mut now = base;
+        now.used_pages = 18;
+        now.use_hist[3] = 18;
+        now.mmap_miss = 5;
+        let d = since(&now, &base);
+        assert_eq!((d.ra_pages, d.used_pages, d.windows, d.sync_events, d.use_hist[3]), (0, 10, 0, 0, 10));
+        assert_eq!((d.last_window, d.mmap_miss), (32, 5), "gauges as they are now");
+        let mut row = to_sample(&RaFileKey { dev: 7 << 20, _pad: 0, ino: 21 }, &d, None, Vec::new());
+        row.pending_before = base.pending();
+        assert_eq!(row.pending_before, 32);
     }
 
     #[test]

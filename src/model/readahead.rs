@@ -54,7 +54,12 @@ pub struct RaDeviceModel {
     pub waste_pct: Option<f64>,
     /// Readahead bytes as a share of the bytes the disk read (capped at 100).
     pub ra_read_share_pct: Option<f64>,
+    /// Pages read ahead and neither used nor evicted yet, in every file of the device (a gauge):
+    /// the listed files' and the quiet ones'.
     pub pending_pages: u64,
+    /// Files with pages pending but no row: no readahead activity lately (their pages are in
+    /// `pending_pages`).
+    pub quiet_files: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -88,8 +93,8 @@ pub struct RaFileModel {
     pub processes: Vec<String>,
     /// Time from readahead to first use in the interval: log2 µs buckets.
     pub first_use_hist: Vec<u64>,
-    /// Windows since the file was first seen that no sync/async readahead event opened: the
-    /// read-around of page faults through a mapping (cumulative).
+    /// Windows since the file's row began (first seen, or listed again after a quiet spell) that
+    /// no sync/async readahead event opened: the read-around of page faults through a mapping.
     pub read_around_windows: u64,
     /// `window_pages` in KiB (page size from the sample).
     pub window_kb: u64,
@@ -183,6 +188,25 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<Readahe
         d.wasted_pages += f.wasted_pages;
         d.pending_pages += f.pending_pages;
     }
+    // Files with pages pending but no row (quiet lately): in their device's gauge.
+    for q in &c.quiet {
+        let dev = format!("{}:{}", q.dev >> 20, q.dev & ((1 << 20) - 1));
+        let name = device_name(cur, q.dev).unwrap_or_else(|| dev.clone());
+        let d = match devices.iter_mut().find(|d| d.dev == dev) {
+            Some(d) => d,
+            None => {
+                devices.push(RaDeviceModel {
+                    read_ahead_kb: read_ahead_kb(cur, &name),
+                    name,
+                    dev,
+                    ..Default::default()
+                });
+                devices.last_mut().expect("just pushed")
+            }
+        };
+        d.pending_pages += q.pending_pages;
+        d.quiet_files += q.files;
+    }
     for d in &mut devices {
         d.ra_pages_s = rate(d.ra_pages, secs);
         d.used_pages_s = rate(d.used_pages, secs);
@@ -224,9 +248,10 @@ thread_local! {
 
 /// The model of a file whose row is the same in both samples (the collector shares a row whose
 /// counters did not move, src/bpf/readahead.rs): every count of the interval is zero, and the row
-/// depends only on the sample row, its device's name and the page size. Such rows are the pending
-/// pages of programs' libraries, listed every sample for as long as those stay cached (dozens at
-/// `--interval 0.1`), so the row built for the last Model is used again when those are the same.
+/// depends only on the sample row, its device's name and the page size. Such rows are files
+/// listed for a while after their last activity (src/bpf/readahead.rs RA_LINGER: dozens at
+/// `--interval 0.1` after a burst of program starts), so the row built for the last Model is
+/// used again when those are the same.
 fn steady_row(
     last: &SteadyRows,
     kept: &mut SteadyRows,
@@ -280,7 +305,8 @@ fn file_model(prev: Option<&RaFileSample>, f: &RaFileSample, cur: &Sample) -> Ra
         used_pages: used,
         wasted_pages: wasted,
         waste_pct: waste_pct(used, wasted),
-        pending_pages: f.ra_pages.saturating_sub(f.used_pages + f.wasted_pages + f.untracked_pages),
+        pending_pages: (f.ra_pages + f.pending_before)
+            .saturating_sub(f.used_pages + f.wasted_pages + f.untracked_pages),
         mmap_miss: u64::from(f.mmap_miss),
         processes: f
             .triggers

@@ -16,6 +16,9 @@ pub struct ReadaheadSample {
     /// Per device, the files active in the interval beyond the sample's rows (the collector's
     /// budget, src/bpf/readahead.rs RA_ROWS), summed: counts over the interval, not cumulative.
     pub others: Vec<RaOthers>,
+    /// Per device, the files with pages still pending that have no row: no readahead activity
+    /// for [`crate::bpf::readahead::RA_LINGER`] (a gauge).
+    pub quiet: Vec<RaQuiet>,
     /// Readahead pages never tracked because the page map was full (cumulative, all files).
     pub untracked_pages: u64,
     /// Readahead events lost because the file map was full (cumulative).
@@ -52,6 +55,21 @@ pub struct RaFileSample {
     /// device's own pages, `[vda metadata]` for a filesystem's metadata inode (as in the files
     /// view).
     pub label: Option<String>,
+    /// Pages read ahead before the row's counters start and still pending then: a file listed
+    /// again after a quiet spell without a row counts from there (its counters are the growth
+    /// since), and its pending pages are `ra_pages + pending_before - used - wasted - untracked`.
+    pub pending_before: u64,
+}
+
+/// The quiet files of one device: pages read ahead, neither used nor evicted yet, in files with
+/// no readahead activity lately (no row of their own).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RaQuiet {
+    /// The filesystem's device as the kernel encodes it (major << 20 | minor).
+    pub dev: u32,
+    pub files: u64,
+    pub pending_pages: u64,
 }
 
 /// Files of one device summed into one row: what they counted in the interval.

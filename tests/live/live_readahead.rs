@@ -417,3 +417,54 @@ fn a_block_devices_own_pages_are_labelled_not_looked_for() {
     assert_eq!(row.path, want, "{row:?}");
     assert!(row.pending_pages > 0 && row.ra_pages >= 4, "{row:?}");
 }
+
+/// A file read once, its read-ahead pages left pending: listed while active; quiet for
+/// RA_LINGER, no row, its pages still in its device's pending gauge (one quiet file); read to its
+/// end, listed again, counting from where it went quiet: the pages pending then now used, only
+/// the new windows read ahead, nothing pending.
+#[test]
+fn a_quiet_files_pending_pages_leave_the_rows_not_the_gauge() {
+    let _group = common::live_group(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_readahead") {
+        return;
+    }
+    let Some(mut bpf) = start() else { return };
+    let dev = LoopDevice::with_fs(64, "ext4");
+    set_read_ahead_kb(&dev, 128);
+    let path = dev.mount_point().join("quiet");
+    make_file(&path, 1);
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    let device = |ra: &ReadaheadModel| ra.devices.iter().find(|d| d.name == dev.name).cloned();
+    let s0 = sample(&mut bpf);
+    let mut f = File::open(&path).unwrap();
+    let mut first = vec![0u8; 4096];
+    f.read_exact(&mut first).unwrap();
+    let s1 = sample(&mut bpf);
+    let (_, row) = file_row(&s0, &s1, &path);
+    let row = row.expect("listed while active");
+    let (read_ahead, pending) = (row.ra_pages, row.pending_pages);
+    assert!(pending > 0 && read_ahead == pending + 1, "one page used, the rest pending: {row:?}");
+
+    std::thread::sleep(ioscope::bpf::readahead::RA_LINGER + std::time::Duration::from_millis(500));
+    let s2 = sample(&mut bpf);
+    let (ra, row) = file_row(&s1, &s2, &path);
+    assert!(row.is_none(), "quiet for RA_LINGER: no row: {row:?}");
+    let d = device(&ra).unwrap_or_else(|| panic!("no {} in {:?}", dev.name, ra.devices));
+    assert_eq!((d.pending_pages, d.quiet_files), (pending, 1), "{d:?}");
+
+    let mut buf = vec![0u8; 128 << 10];
+    while f.read(&mut buf).unwrap() > 0 {}
+    let s3 = sample(&mut bpf);
+    let (ra, row) = file_row(&s2, &s3, &path);
+    let row = row.expect("listed again");
+    let pages = 1 << 20 >> 12;
+    assert_eq!(row.ino, ino);
+    assert_eq!(
+        (row.ra_pages, row.used_pages, row.pending_pages),
+        (pages - read_ahead, pages - 1, 0),
+        "the rest read ahead, every page but the first used in the interval: {row:?}"
+    );
+    let d = device(&ra).unwrap();
+    assert_eq!((d.pending_pages, d.quiet_files), (0, 0), "{d:?}");
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent};
 use ioscope::model::readahead::{waste_pct, WindowTrend};
 use ioscope::model::Model;
-use ioscope::sample::readahead::{RaFileSample, RaOthers, RaTrigger, ReadaheadSample};
+use ioscope::sample::readahead::{RaFileSample, RaOthers, RaQuiet, RaTrigger, ReadaheadSample};
 use ioscope::sample::{BlockSettings, DiskStat, MemInfo, Sample};
 use ioscope::ui::{Body, UiState};
 
@@ -98,6 +98,44 @@ fn a_steady_row_is_modelled_once_and_as_a_fresh_copy_would_be() {
     let (lib3, _) = rows(&Model::between(&s[2], &renamed));
     assert!(!Arc::ptr_eq(&lib2, &lib3));
     assert_eq!(lib3.device, "loop9");
+}
+
+/// A library read once leaves 40 pages pending: listed while active (40 read ahead), then quiet
+/// (no row; its pages in loop0's gauge, as one quiet file), then listed again when 10 of them are
+/// used, its counters the growth since it went quiet (`pending_before` 40): 10 used in that
+/// interval, nothing read ahead, 30 still pending; loop0's gauge follows it throughout.
+#[test]
+fn a_quiet_files_pages_stay_in_its_devices_gauge_and_its_row_comes_back_counting_from_there() {
+    let lib = |ra, used| file(21, Some("/usr/lib/libdb.so"), ra, used, 0, 32);
+    let with_quiet = |mut s: Sample, files: u64, pending_pages: u64| {
+        let ra = s.bpf.readahead.as_mut().unwrap();
+        ra.quiet = vec![RaQuiet { dev: LOOP0, files, pending_pages }];
+        s
+    };
+    let active = sample(1, 0, vec![lib(40, 0)]);
+    let quiet = with_quiet(sample(7, 0, vec![]), 1, 40);
+    let mut back_row = lib(0, 10);
+    back_row.pending_before = 40;
+    let back = sample(8, 0, vec![back_row]);
+    let device =
+        |m: &Model| m.readahead.as_ref().unwrap().devices.iter().find(|d| d.name == "loop0").cloned();
+
+    let m = Model::between(&sample(0, 0, vec![]), &active);
+    assert_eq!(device(&m).map(|d| (d.ra_pages, d.pending_pages, d.quiet_files)), Some((40, 40, 0)));
+
+    let m = Model::between(&active, &quiet);
+    let ra = m.readahead.as_ref().unwrap();
+    assert!(ra.files.is_empty(), "a quiet file has no row: {:?}", ra.files);
+    let d = device(&m).expect("loop0 has pages pending");
+    assert_eq!((d.ra_pages, d.used_pages, d.pending_pages, d.quiet_files), (0, 0, 40, 1));
+    assert_eq!(d.read_ahead_kb, Some(128));
+
+    let m = Model::between(&quiet, &back);
+    let ra = m.readahead.as_ref().unwrap();
+    let row = ra.files.iter().find(|f| f.ino == 21).expect("listed again");
+    assert_eq!((row.ra_pages, row.used_pages, row.pending_pages), (0, 10, 30));
+    let d = device(&m).unwrap();
+    assert_eq!((d.used_pages, d.pending_pages, d.quiet_files), (10, 30, 0));
 }
 
 /// Two seconds in which the mmap'ed column file read 400 pages ahead (100 used, 300 evicted

@@ -197,6 +197,9 @@ pub struct RaShared {
     pub epoch: u64,
     /// Windows opened so far ([`RA_WINDOWS_MAP`] inserts), for [`RaNoWindow`].
     pub windows: u64,
+    /// Changes to [`RA_FILES_MAP`] entries so far, each counted after it is made: while it stays
+    /// the same, the entries are what userspace last read (it reads the map again only then).
+    pub updates: u64,
 }
 
 /// This CPU's last page-cache insertion by a thread that had no window ([`RA_WINDOWS_MAP`] has no
@@ -386,6 +389,7 @@ mod user {
     unsafe impl aya::Pod for super::RaWindow {}
     unsafe impl aya::Pod for super::RaFileStats {}
     unsafe impl aya::Pod for super::RaTotals {}
+    unsafe impl aya::Pod for super::RaShared {}
     unsafe impl aya::Pod for super::RaBind {}
     unsafe impl aya::Pod for super::RaReadMemo {}
 }
@@ -451,7 +455,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<RaLayout>(), 35 * 4);
         assert_eq!(core::mem::size_of::<RaBind>(), 24);
         assert_eq!(core::mem::size_of::<RaNoWindow>(), 16);
-        assert_eq!(core::mem::size_of::<RaShared>(), 24);
+        assert_eq!(core::mem::size_of::<RaShared>(), 32);
         assert_eq!(core::mem::size_of::<RaPageKey>(), 24);
         assert_eq!(core::mem::size_of::<RaWindow>(), 32);
         assert_eq!(

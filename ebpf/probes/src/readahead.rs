@@ -84,12 +84,28 @@ fn add(p: &mut u64, delta: u64) {
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p as *mut u64, delta) };
 }
 
-/// Adds `delta` (wrapping: a negative change is its two's complement) to the pages pending.
+/// A file's entry changed its pages pending by `delta` (wrapping: a negative change is its two's
+/// complement; never 0): adds it to the pages pending and counts the change (see
+/// [`entry_changed`]).
 #[inline(always)]
-fn pending_add(delta: u64) {
+fn pending_changed(delta: u64) {
     if let Some(p) = RA_SHARED.get_ptr_mut(0) {
         // SAFETY: a valid, aligned pointer into the array's value.
-        add(unsafe { &mut (*p).pending }, delta);
+        unsafe {
+            add(&mut (*p).pending, delta);
+            add(&mut (*p).updates, 1);
+        }
+    }
+}
+
+/// A file's entry changed: counts the change (RaShared::updates), after it is made. (Not an
+/// add of 0 to the pending pages: LLVM makes that an atomic load, which 5.10's verifier
+/// refuses.)
+#[inline(always)]
+fn entry_changed() {
+    if let Some(p) = RA_SHARED.get_ptr_mut(0) {
+        // SAFETY: a valid, aligned pointer into the array's value.
+        add(unsafe { &mut (*p).updates }, 1);
     }
 }
 
@@ -195,6 +211,7 @@ pub fn on_ra_event(is_async: bool, dev: u32, ino: u64, index: u64, ra_pages: u32
     f.max_window = ra_pages;
     f.mmap_miss = mmap_miss;
     note_trigger(f);
+    entry_changed();
 }
 
 #[tracepoint]
@@ -285,6 +302,7 @@ fn open_window(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, size: u64) {
     // SAFETY: helper without preconditions.
     f.last_ns = unsafe { bpf_ktime_get_ns() };
     note_trigger(f);
+    entry_changed();
 }
 
 #[tracepoint]
@@ -336,12 +354,13 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     let page = RaPage { inserted_ns: unsafe { bpf_ktime_get_ns() }, pages };
     if RA_PAGES.insert(&key, &page, 0).is_err() {
         add(&mut f.untracked_pages, pages);
+        entry_changed();
         if let Some(t) = totals() {
             t.untracked_pages += pages;
         }
     } else {
         f.orders_seen |= 1 << order;
-        pending_add(pages);
+        pending_changed(pages);
     }
     Ok(0)
 }
@@ -370,7 +389,7 @@ fn try_delete(ctx: &TracePointContext) -> Result<u32, i64> {
     if let Some(p) = unsafe { RA_PAGES.get(&key) }.copied() {
         if RA_PAGES.remove(&key).is_ok() {
             add(&mut f.wasted_pages, p.pages);
-            pending_add(p.pages.wrapping_neg());
+            pending_changed(p.pages.wrapping_neg());
         }
     }
     Ok(0)
@@ -561,10 +580,10 @@ fn take(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, now: u64) -> u64 {
         return 0;
     }
     add(&mut f.used_pages, p.pages);
-    pending_add(p.pages.wrapping_neg());
     let b = use_bucket(now.saturating_sub(p.inserted_ns));
     if b < f.use_hist.len() {
         add(&mut f.use_hist[b], 1);
     }
+    pending_changed(p.pages.wrapping_neg());
     p.pages
 }
