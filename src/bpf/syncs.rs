@@ -244,6 +244,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
             batch: true,
             inflight_gate: super::inserts::EmptyGate::take(ebpf, SYNC_INFLIGHT_INSERTS_MAP)?,
             last_stats: Default::default(),
+            idle: std::collections::HashMap::new(),
         })
     })();
     match maps {
@@ -273,7 +274,22 @@ pub struct SyncMaps {
     inflight_gate: super::inserts::EmptyGate,
     /// SYNC_STATS as last read, keyed by the memos read just before (see [`SyncMaps::read`]).
     last_stats: super::inserts::Reuse<Vec<SyncMemo>, Vec<(SyncKey, Vec<SyncStats>)>>,
+    /// Per key: its calls as last read, when they last changed, and when its process was last
+    /// found alive (see [`SyncMaps::drop_exited`]).
+    idle: std::collections::HashMap<SyncKey, Idle>,
 }
+
+/// What [`SyncMaps::drop_exited`] knows of a key.
+struct Idle {
+    calls: u64,
+    changed_at: std::time::Instant,
+    alive_at: Option<std::time::Instant>,
+}
+
+/// A row whose process has exited stays this long after its last call, then goes (its entry
+/// removed from SYNC_STATS): the rows are the live processes' calls and the last minute's of
+/// those gone, not every process that ever called fsync.
+pub const SYNC_LINGER: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl SyncMaps {
     /// The completed calls (summed over CPUs) and the running ones, without paths.
@@ -297,6 +313,7 @@ impl SyncMaps {
         // not counted twice.
         let memos = self.memo.get(&0, 0).context("reading SYNC_MEMO")?;
         add_memos(&mut entries, &memos);
+        self.drop_exited(&mut entries, &memos, now);
         let mut calls: Vec<SyncCallCounters> =
             entries.into_iter().map(|(key, per_cpu)| sum_cpus(key, &per_cpu)).collect();
         calls.sort_by(|a, b| (a.pid, &a.syscall, a.file.ino).cmp(&(b.pid, &b.syscall, b.file.ino)));
@@ -316,6 +333,39 @@ impl SyncMaps {
         }
         running.sort_by_key(|r| (r.start_mono_ns, r.tid));
         Ok((calls, running))
+    }
+
+    /// Leaves out of `entries`, and removes from SYNC_STATS, the keys of processes gone whose
+    /// calls have not moved for [`SYNC_LINGER`]; a key a CPU's memo still holds calls of stays
+    /// (removed, the memo's calls would make it again and be counted twice). A process's
+    /// liveness is checked at most once per [`crate::util::SLOW_REFRESH`] while its calls stay.
+    fn drop_exited(
+        &mut self,
+        entries: &mut Vec<(SyncKey, Vec<SyncStats>)>,
+        memos: &[SyncMemo],
+        now: std::time::Instant,
+    ) {
+        let mut idle = std::collections::HashMap::with_capacity(entries.len());
+        let mut gone = Vec::new();
+        entries.retain(|(key, per_cpu)| {
+            let calls = per_cpu.iter().map(|s| s.calls).sum::<u64>();
+            let held = memos.iter().any(|m| m.key == *key && m.stats.calls != 0);
+            let mut i = self.idle.remove(key);
+            if gone_quiet(&mut i, calls, held, now, || Path::new(&format!("/proc/{}", key.tgid)).exists()) {
+                gone.push(*key);
+                return false;
+            }
+            idle.extend(i.map(|i| (*key, i)));
+            true
+        });
+        self.idle = idle;
+        if !gone.is_empty() {
+            for key in &gone {
+                let _ = self.stats.remove(key);
+            }
+            // The map changed under the reused read.
+            self.last_stats = Default::default();
+        }
     }
 
     /// Every SYNC_STATS entry with its per-CPU values, in batches where the kernel has them.
@@ -441,6 +491,34 @@ fn file(dev: u32, ino: u64) -> SyncFile {
     SyncFile { major, minor, ino, path: None }
 }
 
+/// Whether a key whose calls now number `calls` belongs to a process gone for good and is quiet:
+/// no call for [`SYNC_LINGER`], none of them held in a memo (`held`). `idle` is what was known of
+/// it (updated; None: first seen); `alive` checks its process, at most once per
+/// [`crate::util::SLOW_REFRESH`].
+fn gone_quiet(
+    idle: &mut Option<Idle>,
+    calls: u64,
+    held: bool,
+    now: std::time::Instant,
+    alive: impl FnOnce() -> bool,
+) -> bool {
+    let i = match idle.take() {
+        Some(i) if i.calls == calls => idle.insert(i),
+        _ => idle.insert(Idle { calls, changed_at: now, alive_at: None }),
+    };
+    if held || now.duration_since(i.changed_at) < SYNC_LINGER {
+        return false;
+    }
+    if i.alive_at.is_some_and(|t| now.duration_since(t) < crate::util::SLOW_REFRESH) {
+        return false;
+    }
+    if alive() {
+        i.alive_at = Some(now);
+        return false;
+    }
+    true
+}
+
 fn comm_text(comm: &[u8; 16]) -> String {
     let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..end]).into_owned()
@@ -504,6 +582,35 @@ mod tests {
         assert_eq!(sums.len(), 2);
         assert_eq!((sums[0].pid, sums[0].calls, sums[0].total_ns, sums[0].max_ns), (9, 6, 6000, 9000));
         assert_eq!((sums[1].pid, sums[1].calls, sums[1].max_ns), (10, 1, 700));
+    }
+
+    #[test]
+    fn a_gone_processs_row_goes_a_minute_after_its_last_call() {
+        let t0 = std::time::Instant::now();
+        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        let mut idle = None;
+        let dead = || false;
+        assert!(!gone_quiet(&mut idle, 1, false, at(0), dead), "a new row stays");
+        assert!(!gone_quiet(&mut idle, 1, false, at(59), dead), "a minute not over");
+        assert!(!gone_quiet(&mut idle, 2, false, at(100), dead), "a new call starts the minute again");
+        assert!(!gone_quiet(&mut idle, 2, false, at(159), dead));
+        assert!(!gone_quiet(&mut idle, 2, true, at(170), dead), "a memo still holds calls of the key");
+        assert!(gone_quiet(&mut idle, 2, false, at(170), dead), "quiet a minute, process gone");
+        // A live process's rows stay, its liveness asked at most once per SLOW_REFRESH.
+        let mut idle = None;
+        let asked = std::cell::Cell::new(0);
+        let alive = || {
+            asked.set(asked.get() + 1);
+            true
+        };
+        assert!(!gone_quiet(&mut idle, 1, false, at(0), alive));
+        assert_eq!(asked.get(), 0, "not asked within the minute");
+        assert!(!gone_quiet(&mut idle, 1, false, at(61), alive));
+        let later = at(61) + crate::util::SLOW_REFRESH / 2;
+        assert!(!gone_quiet(&mut idle, 1, false, later, alive));
+        assert_eq!(asked.get(), 1, "asked once per SLOW_REFRESH");
+        assert!(!gone_quiet(&mut idle, 1, false, at(63), alive));
+        assert_eq!(asked.get(), 2);
     }
 
     #[test]

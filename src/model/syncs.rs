@@ -1,6 +1,7 @@
 //! Sync calls per (process, call, file) (src/model/README.md, "Sync calls"), from the sync probes' counters in
 //! the Samples (src/sample/syncs.rs). The figures are cumulative since ioscope started (a slow
-//! fsync a minute ago still matters), except `calls_interval` and `others_throttled_s`:
+//! fsync a minute ago still matters; the rows of a process gone go a minute after its last call,
+//! src/bpf/syncs.rs SYNC_LINGER), except `calls_interval` and `others_throttled_s`:
 //!
 //! ```text
 //! calls             = completed calls
