@@ -452,10 +452,8 @@ pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, las
     let mut bound = RaFileKey { dev: 0, _pad: 0, ino: 0 };
     if binds(&s.ra_bind, tid, index, last) {
         bound = RaFileKey { dev: s.ra_bind.dev, _pad: 0, ino: s.ra_bind.ino };
-        let _ = RA_MAPPINGS.insert(&mapping, &bound, 0);
-        let _ = RA_BINDS.remove(&tid);
+        bind(tid, mapping, &bound);
         s.ra_bind.tid = 0;
-        bump_epoch();
     }
     let Some(shared) = RA_SHARED.get(0) else { return };
     // Nothing read ahead is waiting anywhere, or not in this file as of this epoch: no lookup
@@ -511,10 +509,17 @@ fn bind_moved(tid: u32, mapping: u64, index: u64, last: u64) -> Option<RaFileKey
         return None;
     }
     let key = RaFileKey { dev: b.dev, _pad: 0, ino: b.ino };
-    let _ = RA_MAPPINGS.insert(&mapping, &key, 0);
+    bind(tid, mapping, &key);
+    Some(key)
+}
+
+/// Thread `tid`'s readahead event bound to the read of `mapping` that follows it: the mapping is
+/// `key`'s from now on, the thread's kept event is spent, and cached reads' memos are stale.
+#[inline(always)]
+fn bind(tid: u32, mapping: u64, key: &RaFileKey) {
+    let _ = RA_MAPPINGS.insert(&mapping, key, 0);
     let _ = RA_BINDS.remove(&tid);
     bump_epoch();
-    Some(key)
 }
 
 #[tracepoint]
