@@ -77,6 +77,24 @@ fn run_child<T>(mode: &str, file: &Path, before: impl FnOnce(), after: impl FnOn
     r
 }
 
+/// What a live readahead test holds while it runs: this module's turn among the live groups, the
+/// tests' serial lock, and the collector with the readahead probes attached.
+struct Live {
+    _group: common::LiveGroup,
+    _serial: std::sync::MutexGuard<'static, ()>,
+    bpf: BpfCollector,
+}
+
+/// A live readahead test's start: None (skipped, said why) without root or the probes.
+fn begin() -> Option<Live> {
+    let group = common::live_group(module_path!());
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::require_root("live_readahead") {
+        return None;
+    }
+    Some(Live { _group: group, _serial: serial, bpf: start()? })
+}
+
 fn start() -> Option<BpfCollector> {
     let bpf = BpfCollector::start();
     let st = bpf.status().clone();
@@ -255,14 +273,10 @@ fn measure(
 
 #[test]
 fn cold_sequential_read_is_all_used() {
-    let _group = common::live_group(module_path!());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_readahead") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
+    let Some(mut live) = begin() else { return };
+    let bpf = &mut live.bpf;
     let dev = LoopDevice::with_fs(200, "ext4");
-    let (ra, f, added) = measure(&mut bpf, &dev, "seq64", 64, "seq", false);
+    let (ra, f, added) = measure(bpf, &dev, "seq64", 64, "seq", false);
     let f = f.expect("the file's row");
     eprintln!("sequential: {f:?}; bpftrace: {added} pages added");
     assert!(f.ra_pages.abs_diff(added) <= added / 100, "ours {} vs bpftrace {added}", f.ra_pages);
@@ -284,12 +298,8 @@ fn cold_sequential_read_is_all_used() {
 /// the per-thread binding (RA_BINDS) 17–33 of the 50 pages stayed pending in each of three runs.
 #[test]
 fn small_files_read_whole_are_used_wherever_the_read_wakes() {
-    let _group = common::live_group(module_path!());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_readahead") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
+    let Some(mut live) = begin() else { return };
+    let bpf = &mut live.bpf;
     let dev = LoopDevice::with_fs(64, "ext4");
     let dir = dev.mount_point().join("small");
     std::fs::create_dir(&dir).unwrap();
@@ -300,7 +310,7 @@ fn small_files_read_whole_are_used_wherever_the_read_wakes() {
         File::open(path).unwrap().sync_all().unwrap();
         drop_cache(path);
     }
-    let bpf = std::cell::RefCell::new(&mut bpf);
+    let bpf = std::cell::RefCell::new(bpf);
     let mut before = None;
     let after = run_child(
         "small",
@@ -327,18 +337,14 @@ fn small_files_read_whole_are_used_wherever_the_read_wakes() {
 
 #[test]
 fn mmap_random_reads_waste_read_around_unless_madv_random() {
-    let _group = common::live_group(module_path!());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_readahead") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
+    let Some(mut live) = begin() else { return };
+    let bpf = &mut live.bpf;
     let dev = LoopDevice::with_fs(600, "ext4");
     set_read_ahead_kb(&dev, 128);
-    let (_, normal, normal_added) = measure(&mut bpf, &dev, "col-normal", 256, "mmap", true);
+    let (_, normal, normal_added) = measure(bpf, &dev, "col-normal", 256, "mmap", true);
     let normal = normal.expect("the file's row");
     eprintln!("mmap, normal advice: {normal:?}; bpftrace: {normal_added} pages added");
-    let (_, random, random_added) = measure(&mut bpf, &dev, "col-random", 256, "mmap-random", true);
+    let (_, random, random_added) = measure(bpf, &dev, "col-random", 256, "mmap-random", true);
     eprintln!("mmap, MADV_RANDOM: {random:?}; bpftrace: {random_added} pages added");
     let random_ra = random.as_ref().map_or(0, |r| r.ra_pages);
     // Independent check: every page added to the cache for the file came by read-around, and
@@ -363,17 +369,13 @@ fn mmap_random_reads_waste_read_around_unless_madv_random() {
 
 #[test]
 fn read_ahead_kb_sets_the_windows() {
-    let _group = common::live_group(module_path!());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_readahead") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
+    let Some(mut live) = begin() else { return };
+    let bpf = &mut live.bpf;
     let dev = LoopDevice::with_fs(200, "ext4");
     let mut seen = Vec::new();
     for (i, kb) in [128u64, 1024].into_iter().enumerate() {
         set_read_ahead_kb(&dev, kb);
-        let (ra, f, _) = measure(&mut bpf, &dev, &format!("seq-{i}"), 32, "seq", false);
+        let (ra, f, _) = measure(bpf, &dev, &format!("seq-{i}"), 32, "seq", false);
         let f = f.expect("the file's row");
         eprintln!("read_ahead_kb {kb}: {f:?}");
         let d = ra.devices.iter().find(|d| d.name == dev.name).expect("the loop device's row");
@@ -392,18 +394,14 @@ fn read_ahead_kb_sets_the_windows() {
 /// leaves most of its window pending, so the row stays listed; it must not set off a walk.
 #[test]
 fn a_block_devices_own_pages_are_labelled_not_looked_for() {
-    let _group = common::live_group(module_path!());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_readahead") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
+    let Some(mut live) = begin() else { return };
+    let bpf = &mut live.bpf;
     let dev = LoopDevice::new(64);
-    let before = sample(&mut bpf);
+    let before = sample(bpf);
     let mut f = File::open(&dev.path).unwrap();
     let mut buf = vec![0u8; 4096];
     f.read_exact(&mut buf).unwrap();
-    let after = sample(&mut bpf);
+    let after = sample(bpf);
     let m = Model::between(&before, &after);
     let ra = m.readahead.expect("readahead model");
     // The bdev filesystem numbers the device's inode with its kernel dev_t.
@@ -424,30 +422,26 @@ fn a_block_devices_own_pages_are_labelled_not_looked_for() {
 /// the new windows read ahead, nothing pending.
 #[test]
 fn a_quiet_files_pending_pages_leave_the_rows_not_the_gauge() {
-    let _group = common::live_group(module_path!());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !common::require_root("live_readahead") {
-        return;
-    }
-    let Some(mut bpf) = start() else { return };
+    let Some(mut live) = begin() else { return };
+    let bpf = &mut live.bpf;
     let dev = LoopDevice::with_fs(64, "ext4");
     set_read_ahead_kb(&dev, 128);
     let path = dev.mount_point().join("quiet");
     make_file(&path, 1);
     let ino = std::fs::metadata(&path).unwrap().ino();
     let device = |ra: &ReadaheadModel| ra.devices.iter().find(|d| d.name == dev.name).cloned();
-    let s0 = sample(&mut bpf);
+    let s0 = sample(bpf);
     let mut f = File::open(&path).unwrap();
     let mut first = vec![0u8; 4096];
     f.read_exact(&mut first).unwrap();
-    let s1 = sample(&mut bpf);
+    let s1 = sample(bpf);
     let (_, row) = file_row(&s0, &s1, &path);
     let row = row.expect("listed while active");
     let (read_ahead, pending) = (row.ra_pages, row.pending_pages);
     assert!(pending > 0 && read_ahead == pending + 1, "one page used, the rest pending: {row:?}");
 
     std::thread::sleep(ioscope::bpf::readahead::RA_LINGER + std::time::Duration::from_millis(500));
-    let s2 = sample(&mut bpf);
+    let s2 = sample(bpf);
     let (ra, row) = file_row(&s1, &s2, &path);
     assert!(row.is_none(), "quiet for RA_LINGER: no row: {row:?}");
     let d = device(&ra).unwrap_or_else(|| panic!("no {} in {:?}", dev.name, ra.devices));
@@ -455,7 +449,7 @@ fn a_quiet_files_pending_pages_leave_the_rows_not_the_gauge() {
 
     let mut buf = vec![0u8; 128 << 10];
     while f.read(&mut buf).unwrap() > 0 {}
-    let s3 = sample(&mut bpf);
+    let s3 = sample(bpf);
     let (ra, row) = file_row(&s2, &s3, &path);
     let row = row.expect("listed again");
     let pages = 1 << 20 >> 12;
