@@ -338,7 +338,7 @@ impl SyncMaps {
     /// Leaves out of `entries`, and removes from SYNC_STATS, the keys of processes gone whose
     /// calls have not moved for [`SYNC_LINGER`]; a key a CPU's memo still holds calls of stays
     /// (removed, the memo's calls would make it again and be counted twice). A process's
-    /// liveness is checked at most once per [`crate::util::SLOW_REFRESH`] while its calls stay.
+    /// liveness is checked at most once per [`super::block::LIVENESS_FRESH`] while its calls stay.
     fn drop_exited(
         &mut self,
         entries: &mut Vec<(SyncKey, Vec<SyncStats>)>,
@@ -351,7 +351,7 @@ impl SyncMaps {
             let calls = per_cpu.iter().map(|s| s.calls).sum::<u64>();
             let held = memos.iter().any(|m| m.key == *key && m.stats.calls != 0);
             let mut i = self.idle.remove(key);
-            if gone_quiet(&mut i, calls, held, now, || Path::new(&format!("/proc/{}", key.tgid)).exists()) {
+            if gone_quiet(&mut i, calls, held, now, || crate::util::process_exists(key.tgid)) {
                 gone.push(*key);
                 return false;
             }
@@ -494,7 +494,7 @@ fn file(dev: u32, ino: u64) -> SyncFile {
 /// Whether a key whose calls now number `calls` belongs to a process gone for good and is quiet:
 /// no call for [`SYNC_LINGER`], none of them held in a memo (`held`). `idle` is what was known of
 /// it (updated; None: first seen); `alive` checks its process, at most once per
-/// [`crate::util::SLOW_REFRESH`].
+/// [`super::block::LIVENESS_FRESH`].
 fn gone_quiet(
     idle: &mut Option<Idle>,
     calls: u64,
@@ -509,7 +509,7 @@ fn gone_quiet(
     if held || now.duration_since(i.changed_at) < SYNC_LINGER {
         return false;
     }
-    if i.alive_at.is_some_and(|t| now.duration_since(t) < crate::util::SLOW_REFRESH) {
+    if i.alive_at.is_some_and(|t| now.duration_since(t) < super::block::LIVENESS_FRESH) {
         return false;
     }
     if alive() {
@@ -596,7 +596,7 @@ mod tests {
         assert!(!gone_quiet(&mut idle, 2, false, at(159), dead));
         assert!(!gone_quiet(&mut idle, 2, true, at(170), dead), "a memo still holds calls of the key");
         assert!(gone_quiet(&mut idle, 2, false, at(170), dead), "quiet a minute, process gone");
-        // A live process's rows stay, its liveness asked at most once per SLOW_REFRESH.
+        // A live process's rows stay, its liveness asked at most once per LIVENESS_FRESH.
         let mut idle = None;
         let asked = std::cell::Cell::new(0);
         let alive = || {
@@ -606,9 +606,9 @@ mod tests {
         assert!(!gone_quiet(&mut idle, 1, false, at(0), alive));
         assert_eq!(asked.get(), 0, "not asked within the minute");
         assert!(!gone_quiet(&mut idle, 1, false, at(61), alive));
-        let later = at(61) + crate::util::SLOW_REFRESH / 2;
+        let later = at(61) + crate::bpf::block::LIVENESS_FRESH / 2;
         assert!(!gone_quiet(&mut idle, 1, false, later, alive));
-        assert_eq!(asked.get(), 1, "asked once per SLOW_REFRESH");
+        assert_eq!(asked.get(), 1, "asked once per LIVENESS_FRESH");
         assert!(!gone_quiet(&mut idle, 1, false, at(63), alive));
         assert_eq!(asked.get(), 2);
     }
