@@ -144,14 +144,17 @@ pub const SETTINGS_FRESH: std::time::Duration = crate::util::SLOW_REFRESH;
 pub const FIXED_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl SettingsCache {
+    /// Whether the settings held are `disks`', device for device in the same order.
+    fn read_for(&self, disks: &[DiskStat]) -> bool {
+        self.settings.len() == disks.len() && self.settings.iter().zip(disks).all(|(s, d)| s.name == d.name)
+    }
+
     /// The devices in `disks` that are not request-based (a disk without hardware queues, `mq/`:
     /// device-mapper, md, zram, a RAM disk; and its partitions): their I/O does not pass the block
     /// layer's request tracepoints. None when `disks` is not the list the settings were last
     /// read for.
     pub fn bio_based(&self, disks: &[DiskStat]) -> Option<Vec<usize>> {
-        if self.settings.len() != disks.len()
-            || self.settings.iter().zip(disks).any(|(s, d)| s.name != d.name)
-        {
+        if !self.read_for(disks) {
             return None;
         }
         let mut out = Vec::new();
@@ -183,8 +186,7 @@ impl SettingsCache {
         files: &mut read::Files,
         now: std::time::Instant,
     ) -> Vec<std::sync::Arc<BlockSettings>> {
-        let same_disks = self.settings.len() == disks.len()
-            && self.settings.iter().zip(disks).all(|(s, d)| s.name == d.name);
+        let same_disks = self.read_for(disks);
         let fresh =
             |at: Option<std::time::Instant>, within| at.is_some_and(|t| now.duration_since(t) < within);
         if !same_disks || !fresh(self.at, SETTINGS_FRESH) {
