@@ -44,7 +44,6 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
     // Both tools' default buffers, in ordinary pages, as users run them.
     let mem = "malloc";
     eprintln!("fio buffers: --mem={mem}");
-    let device_reads = || lo.diskstats()[0];
     let device_io = || DeviceIo::from_fields(&lo.diskstats());
     let tools = Tools {
         file: &file,
@@ -52,8 +51,8 @@ fn bench_agrees_with_fio_on_the_same_jobs() {
         ioscope: Path::new(env!("CARGO_BIN_EXE_ioscope")),
         engine,
         mem,
-        device_reads: Some(&device_reads),
         device_io: Some(&device_io),
+        judge_device_reads: true,
     };
     let mut failures = Vec::new();
     // 1 s for the sequential reads: at ~1 ms a request, 500 ms made one device stall of a few ms

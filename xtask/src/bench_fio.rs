@@ -89,8 +89,8 @@ pub fn run(args: &[String]) -> Result<()> {
         ioscope: &bin,
         engine,
         mem,
-        device_reads: None,
         device_io: Some(&device_io),
+        judge_device_reads: false,
     };
     let rt = format!("{}s", a.runtime);
     let header = ["job", "fio MB/s", "IOPS", "p50 µs", "p99 µs", "ios MB/s", "IOPS", "p50 µs", "p99 µs"];

@@ -174,16 +174,19 @@ pub struct Tools<'a> {
     pub engine: Engine,
     /// fio's `--mem`.
     pub mem: &'a str,
-    /// Reads the device below the file has completed so far (its /proc/diskstats), when known.
-    pub device_reads: Option<&'a dyn Fn() -> u64>,
-    /// The device's requests and sectors completed so far, reads and writes together (its
-    /// /proc/diskstats), when known: reported for both tools, not judged.
+    /// What the device below the file has completed so far (its /proc/diskstats), when known:
+    /// the mean request size is reported for both tools.
     pub device_io: Option<&'a dyn Fn() -> DeviceIo>,
+    /// Whether ioscope's device reads per request are judged (one each, [`misses`]): on a loop
+    /// device, where a request is never split; not on a real disk, where a 1 MiB read may be.
+    pub judge_device_reads: bool,
 }
 
-/// Requests and 512-byte sectors a block device has completed (reads + writes).
+/// What a block device has completed: reads, and requests and 512-byte sectors (reads +
+/// writes).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeviceIo {
+    pub reads: u64,
     pub requests: u64,
     pub sectors: u64,
 }
@@ -193,7 +196,7 @@ impl DeviceIo {
     /// merged, sectors, ...).
     pub fn from_fields(f: &[u64]) -> DeviceIo {
         let at = |i: usize| f.get(i).copied().unwrap_or(0);
-        DeviceIo { requests: at(0) + at(4), sectors: at(2) + at(6) }
+        DeviceIo { reads: at(0), requests: at(0) + at(4), sectors: at(2) + at(6) }
     }
 
     /// The mean request size in KiB between `self` (earlier) and `later`.
@@ -284,14 +287,12 @@ impl Tools<'_> {
 
     pub fn ioscope(&self, job: &Job) -> Result<Figures> {
         self.settle(job)?;
-        let before = self.device_reads.map(|f| f());
         let io_before = self.device_io.map(|f| f());
         let out = run(Command::new(self.ioscope)
             .arg("bench")
             .arg(self.file)
             .args(["--json", "--size", self.size, "--engine", self.engine.name()])
             .args(&job.ioscope))?;
-        let after = self.device_reads.map(|f| f());
         let io_after = self.device_io.map(|f| f());
         let v: Value = serde_json::from_slice(&out).context("ioscope bench's JSON")?;
         let j = &v["jobs"][0];
@@ -311,7 +312,10 @@ impl Tools<'_> {
             mean_us: num("lat_mean_us")?,
             cpu_us_per_req: num("cpu_pct")? / 100.0 * num("runtime_s")? * 1e6 / (requests.max(1) as f64),
             requests,
-            device_reads: before.zip(after).map(|(b, a)| a - b),
+            device_reads: io_before
+                .zip(io_after)
+                .filter(|_| self.judge_device_reads)
+                .map(|(b, a)| a.reads - b.reads),
             device_kib_per_req: io_before.zip(io_after).and_then(|(b, a)| b.kib_per_req(a)),
         })
     }
