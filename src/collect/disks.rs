@@ -77,7 +77,10 @@ pub fn block_settings(root: &SystemRoot, disks: &[DiskStat], files: &mut read::F
 /// [`block_settings`], taking the facts fixed for a device's life (partition or not, its start,
 /// the logical block size, the hardware queues) from `fixed` when given (the same devices, read
 /// before): only the queue's tunables are read then, five files per disk and none per partition
-/// instead of nine file operations per device.
+/// instead of nine file operations per device; none for a device that has never done I/O
+/// ([`DiskStat::never_used`]: not a row of the devices pane; a machine's unattached loop devices)
+/// and only its size for a disk that had no medium (size 0) and still has none: their settings
+/// are taken from `fixed`.
 fn block_settings_since(
     root: &SystemRoot,
     disks: &[DiskStat],
@@ -88,22 +91,35 @@ fn block_settings_since(
     let mut out: Vec<BlockSettings> = Vec::with_capacity(disks.len());
     let mut parent: Option<usize> = None;
     for (i, disk) in disks.iter().enumerate() {
-        let dir = class.join(&disk.name);
         let known = fixed.and_then(|f| f.get(i));
+        let dir = class.join(&disk.name);
+        // A disk without a medium (size 0: a detached loop device) keeps its tunables while
+        // it stays so: only its size is read again.
+        let empty = |k: &BlockSettings, files: &mut read::Files| {
+            !k.is_partition && k.size_sectors == Some(0) && files.u64(&dir.join("size")) == Some(0)
+        };
+        if let Some(k) = known.filter(|k| disk.never_used() || empty(k, files)) {
+            if !k.is_partition {
+                parent = Some(out.len());
+            }
+            out.push((**k).clone());
+            continue;
+        }
         let is_partition = match known {
             Some(k) => k.is_partition,
             None => files.record(&dir.join("partition")).is_some(),
         };
         let settings = if is_partition {
             let mut s = parent.map(|p| out[p].clone()).unwrap_or_default();
-            s.start_sector = match known {
-                Some(k) => k.start_sector,
-                None => files.u64(&dir.join("start")),
+            (s.start_sector, s.size_sectors) = match known {
+                Some(k) => (k.start_sector, k.size_sectors),
+                None => (files.u64(&dir.join("start")), files.u64(&dir.join("size"))),
             };
             s
         } else {
             parent = Some(out.len());
             let mut s = queue_tunables(&dir, files);
+            s.size_sectors = files.u64(&dir.join("size"));
             match known {
                 Some(k) => (s.logical_block_size, s.hw_queues) = (k.logical_block_size, k.hw_queues),
                 None => {
@@ -342,7 +358,7 @@ mod tests {
         let root = SystemRoot::fixture(dir.path());
         let disks: Vec<DiskStat> = ["sda", "sda1"]
             .iter()
-            .map(|name| DiskStat { name: name.to_string(), ..Default::default() })
+            .map(|name| DiskStat { name: name.to_string(), reads_completed: 1, ..Default::default() })
             .collect();
         let mut files = read::Files::one_shot();
         let mut cache = SettingsCache::default();
@@ -389,5 +405,33 @@ mod tests {
         write("sda/queue/logical_block_size", "512\n");
         let changed = cache.read_at(&root, &fewer, &mut files, t0 + FIXED_FRESH + SETTINGS_FRESH / 2);
         assert_eq!(facts(&changed), [(Some(4096), Some(512), Some(2), false, None)]);
+
+        // A device that never did I/O keeps its settings until the fixed facts are re-read; once
+        // used, its tunables are re-read as any other's.
+        let t1 = t0 + FIXED_FRESH + SETTINGS_FRESH;
+        let mut unused = fewer.clone();
+        unused[0].reads_completed = 0;
+        let first = cache.read_at(&root, &unused, &mut files, t1);
+        assert_eq!(first[0].read_ahead_kb, Some(4096));
+        write("sda/queue/read_ahead_kb", "256\n");
+        let later = cache.read_at(&root, &unused, &mut files, t1 + SETTINGS_FRESH);
+        assert_eq!(later[0].read_ahead_kb, Some(4096));
+        let used = cache.read_at(&root, &fewer, &mut files, t1 + SETTINGS_FRESH * 2);
+        assert_eq!(used[0].read_ahead_kb, Some(256));
+        write("sda/queue/read_ahead_kb", "512\n");
+        let much_later = cache.read_at(&root, &unused, &mut files, t1 + FIXED_FRESH * 2);
+        assert_eq!(much_later[0].read_ahead_kb, Some(512));
+
+        // A disk without a medium (a detached loop device): only its size is read again until it
+        // has one.
+        let t2 = t1 + FIXED_FRESH * 3;
+        write("sda/size", "0\n");
+        assert_eq!(cache.read_at(&root, &fewer, &mut files, t2)[0].size_sectors, Some(0));
+        write("sda/queue/read_ahead_kb", "1024\n");
+        let empty = cache.read_at(&root, &fewer, &mut files, t2 + SETTINGS_FRESH);
+        assert_eq!((empty[0].size_sectors, empty[0].read_ahead_kb), (Some(0), Some(512)));
+        write("sda/size", "2048\n");
+        let attached = cache.read_at(&root, &fewer, &mut files, t2 + SETTINGS_FRESH * 2);
+        assert_eq!((attached[0].size_sectors, attached[0].read_ahead_kb), (Some(2048), Some(1024)));
     }
 }

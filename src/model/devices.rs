@@ -82,7 +82,12 @@ const VIRTUAL_PREFIXES: [&str; 4] = ["loop", "ram", "zram", "nbd"];
 /// - aqu-sz = Δweighted_io_ms / (Δt × 1000); %util = Δio_ms / (Δt × 1000) × 100, capped at 100
 ///
 /// A device absent from `prev` (new, or renumbered, or re-created with reset counters) shows its
-/// gauges with zero rates for this first interval. A device absent from `cur` is dropped.
+/// gauges with zero rates for this first interval. A device absent from `cur` is dropped, and so
+/// is one that has never done any I/O ([`DiskStat::never_used`], as iostat leaves it out), and
+/// one without a medium (size 0: a detached loop device keeps the counters of its last use) that
+/// did none in the interval, as lsblk leaves those out; unless the block probes counted requests
+/// on it. A machine's unattached loop devices and unconfigured zram are not rows; a device's
+/// first I/O makes it one, its rates taken from zero.
 pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<DeviceModel> {
     let prev_disks: HashMap<(u32, u32), &DiskStat> =
         prev.map(|p| p.disks.iter().map(|d| ((d.major, d.minor), d)).collect()).unwrap_or_default();
@@ -90,13 +95,21 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<DeviceMode
         cur.block_settings.iter().map(|b| (b.name.as_str(), b)).collect();
     cur.disks
         .iter()
-        .map(|d| {
+        .filter_map(|d| {
+            let bpf = bpf_rates(prev, cur, d, secs);
+            if d.never_used() && bpf.is_none() {
+                return None;
+            }
             let before = prev_disks.get(&(d.major, d.minor)).copied().filter(|p| is_same_device(p, d));
             let mut model = rates(before, d, secs);
             model.settings = settings.get(d.name.as_str()).map(|s| (*s).clone());
+            let empty = model.settings.as_ref().is_some_and(|s| s.size_sectors == Some(0));
+            if empty && model.idle && bpf.is_none() {
+                return None;
+            }
             model.is_partition = model.settings.as_ref().is_some_and(|s| s.is_partition);
-            model.bpf = bpf_rates(prev, cur, d, secs);
-            model
+            model.bpf = bpf;
+            Some(model)
         })
         .collect()
 }
@@ -213,7 +226,7 @@ fn block_rates(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat, secs: f64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::{BpfSample, BpfStatus};
+    use crate::sample::{BpfSample, BpfStatus, FlushStat};
 
     fn disk(name: &str, io_ms: u64, reads: u64) -> DiskStat {
         DiskStat {
@@ -252,14 +265,57 @@ mod tests {
     #[test]
     fn virtual_devices_by_name() {
         let cur =
-            sample(["loop3", "ram0", "zram0", "nbd1", "nvme0n1", "sda"].map(|n| disk(n, 0, 0)).to_vec());
+            sample(["loop3", "ram0", "zram0", "nbd1", "nvme0n1", "sda"].map(|n| disk(n, 4, 1)).to_vec());
         let virt: Vec<bool> = compute(None, &cur, 1.0).iter().map(|d| d.is_virtual).collect();
         assert_eq!(virt, [true, true, true, true, false, false]);
     }
 
+    /// A device that never did I/O (an unattached loop device) is no row; its first I/O makes it
+    /// one, with rates from zero, as iostat shows it.
+    #[test]
+    fn never_used_devices_are_left_out_until_their_first_io() {
+        let unused = DiskStat { major: 7, minor: 5, name: "loop5".into(), ..Default::default() };
+        let mut used =
+            DiskStat { writes_completed: 400, sectors_written: 400 * 128, io_ms: 100, ..unused.clone() };
+        let names = |m: &[DeviceModel]| m.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        let before = sample(vec![disk("sda", 10, 3), unused.clone()]);
+        assert_eq!(names(&compute(Some(&before), &before, 1.0)), ["sda"]);
+        let after = sample(vec![disk("sda", 10, 3), used.clone()]);
+        let m = compute(Some(&before), &after, 2.0);
+        assert_eq!(names(&m), ["sda", "loop5"]);
+        assert_eq!((m[1].w_s, m[1].wkb_s, m[1].util), (200.0, 12800.0, 5.0));
+        // Any counter or gauge that moved is use: a request still in flight, a flush.
+        used = DiskStat { in_flight: 1, ..unused.clone() };
+        assert!(!used.never_used());
+        used = DiskStat { flushes: Some(FlushStat { completed: 1, ms: 0 }), ..unused.clone() };
+        assert!(!used.never_used());
+        assert!(DiskStat { flushes: Some(FlushStat::default()), ..unused }.never_used());
+    }
+
+    /// A detached loop device (size 0) keeps the counters of its last use: no row while idle,
+    /// a row in an interval it did I/O in (attached again since the size was read).
+    #[test]
+    fn devices_without_a_medium_are_rows_only_when_busy() {
+        let loop0 =
+            |reads: u64| DiskStat { major: 7, minor: 0, name: "loop0".into(), ..disk("loop0", 50, reads) };
+        let with_size = |disks: Vec<DiskStat>, size: u64| Sample {
+            block_settings: vec![std::sync::Arc::new(BlockSettings {
+                name: "loop0".into(),
+                size_sectors: Some(size),
+                ..Default::default()
+            })],
+            ..sample(disks)
+        };
+        let (idle_prev, idle_cur) = (with_size(vec![loop0(9)], 0), with_size(vec![loop0(9)], 0));
+        assert!(compute(Some(&idle_prev), &idle_cur, 1.0).is_empty());
+        assert_eq!(compute(Some(&idle_prev), &with_size(vec![loop0(9)], 2048), 1.0).len(), 1);
+        let busy = compute(Some(&idle_prev), &with_size(vec![loop0(19)], 0), 1.0);
+        assert_eq!(busy.iter().map(|d| d.r_s).collect::<Vec<_>>(), [10.0]);
+    }
+
     fn with_bpf(enabled: bool, counters: Vec<BpfDeviceCounters>) -> Sample {
         Sample {
-            disks: vec![disk("sda", 0, 0)],
+            disks: vec![disk("sda", 1, 1)],
             bpf: BpfSample {
                 status: BpfStatus { enabled, ..Default::default() },
                 rq_issue: counters,

@@ -27,6 +27,20 @@ pub struct DiskStat {
     pub flushes: Option<FlushStat>,
 }
 
+impl DiskStat {
+    /// Every counter and gauge zero: the device has done no I/O since it was created (a loop
+    /// device never attached, an unconfigured zram). iostat leaves such devices out too.
+    pub fn never_used(&self) -> bool {
+        let d = self;
+        [d.reads_completed, d.reads_merged, d.sectors_read, d.read_ms, d.writes_completed]
+            .into_iter()
+            .chain([d.writes_merged, d.sectors_written, d.write_ms, d.in_flight, d.io_ms, d.weighted_io_ms])
+            .chain(d.discards.iter().flat_map(|x| [x.completed, x.merged, x.sectors, x.ms]))
+            .chain(d.flushes.iter().flat_map(|x| [x.completed, x.ms]))
+            .all(|n| n == 0)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DiscardStat {
@@ -62,4 +76,7 @@ pub struct BlockSettings {
     pub start_sector: Option<u64>,
     /// Number of hardware queues (entries of mq/); more than one means %util understates capacity.
     pub hw_queues: Option<u64>,
+    /// The device's size in 512-byte sectors (/sys/class/block/NAME/size): 0 for a device
+    /// without a medium (a detached loop device, an empty drive, an unconfigured zram).
+    pub size_sectors: Option<u64>,
 }
