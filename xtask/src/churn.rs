@@ -11,7 +11,11 @@
 //! --every 60 --files 5000 --interval 0.1`), each in a directory of its own, and checks after each
 //! one that ioscope's CPU is back under 1 % of a core from 10 s after the burst's start to the
 //! next one, and that every sample's size follows the file rows in it (a fixed part, the median
-//! size of the samples without file rows, plus at most a bounded size per row).
+//! size of the samples without file rows, plus at most a bounded size per row). Such a run is
+//! judged on those, as issue 19's long run is, and on the paths; the idle CPU before the first
+//! burst and each burst's CPU are reported. The burst's 0.3 s is the target of the one burst of
+//! 20,000 files at a 1 s interval, where ioscope's own floor over the 15 s is ~0.05 s; at 0.1 s it
+//! is ~0.13 s, and the long run's bursts are of 5,000 files.
 
 use std::io::{BufRead, Write};
 use std::os::unix::io::AsRawFd;
@@ -141,10 +145,19 @@ pub fn run(args: &[String]) -> Result<()> {
         args.interval,
         crate::perf::load_average()
     );
+    // One burst: judged on its CPU and the idle before it; several: on the CPU after each (see
+    // the module comment).
+    let judged = |ok: bool| {
+        if args.bursts > 1 {
+            format!("{} (reported)", if ok { "under" } else { "over" })
+        } else {
+            verdict(ok).to_string()
+        }
+    };
     println!(
         "  idle ({} s before): {idle:.2} s CPU = {idle_pct:.2} % of a core (target < {IDLE_CPU_TARGET_PERCENT} %): {}",
         args.idle_seconds,
-        verdict(idle_pct < IDLE_CPU_TARGET_PERCENT)
+        judged(idle_pct < IDLE_CPU_TARGET_PERCENT)
     );
     let worst_cpu = costs.iter().map(|b| b.cpu).fold(0.0, f64::max);
     let mut cpus: Vec<f64> = costs.iter().map(|b| b.cpu).collect();
@@ -152,7 +165,7 @@ pub fn run(args: &[String]) -> Result<()> {
         "  burst ({} s from its start): {:.2} s CPU median, {worst_cpu:.2} s worst (target < {BURST_CPU_TARGET_S} s): {}",
         args.seconds,
         crate::stats::median(&mut cpus),
-        verdict(worst_cpu < BURST_CPU_TARGET_S)
+        judged(worst_cpu < BURST_CPU_TARGET_S)
     );
     let worst_settled = costs.iter().map(|b| b.settled_pct).fold(0.0, f64::max);
     let settled_ok = args.bursts < 2 || worst_settled < IDLE_CPU_TARGET_PERCENT;
@@ -179,12 +192,8 @@ pub fn run(args: &[String]) -> Result<()> {
         c.largest_rows,
         c.bytes_per_row
     );
-    if worst_cpu >= BURST_CPU_TARGET_S
-        || idle_pct >= IDLE_CPU_TARGET_PERCENT
-        || !settled_ok
-        || c.with_path < c.rows
-        || c.ra_with_path < c.ra_rows
-    {
+    let single_ok = args.bursts > 1 || (worst_cpu < BURST_CPU_TARGET_S && idle_pct < IDLE_CPU_TARGET_PERCENT);
+    if !single_ok || !settled_ok || c.with_path < c.rows || c.ra_with_path < c.ra_rows {
         bail!("a target was missed");
     }
     Ok(())
