@@ -77,7 +77,7 @@ pub fn block_settings(root: &SystemRoot, disks: &[DiskStat], files: &mut read::F
 /// [`block_settings`], taking the facts fixed for a device's life (partition or not, its start,
 /// the logical block size, the hardware queues) from `fixed` when given (the same devices, read
 /// before): only the queue's tunables are read then, five files per disk and none per partition
-/// instead of nine file operations per device; none for a device that has never done I/O
+/// instead of nine file operations per device; none for a disk that has never done I/O
 /// ([`DiskStat::never_used`]: not a row of the devices pane; a machine's unattached loop devices)
 /// and only its size for a disk that had no medium (size 0) and still has none: their settings
 /// are taken from `fixed`.
@@ -94,14 +94,16 @@ fn block_settings_since(
         let known = fixed.and_then(|f| f.get(i));
         let dir = class.join(&disk.name);
         // A disk without a medium (size 0: a detached loop device) keeps its tunables while
-        // it stays so: only its size is read again.
+        // it stays so: only its size is read again. (A known partition reads nothing: it takes
+        // its disk's settings as they stand.)
         let empty = |k: &BlockSettings, files: &mut read::Files| {
-            !k.is_partition && k.size_sectors == Some(0) && files.u64(&dir.join("size")) == Some(0)
+            k.size_sectors == Some(0) && files.u64(&dir.join("size")) == Some(0)
         };
-        if let Some(k) = known.filter(|k| disk.never_used() || empty(k, files)) {
-            if !k.is_partition {
-                parent = Some(out.len());
-            }
+        let keep = |k: &&std::sync::Arc<BlockSettings>, files: &mut read::Files| {
+            !k.is_partition && (disk.never_used() || empty(k, files))
+        };
+        if let Some(k) = known.filter(|k| keep(k, files)) {
+            parent = Some(out.len());
             out.push((**k).clone());
             continue;
         }
@@ -433,5 +435,14 @@ mod tests {
         write("sda/size", "2048\n");
         let attached = cache.read_at(&root, &fewer, &mut files, t2 + SETTINGS_FRESH * 2);
         assert_eq!((attached[0].size_sectors, attached[0].read_ahead_kb), (Some(2048), Some(1024)));
+
+        // A partition that never did I/O follows its disk's tunables as they are re-read.
+        let t3 = t2 + FIXED_FRESH * 2;
+        let mut both = disks.clone();
+        both[1].reads_completed = 0;
+        assert_eq!(cache.read_at(&root, &both, &mut files, t3)[1].read_ahead_kb, Some(1024));
+        write("sda/queue/read_ahead_kb", "2048\n");
+        let next = cache.read_at(&root, &both, &mut files, t3 + SETTINGS_FRESH);
+        assert_eq!((next[0].read_ahead_kb, next[1].read_ahead_kb), (Some(2048), Some(2048)));
     }
 }
