@@ -304,6 +304,50 @@ pub fn write_patterned_file(path: &Path, mib: u64) {
     f.sync_all().unwrap();
 }
 
+/// Pages of the file at `path` in the page cache now (mincore on a mapping never touched).
+pub fn cached_pages(path: &Path) -> u64 {
+    use std::os::fd::AsRawFd;
+    let f = fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    if len == 0 {
+        return 0;
+    }
+    // SAFETY: a read-only shared mapping of an open file, only passed to mincore and unmapped.
+    unsafe {
+        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
+        assert_ne!(p, libc::MAP_FAILED, "mmap {}", path.display());
+        let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0, "mincore {}", path.display());
+        libc::munmap(p, len);
+        vec.iter().filter(|&&b| b & 1 == 1).count() as u64
+    }
+}
+
+/// Drops the file at `path` from the page cache (synced, then POSIX_FADV_DONTNEED) and checks it
+/// is gone. One DONTNEED can leave pages still in another CPU's LRU batch (or under writeback),
+/// so it is repeated, for up to 2 s, until mincore finds none.
+pub fn drop_file_cache(path: &Path) {
+    use std::os::fd::AsRawFd;
+    let f = fs::File::open(path).unwrap();
+    f.sync_all().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        // SAFETY: a valid descriptor; advice only.
+        assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+        let left = cached_pages(path);
+        if left == 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}: {left} pages still cached after POSIX_FADV_DONTNEED for 2 s",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A copy of the running test binary re-run as a worker process (the `child_entry_point` test of
 /// `module`, the caller's `module_path!()`, with `mode_var` = mode and `file_var` = file in its
 /// environment), talking over its stdio: it prints markers, the parent answers with a byte on its

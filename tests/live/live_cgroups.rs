@@ -13,7 +13,6 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -74,12 +73,10 @@ fn read_all(path: &Path) {
     while f.read(&mut buf).unwrap() > 0 {}
 }
 
-/// A file of `mib` MiB whose pages are not in the cache (written, synced, then dropped).
+/// A file of `mib` MiB none of whose pages is in the cache (written, synced, then dropped).
 fn cold_file(path: &Path, mib: u64) {
     common::write_patterned_file(path, mib);
-    let f = File::open(path).unwrap();
-    // SAFETY: a valid descriptor; advice only.
-    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+    common::drop_file_cache(path);
 }
 
 /// A cgroup v2 directory made for the test; its processes are moved out and it is removed on drop.

@@ -125,27 +125,7 @@ fn make_file(path: &Path) {
 }
 
 fn drop_cache(path: &Path) {
-    let f = File::open(path).unwrap();
-    f.sync_all().unwrap();
-    // SAFETY: plain syscall on an open fd.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0);
-    assert_eq!(cached_pages(path), 0, "the file is still cached after POSIX_FADV_DONTNEED");
-}
-
-/// Pages of the file in the cache now (mincore).
-fn cached_pages(path: &Path) -> u64 {
-    let f = File::open(path).unwrap();
-    let len = f.metadata().unwrap().len() as usize;
-    // SAFETY: mapping only to ask mincore; never touched.
-    unsafe {
-        let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
-        assert_ne!(p, libc::MAP_FAILED);
-        let mut vec = vec![0u8; len.div_ceil(PAGE as usize)];
-        assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
-        libc::munmap(p, len);
-        vec.iter().filter(|&&b| b & 1 == 1).count() as u64
-    }
+    common::drop_file_cache(path);
 }
 
 /// Reads the first half of the file into the cache, in this (the parent) process.
@@ -214,7 +194,7 @@ fn cold_warm_half(mode: &str) {
     );
 
     // Warm: read again.
-    assert_eq!(cached_pages(&file), FILE_PAGES, "the whole file is cached after the first read");
+    assert_eq!(common::cached_pages(&file), FILE_PAGES, "the whole file is cached after the first read");
     let (pid, before) = run_child(mode, &file, || sample(&mut bpf));
     let warm = child_row(&before, &sample(&mut bpf), pid);
     eprintln!("{mode} warm: {warm:?}");
@@ -323,7 +303,7 @@ fn direct_io_checks(btf: bool) {
         row.dio_read_bytes_s
     );
     assert!(row.misses <= FILE_PAGES / 100, "direct reads counted as {} misses", row.misses);
-    assert_eq!(cached_pages(&file), 0, "O_DIRECT left the file out of the cache");
+    assert_eq!(common::cached_pages(&file), 0, "O_DIRECT left the file out of the cache");
 
     // Plain write(2) on an O_DIRECT descriptor: on 6.18 its iomap_dio_rw_begin record lacks
     // IOCB_WRITE, so the direction must come from the iov_iter or iomap_iter, or these bytes show
