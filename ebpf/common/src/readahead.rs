@@ -50,6 +50,39 @@ pub const RA_USE_BUCKETS: usize = 24;
 pub const RA_TRIGGERS: usize = 4;
 /// Most folios one access event walks (a read batch is at most 31 folios).
 pub const RA_WALK_MAX: u32 = 64;
+/// Most pages a read may have taken without an `mm_filemap_get_pages` event of its own (see
+/// [`use_from`]).
+pub const RA_GAP_MAX: u64 = 64;
+/// LRU hash, thread id → [`RaLastRead`]: each thread's last read of a file with readahead pages
+/// pending.
+pub const RA_LAST_READ_MAP: &str = "RA_LAST_READ";
+pub const RA_LAST_READ_MAX: u32 = 1024;
+
+/// A thread's last read of a file with readahead pages pending, in [`RA_LAST_READ_MAP`]: the
+/// file's mapping (as the read events give it) and the read's last page.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaLastRead {
+    pub mapping: u64,
+    pub last: u64,
+}
+
+/// Where the readahead pages a read of `index..` of `mapping` uses begin. `filemap_get_pages()`
+/// raises `mm_filemap_get_pages` only on its usual return: when the last folio of its batch is
+/// not up to date (its readahead I/O in flight) and the wait for it gives up, it drops that folio
+/// and returns the rest without the event, and the read's next call, starting at the dropped
+/// folio, raises it (a read may make several such calls in a row). The folios returned were read
+/// all the same: when the thread's last read of the file (`prev`) ended short of `index` by at
+/// most [`RA_GAP_MAX`] pages, the pages between are taken as read by the same sequential read. (A
+/// thread that seeks forward over fewer pages than that has the readahead pages it skipped
+/// counted used.)
+#[inline(always)]
+pub fn use_from(prev: Option<RaLastRead>, mapping: u64, index: u64) -> u64 {
+    match prev {
+        Some(p) if p.mapping == mapping && p.last < index && index - p.last - 1 <= RA_GAP_MAX => p.last + 1,
+        _ => index,
+    }
+}
 
 /// Field offsets of every program, from tracefs; `*_ok` is 1 when userspace found them all.
 #[repr(C)]
@@ -396,6 +429,21 @@ mod user {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_read_after_a_batch_without_its_event_uses_from_the_previous_reads_end() {
+        let prev = Some(RaLastRead { mapping: 0xabc, last: 32 });
+        // The same file: from just after the thread's previous read.
+        assert_eq!(use_from(prev, 0xabc, 64), 33);
+        // Contiguous: from the read itself.
+        assert_eq!(use_from(prev, 0xabc, 33), 33);
+        // Another file, a jump past RA_GAP_MAX, a read backwards, no previous read: its own start.
+        assert_eq!(use_from(prev, 0xabd, 64), 64);
+        assert_eq!(use_from(prev, 0xabc, 33 + RA_GAP_MAX), 33);
+        assert_eq!(use_from(prev, 0xabc, 34 + RA_GAP_MAX), 34 + RA_GAP_MAX);
+        assert_eq!(use_from(prev, 0xabc, 10), 10);
+        assert_eq!(use_from(None, 0xabc, 64), 64);
+    }
     use super::*;
 
     #[test]

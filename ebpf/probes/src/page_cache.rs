@@ -284,7 +284,8 @@ pub fn filemap_get_pages_raw(ctx: RawTracePointContext) -> u32 {
     let ids = cached_ids(s);
     count_read(s, ids, 0, mapping, index, last);
     // Readahead pages this read uses (one extra program on the hot path would cost a dispatch).
-    crate::readahead::on_read_raw(s, ids.1, mapping, index, last);
+    // The tracepoint misses batches whose last folio was dropped: gaps are filled.
+    crate::readahead::on_read_raw(s, ids.1, mapping, index, last, true);
     0
 }
 
@@ -342,7 +343,8 @@ pub(crate) fn fn_read<M: Mem>(iocb: *const u8, count: u64, advanced: bool) {
     let Some(s) = scratch() else { return };
     let ids = cached_ids(s);
     count_read(s, ids, 0, mapping, index, last);
-    crate::readahead::on_read_raw(s, ids.1, mapping, index, last);
+    // Every return of 0 comes here, a batch whose last folio was dropped included: no gap.
+    crate::readahead::on_read_raw(s, ids.1, mapping, index, last, false);
 }
 
 /// `mm_filemap_map_pages`'s fallback: the entry of `filemap_map_pages(vmf, start_pgoff,

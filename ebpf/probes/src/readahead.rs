@@ -19,8 +19,9 @@ use aya_ebpf::{
 };
 use ioscope_common::page_cache::{CacheScratch, NO_ORDER};
 use ioscope_common::readahead::{
-    binds, in_window, use_bucket, RaBind, RaFileKey, RaFileStats, RaLayout, RaNoWindow, RaPage, RaPageKey,
-    RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow, RA_BINDS_MAX, RA_FILES_MAX, RA_MAPPINGS_MAX,
+    binds, in_window, use_bucket, use_from, RaBind, RaFileKey, RaFileStats, RaLayout, RaNoWindow, RaPage, RaPageKey,
+    RaLastRead, RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow, RA_BINDS_MAX, RA_FILES_MAX,
+    RA_LAST_READ_MAX, RA_MAPPINGS_MAX,
     RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
 };
 
@@ -45,6 +46,9 @@ static RA_MAPPINGS: LruHashMap<u64, RaFileKey> = LruHashMap::with_max_entries(RA
 
 #[map]
 static RA_BINDS: LruHashMap<u32, RaThreadBind> = LruHashMap::with_max_entries(RA_BINDS_MAX, 0);
+
+#[map]
+static RA_LAST_READ: LruHashMap<u32, RaLastRead> = LruHashMap::with_max_entries(RA_LAST_READ_MAX, 0);
 
 #[map]
 static RA_SHARED: Array<RaShared> = Array::with_max_entries(1, 0);
@@ -443,9 +447,12 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
 /// `mapping`; `s` is this CPU's slot of the read path. Costs one array read (RA_SHARED) and reads
 /// of `s` while no readahead page is pending anywhere, or while this CPU's last read of the same
 /// file found none and nothing was read ahead since; otherwise a hash lookup more, and the walk
-/// only while this file has pages pending.
+/// only while this file has pages pending. `fill_gaps`: the reads come from the tracepoint,
+/// which misses some batches (ioscope_common::readahead::use_from): while the file has pages
+/// pending, each thread's last read of it is kept, and a read that starts past it uses the pages
+/// between too.
 #[inline(always)]
-pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, last: u64) {
+pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, last: u64, fill_gaps: bool) {
     // A bind is only ever made by a readahead event (their programs run only with their layout).
     // The file this read's binding names (used as made, not looked up again: a full LRU map
     // may evict even the entry just made).
@@ -493,7 +500,13 @@ pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, las
         s.ra_memo = idle;
         return;
     };
-    use_range(f, key.dev, key.ino, index, last);
+    let mut from = index;
+    if fill_gaps {
+        // SAFETY: a plain copy of the value.
+        from = use_from((unsafe { RA_LAST_READ.get(&tid) }).copied(), mapping, index);
+        let _ = RA_LAST_READ.insert(&tid, &RaLastRead { mapping, last }, 0);
+    }
+    use_range(f, key.dev, key.ino, from, last);
 }
 
 /// The file of `mapping` read by thread `tid` right after its readahead event on another CPU (it
