@@ -19,10 +19,9 @@ use aya_ebpf::{
 };
 use ioscope_common::page_cache::{CacheScratch, NO_ORDER};
 use ioscope_common::readahead::{
-    binds, in_window, use_bucket, use_from, RaBind, RaFileKey, RaFileStats, RaLayout, RaNoWindow, RaPage, RaPageKey,
-    RaLastRead, RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow, RA_BINDS_MAX, RA_FILES_MAX,
-    RA_LAST_READ_MAX, RA_MAPPINGS_MAX,
-    RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
+    binds, in_window, use_bucket, use_from, RaBind, RaFileKey, RaFileStats, RaLastRead, RaLayout, RaNoWindow,
+    RaPage, RaPageKey, RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow, RA_BINDS_MAX, RA_FILES_MAX,
+    RA_LAST_READ_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
 };
 
 #[unsafe(no_mangle)]
