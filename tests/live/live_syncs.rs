@@ -10,11 +10,13 @@
 //! does not decide the outcome).
 //!
 //! To be slow enough to watch, the loop device does direct I/O to its image, takes requests of at
-//! most 4 KiB (`max_sectors_kb`) and holds at most 4 at a time (`nr_requests`, the least the
-//! kernel takes): 512 MiB then takes ~4.7 s to write back here on a day the host's disk wrote it
-//! in 1.0 s with the queue's default 128 (too fast to be seen running past a second, which the
-//! test needs), 2.3 s with 8. (768 MiB is not written back by the call: the flusher takes most of
-//! it before, at this device's share of the dirty limit.)
+//! most 4 KiB (`max_sectors_kb`) and holds at most 8 at a time (`nr_requests`): 512 MiB then takes
+//! 2.1–2.9 s to write back here on a day the host's disk wrote it in 1.0 s with the queue's
+//! default 128 (too fast to be seen running past a second, which the test needs; 1.0–1.2 s with
+//! 32, 1.5–1.8 s with 16). Fewer is slower still (4: 4.3–5.0 s) but leaves the small fsyncs made
+//! meanwhile barely slowed (2.1–3.2 × idle against 4.5–16 × with 8): ext4's commit waits for the
+//! big file's writes in flight, and there are fewer. (768 MiB is not written back by the call: the
+//! flusher takes most of it before, at this device's share of the dirty limit.)
 
 use crate::common;
 
@@ -247,7 +249,7 @@ fn sync_calls_are_timed_on_their_file_and_process_while_they_run() {
     }
     let lo = LoopDevice::ext4_direct_io_in(Path::new("/var/tmp"), 1400);
     std::fs::write(format!("/sys/block/{}/queue/max_sectors_kb", lo.name), "4").unwrap();
-    std::fs::write(format!("/sys/block/{}/queue/nr_requests", lo.name), "4").unwrap();
+    std::fs::write(format!("/sys/block/{}/queue/nr_requests", lo.name), "8").unwrap();
     let dir = lo.mount_point().to_path_buf();
     // The flusher leaves the test's dirty pages to the calls: under load a call ran 15-26 s, its
     // pages passed the 30 s expiry and the flusher wrote 40 % of sync_file_range's 512 MiB.
