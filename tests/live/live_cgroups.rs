@@ -239,7 +239,21 @@ fn cgroups_are_credited_their_own_bytes_and_hit_rates() {
     let written = bytes(&w, "write_bytes_s");
     assert!(within(written, WRITE_MIB as f64 * MIB, 5.0), "writer cgroup: {:.2} MiB written", written / MIB);
     let read = bytes(&r, "read_bytes_s");
-    assert!(within(read, READ_MIB as f64 * MIB, 5.0), "reader cgroup: {:.2} MiB read", read / MIB);
+    // The probes' own losses with it (a CI run once credited 27 of the 32 MiB, unexplained).
+    let (h0, h1) = (&before.bpf.block_health, &cold.bpf.block_health);
+    let lost = |a: u64, b: u64| b.saturating_sub(a);
+    let health = format!(
+        "requests untracked {}, processes not credited {}, completions without issue {}, runs missed {:?}",
+        lost(h0.reqs_full, h1.reqs_full),
+        lost(h0.procs_full, h1.procs_full),
+        lost(h0.complete_unmatched, h1.complete_unmatched),
+        h1.missed
+            .iter()
+            .zip(h0.missed.iter().chain(std::iter::repeat(&0)))
+            .map(|(b, a)| b.saturating_sub(*a))
+            .collect::<Vec<_>>()
+    );
+    assert!(within(read, READ_MIB as f64 * MIB, 5.0), "reader cgroup: {:.2} MiB read; {health}", read / MIB);
     // Neither is credited the other's I/O.
     assert!(bytes(&w, "read_bytes_s") < 0.05 * READ_MIB as f64 * MIB, "writer cgroup read: {w}");
     assert!(bytes(&r, "write_bytes_s") < 0.05 * WRITE_MIB as f64 * MIB, "reader cgroup wrote: {r}");
