@@ -4,8 +4,6 @@
 //! whatever an earlier session or tool left it at, and turn it on only where they want the
 //! kernel's per-program timing ([`BpfStats::on`]); the value found is restored on drop.
 
-use std::os::fd::{FromRawFd, OwnedFd};
-
 use anyhow::{Context, Result};
 
 const PATH: &str = "/proc/sys/kernel/bpf_stats_enabled";
@@ -133,13 +131,7 @@ fn program_name(id: u64) -> Option<String> {
     // union bpf_attr for BPF_PROG_GET_FD_BY_ID: prog_id, next_id, open_flags.
     let mut by_id = [0u32; 4];
     by_id[0] = u32::try_from(id).ok()?;
-    // SAFETY: a zeroed prefix of union bpf_attr of the size given.
-    let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_PROG_GET_FD_BY_ID, by_id.as_mut_ptr(), 16usize) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a new descriptor the kernel just gave us, owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let fd = crate::empty_program::bpf(BPF_PROG_GET_FD_BY_ID, &mut by_id, "opening a program by id").ok()?;
     let mut info = [0u8; 256];
     // union bpf_attr for BPF_OBJ_GET_INFO_BY_FD: bpf_fd, info_len, info (a pointer).
     #[repr(C)]

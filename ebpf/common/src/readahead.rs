@@ -429,6 +429,7 @@ mod user {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn a_read_after_a_batch_without_its_event_uses_from_the_previous_reads_end() {
@@ -444,7 +445,6 @@ mod tests {
         assert_eq!(use_from(prev, 0xabc, 10), 10);
         assert_eq!(use_from(None, 0xabc, 64), 64);
     }
-    use super::*;
 
     #[test]
     fn a_read_memo_holds_only_for_its_mapping_and_epoch() {
