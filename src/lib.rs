@@ -17,4 +17,5 @@ pub mod replay;
 pub mod sample;
 pub mod serve;
 pub mod ui;
+pub mod untrusted;
 pub mod util;

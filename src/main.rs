@@ -36,7 +36,8 @@ fn run() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ioscope: {e:#}");
+            // Errors echo paths and names (a recording's, a user's): shown escaped.
+            eprintln!("ioscope: {}", ioscope::untrusted::escape_lines(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -49,7 +50,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
         let _ = e.print();
         return ExitCode::SUCCESS;
     }
-    eprintln!("{}", cli::one_line_error(e));
+    eprintln!("{}", ioscope::untrusted::escape(&cli::one_line_error(e)));
     ExitCode::from(ioscope::util::USAGE_EXIT_CODE as u8)
 }
 

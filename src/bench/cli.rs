@@ -211,11 +211,11 @@ pub fn main(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> ExitCod
     match run(args, no_color_env) {
         Ok(code) => code,
         Err(BenchError::Usage(msg)) => {
-            eprintln!("ioscope bench: {msg}");
+            eprintln!("ioscope bench: {}", crate::untrusted::escape_lines(&msg));
             ExitCode::from(crate::util::USAGE_EXIT_CODE as u8)
         }
         Err(BenchError::Failed(e)) => {
-            eprintln!("ioscope bench: {e:#}");
+            eprintln!("ioscope bench: {}", crate::untrusted::escape_lines(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -228,7 +228,8 @@ fn run(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> Result<ExitC
     if let Some(files) = &args.compare {
         let before = report::read_report(&files[0]).map_err(BenchError::Failed)?;
         let after = report::read_report(&files[1]).map_err(BenchError::Failed)?;
-        print!("{}", report::format_compare(&before, &after));
+        // The reports are files anyone may have written: their names and paths are shown escaped.
+        print!("{}", crate::untrusted::escape_lines(&report::format_compare(&before, &after)));
         return Ok(ExitCode::SUCCESS);
     }
     let plan = args.plan()?;
@@ -338,7 +339,7 @@ fn run_plan(
     let printed = if args.json {
         writeln!(stdout, "{json}")
     } else {
-        write!(stdout, "{}", report::format_report(&report))
+        write!(stdout, "{}", crate::untrusted::escape_lines(&report::format_report(&report)))
     };
     if let Err(e) = printed {
         // A closed pipe, or a terminal that hung up (EIO): nobody is left to read the table.

@@ -261,9 +261,9 @@ pub fn target_line(t: &super::target::Target) -> String {
     };
     format!(
         "{} ({kind}, {}, {} on {})",
-        t.path.display(),
+        crate::untrusted::path(&t.path),
         size_label(t.size),
-        t.fs_type,
-        t.device.as_deref().unwrap_or("no block device")
+        crate::untrusted::shown(&t.fs_type),
+        crate::untrusted::shown(t.device.as_deref().unwrap_or("no block device"))
     )
 }

@@ -213,13 +213,25 @@ pub fn run(opts: &CompareOptions) -> anyhow::Result<()> {
     }
 }
 
-/// The text table: settings that differ, then each pane's `top` biggest changes.
+/// The text table: settings that differ, then each pane's `top` biggest changes. The names come
+/// from the recordings: each is escaped, and the whole text goes through
+/// [`crate::untrusted::escape_lines`] as the `--batch` frame does.
 pub fn text(c: &Comparison, top: usize) -> String {
+    let s = table(c, top);
+    crate::untrusted::escape_lines(&s).into_owned()
+}
+
+fn table(c: &Comparison, top: usize) -> String {
+    use crate::untrusted::{escape, shown};
     let mut s = String::new();
     let side = |name: &str, x: &Side| {
         format!(
             "{name}: {}  ({} {}, {} intervals, {:.0} s)\n",
-            x.source, x.hostname, x.kernel, x.intervals, x.seconds
+            shown(&x.source),
+            shown(&x.hostname),
+            shown(&x.kernel),
+            x.intervals,
+            x.seconds
         )
     };
     s += &side("A", &c.a);
@@ -227,8 +239,8 @@ pub fn text(c: &Comparison, top: usize) -> String {
     if !c.settings_changed.is_empty() {
         s += "\nSettings that differ\n";
         for ch in &c.settings_changed {
-            let v = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
-            s += &format!("  {:<40} {} → {}\n", ch.name, v(&ch.a), v(&ch.b));
+            let v = |o: &Option<String>| o.as_deref().map_or("-".to_string(), |x| escape(x).into_owned());
+            s += &format!("  {:<40} {} → {}\n", shown(&ch.name), v(&ch.a), v(&ch.b));
         }
     }
     for pane in &c.panes {
@@ -252,7 +264,7 @@ pub fn text(c: &Comparison, top: usize) -> String {
             };
             s += &format!(
                 "  {:<38} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n",
-                crate::ui::format::shorten(&m.metric, 38),
+                crate::ui::format::shorten(&escape(&m.metric), 38),
                 num(m.a_avg),
                 num(m.a_p95),
                 num(m.b_avg),

@@ -99,8 +99,9 @@ pub fn body_lines(c: &Comparison, view: &CompareView, width: u16) -> Vec<Line<'s
     if view.pane.is_none() && !c.settings_changed.is_empty() {
         lines.push(Line::from(Span::styled("Settings that differ", theme.table_header())));
         for ch in &c.settings_changed {
-            let v = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
-            lines.push(Line::from(format!("  {:<name_w$} {} → {}", ch.name, v(&ch.a), v(&ch.b))));
+            let v = |o: &Option<String>| o.as_deref().map_or("-".to_string(), crate::ui::format::text);
+            let name = crate::untrusted::shown(&ch.name);
+            lines.push(Line::from(format!("  {name:<name_w$} {} → {}", v(&ch.a), v(&ch.b))));
         }
         lines.push(Line::from(""));
     }
@@ -144,7 +145,7 @@ pub fn body_lines(c: &Comparison, view: &CompareView, width: u16) -> Vec<Line<'s
             lines.push(Line::from(vec![
                 Span::raw(format!(
                     "  {:<name_w$} {:>9} {:>9} {:>9} {:>9} ",
-                    format::shorten(&m.metric, name_w),
+                    format::shorten(&crate::untrusted::escape(&m.metric), name_w),
                     num(m.a_avg),
                     num(m.a_p95),
                     num(m.b_avg),
@@ -186,7 +187,11 @@ pub fn draw(frame: &mut Frame, c: &Comparison, view: &mut CompareView) {
             Span::styled(format!(" {name} "), theme.banner()),
             Span::raw(format!(
                 " {}  ({} {}, {} intervals, {:.0} s)",
-                s.source, s.hostname, s.kernel, s.intervals, s.seconds
+                crate::untrusted::shown(&s.source),
+                crate::untrusted::shown(&s.hostname),
+                crate::untrusted::shown(&s.kernel),
+                s.intervals,
+                s.seconds
             )),
         ])
     };

@@ -48,7 +48,7 @@ pub fn append(s: &mut String, m: &Model) {
         let _ = writeln!(
             s,
             "{:<12} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6.1} {:>6.1}  {check}",
-            d.name,
+            crate::untrusted::shown(&d.name),
             b.read.iops,
             b.write.iops,
             human_bytes(b.read.avg_size),
@@ -72,14 +72,15 @@ pub fn append(s: &mut String, m: &Model) {
         "PID", "SUBMITTER", "DISK", "KIND", "READ/s", "WRITE/s", "R/s", "W/s", "LAT_ms", "P99_ms"
     );
     for p in m.io_processes.iter().take(TOP_SUBMITTERS) {
-        let comm = if p.exited { format!("{} (exited)", p.comm) } else { p.comm.clone() };
+        let comm = crate::untrusted::escape(&p.comm);
+        let comm = if p.exited { format!("{comm} (exited)") } else { comm.into_owned() };
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         let _ = writeln!(
             s,
             "{:>8} {:<16} {:<10} {:<9} {:>11} {:>11} {:>8.1} {:>8.1} {:>8} {:>8}",
             p.pid,
             comm,
-            p.device,
+            crate::untrusted::shown(&p.device),
             p.kind,
             format!("{}/s", human_bytes(p.read_bytes_s)),
             format!("{}/s", human_bytes(p.write_bytes_s)),

@@ -34,7 +34,7 @@ pub fn append(s: &mut String, m: &Model) {
         let _ = writeln!(
             s,
             "{:<40} {:>11} {:>11} {:>7} {:>9} {:>9.1} {:>9} {:>7}",
-            crate::ui::format::shorten(name, 40),
+            crate::ui::format::shorten(&crate::untrusted::escape(name), 40),
             format!("{}/s", human_bytes(c.read_bytes_s)),
             format!("{}/s", human_bytes(c.write_bytes_s)),
             c.hit_pct.map_or("-".to_string(), |h| format!("{h:.1}")),

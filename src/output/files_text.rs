@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::model::Model;
 use crate::ui::format::human_bytes;
+use crate::untrusted::shown;
 
 /// How many files the frame lists.
 pub const TOP_FILES: usize = 10;
@@ -34,7 +35,7 @@ pub fn append(s: &mut String, m: &Model) {
     );
     let r = |v: f64| if v == 0.0 { "-".to_string() } else { human_bytes(v) };
     for f in m.files.iter().take(TOP_FILES) {
-        let procs: Vec<String> = f.processes.iter().map(|p| format!("{}({})", p.comm, p.pid)).collect();
+        let procs: Vec<String> = f.processes.iter().map(|p| format!("{}({})", shown(&p.comm), p.pid)).collect();
         let _ = writeln!(
             s,
             "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}",
@@ -47,8 +48,8 @@ pub fn append(s: &mut String, m: &Model) {
             r(f.block_read_bytes_s),
             r(f.block_write_bytes_s),
             f.cached_pct.map_or("-".into(), |p| format!("{p:.0}%")),
-            f.device,
-            f.name(),
+            shown(&f.device),
+            shown(&f.name()),
             if procs.is_empty() { String::new() } else { format!(" [{}]", procs.join(" ")) }
         );
     }

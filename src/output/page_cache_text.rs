@@ -55,7 +55,7 @@ fn system_lines(s: &mut String, c: &PageCacheModel, secs: f64) {
         );
     }
     if let Some(why) = &c.cross_check.mismatch {
-        let _ = writeln!(s, "Cross-check: {why}");
+        let _ = writeln!(s, "Cross-check: {}", crate::untrusted::shown(why));
     }
 }
 
@@ -79,7 +79,7 @@ fn process_table(s: &mut String, rows: &[PageCacheProcessModel]) {
             s,
             "{:>7} {:<15.15} {:>9} {:>9} {:>6} {:>9} {:>10} {:>10} {:>9.0}  {}",
             p.pid,
-            p.comm,
+            crate::untrusted::shown(&p.comm),
             p.accesses,
             p.misses,
             p.hit_pct.map_or("-".to_string(), |h| format!("{h:.1}")),

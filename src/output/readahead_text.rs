@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::model::Model;
+use crate::untrusted::shown;
 
 /// How many files the frame lists.
 pub const TOP_READAHEAD_FILES: usize = 10;
@@ -23,7 +24,7 @@ pub fn append(s: &mut String, m: &Model) {
         let _ = writeln!(
             s,
             "  {:<10} {:>6} {:>10.1} {:>8.1} {:>8.1} {:>6} {:>6}",
-            d.name,
+            shown(&d.name),
             d.read_ahead_kb.map_or("-".to_string(), |k| k.to_string()),
             d.ra_pages_s,
             d.used_pages_s,
@@ -50,13 +51,13 @@ pub fn append(s: &mut String, m: &Model) {
                 f.used_pages,
                 f.wasted_pages,
                 pct(f.waste_pct),
-                f.path,
-                f.processes.join(" ")
+                shown(&f.path),
+                shown(&f.processes.join(" "))
             );
         }
     }
     for h in &ra.hints {
-        let _ = writeln!(s, "  hint: {h}");
+        let _ = writeln!(s, "  hint: {}", shown(h));
     }
     if ra.untracked_pages_total > 0 {
         let _ = writeln!(

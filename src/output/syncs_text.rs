@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::model::Model;
 use crate::ui::syncs::secs;
+use crate::untrusted::shown;
 
 /// How many rows the frame lists.
 pub const TOP_SYNC_ROWS: usize = 10;
@@ -24,8 +25,8 @@ pub fn append(s: &mut String, m: &Model) {
             s,
             "  {:>7} {:<15} {:<16} {:>6} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {}",
             r.pid,
-            r.comm,
-            r.syscall,
+            shown(&r.comm),
+            shown(&r.syscall),
             r.calls,
             running,
             secs(r.mean_s),
@@ -33,7 +34,7 @@ pub fn append(s: &mut String, m: &Model) {
             secs(r.max_s),
             r.written_bytes,
             secs(r.others_throttled_s),
-            r.target()
+            shown(&r.target())
         );
     }
 }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use crate::model::{DeviceModel, Model, ProcessModel, PsiView};
 use crate::ui::format::{human_bytes, uptime};
+use crate::untrusted::shown as esc;
 
 /// How many processes the frame lists (the busiest by read+write bytes per second).
 pub const TOP_PROCESSES: usize = 10;
@@ -16,14 +17,23 @@ pub fn format_frame(m: &Model) -> String {
 }
 
 /// [`format_frame`] with the header's time already formatted (tests pass a fixed string).
+///
+/// Every name is escaped where it is written ([`crate::untrusted`]); the whole frame then goes
+/// through [`crate::untrusted::escape_lines`], so that a string a part forgot to escape still
+/// cannot reach the terminal as a control sequence.
 pub fn format_frame_at(m: &Model, time: &str) -> String {
+    let s = frame(m, time);
+    crate::untrusted::escape_lines(&s).into_owned()
+}
+
+fn frame(m: &Model, time: &str) -> String {
     let mut s = String::new();
     let h = &m.header;
     let _ = writeln!(
         s,
         "ioscope {time}  host {}  kernel {}  up {}  interval {:.2} s",
-        h.hostname,
-        h.kernel,
+        esc(&h.hostname),
+        esc(&h.kernel),
         uptime(h.uptime_s),
         m.interval_s
     );
@@ -95,11 +105,11 @@ fn memory_lines(s: &mut String, m: &Model) {
 }
 
 /// The memory model leaves the source empty until it has computed a threshold.
-fn source(src: &str) -> &str {
+fn source(src: &str) -> std::borrow::Cow<'_, str> {
     if src.is_empty() {
-        "?"
+        "?".into()
     } else {
-        src
+        crate::untrusted::escape(src)
     }
 }
 
@@ -130,7 +140,7 @@ fn bpf_line(s: &mut String, m: &Model) {
     };
     match &b.reason {
         Some(reason) => {
-            let _ = writeln!(s, "eBPF:   {state}: {reason}");
+            let _ = writeln!(s, "eBPF:   {state}: {}", esc(reason));
         }
         None => {
             let _ = writeln!(s, "eBPF:   {state}");
@@ -138,7 +148,7 @@ fn bpf_line(s: &mut String, m: &Model) {
     }
     if b.enabled {
         for p in b.panes.iter().filter(|p| !p.missing.is_empty()) {
-            let _ = writeln!(s, "        no {}: {}", p.title, p.needs());
+            let _ = writeln!(s, "        no {}: {}", p.title, esc(&p.needs()));
         }
     }
 }
@@ -173,7 +183,7 @@ fn device_table(s: &mut String, devices: &[DeviceModel]) {
         let _ = writeln!(
             s,
             "{:<12} {:>8.2} {:>8.2} {:>10.2} {:>10.2} {:>7.2} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7.2} {:>6.1}",
-            d.name,
+            esc(&d.name),
             d.r_s,
             d.w_s,
             d.rkb_s,
@@ -207,7 +217,7 @@ fn process_table(s: &mut String, processes: &[ProcessModel]) {
             s,
             "{:>8} {:<16} {:>11} {:>11} {:>11}",
             p.pid,
-            p.comm,
+            esc(&p.comm),
             rate(p.read_bytes_s),
             rate(p.write_bytes_s),
             rate(p.cache_estimate_bytes_s)

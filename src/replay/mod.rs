@@ -129,7 +129,8 @@ impl FromStr for CsvPane {
 pub fn open(path: &std::path::Path) -> anyhow::Result<Recording> {
     let rec = Recording::open(path)?;
     if let Some(problem) = &rec.problem {
-        eprintln!("ioscope: warning: {}: {problem}", path.display());
+        let problem = crate::untrusted::escape_lines(problem);
+        eprintln!("ioscope: warning: {}: {problem}", crate::untrusted::path(path));
     }
     if rec.is_empty() {
         anyhow::bail!("{}: the recording holds no samples", path.display());
@@ -276,7 +277,8 @@ fn write_csv<W: Write>(
     for row in csv_rows(model, pane) {
         if columns.is_none() {
             let cols: Vec<String> = row.iter().map(|(k, _)| k.clone()).collect();
-            writeln!(out, "time_s,wall_unix_ms,{}", cols.join(","))?;
+            let names: Vec<String> = cols.iter().map(|k| crate::untrusted::csv_text(k)).collect();
+            writeln!(out, "time_s,wall_unix_ms,{}", names.join(","))?;
             *columns = Some(cols);
         }
         let cols = columns.as_ref().expect("set above");
@@ -292,7 +294,8 @@ fn write_csv<W: Write>(
     Ok(())
 }
 
-/// A CSV cell (RFC 4180): numbers as they are, null empty, text quoted when it needs to be.
+/// A CSV cell (RFC 4180): numbers as they are (a negative one too), null empty, text escaped and
+/// kept from being read as a formula by [`crate::untrusted::csv_text`].
 fn csv_cell(v: &Value) -> String {
     match v {
         Value::Null => String::new(),
@@ -303,8 +306,7 @@ fn csv_cell(v: &Value) -> String {
             _ => n.to_string(),
         },
         Value::Bool(b) => b.to_string(),
-        Value::String(s) if s.contains([',', '"', '\n', '\r']) => format!("\"{}\"", s.replace('"', "\"\"")),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Value::String(s) => crate::untrusted::csv_text(s),
+        other => crate::untrusted::csv_text(&other.to_string()),
     }
 }

@@ -81,7 +81,7 @@ pub fn render(
         let change = m.change_pct.map_or_else(|| "new".to_string(), |p| format!("{p:+.0}%"));
         let delta = if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) };
         Row::new([
-            format::shorten(&m.metric, name_w as usize),
+            format::name(&m.metric, name_w as usize),
             format!("{:>9}", num(m.a_avg)),
             format!("{:>9}", num(m.b_avg)),
             format!("{delta:>9}"),

@@ -113,7 +113,7 @@ pub fn admits(model: &Model, state: &UiState, pid: u32, cgroup_id: Option<u64>) 
 /// Appends "cgroup NAME (C clears)" to a process pane's title while the panes are limited.
 pub fn title_note(title: &mut String, state: &UiState) {
     if let Some(f) = &state.cgroup_filter {
-        title.push_str(&format!("  cgroup {} (C clears)", f.name));
+        title.push_str(&format!("  cgroup {} (C clears)", crate::ui::format::text(&f.name)));
     }
 }
 
@@ -224,10 +224,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         let msg = if !model.bpf.enabled {
             format!(
                 "eBPF is off ({}): the cgroup view needs the block and page-cache probes (run as root)",
-                model.bpf.reason.as_deref().unwrap_or("no reason given")
+                crate::ui::format::text(model.bpf.reason.as_deref().unwrap_or("no reason given"))
             )
         } else if let Some(p) = io {
-            format!("no disk I/O per cgroup on this kernel: {}", p.reason.as_deref().unwrap_or_default())
+            format!("no disk I/O per cgroup on this kernel: {}", crate::ui::format::text(p.reason.as_deref().unwrap_or_default()))
         } else if model.interval_s == 0.0 {
             "rates pending: the first interval is not over yet".to_string()
         } else if !state.filter.is_empty() {
@@ -242,7 +242,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let missing: Vec<String> = ["cgroups_io", "cgroups_cache", "syncs"]
         .iter()
         .filter_map(|p| crate::model::panes::not_live(&model.bpf.panes, p))
-        .map(|p| format!("{}: {}", p.title, p.reason.as_deref().unwrap_or_default()))
+        .map(|p| format!("{}: {}", p.title, crate::ui::format::text(p.reason.as_deref().unwrap_or_default())))
         .collect();
     let (table_area, note_area) = if missing.is_empty() || inner.height < 4 {
         (inner, None)

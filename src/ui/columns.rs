@@ -65,7 +65,17 @@ pub fn fit(widths_priorities: &[(u16, u8)], available: u16) -> Vec<usize> {
 }
 
 /// Builds a table of the columns that fit `available` cells, with `header_style` on the titles.
-pub fn table(columns: Vec<Column>, available: u16, header_style: Style) -> Table<'static> {
+///
+/// Every cell is shown through [`crate::untrusted::escape`] (a no-op for numbers and ordinary
+/// names), so that no table shows a name raw, whichever view built it.
+pub fn table(mut columns: Vec<Column>, available: u16, header_style: Style) -> Table<'static> {
+    for c in &mut columns {
+        for (text, _) in &mut c.cells {
+            if let std::borrow::Cow::Owned(escaped) = crate::untrusted::escape(text) {
+                *text = escaped;
+            }
+        }
+    }
     let sizes: Vec<(u16, u8)> = columns.iter().map(|c| (c.width(), c.priority)).collect();
     let chosen = fit(&sizes, available);
     let rows_n = columns.iter().map(|c| c.cells.len()).max().unwrap_or(0);

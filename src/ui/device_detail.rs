@@ -34,7 +34,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         return;
     };
     let block =
-        title_block(&format!("{}  block layer (eBPF)  Enter/Esc back  j/k other device", d.name), &theme);
+        title_block(&format!("{}  block layer (eBPF)  Enter/Esc back  j/k other device", format::text(&d.name)), &theme);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(b) = d.bpf.as_ref().and_then(|b| b.block.as_ref()) else {
@@ -178,7 +178,7 @@ fn title_block(title: &str, theme: &Theme) -> Block<'static> {
 /// Why a device has no eBPF figures, in words the user can act on.
 fn why_nothing(model: &Model, d: &DeviceModel) -> String {
     if !model.bpf.enabled {
-        return format!("eBPF is off: {}", model.bpf.reason.as_deref().unwrap_or("no reason given"));
+        return format!("eBPF is off: {}", format::text(model.bpf.reason.as_deref().unwrap_or("no reason given")));
     }
     if model.interval_s == 0.0 {
         return "rates pending: the first interval is not over yet".into();
@@ -187,13 +187,13 @@ fn why_nothing(model: &Model, d: &DeviceModel) -> String {
         return format!(
             "{} is a partition: the block layer makes its requests of the whole disk, so the eBPF \
              figures are on the disk's row",
-            d.name
+            format::text(&d.name)
         );
     }
     format!(
         "no request seen on {} since the probes attached: it is idle, or it is a bio-based device \
          (device-mapper, md) whose I/O the block layer sends to the disks below it.",
-        d.name
+        format::text(&d.name)
     )
 }
 

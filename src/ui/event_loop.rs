@@ -118,7 +118,11 @@ pub async fn run<S: Screen>(signals: Signals, screen: &mut S) -> anyhow::Result<
     let mut step = Step::Redraw;
     loop {
         if step == Step::Redraw {
-            if let Err(e) = guard.terminal.draw(|f| screen.draw(f)) {
+            let drawn = guard.terminal.draw(|f| {
+                screen.draw(f);
+                crate::ui::scrub(f.buffer_mut());
+            });
+            if let Err(e) = drawn {
                 step = screen.draw_failed(e)?.and(screen.settle()?);
                 if step == Step::Quit {
                     break;

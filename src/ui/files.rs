@@ -206,7 +206,7 @@ pub fn title(model: &Model, state: &UiState) -> String {
     );
     match scope_filter(model, state) {
         ScopeFilter::All => {}
-        ScopeFilter::Device(d) => t.push_str(&format!("  device {d}")),
+        ScopeFilter::Device(d) => t.push_str(&format!("  device {}", format::text(&d))),
         ScopeFilter::Pid(p) => t.push_str(&format!("  pid {p}")),
     }
     if !state.filter.is_empty() || state.editing_filter() {
@@ -223,7 +223,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     let msg = |m: String| Paragraph::new(Span::styled(m, theme.dim()));
     if !model.bpf.enabled {
         let why = model.bpf.reason.clone().unwrap_or_default();
-        frame.render_widget(msg(format!("per-file I/O needs the eBPF probes: {why}")), inner);
+        frame.render_widget(msg(format!("per-file I/O needs the eBPF probes: {}", format::text(&why))), inner);
         return;
     }
     if !crate::model::files::available(model) {
@@ -263,7 +263,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     let missing: Vec<String> = ["direct_io", "files_writeback_ext4", "files_writeback_iomap"]
         .iter()
         .filter_map(|id| crate::model::panes::not_live(&model.bpf.panes, id))
-        .map(|p| format!("no {}: {}; ", p.title.trim_start_matches("files: "), p.needs()))
+        .map(|p| format!("no {}: {}; ", p.title.trim_start_matches("files: "), format::text(&p.needs())))
         .collect();
     let foot_text = format!(
         "{}{} files with I/O; read = pages read into the cache (ra = readahead), wb = written back, dio = direct I/O, \

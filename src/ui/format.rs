@@ -141,6 +141,17 @@ pub fn shorten(s: &str, max: usize) -> String {
     out
 }
 
+/// An untrusted name (file, process, cgroup, device, host: anything a user or a recording
+/// chose) for a cell: escaped by [`crate::untrusted::escape`], then cut to `max` characters.
+pub fn name(s: &str, max: usize) -> String {
+    shorten(&crate::untrusted::escape(s), max)
+}
+
+/// An untrusted string for a cell, escaped and whole (see [`name`]).
+pub fn text(s: &str) -> String {
+    crate::untrusted::escape(s).into_owned()
+}
+
 /// A compact number: three significant figures with K/M/G (powers of 1000) for big ones.
 pub fn num(x: f64) -> String {
     let a = x.abs();

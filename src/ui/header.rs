@@ -44,8 +44,8 @@ fn render_identity(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
     } else {
         format!("every {} (rates pending)", format::interval(state.interval))
     };
-    let host = Span::raw(format!(" {}{sep}", format::shorten(&h.hostname, 24)));
-    let kernel = Span::styled(format!("{}{sep}", format::shorten(&h.kernel, 24)), theme.dim());
+    let host = Span::raw(format!(" {}{sep}", format::name(&h.hostname, 24)));
+    let kernel = Span::styled(format!("{}{sep}", format::name(&h.kernel, 24)), theme.dim());
     let rest = [
         Span::raw(format!("up {}{sep}", format::uptime(h.uptime_s))),
         Span::raw(format!("{interval}{sep}")),
@@ -71,8 +71,8 @@ fn render_identity(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
 fn bpf_text(model: &Model) -> String {
     match (model.bpf.enabled, &model.bpf.reason) {
         (true, None) => "eBPF on".to_string(),
-        (true, Some(why)) => format!("eBPF partial: {why}"),
-        (false, Some(why)) => format!("eBPF off: {why}"),
+        (true, Some(why)) => format!("eBPF partial: {}", format::text(why)),
+        (false, Some(why)) => format!("eBPF off: {}", format::text(why)),
         (false, None) => "eBPF off".to_string(),
     }
 }
@@ -119,7 +119,7 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
         let size = format::human_bytes(rec.bytes as f64);
         // The file name only where it does not hide the PSI figures.
         let text = if area.width >= 140 {
-            format!(" ● REC {} {} samples {size} ", format::shorten(&rec.path, 32), rec.frames)
+            format!(" ● REC {} {} samples {size} ", format::name(&rec.path, 32), rec.frames)
         } else {
             format!(" ● REC {} {size} ", rec.frames)
         };
@@ -127,7 +127,7 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
         flags.push(Span::raw(" "));
     }
     if let Some(msg) = &state.message {
-        flags.push(Span::styled(format!(" {} ", format::shorten(msg, 100)), theme.banner()));
+        flags.push(Span::styled(format!(" {} ", format::name(msg, 100)), theme.banner()));
         flags.push(Span::raw(" "));
     }
     if !flags.is_empty() {

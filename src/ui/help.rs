@@ -9,6 +9,7 @@ use ratatui::Frame;
 use crate::model::Model;
 use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
+use crate::untrusted::shown;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
 pub const KEYS: [(&str, &str); 21] = [
@@ -70,8 +71,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, state: &UiSt
     if let Some(m) = model {
         let bpf = match (m.bpf.enabled, &m.bpf.reason) {
             (true, None) => "eBPF: on".to_string(),
-            (true, Some(why)) => format!("eBPF: partly on: {why}"),
-            (false, Some(why)) => format!("eBPF: off: {why}"),
+            (true, Some(why)) => format!("eBPF: partly on: {}", shown(why)),
+            (false, Some(why)) => format!("eBPF: off: {}", shown(why)),
             (false, None) => "eBPF: off".to_string(),
         };
         lines.push(Line::from(""));
@@ -79,7 +80,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, state: &UiSt
         for p in m.bpf.programs.iter().filter(|p| !p.attached) {
             let err = p.error.as_deref().unwrap_or("not attached");
             lines.push(Line::from(Span::styled(
-                format!("  {} ({}): {err}", p.program, p.tracepoint),
+                format!("  {} ({}): {}", shown(&p.program), shown(&p.tracepoint), shown(err)),
                 theme.dim(),
             )));
         }

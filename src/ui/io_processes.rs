@@ -136,9 +136,9 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     if rows.is_empty() {
         let missing = crate::model::panes::not_live(&model.bpf.panes, "io_processes");
         let msg = if !model.bpf.enabled {
-            format!("eBPF is off: {}", model.bpf.reason.as_deref().unwrap_or("no reason given"))
+            format!("eBPF is off: {}", format::text(model.bpf.reason.as_deref().unwrap_or("no reason given")))
         } else if let Some(p) = missing {
-            format!("no submitters on this kernel: {}", p.reason.as_deref().unwrap_or_default())
+            format!("no submitters on this kernel: {}", format::text(p.reason.as_deref().unwrap_or_default()))
         } else if model.interval_s == 0.0 {
             "rates pending: the first interval is not over yet".to_string()
         } else if !state.filter.is_empty() {

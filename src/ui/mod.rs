@@ -54,6 +54,18 @@ pub fn draw(frame: &mut Frame, model: &Model, state: &UiState) {
     draw_in(frame, frame.area(), model, state);
 }
 
+/// The net under every view's escaping of names ([`crate::untrusted`]): a cell that still holds a
+/// control character or a bidi override gets `?` in its place, as `ps` shows such a name. The
+/// event loop runs it after each mode's draw; ratatui already drops C0 and C1 controls, not the
+/// zero-width bidi overrides, which it appends to the cell before.
+pub fn scrub(buf: &mut ratatui::buffer::Buffer) {
+    for cell in &mut buf.content {
+        if cell.symbol().chars().any(crate::untrusted::needs_escape) {
+            cell.set_symbol("?");
+        }
+    }
+}
+
 /// Draws the whole screen for `model` within `area` (replay keeps a line for its timeline).
 pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [header_area, body] =
@@ -154,6 +166,8 @@ fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: 
 fn pane_block(key: char, title: &str, focused: bool, state: &UiState) -> Block<'static> {
     let theme = Theme { color: state.color };
     let marker = if focused { '▶' } else { ' ' };
+    // Titles name devices, processes and cgroups.
+    let title = &*crate::untrusted::escape(title);
     let name_end = title.find("  ").unwrap_or(title.len());
     let (name, rest) = title.split_at(name_end);
     Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Line::from(vec![

@@ -247,7 +247,7 @@ fn system_lines(
     ];
     let mut lines = flow(items, width);
     if let Some(why) = &c.cross_check.mismatch {
-        lines.push(Line::from(Span::styled(format!("check: {why}"), theme.level(Level::Warn))));
+        lines.push(Line::from(Span::styled(format!("check: {}", format::text(why)), theme.level(Level::Warn))));
     }
     lines
 }
@@ -358,7 +358,10 @@ fn render_estimate(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
     };
     frame.render_widget(
         Paragraph::new(Span::styled(
-            format!("no hit rate without eBPF ({why}); cache est. = rchar − read_bytes, an estimate"),
+            format!(
+                "no hit rate without eBPF ({}); cache est. = rchar − read_bytes, an estimate",
+                format::text(why)
+            ),
             theme.dim(),
         )),
         note,

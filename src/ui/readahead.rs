@@ -61,7 +61,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         let why = match crate::model::panes::not_live(&model.bpf.panes, "readahead") {
             Some(p) if model.bpf.enabled => format!(
                 "no readahead on this kernel: {} (see the probe health view, e)",
-                p.reason.as_deref().unwrap_or_default()
+                format::text(p.reason.as_deref().unwrap_or_default())
             ),
             _ if model.bpf.enabled => {
                 "readahead figures pending: the first interval is not over yet".to_string()
@@ -99,7 +99,7 @@ fn hint_lines(ra: &ReadaheadModel, theme: &Theme) -> Vec<Line<'static>> {
             theme.dim(),
         ))];
     }
-    ra.hints.iter().map(|h| Line::from(Span::styled(format!("⚠ {h}"), theme.level(Level::Warn)))).collect()
+    ra.hints.iter().map(|h| Line::from(Span::styled(format!("⚠ {}", format::text(h)), theme.level(Level::Warn)))).collect()
 }
 
 fn pct(v: Option<f64>) -> String {
@@ -123,7 +123,7 @@ fn render_devices(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, state: &Ui
         .iter()
         .map(|d| {
             Row::new(vec![
-                Span::raw(d.name.clone()),
+                Span::raw(format::text(&d.name)),
                 Span::raw(d.read_ahead_kb.map(|k| k.to_string()).unwrap_or_else(|| "-".into())),
                 Span::raw(format::count(d.ra_pages_s, u)),
                 Span::raw(format::count(d.used_pages_s, u)),
@@ -173,7 +173,7 @@ fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: us
         .skip(first)
         .take(body_rows)
         .map(|(i, f)| {
-            let name = tail(&f.path, file_w as usize);
+            let name = tail(&format::text(&f.path), file_w as usize);
             let mut cells = vec![
                 if f.path_known { Span::raw(name) } else { Span::styled(name, theme.dim()) },
                 Span::raw(f.sync_events.to_string()),
@@ -187,7 +187,7 @@ fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: us
             if wide {
                 cells.push(Span::raw(f.max_window_pages.to_string()));
                 cells.push(Span::raw(f.mmap_miss.to_string()));
-                cells.push(Span::raw(f.processes.join(" ")));
+                cells.push(Span::raw(format::text(&f.processes.join(" "))));
             }
             let row = Row::new(cells);
             if i == selected {
@@ -215,8 +215,8 @@ fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: us
 fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, state: &UiState) {
     let theme = Theme { color: state.color };
     let mut lines = vec![
-        Line::from(Span::styled(f.path.clone(), theme.title(true))),
-        Line::from(format!("device {} ({}), inode {}", f.device, f.dev, f.ino)),
+        Line::from(Span::styled(format::text(&f.path), theme.title(true))),
+        Line::from(format!("device {} ({}), inode {}", format::text(&f.device), format::text(&f.dev), f.ino)),
         Line::from(format!(
             "events: {} sync, {} async, {} windows; window {} pages ({} KiB) {}, max {} pages; mmap_miss {}",
             f.sync_events,
@@ -238,7 +238,7 @@ fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, state: &UiState
         )),
         Line::from(format!(
             "triggered by: {}",
-            if f.processes.is_empty() { "-".into() } else { f.processes.join(", ") }
+            if f.processes.is_empty() { "-".into() } else { format::text(&f.processes.join(", ")) }
         )),
         Line::from(""),
         Line::from(Span::styled("time from readahead to first use (this interval)", theme.table_header())),

@@ -69,7 +69,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let missing = ["syncs", "syncs_io_uring"]
         .iter()
         .filter_map(|p| crate::model::panes::not_live(&model.bpf.panes, p))
-        .map(|p| format!("{}: {}", p.title, p.needs()))
+        .map(|p| format!("{}: {}", p.title, format::text(&p.needs())))
         .collect::<Vec<_>>();
     if model.syncs.is_empty() {
         let text = if !model.bpf.enabled {
@@ -126,8 +126,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
             };
             let row = Row::new(vec![
                 Span::raw(r.pid.to_string()),
-                Span::raw(r.comm.clone()),
-                Span::raw(r.syscall.clone()),
+                Span::raw(format::text(&r.comm)),
+                Span::raw(format::text(&r.syscall)),
                 Span::raw(r.calls.to_string()),
                 running,
                 Span::raw(secs(r.mean_s)),
@@ -135,7 +135,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
                 Span::styled(secs(r.max_s), theme.level(Level::of(r.max_s, 0.1, LONG_CALL_S))),
                 Span::raw(format::bytes(r.written_bytes as f64, u)),
                 Span::raw(secs(r.others_throttled_s)),
-                Span::raw(r.target()),
+                Span::raw(format::text(&r.target())),
             ]);
             if i == selected {
                 row.style(theme.selected_row())
@@ -175,9 +175,9 @@ pub fn memory_lines(model: &Model, state: &UiState) -> Vec<Line<'static>> {
 fn long_call_text(r: &SyncModel, dirty: u64, state: &UiState) -> String {
     format!(
         "⚠ {} {} by {} ({}): {:.1} s so far, {} dirty",
-        r.syscall,
-        r.target(),
-        r.comm,
+        format::text(&r.syscall),
+        format::text(&r.target()),
+        format::text(&r.comm),
         r.pid,
         r.running_s,
         format::bytes(dirty as f64, state.units)

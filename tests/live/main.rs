@@ -26,6 +26,7 @@ mod live_cgroups;
 mod live_dirty_thresholds;
 mod live_file_names;
 mod live_files;
+mod live_hostile_names;
 mod live_iostat;
 mod live_loopdev;
 mod live_page_cache;

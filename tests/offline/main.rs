@@ -23,6 +23,7 @@ mod cli;
 mod docs;
 mod fuzz_readers;
 mod headless;
+mod hostile_names;
 mod model_fixtures;
 mod readahead_model;
 mod record_cli;
