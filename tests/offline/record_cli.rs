@@ -274,3 +274,194 @@ fn wording_of_one_sample_recordings_and_huge_top() {
     assert_eq!(code, 2);
     assert!(err.contains("not a whole number of metrics"), "{err}");
 }
+
+/// Runs ioscope with `args`, killing it after `limit`: (exit code or None when it had to be
+/// killed, stderr, how long it ran).
+fn run_bounded(args: &[&str], limit: Duration) -> (Option<i32>, String, Duration) {
+    let start = Instant::now();
+    let mut child = ioscope().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (code, err, start.elapsed())
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// A file only its owner may read and write, holding "secret".
+fn victim(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "secret").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    victim
+}
+
+/// Issue 38.3: a symbolic link planted at `-o` is never written through, with or without --force:
+/// one line, exit 2, the link and its target as they were. A hard link to someone else's file is
+/// replaced by --force (a new file under that name), never truncated in place.
+#[test]
+fn record_never_writes_through_a_planted_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = victim(dir.path());
+    let link = dir.path().join("planted.rec");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let l = link.to_str().unwrap();
+    for force in [false, true] {
+        let mut args = vec!["record", "--no-bpf", "-i", "0.1", "-d", "0.3", "-o", l];
+        if force {
+            args.push("--force");
+        }
+        let (code, err, _) = run_bounded(&args, Duration::from_secs(20));
+        assert_eq!(code, Some(2), "--force {force}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret", "--force {force}");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    }
+    // A dangling link (its target created by the write) is refused too.
+    let dangling = dir.path().join("dangling.rec");
+    std::os::unix::fs::symlink(dir.path().join("made-by-root"), &dangling).unwrap();
+    let (code, err, _) =
+        run_bounded(&["record", "--no-bpf", "-d", "0.3", "-o", dangling.to_str().unwrap()], Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!dir.path().join("made-by-root").exists());
+
+    let hard = dir.path().join("hard.rec");
+    std::fs::hard_link(&victim, &hard).unwrap();
+    let h = hard.to_str().unwrap();
+    let (code, err, _) = run_bounded(&["record", "--no-bpf", "-d", "0.3", "-o", h], Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("already exists") && err.contains("--force"), "{err}");
+    let (code, err, _) =
+        run_bounded(&["record", "--no-bpf", "-i", "0.1", "-d", "0.3", "-o", h, "--force"], Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+    assert!(Recording::open(&hard).unwrap().len() >= 2);
+    // What is left in the directory: the victim, the two links, the new recording; no temporary file.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+}
+
+/// Issue 38.3: a FIFO or a device at `-o` is written only when --stream asks for it, and --force
+/// never replaces one; waiting for a FIFO's reader ends with -d, SIGINT and SIGTERM.
+#[test]
+fn record_writes_a_fifo_only_when_asked_and_never_waits_unbounded() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("planted");
+    mkfifo(&fifo);
+    let f = fifo.to_str().unwrap();
+    for args in [
+        &["record", "--no-bpf", "-d", "3", "-o", f][..],
+        &["record", "--no-bpf", "-d", "3", "-o", f, "--force"],
+        &["record", "--no-bpf", "-d", "3", "-o", "/dev/null", "--force"],
+    ] {
+        let (code, err, took) = run_bounded(args, Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("--stream"), "{err}");
+        assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
+    }
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // Asked for, with no reader: -d bounds the wait.
+    let (code, err, took) =
+        run_bounded(&["record", "--no-bpf", "-d", "1", "-o", f, "--stream"], Duration::from_secs(10));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no reader"), "{err}");
+    assert!(took < Duration::from_secs(4), "-d 1 with no reader took {took:?}");
+    // ... and so do SIGINT and SIGTERM.
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let start = Instant::now();
+        let mut child = ioscope()
+            .args(["record", "--no-bpf", "-o", f, "--stream"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: kill() on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                child.kill().unwrap();
+                panic!("signal {sig} did not end the wait for a reader");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Issue 38.3: replay, compare and bench --compare refuse a FIFO or a device at once with one line
+/// and exit 2 (they used to block in open() forever).
+#[test]
+fn readers_refuse_fifos_and_devices_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("planted.rec");
+    mkfifo(&fifo);
+    let f = fifo.to_str().unwrap();
+    for args in [
+        &["replay", f, "--json"][..],
+        &["replay", "/dev/null", "--json"],
+        &["compare", f, f, "--json"],
+        &["bench", "--compare", f, f],
+        &["bench", "--compare", "/dev/zero", "/dev/null"],
+    ] {
+        let (code, err, took) = run_bounded(args, Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("not a regular file"), "{args:?}: {err}");
+        assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
+    }
+}
+
+/// Issue 38.3: `bench -o` never writes through a link either, and --force never replaces a FIFO.
+/// (Refused before anything runs, so no I/O is measured here.)
+#[test]
+fn bench_output_refuses_links_and_fifos_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = victim(dir.path());
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![1u8; 1 << 16]).unwrap();
+    let link = dir.path().join("report.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let fifo = dir.path().join("fifo.json");
+    mkfifo(&fifo);
+    for out in [&link, &fifo] {
+        let args = [
+            "bench",
+            data.to_str().unwrap(),
+            "--rw",
+            "read",
+            "--bs",
+            "4k",
+            "--modes",
+            "buffered",
+            "--runtime",
+            "0.1",
+            "-o",
+            out.to_str().unwrap(),
+            "--force",
+        ];
+        let (code, err, took) = run_bounded(&args, Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{out:?}: {err}");
+        assert!(took < Duration::from_secs(2), "{out:?} took {took:?}");
+        assert!(!err.contains("\n[1/"), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+}
