@@ -69,9 +69,9 @@ fn a_duration_ends_the_recording_with_a_summary() {
     assert!(err.contains(&format!("{} samples", rec.len())), "{err}");
     assert_eq!(rec.header.interval_s, 0.2);
     assert!(rec.header.command.contains("record"));
-    // The file is not overwritten without --force.
+    // The file is not overwritten without --force: bad input, exit 2.
     let (code, _, err) = run(&["record", "--no-bpf", "-d", "1", "-o", p]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("already exists"), "{err}");
     // Replay it as CSV, compare it with itself.
     let (code, out, _) = run(&["replay", p, "--csv", "memory"]);
@@ -142,8 +142,9 @@ fn bad_input_gets_exit_2_or_a_clear_message() {
     assert!(err.contains("not an ioscope recording"), "{err}");
 }
 
-/// Issue 23 item 7: a recording streams into a FIFO (with or without --force) and to standard
-/// output (`-o -`): nothing tries to fsync a pipe, and what arrives is a whole recording.
+/// Issue 23 item 7: a recording streams into a FIFO (with --stream, also with --force, which never
+/// replaces the FIFO) and to standard output (`-o -`): nothing tries to fsync a pipe, and what
+/// arrives is a whole recording.
 #[test]
 fn record_streams_into_a_fifo_and_to_stdout() {
     let dir = tempfile::tempdir().unwrap();
@@ -156,7 +157,8 @@ fn record_streams_into_a_fifo_and_to_stdout() {
             let fifo = fifo.clone();
             std::thread::spawn(move || std::fs::read(fifo).unwrap())
         };
-        let mut args = vec!["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", fifo.to_str().unwrap()];
+        let mut args =
+            vec!["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", fifo.to_str().unwrap(), "--stream"];
         if force {
             args.push("--force");
         }
@@ -165,6 +167,9 @@ fn record_streams_into_a_fifo_and_to_stdout() {
         let bytes = reader.join().unwrap();
         let rec = Recording::from_bytes(bytes).unwrap();
         assert!(rec.len() >= 3 && rec.problem.is_none(), "{} samples, {:?}", rec.len(), rec.problem);
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+            &std::fs::symlink_metadata(&fifo).unwrap().file_type()
+        ));
     }
     let out = ioscope().args(["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", "-"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -195,7 +200,8 @@ fn sparse_file(path: &Path, head: &[u8], gib: u64) {
 
 /// Issue 23 item 3: inputs are checked before they are read, and read with bounds: a 4 GiB
 /// non-recording is refused after its first bytes, a recording followed by 3 GiB of zeros replays
-/// its samples, `bench --compare /dev/zero` stops at the cap; each in well under 100 MB.
+/// its samples, `bench --compare` of a 4 GiB file stops at the cap; each in well under 100 MB.
+/// (Devices and FIFOs are not read at all: `readers_refuse_fifos_and_devices_at_once`.)
 #[test]
 fn big_and_endless_inputs_are_refused_or_read_with_bounds() {
     let dir = tempfile::tempdir().unwrap();
@@ -221,10 +227,12 @@ fn big_and_endless_inputs_are_refused_or_read_with_bounds() {
         assert!(mb < 100.0, "{args:?} of a recording with a 3 GiB tail of zeros peaked at {mb:.0} MB");
     }
 
-    let (code, err, mb) = run_measured(&["bench", "--compare", "/dev/zero", "/dev/null"]);
+    let zeros = dir.path().join("zeros.json");
+    sparse_file(&zeros, b"", 4);
+    let (code, err, mb) = run_measured(&["bench", "--compare", zeros.to_str().unwrap(), "/dev/null"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("cannot read /dev/zero") && err.contains("larger than"), "{err}");
-    assert!(mb < 100.0, "bench --compare /dev/zero peaked at {mb:.0} MB");
+    assert!(err.contains("cannot read") && err.contains("larger than"), "{err}");
+    assert!(mb < 100.0, "bench --compare of a 4 GiB file peaked at {mb:.0} MB");
 }
 
 /// Issue 23 item 8: replay and compare keep one sample decoded, not a segment of 60: 62 samples
@@ -336,8 +344,10 @@ fn record_never_writes_through_a_planted_link() {
     // A dangling link (its target created by the write) is refused too.
     let dangling = dir.path().join("dangling.rec");
     std::os::unix::fs::symlink(dir.path().join("made-by-root"), &dangling).unwrap();
-    let (code, err, _) =
-        run_bounded(&["record", "--no-bpf", "-d", "0.3", "-o", dangling.to_str().unwrap()], Duration::from_secs(20));
+    let (code, err, _) = run_bounded(
+        &["record", "--no-bpf", "-d", "0.3", "-o", dangling.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
     assert_eq!(code, Some(2), "{err}");
     assert!(!dir.path().join("made-by-root").exists());
 
@@ -347,8 +357,10 @@ fn record_never_writes_through_a_planted_link() {
     let (code, err, _) = run_bounded(&["record", "--no-bpf", "-d", "0.3", "-o", h], Duration::from_secs(20));
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("already exists") && err.contains("--force"), "{err}");
-    let (code, err, _) =
-        run_bounded(&["record", "--no-bpf", "-i", "0.1", "-d", "0.3", "-o", h, "--force"], Duration::from_secs(20));
+    let (code, err, _) = run_bounded(
+        &["record", "--no-bpf", "-i", "0.1", "-d", "0.3", "-o", h, "--force"],
+        Duration::from_secs(20),
+    );
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
     assert!(Recording::open(&hard).unwrap().len() >= 2);
@@ -464,4 +476,52 @@ fn bench_output_refuses_links_and_fifos_before_running() {
         assert!(!err.contains("\n[1/"), "{err}");
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+}
+
+/// Issue 38.3: a reader that opens the FIFO and then stops reading cannot hold the recorder either:
+/// a write blocked on the full pipe ends with -d (plus its grace) and with SIGTERM.
+#[test]
+fn a_stalled_reader_does_not_hold_the_recorder() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("stalled");
+    mkfifo(&fifo);
+    let f = fifo.to_str().unwrap().to_string();
+    for sig in [None, Some(libc::SIGTERM)] {
+        // The reader: holds the FIFO open (read and write, so opening does not wait), shrinks the
+        // pipe to one page and fills it, and never reads.
+        let mut reader = std::fs::OpenOptions::new().read(true).write(true).open(&fifo).unwrap();
+        // SAFETY: fcntl on our own descriptor.
+        let size = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+        assert!(size >= 4096);
+        std::io::Write::write_all(&mut reader, &vec![0u8; size as usize]).unwrap();
+        let start = Instant::now();
+        let mut child = ioscope()
+            .args(["record", "--no-bpf", "-i", "0.1", "-o", &f, "--stream"])
+            .args(if sig.is_none() { &["-d", "1"][..] } else { &[] })
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(sig) = sig {
+            std::thread::sleep(Duration::from_millis(1500));
+            // SAFETY: kill() on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, sig) };
+        }
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(15) {
+                child.kill().unwrap();
+                panic!("{sig:?}: the recorder stayed blocked on a reader that does not read");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(start.elapsed() < Duration::from_secs(8), "{sig:?}: {:?}", start.elapsed());
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(1), "{sig:?}: {err}");
+        assert!(err.contains("not reading"), "{sig:?}: {err}");
+        drop(reader);
+    }
 }

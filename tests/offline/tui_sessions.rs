@@ -196,7 +196,8 @@ fn live_tui_r_skips_planted_fifos_and_refuses_a_world_writable_directory() {
     let dir = tempfile::tempdir().unwrap();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let offset = ioscope::util::local_utc_offset_s();
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     for s in -5..90i64 {
         let name = ioscope::record::live::file_name(host.trim(), (now_ms as i64 + s * 1000) as u64, offset);
         let c = std::ffi::CString::new(dir.path().join(name).to_str().unwrap()).unwrap();

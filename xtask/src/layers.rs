@@ -23,7 +23,7 @@ const fn layer(name: &'static str, modules: &'static [&'static str]) -> Layer {
 }
 
 pub const LAYERS: &[Layer] = &[
-    layer("leaf", &["util", "bounded"]),
+    layer("leaf", &["util", "bounded", "safe_fs"]),
     layer("sample", &["sample"]),
     layer("bpf", &["bpf"]),
     layer("collect", &["collect", "privilege"]),
