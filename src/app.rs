@@ -32,6 +32,9 @@ pub struct AppOptions {
     pub color: bool,
     /// False with --no-bpf: eBPF is not even tried.
     pub bpf: bool,
+    /// Where `R` records (`--record-dir`, `IOSCOPE_RECORD_DIR`); None: the current directory,
+    /// unless it is world-writable ([`live::record_dir`]).
+    pub record_dir: Option<std::path::PathBuf>,
 }
 
 /// The second sample comes this soon after the first (or after the interval, if shorter), so rates
@@ -57,6 +60,7 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
         latest_seq: 0,
         shown_seq: 0,
         recorder: None,
+        record_dir: opts.record_dir.clone(),
     };
     let result = event_loop::run(signals, &mut live).await;
     if let Some(r) = live.recorder {
@@ -79,6 +83,7 @@ struct Live {
     shown_seq: u64,
     /// `R`: the session's recording, while one runs.
     recorder: Option<live::LiveRecorder>,
+    record_dir: Option<std::path::PathBuf>,
 }
 
 impl Screen for Live {
@@ -118,6 +123,7 @@ impl Screen for Live {
                     self.prev.as_ref(),
                     state.interval.as_secs_f64(),
                     state.utc_offset_s,
+                    self.record_dir.as_deref(),
                 );
                 show_recording(state, outcome);
                 Step::Redraw
@@ -158,6 +164,10 @@ impl Screen for Live {
 /// The recorder's outcome on screen: the header's REC indicator, or a notice saying what happened.
 fn show_recording(state: &mut UiState, outcome: live::Outcome) {
     match outcome {
+        live::Outcome::Started(p, notice) => {
+            state.recording = Some(RecordingIndicator { path: p.path, frames: p.frames, bytes: p.bytes });
+            state.message = Some(notice);
+        }
         live::Outcome::Recording(p) => {
             state.recording = Some(RecordingIndicator { path: p.path, frames: p.frames, bytes: p.bytes })
         }

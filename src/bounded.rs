@@ -4,19 +4,17 @@
 //! (24 bytes): the JSON's size alone does not bound what parsing allocates. The lowest layer:
 //! imports nothing of ioscope.
 
-use std::io::{self, Read};
+use std::io::Read;
 use std::path::Path;
 
-/// Reads at most `cap` bytes of `path`; an error when it holds more. Refuses a directory.
-pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
-    let file = std::fs::File::open(path)?;
-    if file.metadata()?.is_dir() {
-        return Err(io::Error::other("it is a directory"));
-    }
+/// Reads at most `cap` bytes of `path`; an error when it holds more. Opens a regular file only
+/// (a FIFO, a device or a directory is refused without blocking: [`crate::safe_fs::open_input`]).
+pub fn read_capped(path: &Path, cap: u64) -> anyhow::Result<Vec<u8>> {
+    let file = crate::safe_fs::open_input(path)?;
     let mut out = Vec::new();
     file.take(cap + 1).read_to_end(&mut out)?;
     if out.len() as u64 > cap {
-        return Err(io::Error::other(format!("it is larger than {} MiB", cap >> 20)));
+        anyhow::bail!("it is larger than {} MiB", cap >> 20);
     }
     Ok(out)
 }

@@ -49,6 +49,10 @@ pub struct Cli {
     #[arg(long)]
     pub json: bool,
 
+    /// Where `R` in the TUI records [default: the current directory, unless it is world-writable].
+    #[arg(long, value_name = "DIR", env = "IOSCOPE_RECORD_DIR")]
+    pub record_dir: Option<std::path::PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -71,8 +75,8 @@ pub enum Command {
 /// What to run, with every option already validated.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
-    /// The interactive terminal UI.
-    Interactive { interval: Duration, color: bool, bpf: bool },
+    /// The interactive terminal UI; `record_dir` is where `R` records.
+    Interactive { interval: Duration, color: bool, bpf: bool, record_dir: Option<std::path::PathBuf> },
     /// Headless output: `--once` (count 1) or `--batch`.
     Headless(HeadlessOptions),
     /// `ioscope record`.
@@ -115,6 +119,7 @@ impl Cli {
             interval: self.interval,
             color: wants_color(self.no_color, no_color_env),
             bpf,
+            record_dir: self.record_dir.clone(),
         })
     }
 }
@@ -163,7 +168,7 @@ mod tests {
     fn default_is_interactive_with_one_second_colour_and_bpf() {
         assert_eq!(
             parse(&[]).unwrap(),
-            Mode::Interactive { interval: Duration::from_secs(1), color: true, bpf: true }
+            Mode::Interactive { interval: Duration::from_secs(1), color: true, bpf: true, record_dir: None }
         );
     }
 

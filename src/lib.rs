@@ -14,6 +14,7 @@ pub mod output;
 pub mod privilege;
 pub mod record;
 pub mod replay;
+pub mod safe_fs;
 pub mod sample;
 pub mod serve;
 pub mod ui;

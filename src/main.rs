@@ -23,7 +23,9 @@ fn run() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     let result = match mode {
-        Mode::Interactive { interval, color, bpf } => interactive(app::AppOptions { interval, color, bpf }),
+        Mode::Interactive { interval, color, bpf, record_dir } => {
+            interactive(app::AppOptions { interval, color, bpf, record_dir })
+        }
         Mode::Headless(opts) => output::headless::run(&opts),
         Mode::Record(opts) => ioscope::record::recorder::run(&opts),
         Mode::Replay(opts) => ioscope::replay::run(&opts),
@@ -38,7 +40,12 @@ fn run() -> ExitCode {
         Err(e) => {
             // Errors echo paths and names (a recording's, a user's): shown escaped.
             eprintln!("ioscope: {}", ioscope::untrusted::escape_lines(&format!("{e:#}")));
-            ExitCode::FAILURE
+            // A refused file (a link, a FIFO, an existing file without --force) is bad input.
+            if ioscope::safe_fs::is_refused(&e) {
+                ExitCode::from(ioscope::util::USAGE_EXIT_CODE as u8)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -18,8 +18,9 @@ use crate::bpf::privileges::Capabilities;
 /// Set (to "1") in the environment of the sudo'd re-run, so it never tries sudo a second time.
 pub const REEXEC_MARKER: &str = "IOSCOPE_SUDO_REEXEC";
 
-/// Environment that survives sudo's env reset: the terminal type and colour wishes, and our marker.
-const PRESERVED_ENV: &str = "TERM,COLORTERM,NO_COLOR,IOSCOPE_SUDO_REEXEC";
+/// Environment that survives sudo's env reset: the terminal type and colour wishes, where `R`
+/// records, and our marker.
+const PRESERVED_ENV: &str = "TERM,COLORTERM,NO_COLOR,IOSCOPE_RECORD_DIR,IOSCOPE_SUDO_REEXEC";
 
 /// Everything the decision depends on, read from the process by [`Facts::gather`].
 #[derive(Clone, Debug, PartialEq)]

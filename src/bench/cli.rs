@@ -8,6 +8,8 @@ use std::sync::atomic::Ordering;
 
 use clap::Args;
 
+use crate::safe_fs::Output;
+
 use super::engine::Progress;
 use super::report;
 use super::runner::{self, Event, Plan, STOP};
@@ -92,7 +94,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub write: bool,
 
-    /// Overwrite an existing --output FILE (never the file or device being benchmarked).
+    /// Replace an existing --output FILE, a regular file only (never a link, nor the file or device
+    /// being benchmarked).
     #[arg(long)]
     pub force: bool,
 
@@ -226,85 +229,74 @@ pub const INTERRUPTED_EXIT_CODE: u8 = 130;
 
 fn run(args: &BenchArgs, no_color_env: Option<&std::ffi::OsStr>) -> Result<ExitCode, BenchError> {
     if let Some(files) = &args.compare {
-        let before = report::read_report(&files[0]).map_err(BenchError::Failed)?;
-        let after = report::read_report(&files[1]).map_err(BenchError::Failed)?;
+        let read = |p| report::read_report(p).map_err(failed_or_refused);
+        let (before, after) = (read(&files[0])?, read(&files[1])?);
         // The reports are files anyone may have written: their names and paths are shown escaped.
         print!("{}", crate::untrusted::escape_lines(&report::format_compare(&before, &after)));
         return Ok(ExitCode::SUCCESS);
     }
     let plan = args.plan()?;
-    let mut created_output = None;
-    if let Some(out) = &args.output {
-        // Fail now, not after a minute of benchmarking (and remove the file again if the run fails).
-        let existed = check_output(out, &plan.target, args.force).map_err(BenchError::Usage)?;
-        created_output = (!existed).then(|| out.clone());
-    }
-    let result = run_plan(args, &plan, no_color_env);
-    if let (Err(_), Some(out)) = (&result, &created_output) {
-        let _ = std::fs::remove_file(out);
+    let mut output = match &args.output {
+        Some(out) => Some(open_output(out, &plan.target, args.force)?),
+        None => None,
+    };
+    let result = run_plan(args, &plan, no_color_env, &mut output);
+    // A failed run leaves no report: a file created for it is removed, an old one kept.
+    if let Some(out) = output {
+        out.discard();
     }
     result
 }
 
-/// Checks `-o FILE` before the run: an existing file is refused unless --force, and the file or
-/// device being benchmarked is refused always. Creates the file when it does not exist (so a bad
-/// path fails now, not after the run) and returns whether it existed.
-fn check_output(out: &std::path::Path, target: &target::Target, force: bool) -> Result<bool, String> {
+/// A refused input or output (a FIFO, a device, a link: [`crate::safe_fs::Refused`]) is a usage
+/// error; anything else a failure.
+fn failed_or_refused(e: anyhow::Error) -> BenchError {
+    if crate::safe_fs::is_refused(&e) {
+        BenchError::Usage(format!("{e:#}"))
+    } else {
+        BenchError::Failed(e)
+    }
+}
+
+/// Opens `-o FILE` before the run, so a bad path fails now and not after a minute of
+/// benchmarking: a new file, or with --force a replacement written beside the old one and renamed
+/// over it once the report is in ([`crate::safe_fs::create`]: never through a link). The file or
+/// device being benchmarked is refused always; a FIFO or a device too (the report goes to a
+/// regular file; `--json` prints it on standard output).
+fn open_output(out: &std::path::Path, target: &target::Target, force: bool) -> Result<Output, BenchError> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let what = |e: &dyn std::fmt::Display| format!("cannot write --output {}: {e}", out.display());
-    match std::fs::metadata(out) {
-        Ok(meta) => {
-            let same = std::fs::metadata(&target.path).is_ok_and(|t| {
-                (t.dev(), t.ino()) == (meta.dev(), meta.ino())
-                    || (t.file_type().is_block_device()
-                        && meta.file_type().is_block_device()
-                        && t.rdev() == meta.rdev())
-            });
-            if same {
-                return Err(format!(
-                    "--output {} is the {} being benchmarked: refusing to overwrite it with the report",
-                    out.display(),
-                    if target.kind == target::TargetKind::Device { "device" } else { "file" }
-                ));
-            }
-            if meta.is_dir() {
-                return Err(what(&"it is a directory"));
-            }
-            if meta.file_type().is_block_device() {
-                return Err(what(&"it is a block device"));
-            }
-            if meta.is_file() && !force {
-                return Err(format!(
-                    "--output {} already exists (remove it, or add --force to overwrite it)",
-                    out.display()
-                ));
-            }
-            // A regular file with --force, or a FIFO or character device (nothing to lose): it
-            // must be writable. Nothing is truncated before the report is ready, and a FIFO is not
-            // opened (that would wait for its reader).
-            if meta.is_file() {
-                std::fs::OpenOptions::new().write(true).open(out).map_err(|e| what(&e))?;
-            } else {
-                let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(out.as_os_str()))
-                    .map_err(|e| what(&e))?;
-                // SAFETY: c is a valid C string.
-                if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
-                    return Err(what(&std::io::Error::last_os_error()));
-                }
-            }
-            Ok(true)
-        }
-        Err(_) => {
-            std::fs::OpenOptions::new().write(true).create_new(true).open(out).map_err(|e| what(&e))?;
-            Ok(false)
+    if let Ok(meta) = std::fs::metadata(out) {
+        let same = std::fs::metadata(&target.path).is_ok_and(|t| {
+            (t.dev(), t.ino()) == (meta.dev(), meta.ino())
+                || (t.file_type().is_block_device()
+                    && meta.file_type().is_block_device()
+                    && t.rdev() == meta.rdev())
+        });
+        if same {
+            return Err(BenchError::Usage(format!(
+                "--output {} is the {} being benchmarked: refusing to overwrite it with the report",
+                out.display(),
+                if target.kind == target::TargetKind::Device { "device" } else { "file" }
+            )));
         }
     }
+    if std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
+    {
+        return Err(BenchError::Usage(format!(
+            "--output {} is not a regular file: the report is written to a file (--json prints it on standard output)",
+            out.display()
+        )));
+    }
+    let opts = crate::safe_fs::CreateOptions { replace: force, stream: false };
+    crate::safe_fs::create(out, opts, &mut || false)
+        .map_err(|e| BenchError::Usage(format!("--output: {e:#}")))
 }
 
 fn run_plan(
     args: &BenchArgs,
     plan: &Plan,
     no_color_env: Option<&std::ffi::OsStr>,
+    output: &mut Option<Output>,
 ) -> Result<ExitCode, BenchError> {
     let tui = !args.json && std::io::stdout().is_terminal();
     let report = if tui {
@@ -331,9 +323,14 @@ fn run_plan(
         runner::run(plan, &STOP, &progress, &mut on_event).map_err(BenchError::Failed)?
     };
     let json = serde_json::to_string_pretty(&report).map_err(|e| BenchError::Failed(e.into()))?;
-    if let Some(out) = &args.output {
-        std::fs::write(out, format!("{json}\n"))
-            .map_err(|e| BenchError::Failed(anyhow::anyhow!("writing {}: {e}", out.display())))?;
+    if let (Some(mut out), Some(path)) = (output.take(), &args.output) {
+        let failed =
+            |e: std::io::Error| BenchError::Failed(anyhow::anyhow!("writing {}: {e}", path.display()));
+        if let Err(e) = out.file().write_all(format!("{json}\n").as_bytes()) {
+            out.discard();
+            return Err(failed(e));
+        }
+        out.commit().map_err(failed)?;
     }
     let mut stdout = std::io::stdout();
     let printed = if args.json {

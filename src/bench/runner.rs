@@ -254,7 +254,9 @@ pub fn run(
     }
     let mut cleanup = Cleanup::new((target.kind == TargetKind::TestFile).then(|| target.path.clone()));
     if target.kind == TargetKind::TestFile {
-        cleanup.lock = Some(layout(&target.path, target.size, stop, events)?);
+        let file = layout(&target.path, target.size, stop, events)?;
+        target.pinned = Some(std::sync::Arc::new(file.try_clone().context("holding the test file")?));
+        cleanup.lock = Some(file);
         target::refresh_dio_alignment(&mut target);
         report.settings.dio_offset_align = target.dio_offset_align;
         report.settings.dio_mem_align = target.dio_mem_align;
@@ -322,9 +324,11 @@ pub fn run(
 /// Returns the file, flocked: the lock lives as long as the run (see [`target::stale_test_files`]).
 fn layout(path: &Path, size: u64, stop: &AtomicBool, events: &mut dyn FnMut(Event)) -> anyhow::Result<File> {
     use std::io::Write;
+    // O_EXCL|O_NOFOLLOW: a name planted in the directory is refused, never written through.
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .with_context(|| format!("creating the test file {}", path.display()))?;
     // SAFETY: flock on an open descriptor.
@@ -472,7 +476,11 @@ fn open(target: &Target, spec: &JobSpec) -> std::io::Result<File> {
     if spec.mode == Mode::Direct {
         o.custom_flags(libc::O_DIRECT);
     }
-    o.open(&target.path)
+    // A file is reopened through the descriptor resolving pinned (the same inode), not by name.
+    match &target.pinned {
+        Some(f) => o.open(format!("/proc/self/fd/{}", f.as_raw_fd())),
+        None => o.open(&target.path),
+    }
 }
 
 /// `--cache cold`: flush the file's dirty pages (DONTNEED cannot drop dirty ones), drop its pages

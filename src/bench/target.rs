@@ -58,6 +58,12 @@ pub struct Target {
     /// it, swapon it or stack a device on it while the jobs overwrite it.
     #[serde(skip)]
     pub exclusive: Option<std::sync::Arc<fs::File>>,
+    /// The file the jobs use, held open (an `O_PATH` descriptor for an existing file, the laid-out
+    /// test file): each job reopens this inode through `/proc/self/fd`, never the path again, so a
+    /// name swapped for a link meanwhile (a test file in a world-writable directory) is not
+    /// followed. None for a device.
+    #[serde(skip)]
+    pub pinned: Option<std::sync::Arc<fs::File>>,
     /// What resolving did that the user should hear (stale test files removed).
     #[serde(skip)]
     pub notes: Vec<String>,
@@ -140,6 +146,7 @@ fn resolve_device(dev: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
         dio_mem_align: lbs,
         dio_note: None,
         exclusive,
+        pinned: None,
         notes: Vec::new(),
     })
 }
@@ -213,6 +220,11 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
             bail!("{} is empty: nothing to read", path.display());
         }
         (TargetKind::ExistingFile, path.to_path_buf(), size, req.write)
+    } else if ft.is_fifo() || ft.is_char_device() || ft.is_socket() {
+        bail!(
+            "{} is not a regular file: bench reads a regular file, a directory or --device DEV",
+            path.display()
+        );
     } else {
         bail!("{} is neither a directory, a regular file nor a block device", path.display());
     };
@@ -221,6 +233,23 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
     let device = if major == 0 { None } else { sysfs_name(major, minor) };
     let fs_type = filesystem_type(path, major, minor).unwrap_or_else(|| "unknown".into());
     let (off, mem) = dio_alignment(path, device.as_deref());
+    // The existing file the user named, pinned: the jobs reopen this inode, whatever the name
+    // becomes meanwhile (O_PATH opens nothing; a regular file was checked above).
+    let pinned = if kind == TargetKind::ExistingFile {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let now = f.metadata().with_context(|| format!("cannot open {}", path.display()))?;
+        if !now.is_file() || (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
+            bail!("{} changed while it was being opened", path.display());
+        }
+        Some(std::sync::Arc::new(f))
+    } else {
+        None
+    };
     Ok(Target {
         kind,
         path: file_path,
@@ -234,6 +263,7 @@ fn resolve_path(path: &Path, req: &TargetRequest) -> anyhow::Result<Target> {
         dio_mem_align: mem,
         dio_note: None,
         exclusive: None,
+        pinned,
         notes,
     })
 }
@@ -269,10 +299,20 @@ pub fn stale_test_files(dir: &Path) -> Vec<StaleTestFile> {
         if !meta.is_file() || pid == std::process::id() {
             continue;
         }
-        let locked = match fs::File::open(&path) {
+        // Not followed, never blocking: the name is in a directory others may write to.
+        let open = {
+            use std::os::unix::fs::OpenOptionsExt;
+            fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(&path)
+                .ok()
+                .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+        };
+        let locked = match open {
             // SAFETY: flock on an open descriptor; the lock goes with the file when it is closed.
-            Ok(f) => (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) != 0,
-            Err(_) => false,
+            Some(f) => (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) != 0,
+            None => false,
         };
         let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         let owner = if locked {

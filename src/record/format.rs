@@ -108,17 +108,36 @@ pub struct RecordingWriter {
     in_segment: usize,
     frames: u64,
     bytes: u64,
+    /// Set by a stop signal: a write interrupted (EINTR) while it is set gives up.
+    stop: Option<&'static std::sync::atomic::AtomicBool>,
 }
 
 impl RecordingWriter {
-    /// Creates `path` (refusing to overwrite unless `overwrite`) and writes the preamble and header.
+    /// Creates `path` (a new regular file; an existing one is replaced only when `overwrite`; never
+    /// through a link: [`crate::safe_fs::create`]) and writes the preamble and header.
     pub fn create(path: &Path, header: &RecordingHeader, overwrite: bool) -> anyhow::Result<RecordingWriter> {
-        RecordingWriter::start(open_output(path, overwrite)?, path, header)
+        let opts = crate::safe_fs::CreateOptions { replace: overwrite, stream: false };
+        let file = crate::safe_fs::create(path, opts, &mut || false)?
+            .commit()
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        RecordingWriter::start(file, path, header)
     }
 
-    /// Writes the preamble and header to a file from [`open_output`].
+    /// Writes the preamble and header to a file from [`crate::safe_fs::create`].
     pub fn start(file: File, path: &Path, header: &RecordingHeader) -> anyhow::Result<RecordingWriter> {
-        let mut w = RecordingWriter { file, encoder: None, in_segment: 0, frames: 0, bytes: 0 };
+        RecordingWriter::start_stoppable(file, path, header, None)
+    }
+
+    /// [`RecordingWriter::start`], with a write blocked on a stream (a FIFO whose reader stopped
+    /// reading) giving up when a signal interrupts it while `stop` is set (the signal handler
+    /// must not restart system calls).
+    pub fn start_stoppable(
+        file: File,
+        path: &Path,
+        header: &RecordingHeader,
+        stop: Option<&'static std::sync::atomic::AtomicBool>,
+    ) -> anyhow::Result<RecordingWriter> {
+        let mut w = RecordingWriter { file, encoder: None, in_segment: 0, frames: 0, bytes: 0, stop };
         let mut head = Vec::with_capacity(PREAMBLE_LEN);
         head.extend_from_slice(MAGIC);
         head.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -158,7 +177,23 @@ impl RecordingWriter {
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.file.write_all(bytes)?;
+        let mut done = 0;
+        while done < bytes.len() {
+            match self.file.write(&bytes[done..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    if self.stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst)) {
+                        self.bytes += done as u64;
+                        return Err(io::Error::new(
+                            io::ErrorKind::Interrupted,
+                            "stopped while the reader was not reading",
+                        ));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
         self.bytes += bytes.len() as u64;
         Ok(())
     }
@@ -182,45 +217,6 @@ impl RecordingWriter {
             Ok(())
         }
     }
-}
-
-/// Creates the output file, refusing to overwrite an existing one unless `overwrite`: done before
-/// anything slow (loading eBPF) so a bad path is reported at once. `-` is standard output, and an
-/// existing FIFO or character device is written as a stream (there is nothing in it to lose); a
-/// block device is refused even with `overwrite`.
-pub fn open_output(path: &Path, overwrite: bool) -> anyhow::Result<File> {
-    use std::os::unix::fs::FileTypeExt;
-    if path.as_os_str() == "-" {
-        use std::os::fd::AsFd;
-        let fd = io::stdout().as_fd().try_clone_to_owned().context("cannot use standard output")?;
-        return Ok(File::from(fd));
-    }
-    if let Ok(meta) = std::fs::metadata(path) {
-        let ft = meta.file_type();
-        if ft.is_block_device() {
-            bail!("{} is a block device: refusing to write a recording over it", path.display());
-        }
-        if ft.is_fifo() || ft.is_char_device() || ft.is_socket() {
-            return std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .with_context(|| format!("cannot open {}", path.display()));
-        }
-    }
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true);
-    if overwrite {
-        opts.create(true).truncate(true);
-    } else {
-        opts.create_new(true);
-    }
-    opts.open(path).map_err(|e| {
-        if e.kind() == io::ErrorKind::AlreadyExists {
-            anyhow::anyhow!("{} already exists (remove it, or pass --force to overwrite)", path.display())
-        } else {
-            anyhow::Error::new(e).context(format!("cannot create {}", path.display()))
-        }
-    })
 }
 
 fn push_record(out: &mut Vec<u8>, kind: RecordKind, payload: &[u8]) {
@@ -364,18 +360,8 @@ impl Recording {
     /// Opens a recording, reading the preamble and header first: a file that is not a recording
     /// is refused after its first 16 bytes, whatever its size.
     pub fn open(path: &Path) -> anyhow::Result<Recording> {
-        let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let meta = file.metadata().with_context(|| format!("cannot read {}", path.display()))?;
-        if meta.is_dir() {
-            bail!("cannot read {}: it is a directory", path.display());
-        }
-        if !meta.is_file() {
-            bail!(
-                "{}: not a regular file (a recording is read with random access; copy a stream to a \
-                 file first)",
-                path.display()
-            );
-        }
+        // A regular file only: a FIFO would block, a device is not opened (safe_fs).
+        let file = crate::safe_fs::open_input(path)?;
         Recording::from_source(Source::File(file)).with_context(|| format!("{}", path.display()))
     }
 

@@ -1,7 +1,9 @@
-//! `R` in the live TUI: record the session to a file in the current directory while it runs. The
-//! same format as `ioscope record`; the event loop hands every new Sample to [`LiveRecorder`].
+//! `R` in the live TUI: record the session to a file while it runs, in the directory
+//! `--record-dir` or `IOSCOPE_RECORD_DIR` names, else the current one unless it is world-writable
+//! ([`record_dir`]). The same format as `ioscope record`; the event loop hands every new Sample
+//! to [`LiveRecorder`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::collect::SystemRoot;
 use crate::record::format::RecordingWriter;
@@ -15,25 +17,34 @@ pub struct LiveRecorder {
 
 impl LiveRecorder {
     /// Starts a recording whose first sample is `latest` (the one on screen), so the next sample
-    /// already makes an interval. The file is `ioscope-HOST-YYYYmmdd-HHMMSS.rec` in the current
-    /// directory; an existing file is never overwritten.
-    pub fn start(latest: &Sample, interval_s: f64, utc_offset_s: i64) -> anyhow::Result<LiveRecorder> {
+    /// already makes an interval. The file is `ioscope-HOST-YYYYmmdd-HHMMSS.rec` in `dir` (from
+    /// [`record_dir`]), created new ([`crate::safe_fs::create`]): a name already taken, by a file,
+    /// a link or a FIFO someone planted, is skipped for the next (`-2`, `-3`, ...), never opened.
+    pub fn start(
+        latest: &Sample,
+        interval_s: f64,
+        utc_offset_s: i64,
+        dir: &Path,
+    ) -> anyhow::Result<LiveRecorder> {
         let name = file_name(&latest.host.hostname, latest.wall_unix_ms, utc_offset_s);
         let header = host_facts::header(&SystemRoot::live(), latest, interval_s, "ioscope (R in the TUI)");
-        // Two recordings started within one second get -2, -3, ...: the TUI has no --force, and
-        // an existing file is never overwritten.
+        const TRIES: usize = 100;
         let mut n = 1;
-        let (path, mut writer) = loop {
+        let (path, file) = loop {
             let path = match n {
-                1 => PathBuf::from(&name),
-                _ => PathBuf::from(name.replace(".rec", &format!("-{n}.rec"))),
+                1 => dir.join(&name),
+                _ => dir.join(name.replace(".rec", &format!("-{n}.rec"))),
             };
-            match crate::record::format::open_output(&path, false) {
-                Ok(file) => break (path.clone(), RecordingWriter::start(file, &path, &header)?),
-                Err(_) if path.exists() && n < 100 => n += 1,
+            match crate::safe_fs::create(&path, crate::safe_fs::CreateOptions::default(), &mut || false) {
+                Ok(out) => break (path, out.commit()?),
+                Err(e) if crate::safe_fs::is_refused(&e) && n < TRIES => n += 1,
+                Err(e) if crate::safe_fs::is_refused(&e) => {
+                    anyhow::bail!("{TRIES} names taken in {} (the last: {e})", dir.display())
+                }
                 Err(e) => return Err(e),
             }
         };
+        let mut writer = RecordingWriter::start(file, &path, &header)?;
         writer
             .write_sample(latest)
             .map_err(|e| anyhow::anyhow!("cannot write to {}: {e}", path.display()))?;
@@ -48,7 +59,7 @@ impl LiveRecorder {
 
     pub fn progress(&self) -> Progress {
         Progress {
-            path: self.path.display().to_string(),
+            path: self.path.file_name().unwrap_or(self.path.as_os_str()).to_string_lossy().into_owned(),
             frames: self.writer.frames(),
             bytes: self.writer.bytes(),
         }
@@ -67,7 +78,7 @@ impl LiveRecorder {
     }
 }
 
-/// Where a running recording is: the file, samples and bytes written so far.
+/// Where a running recording is: the file's name, samples and bytes written so far.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Progress {
     pub path: String,
@@ -79,7 +90,9 @@ pub struct Progress {
 /// the header's REC indicator and notice line).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
-    /// Recording (just started, or one more sample written).
+    /// Recording started: where (the notice, with the file's absolute path).
+    Started(Progress, String),
+    /// Recording: one more sample written.
     Recording(Progress),
     /// The recording ended (stopped, or a write failed): why, and where it is.
     Stopped(String),
@@ -87,12 +100,14 @@ pub enum Outcome {
     NotStarted(String),
 }
 
-/// `R`: starts recording from `latest`, or stops the running recording.
+/// `R`: starts recording from `latest` into the directory [`record_dir`] picks from `chosen`
+/// (`--record-dir` or `IOSCOPE_RECORD_DIR`), or stops the running recording.
 pub fn toggle(
     rec: &mut Option<LiveRecorder>,
     latest: Option<&Sample>,
     interval_s: f64,
     utc_offset_s: i64,
+    chosen: Option<&Path>,
 ) -> Outcome {
     if let Some(r) = rec.take() {
         return Outcome::Stopped(r.finish());
@@ -100,11 +115,17 @@ pub fn toggle(
     let Some(latest) = latest else {
         return Outcome::NotStarted("no sample yet: press R again in a moment".into());
     };
-    match LiveRecorder::start(latest, interval_s, utc_offset_s) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let dir = match record_dir(chosen, &cwd) {
+        Ok(d) => d,
+        Err(why) => return Outcome::NotStarted(format!("cannot record: {why}")),
+    };
+    match LiveRecorder::start(latest, interval_s, utc_offset_s, &dir) {
         Ok(r) => {
             let progress = r.progress();
+            let notice = format!("recording to {} (R stops)", r.path.display());
             *rec = Some(r);
-            Outcome::Recording(progress)
+            Outcome::Started(progress, notice)
         }
         Err(e) => Outcome::NotStarted(format!("cannot record: {e:#}")),
     }
@@ -121,6 +142,30 @@ pub fn on_sample(rec: &mut Option<LiveRecorder>, sample: &Sample) -> Option<Outc
             Outcome::Stopped(format!("{e:#}"))
         }
     })
+}
+
+/// Where `R` records, as an absolute path: the directory the user chose (`--record-dir`,
+/// `IOSCOPE_RECORD_DIR`), else `cwd` unless it is world-writable (another user could plant names
+/// there: the recording would still never be written through them, but could be made to fail,
+/// so the user is asked to choose).
+pub fn record_dir(chosen: Option<&Path>, cwd: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(d) = chosen {
+        let abs = std::fs::canonicalize(d).map_err(|e| format!("--record-dir {}: {e}", d.display()))?;
+        if !abs.is_dir() {
+            return Err(format!("--record-dir {}: not a directory", d.display()));
+        }
+        return Ok(abs);
+    }
+    let abs = std::fs::canonicalize(cwd).map_err(|e| format!("the current directory: {e}"))?;
+    let mode = std::fs::metadata(&abs).map_err(|e| format!("{}: {e}", abs.display()))?.permissions().mode();
+    if mode & 0o002 != 0 {
+        return Err(format!(
+            "{} is world-writable; choose a directory with --record-dir DIR or IOSCOPE_RECORD_DIR",
+            abs.display()
+        ));
+    }
+    Ok(abs)
 }
 
 /// `ioscope-HOST-YYYYmmdd-HHMMSS.rec`, local time; characters unsafe in file names become '_'.
@@ -159,11 +204,58 @@ mod tests {
     fn without_a_sample_nothing_starts_and_without_a_recording_samples_are_not_written() {
         let mut rec = None;
         assert_eq!(
-            toggle(&mut rec, None, 1.0, 0),
+            toggle(&mut rec, None, 1.0, 0, None),
             Outcome::NotStarted("no sample yet: press R again in a moment".into())
         );
         assert!(rec.is_none());
         assert_eq!(on_sample(&mut rec, &Sample::default()), None);
+    }
+
+    #[test]
+    fn the_record_directory_is_the_chosen_one_else_a_current_one_others_cannot_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mine = dir.path().join("mine");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&mine).unwrap();
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let abs = |p: &Path| std::fs::canonicalize(p).unwrap();
+        assert_eq!(record_dir(None, &mine), Ok(abs(&mine)));
+        let err = record_dir(None, &open).unwrap_err();
+        assert!(err.contains("world-writable") && err.contains("--record-dir"), "{err}");
+        // Chosen explicitly, any directory goes (names are still never followed there).
+        assert_eq!(record_dir(Some(&open), &mine), Ok(abs(&open)));
+        assert_eq!(record_dir(Some(&mine), &open), Ok(abs(&mine)));
+        assert!(record_dir(Some(&dir.path().join("missing")), &mine).is_err());
+        // A relative choice comes back absolute.
+        assert!(record_dir(Some(Path::new(".")), &mine).unwrap().is_absolute());
+    }
+
+    #[test]
+    fn names_taken_by_planted_fifos_links_or_files_are_skipped_not_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut latest = Sample::default();
+        latest.host.hostname = "h".into();
+        latest.wall_unix_ms = 1_795_352_709_000;
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "secret").unwrap();
+        let base = file_name("h", latest.wall_unix_ms, 0);
+        let fifo = std::ffi::CString::new(dir.path().join(&base).to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink(&victim, dir.path().join(base.replace(".rec", "-2.rec"))).unwrap();
+        std::fs::write(dir.path().join(base.replace(".rec", "-3.rec")), "mine").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let r = LiveRecorder::start(&latest, 1.0, 0, &d).map(|r| r.path.clone());
+            tx.send(r.map_err(|e| e.to_string())).unwrap();
+        });
+        let path = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("R blocked").unwrap();
+        assert_eq!(path, dir.path().join(base.replace(".rec", "-4.rec")));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+        assert_eq!(std::fs::read_to_string(dir.path().join(base.replace(".rec", "-3.rec"))).unwrap(), "mine");
     }
 
     #[test]

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use crate::bpf::{BpfCollector, BpfOptions};
 use crate::collect::{Sampler, SystemRoot};
-use crate::record::format::{open_output, RecordingWriter};
+use crate::record::format::RecordingWriter;
 use crate::record::host_facts;
 
 /// `ioscope record`'s flags.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
-    /// The recording to write (refused if it exists, unless --force).
+    /// The recording to write: a new file (never through a symbolic link), `-` for standard output.
     #[arg(short, long, value_name = "FILE")]
     pub output: std::path::PathBuf,
     /// Seconds between samples (fractions allowed, 0.1 to 3600).
@@ -26,9 +26,13 @@ pub struct RecordArgs {
     /// Do not load eBPF programs.
     #[arg(long)]
     pub no_bpf: bool,
-    /// Overwrite FILE if it exists.
+    /// Replace FILE if it is an existing regular file (a new file is renamed over it).
     #[arg(long)]
     pub force: bool,
+    /// FILE is an existing FIFO or character device to stream into (waits for a FIFO's reader
+    /// until --duration ends or Ctrl-C).
+    #[arg(long)]
+    pub stream: bool,
 }
 
 impl RecordArgs {
@@ -40,6 +44,7 @@ impl RecordArgs {
             duration: self.duration,
             bpf: !self.no_bpf,
             force: self.force,
+            stream: self.stream,
         }
     }
 }
@@ -51,8 +56,10 @@ pub struct RecordOptions {
     /// Stop after this long; None records until interrupted.
     pub duration: Option<Duration>,
     pub bpf: bool,
-    /// Overwrite an existing file instead of refusing.
+    /// Replace an existing regular file instead of refusing.
     pub force: bool,
+    /// Write into an existing FIFO or character device.
+    pub stream: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -65,11 +72,37 @@ extern "C" fn request_stop(_: libc::c_int) {
 const STOP_POLL: Duration = Duration::from_millis(50);
 
 pub fn run(opts: &RecordOptions) -> anyhow::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { libc::signal(sig, request_stop as *const () as libc::sighandler_t) };
+    // Without SA_RESTART: a write blocked on a stream whose reader stopped reading returns EINTR,
+    // and the writer gives up on it (`RecordingWriter::start_stoppable`). SIGALRM ends such a write once
+    // --duration is over (2 s of grace for the last sample).
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGALRM] {
+        // SAFETY: a zeroed sigaction whose handler only stores to an atomic (async-signal-safe).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = request_stop as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
     }
-    let file = open_output(&opts.output, opts.force)?;
+    if let Some(d) = opts.duration {
+        // SAFETY: alarm has no preconditions.
+        unsafe { libc::alarm((d.as_secs() + 2).min(u32::MAX as u64) as u32) };
+    }
+    // Before anything slow (loading eBPF), so a bad path is reported at once. A FIFO's reader is
+    // awaited only as long as the recording would run, and Ctrl-C or kill ends the wait.
+    let started = Instant::now();
+    let mut told = false;
+    let mut keep_waiting = || {
+        if !told {
+            eprintln!("ioscope: waiting for a reader on {} (Ctrl-C stops)", opts.output.display());
+            told = true;
+        }
+        !STOP.load(Ordering::SeqCst) && opts.duration.is_none_or(|d| started.elapsed() < d)
+    };
+    let create = crate::safe_fs::CreateOptions { replace: opts.force, stream: opts.stream };
+    let file = crate::safe_fs::create(&opts.output, create, &mut keep_waiting)?
+        .commit()
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", opts.output.display()))?;
     let bpf = if opts.bpf {
         BpfCollector::start_with(&BpfOptions::for_output_writer())
     } else {
@@ -80,7 +113,7 @@ pub fn run(opts: &RecordOptions) -> anyhow::Result<()> {
     let first = sampler.sample();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let header = host_facts::header(&root, &first, opts.interval.as_secs_f64(), &command);
-    let mut writer = RecordingWriter::start(file, &opts.output, &header)?;
+    let mut writer = RecordingWriter::start_stoppable(file, &opts.output, &header, Some(&STOP))?;
     let bpf_note = match (&first.bpf.status.enabled, &first.bpf.status.reason) {
         (true, None) => "eBPF on".to_string(),
         (_, Some(why)) => format!("eBPF off: {why}"),

@@ -69,9 +69,9 @@ fn a_duration_ends_the_recording_with_a_summary() {
     assert!(err.contains(&format!("{} samples", rec.len())), "{err}");
     assert_eq!(rec.header.interval_s, 0.2);
     assert!(rec.header.command.contains("record"));
-    // The file is not overwritten without --force.
+    // The file is not overwritten without --force: bad input, exit 2.
     let (code, _, err) = run(&["record", "--no-bpf", "-d", "1", "-o", p]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("already exists"), "{err}");
     // Replay it as CSV, compare it with itself.
     let (code, out, _) = run(&["replay", p, "--csv", "memory"]);
@@ -142,8 +142,9 @@ fn bad_input_gets_exit_2_or_a_clear_message() {
     assert!(err.contains("not an ioscope recording"), "{err}");
 }
 
-/// Issue 23 item 7: a recording streams into a FIFO (with or without --force) and to standard
-/// output (`-o -`): nothing tries to fsync a pipe, and what arrives is a whole recording.
+/// Issue 23 item 7: a recording streams into a FIFO (with --stream, also with --force, which never
+/// replaces the FIFO) and to standard output (`-o -`): nothing tries to fsync a pipe, and what
+/// arrives is a whole recording.
 #[test]
 fn record_streams_into_a_fifo_and_to_stdout() {
     let dir = tempfile::tempdir().unwrap();
@@ -156,7 +157,8 @@ fn record_streams_into_a_fifo_and_to_stdout() {
             let fifo = fifo.clone();
             std::thread::spawn(move || std::fs::read(fifo).unwrap())
         };
-        let mut args = vec!["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", fifo.to_str().unwrap()];
+        let mut args =
+            vec!["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", fifo.to_str().unwrap(), "--stream"];
         if force {
             args.push("--force");
         }
@@ -165,6 +167,9 @@ fn record_streams_into_a_fifo_and_to_stdout() {
         let bytes = reader.join().unwrap();
         let rec = Recording::from_bytes(bytes).unwrap();
         assert!(rec.len() >= 3 && rec.problem.is_none(), "{} samples, {:?}", rec.len(), rec.problem);
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+            &std::fs::symlink_metadata(&fifo).unwrap().file_type()
+        ));
     }
     let out = ioscope().args(["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", "-"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -195,7 +200,8 @@ fn sparse_file(path: &Path, head: &[u8], gib: u64) {
 
 /// Issue 23 item 3: inputs are checked before they are read, and read with bounds: a 4 GiB
 /// non-recording is refused after its first bytes, a recording followed by 3 GiB of zeros replays
-/// its samples, `bench --compare /dev/zero` stops at the cap; each in well under 100 MB.
+/// its samples, `bench --compare` of a 4 GiB file stops at the cap; each in well under 100 MB.
+/// (Devices and FIFOs are not read at all: `readers_refuse_fifos_and_devices_at_once`.)
 #[test]
 fn big_and_endless_inputs_are_refused_or_read_with_bounds() {
     let dir = tempfile::tempdir().unwrap();
@@ -221,10 +227,12 @@ fn big_and_endless_inputs_are_refused_or_read_with_bounds() {
         assert!(mb < 100.0, "{args:?} of a recording with a 3 GiB tail of zeros peaked at {mb:.0} MB");
     }
 
-    let (code, err, mb) = run_measured(&["bench", "--compare", "/dev/zero", "/dev/null"]);
+    let zeros = dir.path().join("zeros.json");
+    sparse_file(&zeros, b"", 4);
+    let (code, err, mb) = run_measured(&["bench", "--compare", zeros.to_str().unwrap(), "/dev/null"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("cannot read /dev/zero") && err.contains("larger than"), "{err}");
-    assert!(mb < 100.0, "bench --compare /dev/zero peaked at {mb:.0} MB");
+    assert!(err.contains("cannot read") && err.contains("larger than"), "{err}");
+    assert!(mb < 100.0, "bench --compare of a 4 GiB file peaked at {mb:.0} MB");
 }
 
 /// Issue 23 item 8: replay and compare keep one sample decoded, not a segment of 60: 62 samples
@@ -273,4 +281,247 @@ fn wording_of_one_sample_recordings_and_huge_top() {
     let (code, _, err) = run(&["compare", demo, demo, "--top", "x"]);
     assert_eq!(code, 2);
     assert!(err.contains("not a whole number of metrics"), "{err}");
+}
+
+/// Runs ioscope with `args`, killing it after `limit`: (exit code or None when it had to be
+/// killed, stderr, how long it ran).
+fn run_bounded(args: &[&str], limit: Duration) -> (Option<i32>, String, Duration) {
+    let start = Instant::now();
+    let mut child = ioscope().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (code, err, start.elapsed())
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// A file only its owner may read and write, holding "secret".
+fn victim(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "secret").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    victim
+}
+
+/// Issue 38.3: a symbolic link planted at `-o` is never written through, with or without --force:
+/// one line, exit 2, the link and its target as they were. A hard link to someone else's file is
+/// replaced by --force (a new file under that name), never truncated in place.
+#[test]
+fn record_never_writes_through_a_planted_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = victim(dir.path());
+    let link = dir.path().join("planted.rec");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let l = link.to_str().unwrap();
+    for force in [false, true] {
+        let mut args = vec!["record", "--no-bpf", "-i", "0.1", "-d", "0.3", "-o", l];
+        if force {
+            args.push("--force");
+        }
+        let (code, err, _) = run_bounded(&args, Duration::from_secs(20));
+        assert_eq!(code, Some(2), "--force {force}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret", "--force {force}");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    }
+    // A dangling link (its target created by the write) is refused too.
+    let dangling = dir.path().join("dangling.rec");
+    std::os::unix::fs::symlink(dir.path().join("made-by-root"), &dangling).unwrap();
+    let (code, err, _) = run_bounded(
+        &["record", "--no-bpf", "-d", "0.3", "-o", dangling.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!dir.path().join("made-by-root").exists());
+
+    let hard = dir.path().join("hard.rec");
+    std::fs::hard_link(&victim, &hard).unwrap();
+    let h = hard.to_str().unwrap();
+    let (code, err, _) = run_bounded(&["record", "--no-bpf", "-d", "0.3", "-o", h], Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("already exists") && err.contains("--force"), "{err}");
+    let (code, err, _) = run_bounded(
+        &["record", "--no-bpf", "-i", "0.1", "-d", "0.3", "-o", h, "--force"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+    assert!(Recording::open(&hard).unwrap().len() >= 2);
+    // What is left in the directory: the victim, the two links, the new recording; no temporary file.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+}
+
+/// Issue 38.3: a FIFO or a device at `-o` is written only when --stream asks for it, and --force
+/// never replaces one; waiting for a FIFO's reader ends with -d, SIGINT and SIGTERM.
+#[test]
+fn record_writes_a_fifo_only_when_asked_and_never_waits_unbounded() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("planted");
+    mkfifo(&fifo);
+    let f = fifo.to_str().unwrap();
+    for args in [
+        &["record", "--no-bpf", "-d", "3", "-o", f][..],
+        &["record", "--no-bpf", "-d", "3", "-o", f, "--force"],
+        &["record", "--no-bpf", "-d", "3", "-o", "/dev/null", "--force"],
+    ] {
+        let (code, err, took) = run_bounded(args, Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("--stream"), "{err}");
+        assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
+    }
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // Asked for, with no reader: -d bounds the wait.
+    let (code, err, took) =
+        run_bounded(&["record", "--no-bpf", "-d", "1", "-o", f, "--stream"], Duration::from_secs(10));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no reader"), "{err}");
+    assert!(took < Duration::from_secs(4), "-d 1 with no reader took {took:?}");
+    // ... and so do SIGINT and SIGTERM.
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let start = Instant::now();
+        let mut child = ioscope()
+            .args(["record", "--no-bpf", "-o", f, "--stream"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: kill() on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                child.kill().unwrap();
+                panic!("signal {sig} did not end the wait for a reader");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Issue 38.3: replay, compare and bench --compare refuse a FIFO or a device at once with one line
+/// and exit 2 (they used to block in open() forever).
+#[test]
+fn readers_refuse_fifos_and_devices_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("planted.rec");
+    mkfifo(&fifo);
+    let f = fifo.to_str().unwrap();
+    for args in [
+        &["replay", f, "--json"][..],
+        &["replay", "/dev/null", "--json"],
+        &["compare", f, f, "--json"],
+        &["bench", "--compare", f, f],
+        &["bench", "--compare", "/dev/zero", "/dev/null"],
+    ] {
+        let (code, err, took) = run_bounded(args, Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("not a regular file"), "{args:?}: {err}");
+        assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
+    }
+}
+
+/// Issue 38.3: `bench -o` never writes through a link either, and --force never replaces a FIFO.
+/// (Refused before anything runs, so no I/O is measured here.)
+#[test]
+fn bench_output_refuses_links_and_fifos_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = victim(dir.path());
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![1u8; 1 << 16]).unwrap();
+    let link = dir.path().join("report.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let fifo = dir.path().join("fifo.json");
+    mkfifo(&fifo);
+    for out in [&link, &fifo] {
+        let args = [
+            "bench",
+            data.to_str().unwrap(),
+            "--rw",
+            "read",
+            "--bs",
+            "4k",
+            "--modes",
+            "buffered",
+            "--runtime",
+            "0.1",
+            "-o",
+            out.to_str().unwrap(),
+            "--force",
+        ];
+        let (code, err, took) = run_bounded(&args, Duration::from_secs(10));
+        assert_eq!(code, Some(2), "{out:?}: {err}");
+        assert!(took < Duration::from_secs(2), "{out:?} took {took:?}");
+        assert!(!err.contains("\n[1/"), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+}
+
+/// Issue 38.3: a reader that opens the FIFO and then stops reading cannot hold the recorder either:
+/// a write blocked on the full pipe ends with -d (plus its grace) and with SIGTERM.
+#[test]
+fn a_stalled_reader_does_not_hold_the_recorder() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("stalled");
+    mkfifo(&fifo);
+    let f = fifo.to_str().unwrap().to_string();
+    for sig in [None, Some(libc::SIGTERM)] {
+        // The reader: holds the FIFO open (read and write, so opening does not wait), shrinks the
+        // pipe to one page and fills it, and never reads.
+        let mut reader = std::fs::OpenOptions::new().read(true).write(true).open(&fifo).unwrap();
+        // SAFETY: fcntl on our own descriptor.
+        let size = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+        assert!(size >= 4096);
+        std::io::Write::write_all(&mut reader, &vec![0u8; size as usize]).unwrap();
+        let start = Instant::now();
+        let mut child = ioscope()
+            .args(["record", "--no-bpf", "-i", "0.1", "-o", &f, "--stream"])
+            .args(if sig.is_none() { &["-d", "1"][..] } else { &[] })
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(sig) = sig {
+            std::thread::sleep(Duration::from_millis(1500));
+            // SAFETY: kill() on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, sig) };
+        }
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(15) {
+                child.kill().unwrap();
+                panic!("{sig:?}: the recorder stayed blocked on a reader that does not read");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(start.elapsed() < Duration::from_secs(8), "{sig:?}: {:?}", start.elapsed());
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(1), "{sig:?}: {err}");
+        assert!(err.contains("not reading"), "{sig:?}: {err}");
+        drop(reader);
+    }
 }

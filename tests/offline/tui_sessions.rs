@@ -185,3 +185,71 @@ fn ctrl_z_suspends_and_fg_resumes_in_raw_mode() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Issue 38.3: in a directory where another user planted FIFOs under the names of the next
+/// minute's recordings, `R` records to a free name at once (it used to freeze in open()), and
+/// the notice gives the file's absolute path. In a world-writable directory `R` refuses, saying
+/// how to choose one; `--record-dir` chooses one.
+#[test]
+fn live_tui_r_skips_planted_fifos_and_refuses_a_world_writable_directory() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let offset = ioscope::util::local_utc_offset_s();
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    for s in -5..90i64 {
+        let name = ioscope::record::live::file_name(host.trim(), (now_ms as i64 + s * 1000) as u64, offset);
+        let c = std::ffi::CString::new(dir.path().join(name).to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+    let cmd = format!("{} --no-bpf -i 0.25", bin());
+    let Some(t) = Tmux::start("planted", dir.path(), &cmd) else { return };
+    t.wait_for("the first frame", |s| s.contains("Devices"));
+    t.keys(&["R"]);
+    t.wait_for("the REC indicator", |s| s.contains("● REC "));
+    t.keys(&["R"]);
+    let s = t.wait_for("the stop notice", |s| s.contains("recorded") && !s.contains("● REC"));
+    assert!(s.contains(&format!("to {}/ioscope-", dir.path().display())), "{s}");
+    t.keys(&["q"]);
+    t.wait_for("a clean exit", |s| s.contains("IOSCOPE-EXIT=0"));
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::symlink_metadata(p).unwrap().file_type().is_file())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(Recording::open(&files[0]).unwrap().len() >= 1);
+    assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| {
+        let p = e.unwrap().path();
+        p == files[0] || std::fs::symlink_metadata(&p).unwrap().file_type().is_fifo()
+    }));
+    drop(t);
+
+    // A world-writable current directory: refused, nothing written.
+    let open = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let Some(t) = Tmux::start("worldwritable", open.path(), &cmd) else { return };
+    t.wait_for("the first frame", |s| s.contains("Devices"));
+    t.keys(&["R"]);
+    let s = t.wait_for("the refusal", |s| s.contains("world-writable"));
+    assert!(s.contains("--record-dir"), "{s}");
+    assert!(!s.contains("● REC"), "{s}");
+    t.keys(&["q"]);
+    t.wait_for("a clean exit", |s| s.contains("IOSCOPE-EXIT=0"));
+    assert_eq!(std::fs::read_dir(open.path()).unwrap().count(), 0);
+    drop(t);
+
+    // --record-dir chooses the directory.
+    let cmd = format!("{} --no-bpf -i 0.25 --record-dir {}", bin(), dir.path().display());
+    let Some(t) = Tmux::start("recorddir", open.path(), &cmd) else { return };
+    t.wait_for("the first frame", |s| s.contains("Devices"));
+    t.keys(&["R"]);
+    t.wait_for("the REC indicator", |s| s.contains("● REC "));
+    t.keys(&["R"]);
+    t.wait_for("the stop notice", |s| s.contains("recorded") && !s.contains("● REC"));
+    t.keys(&["q"]);
+    t.wait_for("a clean exit", |s| s.contains("IOSCOPE-EXIT=0"));
+    assert_eq!(std::fs::read_dir(open.path()).unwrap().count(), 0);
+}

@@ -23,7 +23,7 @@ const fn layer(name: &'static str, modules: &'static [&'static str]) -> Layer {
 }
 
 pub const LAYERS: &[Layer] = &[
-    layer("leaf", &["util", "bounded", "untrusted"]),
+    layer("leaf", &["util", "bounded", "untrusted", "safe_fs"]),
     layer("sample", &["sample"]),
     layer("bpf", &["bpf"]),
     layer("collect", &["collect", "privilege"]),
