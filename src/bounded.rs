@@ -72,9 +72,16 @@ mod tests {
     }
 
     #[test]
-    fn reading_stops_at_the_cap() {
-        let err = read_capped(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+    fn reading_stops_at_the_cap_and_devices_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::File::create(&big).unwrap().set_len(4 << 20).unwrap();
+        let err = read_capped(&big, 1 << 20).unwrap_err();
         assert!(err.to_string().contains("larger than 1 MiB"), "{err}");
-        assert!(read_capped(Path::new("/"), 10).is_err());
+        assert_eq!(read_capped(&big, 4 << 20).unwrap().len(), 4 << 20);
+        for p in ["/dev/zero", "/"] {
+            let err = read_capped(Path::new(p), 10).unwrap_err();
+            assert!(err.to_string().contains("not a regular file"), "{err}");
+        }
     }
 }

@@ -220,7 +220,7 @@ fn live_tui_r_skips_planted_fifos_and_refuses_a_world_writable_directory() {
         .filter(|p| std::fs::symlink_metadata(p).unwrap().file_type().is_file())
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
-    assert!(Recording::open(&files[0]).unwrap().len() >= 1);
+    assert!(!Recording::open(&files[0]).unwrap().is_empty());
     assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| {
         let p = e.unwrap().path();
         p == files[0] || std::fs::symlink_metadata(&p).unwrap().file_type().is_fifo()
