@@ -28,6 +28,7 @@ mod live_file_names;
 mod live_files;
 mod live_iostat;
 mod live_loopdev;
+mod live_memcg;
 mod live_page_cache;
 mod live_prometheus;
 mod live_quit;
