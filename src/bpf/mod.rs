@@ -844,7 +844,8 @@ fn size_maps() -> Result<(map_memory::Plan, Vec<map_memory::MapDef>, Option<Stri
         }
         (Ok(plan), _) => Ok((plan, defs, None)),
         (Err(least), Some(h)) => Err(format!(
-            "its maps need {:.1} MiB of kernel memory at their smallest and ioscope {:.0} MiB more, but {}:              give it a memory limit of at least {:.0} MiB more, or pass --no-bpf",
+            "its maps need {:.1} MiB of kernel memory at their smallest and ioscope {:.0} MiB more, but {}: \
+             give it a memory limit of at least {:.0} MiB more, or pass --no-bpf",
             mib(least),
             mib(PROCESS_RESERVE),
             limit_text(h),
