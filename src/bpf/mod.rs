@@ -14,7 +14,9 @@ pub mod inserts;
 pub mod kernel_btf;
 pub mod kfunc;
 pub mod map_batch;
+pub mod map_memory;
 pub mod mapped_keys;
+pub mod memcg;
 pub mod page_cache;
 pub mod preload;
 pub mod privileges;
@@ -145,6 +147,8 @@ pub struct BpfCollector {
     cgroups: cgroup::CgroupNames,
     /// How the programs' loads were planned and done (see preload).
     preloaded: preload::Report,
+    /// Every map's kernel memory (see map_memory).
+    map_memory: map_memory::Measured,
 }
 
 impl BpfCollector {
@@ -283,6 +287,14 @@ impl BpfCollector {
         loader.override_global(ioscope_common::cgroup_move::MOVE_LAYOUT_GLOBAL, &move_layout, true);
         let rq_config = block_files::config();
         loader.override_global(BLOCK_RQ_CONFIG_GLOBAL, &rq_config, true);
+        // The maps sized to the CPUs and to what the memory cgroup leaves, or eBPF off saying why.
+        let (map_plan, map_defs, sizing_note) = match size_maps() {
+            Ok(sized) => sized,
+            Err(reason) => return BpfCollector::disabled(&reason),
+        };
+        for (map, entries) in &map_plan.sizes {
+            loader.map_max_entries(map, *entries);
+        }
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -290,6 +302,8 @@ impl BpfCollector {
                 return BpfCollector::disabled(&reason);
             }
         };
+        // Before any map is taken out of the object.
+        let map_memory = map_memory::measure(&ebpf, &map_defs);
 
         // Every program the attach code below will load, verified on every CPU at once first (the
         // verifier is most of start-up): see preload.
@@ -385,7 +399,7 @@ impl BpfCollector {
         // The read path's program that also feeds readahead (the raw tracepoint or its fallback).
         let raw_read =
             programs.iter().any(|p| page_cache::READ_PATH.contains(&p.program.as_str()) && p.attached);
-        let (ra_statuses, readahead) = readahead::attach(
+        let (ra_statuses, mut readahead) = readahead::attach(
             &mut ebpf,
             &ra_layouts,
             raw_read,
@@ -393,6 +407,11 @@ impl BpfCollector {
             (ra_btf, options.no_trampoline),
         );
         programs.extend(ra_statuses);
+        if let Some(ra) = &mut readahead {
+            let compiled = ioscope_common::readahead::RA_PAGES_MAX;
+            ra.page_map_capacity =
+                u64::from(map_plan.entries(ioscope_common::readahead::RA_PAGES_MAP, compiled));
+        }
         let (sync_statuses, sync_maps) = syncs::attach(&mut ebpf, &sync_plan);
         let sync_attached =
             sync_statuses.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect::<Vec<_>>();
@@ -420,6 +439,7 @@ impl BpfCollector {
             .chain(hz_note)
             .chain(file_notes)
             .chain(sync_plan.notes)
+            .chain(sizing_note)
         {
             status.reason = Some(match status.reason {
                 Some(r) => format!("{r}; {note}"),
@@ -444,6 +464,7 @@ impl BpfCollector {
             prog_stats: Default::default(),
             cgroups: Default::default(),
             preloaded,
+            map_memory,
         }
     }
 
@@ -471,6 +492,7 @@ impl BpfCollector {
             prog_stats: Default::default(),
             cgroups: Default::default(),
             preloaded: Default::default(),
+            map_memory: Default::default(),
         }
     }
 
@@ -508,7 +530,12 @@ impl BpfCollector {
                 p.run_time_ns = stats.run_time_ns;
             }
         }
-        let mut sample = BpfSample { status: self.status.clone(), ..Default::default() };
+        self.map_memory.refresh();
+        let mut sample = BpfSample {
+            status: self.status.clone(),
+            maps: self.map_memory.maps.clone(),
+            ..Default::default()
+        };
         if let Some(block) = &mut self.block {
             if let Err(e) = block.read(&mut sample) {
                 sample.status.reason = Some(format!("{e:#}"));
@@ -769,6 +796,64 @@ fn overall_status(programs: Vec<BpfProgramStatus>) -> BpfStatus {
         (false, _) => Some(format!("some eBPF programs are off; {}", failed.join("; "))),
     };
     BpfStatus { enabled: working > 0, reason, programs: programs.into() }
+}
+
+/// Memory kept for ioscope itself beside its maps when they are sized to a memory cgroup's limit:
+/// what its process grows by after the maps are made (up to 12 MiB of heap and stacks in a debug
+/// build) and the verifier's working memory while it checks the programs (5 MiB at the peak of the
+/// load), measured in a v1 memory cgroup on this 2-CPU machine (xtask/README.md).
+pub const PROCESS_RESERVE: u64 = 20 << 20;
+
+/// The maps' sizes ([`map_memory::plan`]) for this machine's CPUs and what its memory cgroups
+/// leave ([`memcg::headroom`]) beyond [`PROCESS_RESERVE`], the object's maps, and a note when
+/// they were shrunk for the limit; Err (the reason eBPF is off) when even their smallest sizes do
+/// not fit.
+fn size_maps() -> Result<(map_memory::Plan, Vec<map_memory::MapDef>, Option<String>), String> {
+    let defs = map_memory::object_maps(OBJECT).map_err(|e| format!("{e:#}"))?;
+    let cpus = aya::util::nr_cpus().map_or(1, |n| n as u32);
+    let headroom = memcg::headroom();
+    let budget = headroom.as_ref().map(|h| h.bytes.saturating_sub(PROCESS_RESERVE));
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let limit_text = |h: &memcg::Headroom| {
+        format!(
+            "the memory limit of cgroup {:?} (v{}) leaves {:.1} MiB ({:.1} MiB limit, {:.1} MiB in use)",
+            h.cgroup,
+            h.version,
+            mib(h.bytes),
+            mib(h.limit),
+            mib(h.used)
+        )
+    };
+    match (map_memory::plan(&defs, cpus, budget), &headroom) {
+        (Ok(plan), Some(h)) if plan.for_limit => {
+            let shrunk = plan
+                .sizes
+                .iter()
+                .map(|(map, entries)| {
+                    let compiled = defs.iter().find(|d| d.name == *map).map_or(0, |d| d.max_entries);
+                    format!("{map} {entries} of {compiled} entries")
+                })
+                .collect::<Vec<_>>();
+            let note = format!(
+                "maps shrunk to {:.1} MiB to fit the memory cgroup: {}; {}",
+                mib(plan.bytes),
+                limit_text(h),
+                shrunk.join(", ")
+            );
+            Ok((plan, defs, Some(note)))
+        }
+        (Ok(plan), _) => Ok((plan, defs, None)),
+        (Err(least), Some(h)) => Err(format!(
+            "its maps need {:.1} MiB of kernel memory at their smallest and ioscope {:.0} MiB more, but {}: \
+             give it a memory limit of at least {:.0} MiB more, or pass --no-bpf",
+            mib(least),
+            mib(PROCESS_RESERVE),
+            limit_text(h),
+            mib((least + PROCESS_RESERVE).saturating_sub(h.bytes)).ceil()
+        )),
+        // No limit gives no budget, and without a budget the plan cannot fail.
+        (Err(least), None) => Err(format!("its maps need {:.1} MiB", mib(least))),
+    }
 }
 
 /// Kernels before 5.11 charge BPF maps and programs to RLIMIT_MEMLOCK, whose default (64 KiB or

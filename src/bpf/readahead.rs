@@ -249,6 +249,9 @@ pub struct ReadaheadMaps {
     /// while its counters do not move ([`RA_LINGER`]) has the same row but for the path, checked
     /// again only after [`crate::util::SLOW_REFRESH`].
     rows: StdHashMap<RaFileKey, (std::sync::Arc<RaFileSample>, std::time::Instant)>,
+    /// RA_PAGES's size as created (the loader may make it smaller than compiled: see
+    /// crate::bpf::map_memory).
+    pub(crate) page_map_capacity: u64,
 }
 
 /// How long a triggering process's name is used before it is read again.
@@ -280,6 +283,7 @@ impl ReadaheadMaps {
             read_updates: None,
             comms: StdHashMap::new(),
             rows: StdHashMap::new(),
+            page_map_capacity: u64::from(RA_PAGES_MAX),
         })
     }
 
@@ -487,7 +491,7 @@ impl ReadaheadMaps {
             quiet,
             untracked_pages: per_cpu.iter().map(|t| t.untracked_pages).sum(),
             untracked_files: per_cpu.iter().map(|t| t.untracked_files).sum(),
-            page_map_capacity: u64::from(RA_PAGES_MAX),
+            page_map_capacity: self.page_map_capacity,
         })
     }
 }

@@ -16,6 +16,7 @@ thread_local! {
     static ON: Cell<bool> = const { Cell::new(false) };
     static PROGRAMS: Memo<crate::sample::BpfProgramStatus> = const { RefCell::new(None) };
     static PANES: Memo<super::panes::PaneStatus> = const { RefCell::new(None) };
+    static MAPS: Memo<crate::sample::BpfMapMemory> = const { RefCell::new(None) };
 }
 
 type Memo<T> = RefCell<Option<(Arc<Vec<T>>, Box<RawValue>)>>;
@@ -67,6 +68,10 @@ pub fn programs<S: Serializer>(
 
 pub fn panes<S: Serializer>(v: &Arc<Vec<super::panes::PaneStatus>>, s: S) -> Result<S::Ok, S::Error> {
     memoised(&PANES, v, s)
+}
+
+pub fn maps<S: Serializer>(v: &Arc<Vec<crate::sample::BpfMapMemory>>, s: S) -> Result<S::Ok, S::Error> {
+    memoised(&MAPS, v, s)
 }
 
 #[cfg(test)]

@@ -91,6 +91,11 @@ pub struct BpfModel {
     /// Per eBPF-fed pane: live, or what is missing and why (src/model/panes.rs).
     #[serde(serialize_with = "json_memo::panes")]
     pub panes: std::sync::Arc<Vec<panes::PaneStatus>>,
+    /// The eBPF maps' kernel memory, bytes: all of them, and each map's (largest first; empty
+    /// when eBPF is off). See src/bpf/map_memory.rs.
+    pub maps_bytes: u64,
+    #[serde(serialize_with = "json_memo::maps")]
+    pub maps: std::sync::Arc<Vec<crate::sample::BpfMapMemory>>,
 }
 
 impl Model {
@@ -122,6 +127,8 @@ impl Model {
                 programs: cur.bpf.status.programs.clone(),
                 block_health: block_health::compute(prev, cur, secs),
                 panes: panes::compute(&cur.bpf.status),
+                maps_bytes: cur.bpf.maps.iter().map(|m| m.bytes).sum(),
+                maps: cur.bpf.maps.clone(),
             },
             io_processes,
             cache: page_cache::compute(prev, cur, secs),

@@ -30,6 +30,23 @@ pub struct BpfSample {
     pub block_files: Option<BlockFilesSample>,
     /// Sync calls (fsync and friends); None when their probes are not attached.
     pub syncs: Option<crate::sample::syncs::SyncSample>,
+    /// Every eBPF map with the kernel memory it takes, largest first (src/bpf/map_memory.rs);
+    /// empty when eBPF is off. Shared by the samples of a run (copied only when a map that grows
+    /// as it is used changed).
+    pub maps: std::sync::Arc<Vec<BpfMapMemory>>,
+}
+
+/// One eBPF map's kernel memory, as the kernel counts it (`memlock` in /proc/PID/fdinfo).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BpfMapMemory {
+    pub map: String,
+    /// Entries it was created with, and with which it was compiled: fewer when ioscope shrank it to
+    /// the machine's CPUs or its memory cgroup's limit.
+    pub entries: u32,
+    pub compiled_entries: u32,
+    /// Kernel memory, bytes (charged to ioscope's memory cgroup, not in its RSS).
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! The probe-health view (`e`): every eBPF program, where and how it is attached (a tracepoint, or
 //! a kernel function standing in for a missing one), attached or not and why, events
-//! per second; events the probes could not use; how full each map is. It says plainly what ioscope
-//! is and is not measuring.
+//! per second; events the probes could not use; how full each map is; the kernel memory the maps
+//! take. It says plainly what ioscope is and is not measuring.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
@@ -19,6 +19,8 @@ use crate::ui::theme::{Level, Theme};
 /// Map fill from which the view warns (the map is bounded; when full, requests go untracked).
 const FILL_WARN: f64 = 50.0;
 const FILL_CRIT: f64 = 90.0;
+/// Maps listed by their kernel memory (the largest; the rest are summed on one row).
+const MEMORY_ROWS: usize = 8;
 
 pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let theme = Theme { color: state.color };
@@ -43,7 +45,16 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let health = model.bpf.block_health.as_ref();
     // When the screen is short, the counters that never moved are left out (and said to be 0).
     let all_lost: Vec<&LostCounter> = health.map(|h| h.lost.iter().collect()).unwrap_or_default();
-    let needed = 1 + programs.len() + 1 + all_lost.len() + 1 + health.map_or(0, |h| h.maps.len()) + 1;
+    let memory_rows = memory_rows(model).len();
+    let needed = 1
+        + programs.len()
+        + 1
+        + all_lost.len()
+        + 1
+        + health.map_or(0, |h| h.maps.len())
+        + 1
+        + memory_rows
+        + usize::from(memory_rows > 0);
     let lost: Vec<&LostCounter> = if needed > inner.height as usize {
         all_lost.iter().copied().filter(|l| l.total > 0).collect()
     } else {
@@ -52,11 +63,12 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let hidden_zero = all_lost.len() - lost.len();
     let lost_rows = lost.len() as u16;
     let map_rows = health.map_or(0, |h| h.maps.len()) as u16;
-    let [status_area, prog_area, lost_area, map_area] = Layout::vertical([
+    let [status_area, prog_area, lost_area, map_area, memory_area] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(programs.len() as u16 + 1),
         Constraint::Length(lost_rows + 1),
-        Constraint::Length(map_rows + 1),
+        Constraint::Length(if health.is_some() { map_rows + 1 } else { 0 }),
+        Constraint::Length(memory_rows as u16 + u16::from(memory_rows > 0)),
     ])
     .areas(inner);
     frame.render_widget(Paragraph::new(status).wrap(Wrap { trim: true }), status_area);
@@ -152,6 +164,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     ];
     cols.retain(|c| !c.cells.is_empty());
     frame.render_widget(columns::table(cols, prog_area.width, theme.table_header()), prog_area);
+    render_memory(frame, memory_area, model, &theme);
 
     let Some(h) = health else { return };
     let title =
@@ -188,6 +201,52 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         ),
     ];
     frame.render_widget(columns::table(maps, map_area.width, theme.table_header()), map_area);
+}
+
+/// One row per map of the largest [`MEMORY_ROWS`] − 1 (by kernel memory), and the rest on one:
+/// (map, entries as created, compiled entries, bytes).
+fn memory_rows(model: &Model) -> Vec<(String, String, String, u64)> {
+    let maps = &model.bpf.maps;
+    let row = |m: &crate::sample::BpfMapMemory| {
+        let shrunk = m.entries != m.compiled_entries;
+        (
+            m.map.clone(),
+            m.entries.to_string(),
+            if shrunk { m.compiled_entries.to_string() } else { String::new() },
+            m.bytes,
+        )
+    };
+    if maps.len() <= MEMORY_ROWS {
+        return maps.iter().map(row).collect();
+    }
+    let (top, rest) = maps.split_at(MEMORY_ROWS - 1);
+    let mut rows: Vec<_> = top.iter().map(row).collect();
+    rows.push((
+        format!("{} more maps", rest.len()),
+        String::new(),
+        String::new(),
+        rest.iter().map(|m| m.bytes).sum(),
+    ));
+    rows
+}
+
+/// The maps' kernel memory: the total in the title, then the largest maps.
+fn render_memory(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let rows = memory_rows(model);
+    if rows.is_empty() {
+        return;
+    }
+    let total = format!("map memory: {} in total", format::human_bytes(model.bpf.maps_bytes as f64));
+    let cells = |f: fn(&(String, String, String, u64)) -> String| {
+        rows.iter().map(|r| (f(r), Style::new())).collect::<Vec<_>>()
+    };
+    let table = vec![
+        col(&total, 0, cells(|r| r.0.clone())).left(),
+        col("kernel memory", 0, cells(|r| format::human_bytes(r.3 as f64))),
+        col("entries", 0, cells(|r| r.1.clone())),
+        col("compiled", 1, cells(|r| r.2.clone())),
+    ];
+    frame.render_widget(columns::table(table, area.width, theme.table_header()), area);
 }
 
 fn col(title: &str, priority: u8, cells: Vec<(String, Style)>) -> Column {

@@ -29,6 +29,7 @@ mod live_files;
 mod live_hostile_names;
 mod live_iostat;
 mod live_loopdev;
+mod live_memcg;
 mod live_page_cache;
 mod live_prometheus;
 mod live_quit;

@@ -191,6 +191,34 @@ fn block_probe_health_160x48() {
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
 }
 
+/// The maps' kernel memory under the programs and the block maps' fill: the total, the largest
+/// maps (one shrunk to fit a memory limit: its compiled size beside), the rest summed on one row.
+#[test]
+fn block_probe_health_with_map_memory_160x48() {
+    let mut m = block_box::busy_with_block();
+    let map = |name: &str, entries: u32, compiled: u32, bytes: u64| ioscope::sample::BpfMapMemory {
+        map: name.into(),
+        entries,
+        compiled_entries: compiled,
+        bytes,
+    };
+    let mut maps = vec![
+        map("BLOCK_DEV", 1024, 1024, 6_299_960),
+        map("BLOCK_PROC", 8192, 8192, 5_833_016),
+        map("FILE_NAMES", 16_384, 16_384, 5_768_064),
+        map("FILE_IO", 16_384, 16_384, 4_064_128),
+        map("RA_PAGES", 32_768, 262_144, 3_408_184),
+        map("RA_FILES", 8192, 8192, 3_081_824),
+        map("SYNC_STATS", 4096, 4096, 2_950_016),
+    ];
+    maps.extend((0..5).map(|i| map(&format!("SMALL_{i}"), 1, 1, 320)));
+    m.bpf.maps_bytes = maps.iter().map(|m| m.bytes).sum();
+    m.bpf.maps = maps.into();
+    let mut s = state();
+    s.open(Body::ProbeHealth);
+    insta::assert_snapshot!(screen(&m, &s, 160, 48));
+}
+
 #[test]
 fn block_io_processes_80x24() {
     let mut s = state();
