@@ -9,10 +9,12 @@
 //! own; the rest are summed into one row labelled `[N other files]`, and paths are looked up
 //! for the listed files only.
 //!
-//! Inode → path, cheapest first, every answer cached and checked again before each use (a rename
-//! makes a cached path stale: it is dropped, never shown wrong):
+//! Inode → path, cheapest first, every answer cached and checked again before each use through
+//! super::safe_open (a rename makes a cached path stale, a directory swapped for a symlink makes it
+//! a lie: it is dropped, never shown wrong nor followed):
 //! 0. the name the kernel programs read from the file's dentries at its first I/O
-//!    (crate::bpf::file_names): no process has to hold the file open; checked by stat;
+//!    (crate::bpf::file_names): no process has to hold the file open; checked by a lookup
+//!    that follows no link and opens nothing but the kernel's regular file (super::safe_open);
 //!    0b. on ext2/3/4, the inode opened by its file handle and its path read back
 //!    (super::handles): a file renamed since the kernel named it, or never named;
 //! 1. /proc/PID/maps and /proc/PID/fd of the processes seen doing the file's I/O, at once when

@@ -1,7 +1,7 @@
 //! Paths for the files of sync calls (src/bpf/syncs.rs gives device and inode): the files view's
 //! paths first (a file being synced was usually just written, so the files view knows it), else
 //! the caller's open files (/proc/PID/fd: a process syncs a file it has open). Answers are cached
-//! and checked by `stat` before each use; an inode not found is looked for again after
+//! and checked before each use (super::safe_open: no link followed); an inode not found is looked for again after
 //! [`RETRY_AFTER`], so a process syncing a pipe does not cost a scan every sample.
 
 use std::collections::{HashMap, HashSet};
