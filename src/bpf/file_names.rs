@@ -3,9 +3,10 @@
 //!
 //! A path is built from the inode's entry and its ancestors' (each names its parent's inode) up to
 //! the filesystem's root, then put under a mount of that filesystem whose root contains it (a bind
-//! mount of a subdirectory too). The caller checks the result by `stat` before using it
-//! (src/bpf/resolve/files.rs) and calls [`FileNames::forget`] when it no longer names the inode (a
-//! rename): the entries go, and the inode's next I/O names it again.
+//! mount of a subdirectory too). The caller checks the result before using it, by a lookup that
+//! follows no link (src/bpf/resolve/files.rs, src/bpf/resolve/safe_open.rs), and calls
+//! [`FileNames::forget`] when it no longer names the inode (a rename, a directory swapped for a
+//! symlink): the entries go, and the inode's next I/O names it again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -629,6 +629,8 @@ fn comm_of(pid: u32) -> String {
 struct PathCache {
     known: StdHashMap<(u32, u64), String>,
     tried: StdHashMap<(u32, u64), std::time::Instant>,
+    /// Paths are checked without following links (super::resolve::safe_open).
+    opener: super::resolve::safe_open::Opener,
 }
 
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
@@ -648,7 +650,9 @@ impl PathCache {
             Some(p) if self.known.get(&(dev, ino)) == Some(p) => return Some(p.clone()),
             Some(p) => Some(p.clone()),
             None => match self.known.get(&(dev, ino)) {
-                Some(p) if p.ends_with(" (deleted)") || names(p, id) => return Some(p.clone()),
+                Some(p) if p.ends_with(" (deleted)") || names(&mut self.opener, p, id) => {
+                    return Some(p.clone())
+                }
                 Some(_) => {
                     self.known.remove(&(dev, ino));
                     None

@@ -17,9 +17,7 @@
 //! [`MAX_FIEMAP_PER_READ`] FIEMAP calls per sample for at most [`MAX_MAPPED_FILES`] files.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -29,6 +27,7 @@ use ioscope_common::block_files::RqEvent;
 use super::extents::{disk_ranges, fiemap, journal_ranges, mount_sources, placement, Placement};
 use super::files::{FileId, FileMeta};
 use super::mountinfo::MountInfo;
+use super::safe_open::{open_block_device, Opener};
 use crate::sample::{BlockFilesSample, BlockTargetCounters, FileIoSample};
 use ioscope_common::kernel_dev_major_minor;
 
@@ -128,6 +127,8 @@ pub struct BlockFileMapper {
     counts: BTreeMap<((u32, u32), Target), Counts>,
     pub fiemap_errors: u64,
     recent: VecDeque<MappedRequest>,
+    /// Files are looked up and opened through it only (super::safe_open).
+    opener: Opener,
 }
 
 impl Default for BlockFileMapper {
@@ -151,6 +152,7 @@ impl BlockFileMapper {
             counts: BTreeMap::new(),
             fiemap_errors: 0,
             recent: VecDeque::new(),
+            opener: Opener::default(),
         }
     }
 
@@ -166,7 +168,7 @@ impl BlockFileMapper {
 
     /// Brings the extent maps of `files` (the files pane's, with paths) up to date. `checked`:
     /// what the resolver's check of a path found this sample (FileResolver::checked_meta); the
-    /// others are stat-ed here.
+    /// others are looked up here (super::safe_open).
     pub fn refresh(&mut self, files: &[FileIoSample], checked: &HashMap<FileId, FileMeta>, now: Instant) {
         let mut budget = MAX_FIEMAP_PER_READ;
         // A device's place in sysfs, looked up once per refresh (a burst maps hundreds of files
@@ -177,11 +179,13 @@ impl BlockFileMapper {
             let id = (f.major, f.minor, f.ino);
             let meta = match checked.get(&id) {
                 Some(m) => *m,
-                None => {
-                    let Ok(m) = std::fs::metadata(path) else { continue };
-                    let same = (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) == id;
-                    FileMeta { is_file: same && m.is_file(), ..FileMeta::of(&m) }
-                }
+                None => match self.opener.lookup(Path::new(path), id) {
+                    Ok(found) => found.meta,
+                    Err(super::safe_open::Refused::Lookup(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                        continue
+                    }
+                    Err(_) => FileMeta { size: 0, mtime_ns: 0, is_file: false },
+                },
             };
             if !meta.is_file {
                 // The path names another inode now: its old map is not this file's.
@@ -309,19 +313,12 @@ impl BlockFileMapper {
         now: Instant,
     ) {
         let Some(place) = place else { return };
-        let opened = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOATIME | libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(path)
-            .or_else(|_| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path));
-        let extents = opened.and_then(|f| {
-            // Checked again on the open file: the path may have changed since the stat.
-            let m = f.metadata()?;
-            if (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) != id {
-                return Err(std::io::Error::other("path names another inode"));
-            }
-            fiemap(&f, MAX_EXTENTS_PER_FILE)
-        });
+        // Looked up again (the path may have changed since the check) and opened through the
+        // descriptor found: `id`'s regular file or nothing.
+        let extents = match self.opener.lookup(Path::new(path), id) {
+            Ok(found) => found.open().and_then(|f| fiemap(&f, MAX_EXTENTS_PER_FILE)),
+            Err(_) => Err(std::io::Error::other("the path does not name the file")),
+        };
         match extents {
             Ok(extents) => {
                 let (ranges, unsettled) = disk_ranges(&extents, place);
@@ -380,7 +377,8 @@ impl BlockFileMapper {
             if !self.journals.contains_key(&key) {
                 let Some(place) = placement(&self.sys, dev) else { continue };
                 let mut head = vec![0u8; 2048];
-                let ranges = File::open(&source)
+                // The mount's source, only if it is the mounted block device itself.
+                let ranges = open_block_device(Path::new(&source), dev)
                     .and_then(|mut f| f.read_exact(&mut head))
                     .map(|_| journal_ranges(&head))
                     .unwrap_or_default();

@@ -1,9 +1,9 @@
 //! A file's page-cache residency: `cachestat(2)` (Linux 6.5+), else `mincore(2)` over a read-only
-//! mapping of the file. Both only need the file opened read-only: its data is not read.
+//! mapping of the file. Both only need the file opened read-only: its data is not read. The file
+//! is one super::safe_open found and opened (never a path opened here).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::Path;
 
 use crate::sample::FileCacheState;
 
@@ -28,13 +28,6 @@ struct Cachestat {
     nr_writeback: u64,
     nr_evicted: u64,
     nr_recently_evicted: u64,
-}
-
-/// The cache state of the file at `path`; None when it cannot be opened (gone, no permission).
-pub fn file_cache_state(path: &Path, page_size: u64) -> Option<FileCacheState> {
-    let file = File::options().read(true).open(path).ok()?;
-    let size = file.metadata().ok()?.len();
-    cache_state_of(&file, size, page_size)
 }
 
 /// The cache state of an open file of `size` bytes.
@@ -97,12 +90,11 @@ mod tests {
         let mut f = File::create(&path).unwrap();
         f.write_all(&vec![7u8; 64 * 1024]).unwrap();
         f.sync_all().unwrap();
-        let s = file_cache_state(&path, 4096).unwrap();
+        let file = File::open(&path).unwrap();
+        let s = cache_state_of(&file, 64 * 1024, 4096).unwrap();
         assert_eq!(s.size_bytes, 64 * 1024);
         // tmpfs or disk: pages just written are in memory.
         assert_eq!(s.cached_pages, 16, "{s:?}");
-        let file = File::open(&path).unwrap();
         assert_eq!(mincore_pages(&file, 64 * 1024, 4096), Some(16));
-        assert!(file_cache_state(&dir.path().join("missing"), 4096).is_none());
     }
 }

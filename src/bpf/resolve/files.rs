@@ -9,10 +9,12 @@
 //! own; the rest are summed into one row labelled `[N other files]`, and paths are looked up
 //! for the listed files only.
 //!
-//! Inode → path, cheapest first, every answer cached and checked again before each use (a rename
-//! makes a cached path stale: it is dropped, never shown wrong):
+//! Inode → path, cheapest first, every answer cached and checked again before each use through
+//! super::safe_open (a rename makes a cached path stale, a directory swapped for a symlink makes it
+//! a lie: it is dropped, never shown wrong nor followed):
 //! 0. the name the kernel programs read from the file's dentries at its first I/O
-//!    (crate::bpf::file_names): no process has to hold the file open; checked by stat;
+//!    (crate::bpf::file_names): no process has to hold the file open; checked by a lookup
+//!    that follows no link and opens nothing but the kernel's regular file (super::safe_open);
 //!    0b. on ext2/3/4, the inode opened by its file handle and its path read back
 //!    (super::handles): a file renamed since the kernel named it, or never named;
 //! 1. /proc/PID/maps and /proc/PID/fd of the processes seen doing the file's I/O, at once when
@@ -42,6 +44,7 @@ use ioscope_common::files::{KEY_BDI_DEV, KEY_SB_DEV};
 use ioscope_common::kernel_dev_major_minor;
 
 use super::mountinfo::MountInfo;
+use super::safe_open::{Identified, Opener};
 use crate::bpf::files::RawFile;
 use crate::sample::{FileCacheState, FileIoSample};
 
@@ -270,6 +273,8 @@ pub struct FileResolver {
     walker: Option<Walker>,
     /// Inodes opened by their file handle (ext2/3/4), before the process scans.
     handles: super::handles::HandleOpener,
+    /// Every path is looked up and opened through it (see super::safe_open).
+    opener: Opener,
     /// When each unknown file was last looked for in /proc.
     tried: HashMap<FileId, Instant>,
     sysfs: SysfsCache,
@@ -335,33 +340,20 @@ impl FileMeta {
     }
 }
 
-/// A path checked to name its inode, from one open: the check, the size and mtime, and the
-/// page-cache state (cachestat on the same descriptor) cost one path lookup instead of the three
-/// a stat, an open for the cache state and the extent map's stat took, per listed file and
-/// sample. `file` is None when the file could not be opened (then a stat checked it).
+/// A path checked to name its inode, from one lookup (super::safe_open: no link followed, an
+/// `O_PATH` descriptor, the regular file the kernel reported): the check, the size and mtime, and
+/// the page-cache state (cachestat on the file reopened through that descriptor) cost one path
+/// lookup instead of the three a stat, an open for the cache state and the extent map's stat took,
+/// per listed file and sample.
 struct Checked {
     meta: FileMeta,
-    file: Option<std::fs::File>,
+    file: Identified,
 }
 
-/// With `open`, opens `path` read-only (without blocking on a FIFO, without touching its access
-/// time when allowed) and checks on the open file that it is `id`; else, or when the file cannot
-/// be opened, checks it by stat. None when the path does not name `id`.
-fn check(path: &str, id: FileId, open: bool) -> Option<Checked> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let open_with = |flags| std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path);
-    let opened = match open {
-        true => open_with(libc::O_NOATIME | libc::O_NONBLOCK).or_else(|_| open_with(libc::O_NONBLOCK)),
-        false => Err(std::io::ErrorKind::Unsupported.into()),
-    };
-    let (m, file) = match opened {
-        Ok(f) => (f.metadata().ok()?, Some(f)),
-        Err(_) => (std::fs::metadata(path).ok()?, None),
-    };
-    if (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) != id {
-        return None;
-    }
-    Some(Checked { meta: FileMeta::of(&m), file })
+/// `path` looked up safely and checked to be `id`'s regular file; None when it is not.
+fn check(opener: &mut Opener, path: &str, id: FileId) -> Option<Checked> {
+    let file = opener.lookup(Path::new(path), id).ok()?;
+    Some(Checked { meta: file.meta, file })
 }
 
 /// Answers from sysfs, per major:minor, forgotten every [`SYSFS_FRESH`].
@@ -464,6 +456,7 @@ impl FileResolver {
             page_size: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
             walker: None,
             handles: Default::default(),
+            opener: Opener::default(),
             tried: HashMap::new(),
             sysfs: SysfsCache::default(),
             names: None,
@@ -490,7 +483,7 @@ impl FileResolver {
         let (a, b) = kernel_dev_major_minor(dev);
         let id = (a, b, ino);
         match self.paths.get(&id) {
-            Some(p) if p.ends_with(" (deleted)") || names(p, id) => return Some(p.clone()),
+            Some(p) if p.ends_with(" (deleted)") || names(&mut self.opener, p, id) => return Some(p.clone()),
             Some(_) => {
                 self.paths.remove(&id);
             }
@@ -513,7 +506,7 @@ impl FileResolver {
         }
         let (a, b) = kernel_dev_major_minor(dev);
         let id = (a, b, ino);
-        let path = self.handles.path(id, &self.mounts)?;
+        let path = self.handles.path(id, &self.mounts, &mut self.opener)?;
         self.paths.insert(id, path.clone());
         Some(path)
     }
@@ -567,7 +560,7 @@ impl FileResolver {
         if fs.unlinked {
             return Some(format!("{path} (deleted)"));
         }
-        if let Some(checked) = check(&path, id, keep) {
+        if let Some(checked) = check(&mut self.opener, &path, id) {
             if keep {
                 self.checked.insert(id, checked);
             }
@@ -719,7 +712,7 @@ impl FileResolver {
                 if p.ends_with(" (deleted)") {
                     continue;
                 }
-                if let Some(checked) = check(p, id, true) {
+                if let Some(checked) = check(&mut self.opener, p, id) {
                     self.checked.insert(id, checked);
                     continue;
                 }
@@ -754,7 +747,7 @@ impl FileResolver {
             .copied()
             .collect();
         for id in due {
-            if let Some(p) = self.handles.path(id, mounts) {
+            if let Some(p) = self.handles.path(id, mounts, &mut self.opener) {
                 self.paths.insert(id, p);
                 unknown.remove(&id);
             }
@@ -775,10 +768,8 @@ impl FileResolver {
             scan_process_dirs(dirs, &new, &mut self.paths, MAX_FDS_PER_SCAN, true);
             // Loop devices' backing files: read and written by the loop driver's kernel threads,
             // held by no process, but named in sysfs.
-            for (id, path) in loop_backing_files(&self.sys) {
-                if new.contains(&id) {
-                    self.paths.entry(id).or_insert(path);
-                }
+            for (id, path) in loop_backing_files(&self.sys, &new, &mut self.opener) {
+                self.paths.entry(id).or_insert(path);
             }
             unknown.retain(|id| !self.paths.contains_key(id));
             let full_ok = self.scan_allowed(now);
@@ -814,7 +805,7 @@ impl FileResolver {
         // What the background walks found since (checked again: the tree may have changed).
         if let Some(w) = &self.walker {
             while let Ok((id, path)) = w.found.try_recv() {
-                if unknown.contains(&id) && names(&path, id) {
+                if unknown.contains(&id) && names(&mut self.opener, &path, id) {
                     unknown.remove(&id);
                     self.paths.insert(id, path);
                 }
@@ -861,21 +852,24 @@ impl FileResolver {
                 cache_states.insert(id, (due, last));
                 continue;
             }
-            // Read on the file opened to check its path; a path found this sample by the
-            // fallbacks (from a process's open file) is opened by path.
+            // Read on the file found to check its path (reopened through its descriptor); a path
+            // found this sample by the fallbacks (from a process's open file) is looked up as
+            // safely first.
             let page = self.page_size;
             let started = Instant::now();
-            f.cache = match self.checked.get(&id) {
-                Some(Checked { meta, file: Some(file) }) => {
-                    super::file_cache::cache_state_of(file, meta.size, page)
+            let looked_up;
+            let file = match self.checked.get(&id) {
+                Some(c) => Some(&c.file),
+                None => {
+                    let path = f.path.as_deref().filter(|p| !p.ends_with(" (deleted)"));
+                    looked_up = path.and_then(|p| self.opener.lookup(Path::new(p), id).ok());
+                    looked_up.as_ref()
                 }
-                Some(Checked { file: None, .. }) => None,
-                None => f
-                    .path
-                    .as_deref()
-                    .filter(|p| !p.ends_with(" (deleted)"))
-                    .and_then(|p| super::file_cache::file_cache_state(Path::new(p), page)),
             };
+            f.cache = file.and_then(|i| {
+                let opened = i.open().ok()?;
+                super::file_cache::cache_state_of(&opened, i.meta.size, page)
+            });
             let took = started.elapsed();
             let wait = (took * CACHE_STATE_PACE).max(crate::util::SLOW_REFRESH);
             cache_states.insert(id, (now + wait, f.cache.clone()));
@@ -986,12 +980,10 @@ fn block_device_cache_label(sys: &Path, mounts: &[Mount], id: FileId) -> Option<
     block.exists().then(|| format!("[{} metadata/journal]", device_name(sys, (a, b))))
 }
 
-/// Whether `path` names the inode `id` right now.
-pub fn names(path: &str, id: FileId) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| {
-        let (a, b) = (libc::major(m.dev()), libc::minor(m.dev()));
-        (a, b, m.ino()) == id
-    })
+/// Whether `path` names the regular file `id` right now, looked up without following any link
+/// (super::safe_open).
+pub fn names(opener: &mut Opener, path: &str, id: FileId) -> bool {
+    opener.names(Path::new(path), id)
 }
 
 /// Looks for `wanted` inodes among the files running processes have mapped or open.
@@ -1006,15 +998,16 @@ fn scan_processes(proc: &Path, wanted: &HashSet<FileId>, found: &mut HashMap<Fil
 }
 
 /// The backing files of the loop devices (`/sys/block/loopN/loop/backing_file`) that still name
-/// the file the device uses; a deleted one is left out (its old path names nothing).
-fn loop_backing_files(sys: &Path) -> Vec<(FileId, String)> {
+/// one of the `wanted` files (looked up safely); a deleted one is left out (its old path names
+/// nothing).
+fn loop_backing_files(sys: &Path, wanted: &HashSet<FileId>, opener: &mut Opener) -> Vec<(FileId, String)> {
     let Ok(dir) = std::fs::read_dir(sys.join("block")) else { return Vec::new() };
     dir.flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok())
         .filter_map(|text| {
             let path = text.trim_end_matches('\n').to_string();
-            let m = std::fs::metadata(&path).ok()?;
-            Some(((libc::major(m.dev()), libc::minor(m.dev()), m.ino()), path))
+            let id = wanted.iter().find(|&&id| opener.names(Path::new(&path), id))?;
+            Some((*id, path))
         })
         .collect()
 }
@@ -1078,9 +1071,9 @@ pub fn maps_files(text: &str) -> Vec<(FileId, String)> {
         .collect()
 }
 
-/// Walks the tree under `root` (not crossing into other filesystems) looking for `wanted` inode
-/// numbers, reading at most `budget` directory entries, pausing `pause` after every `pace_entries`;
-/// stops with what it found when `cancel` is set.
+/// Walks the tree under `root` (a mount point; not crossing into other filesystems, following no
+/// link) looking for `wanted` inode numbers, reading at most `budget` directory entries, pausing
+/// `pause` after every `pace_entries`; stops with what it found when `cancel` is set.
 fn walk_mount(
     root: &Path,
     wanted: &HashSet<u64>,
@@ -1088,12 +1081,12 @@ fn walk_mount(
     (pace_entries, pause): (usize, Duration),
     cancel: &std::sync::atomic::AtomicBool,
 ) -> Vec<(u64, String)> {
-    let Ok(root_meta) = std::fs::metadata(root) else { return Vec::new() };
     let mut found = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
+    // Directories still to read, relative to `root`.
+    let mut stack = vec![PathBuf::new()];
     let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+    while let Some(rel) = stack.pop() {
+        let Ok((_dir, entries)) = read_dir_beneath(root, &rel) else { continue };
         for e in entries.flatten() {
             if budget == 0 || found.len() == wanted.len() || cancel.load(std::sync::atomic::Ordering::Acquire)
             {
@@ -1104,16 +1097,28 @@ fn walk_mount(
             if seen.is_multiple_of(pace_entries) {
                 std::thread::sleep(pause);
             }
+            let name = rel.join(e.file_name());
             if wanted.contains(&e.ino()) {
-                found.push((e.ino(), e.path().to_string_lossy().into_owned()));
+                found.push((e.ino(), root.join(&name).to_string_lossy().into_owned()));
             }
-            let same_fs = || std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.dev() == root_meta.dev());
-            if e.file_type().is_ok_and(|t| t.is_dir()) && same_fs() {
-                stack.push(e.path());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(name);
             }
         }
     }
     found
+}
+
+/// The entries of `rel` under the mount point `root`, looked up afresh from it without following
+/// any link or entering another mount (super::safe_open; the mount is not held open between
+/// directories), read through the descriptor found (returned with them: their types may be
+/// `lstat`-ed through it).
+fn read_dir_beneath(root: &Path, rel: &Path) -> std::io::Result<(std::os::fd::OwnedFd, std::fs::ReadDir)> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let mount = super::safe_open::open_dir_nofollow(root, libc::O_PATH)?;
+    let dir = super::safe_open::resolve_beneath(mount.as_fd(), rel, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
+    Ok((dir, entries))
 }
 
 #[cfg(test)]
@@ -1254,8 +1259,8 @@ mod tests {
             std::fs::write(d.join("backing_file"), format!("{backing}\n")).unwrap();
         }
         std::fs::create_dir_all(sys.path().join("block/vda")).unwrap();
-        let found = loop_backing_files(sys.path());
         let id = (libc::major(m.dev()), libc::minor(m.dev()), m.ino());
+        let found = loop_backing_files(sys.path(), &HashSet::from([id]), &mut Opener::default());
         assert_eq!(found, vec![(id, image.to_str().unwrap().to_string())]);
     }
 

@@ -15,12 +15,11 @@
 //! anew, not connected to the tree, reads as a bare name: a path is given only when it names the
 //! inode (or is the kernel's "(deleted)" one).
 
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::files::{names, FileId, Mount};
+use super::safe_open::{open_dir_nofollow, Opener};
 
 /// `FILEID_INO32_GEN` (include/linux/exportfs.h): a 32-bit inode number and its generation.
 const FILEID_INO32_GEN: i32 = 1;
@@ -50,7 +49,9 @@ impl HandleOpener {
     /// path read back names `id`. The mount point is opened for each lookup and closed after it
     /// (a mount point held open would keep the filesystem from being unmounted); lookups are rare
     /// (a file unknown otherwise, at most once per retry time).
-    pub fn path(&mut self, id: FileId, mounts: &[Mount]) -> Option<String> {
+    /// The mount point is opened without following a link (super::safe_open), and the path read
+    /// back is checked through `opener`.
+    pub fn path(&mut self, id: FileId, mounts: &[Mount], opener: &mut Opener) -> Option<String> {
         if self.refused {
             return None;
         }
@@ -60,7 +61,7 @@ impl HandleOpener {
         let of_dev = || mounts.iter().filter(|m| m.dev == dev && takes_inode_only(&m.fstype));
         let m = of_dev().find(|m| m.root == Path::new("/")).or_else(|| of_dev().next())?;
         // Read-only, not O_PATH: open_by_handle_at refuses an O_PATH descriptor (EBADF).
-        let mount_fd = open_dir(&m.mount_point)?;
+        let mount_fd = open_dir_nofollow(&m.mount_point, libc::O_RDONLY).ok()?;
         let mut handle = Ino32Handle { handle_bytes: 8, handle_type: FILEID_INO32_GEN, ino, generation: 0 };
         // SAFETY: `handle` is a struct file_handle followed by its handle_bytes (8) of handle;
         // the kernel reads it only. The returned fd is owned below.
@@ -82,14 +83,6 @@ impl HandleOpener {
         let file = unsafe { OwnedFd::from_raw_fd(fd) };
         let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
         let path = path.to_string_lossy().into_owned();
-        (path.ends_with(" (deleted)") || names(&path, id)).then_some(path)
+        (path.ends_with(" (deleted)") || names(opener, &path, id)).then_some(path)
     }
-}
-
-fn open_dir(dir: &Path) -> Option<OwnedFd> {
-    let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: a NUL-terminated path; the fd is owned below.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-    // SAFETY: a new fd this function owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }

@@ -1,15 +1,15 @@
 //! Paths for the files of sync calls (src/bpf/syncs.rs gives device and inode): the files view's
 //! paths first (a file being synced was usually just written, so the files view knows it), else
 //! the caller's open files (/proc/PID/fd: a process syncs a file it has open). Answers are cached
-//! and checked by `stat` before each use; an inode not found is looked for again after
+//! and checked before each use (super::safe_open: no link followed); an inode not found is looked for again after
 //! [`RETRY_AFTER`], so a process syncing a pipe does not cost a scan every sample.
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::files::{scan_process_dirs, FileId};
+use super::safe_open::Opener;
 use crate::sample::syncs::SyncFile;
 use crate::sample::FileIoSample;
 
@@ -23,6 +23,7 @@ pub struct SyncPathResolver {
     proc: PathBuf,
     known: HashMap<FileId, String>,
     missed: HashMap<FileId, Instant>,
+    opener: Opener,
 }
 
 impl Default for SyncPathResolver {
@@ -33,7 +34,12 @@ impl Default for SyncPathResolver {
 
 impl SyncPathResolver {
     pub fn new(proc: &Path) -> SyncPathResolver {
-        SyncPathResolver { proc: proc.to_path_buf(), known: HashMap::new(), missed: HashMap::new() }
+        SyncPathResolver {
+            proc: proc.to_path_buf(),
+            known: HashMap::new(),
+            missed: HashMap::new(),
+            opener: Opener::default(),
+        }
     }
 
     /// Fills the path of every `(file, pid)` that has an inode, from `files` (the files view's
@@ -55,7 +61,7 @@ impl SyncPathResolver {
             }
             let id = (f.major, f.minor, f.ino);
             if let Some(path) = self.known.get(&id) {
-                if names(path, id) {
+                if names(&mut self.opener, path, id) {
                     f.path = Some(path.clone());
                     continue;
                 }
@@ -65,7 +71,7 @@ impl SyncPathResolver {
                 .iter()
                 .find(|x| (x.major, x.minor, x.ino) == id)
                 .and_then(|x| x.path.clone())
-                .filter(|p| names(p, id));
+                .filter(|p| names(&mut self.opener, p, id));
             if let Some(path) = from_files {
                 self.known.insert(id, path.clone());
                 f.path = Some(path);
@@ -106,17 +112,15 @@ impl SyncPathResolver {
 }
 
 /// Whether `path` (or an unlinked file's "PATH (deleted)", which cannot be checked) still names
-/// the inode.
-fn names(path: &str, id: FileId) -> bool {
-    if path.ends_with(" (deleted)") {
-        return true;
-    }
-    std::fs::metadata(path).is_ok_and(|m| (libc::major(m.dev()), libc::minor(m.dev()), m.ino()) == id)
+/// the inode, looked up without following any link (super::safe_open).
+fn names(opener: &mut Opener, path: &str, id: FileId) -> bool {
+    path.ends_with(" (deleted)") || opener.names(Path::new(path), id)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn a_file_the_caller_has_open_is_found_and_cached_and_a_miss_waits() {
