@@ -845,7 +845,7 @@ mod live_tests {
         sh.kill().unwrap();
         sh.wait().unwrap();
         assert_eq!(row.ppid, std::process::id());
-        let own = row.own.expect("own read");
+        let own = row.own.clone().expect("own read");
         assert!(own.rchar < 1 << 20, "the shell's own reads hold the dd's: {own:?}");
         assert!(row.own_slack.is_none(), "an idle shell's io stood still: {row:?}");
     }

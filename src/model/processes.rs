@@ -395,7 +395,8 @@ mod tests {
         assert_eq!(row(&rows, 30, false).read_bytes_s, (40 * MIB) as f64);
         assert_eq!(row(&rows, 31, false).read_bytes_s, 0.0);
         // cat reads 24 MiB more and is reaped: sh gains its 64 MiB, the exited row shows 24.
-        let mut next = at(2_000_000_000, vec![proc(10, 1, "sh", reads(64 * MIB, 64 * MIB), sh)]);
+        let old = cur.processes[2].clone();
+        let mut next = at(2_000_000_000, vec![proc(10, 1, "sh", reads(64 * MIB, 64 * MIB), sh), old]);
         next.host.uptime_s = 502.0;
         let rows = compute(Some(&cur), &next, 1.0);
         assert_eq!(row(&rows, 30, true).read_bytes_s, (24 * MIB) as f64);
