@@ -27,7 +27,6 @@ pub struct ProcessModel {
     pub io_readable: bool,
     /// The parent's pid (0 when unknown); on an exited row, the process whose /proc/PID/io
     /// received the exited processes' counters.
-    #[serde(skip_serializing_if = "is_zero")]
     pub ppid: u32,
     /// An exited row: the I/O of `ppid`'s children that exited in the interval (and of its
     /// threads that ended, after their last read), not `ppid`'s own. `pid` and `comm` are the
@@ -35,16 +34,11 @@ pub struct ProcessModel {
     /// their names differ or none was seen: a child that lived less than a sample).
     pub exited: bool,
     /// On an exited row, the children of `ppid` seen before that left in the interval.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub exited_pids: Vec<u32>,
 }
 
 /// The comm of an exited row whose children's names are not known or differ.
 pub const EXITED: &str = "<exited>";
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
 
 impl ProcessModel {
     /// Whether the process did I/O in the interval: any rate above zero.
