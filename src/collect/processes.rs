@@ -30,6 +30,17 @@
 //! such (kernel threads, sleeping daemons), and their reads were most of a full pass. What the
 //! maps do not see, I/O on pipes and sockets (`rchar`, `wchar`) of a process idle until then,
 //! shows up to that much later, averaged over the time since its last read.
+//!
+//! A process's /proc/PID/io is not only its own I/O: the kernel adds to it the totals of each
+//! thread that ends and of each child it reaps (`wait_task_zombie` adds the child's counters to
+//! the parent's). So when its counters move (and at its first read) the reader also sums its
+//! threads' own counters, /proc/PID/task/TID/io, plus the last counters read of its threads that
+//! ended: `ProcessIo::own`. It reads io, the threads, io again (up to three times, until io stood
+//! still while the threads were read) and records how far io moved in `own_slack`. When a
+//! process leaves the list, its parent (its nearest ancestor still listed) is read again after
+//! that, so the parent's counters in the sample already hold what the kernel added when it reaped
+//! the child. A process whose parent is no longer listed has its `ppid` read again (it was
+//! reparented).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -145,6 +156,19 @@ struct OpenProcess {
     /// None when /proc/PID/io could not be read (then it is retried each sample: a process's
     /// readability changes when it execs a setuid program or drops privileges).
     io: Option<File>,
+    ppid: u32,
+    /// The threads' own counters as last read, and the process's `own` and `own_slack`.
+    tasks: Tasks,
+    last_own: Option<ProcIoCounters>,
+    last_slack: Option<ProcIoCounters>,
+}
+
+/// A process's threads (tid, own counters as last read, sorted by tid) and the sum of the last
+/// counters read of its threads that ended.
+#[derive(Default)]
+struct Tasks {
+    live: Vec<(u32, ProcIoCounters)>,
+    ended: ProcIoCounters,
 }
 
 impl ProcessReader {
@@ -193,7 +217,7 @@ impl ProcessReader {
             None => true,
             Some(t) => now_ns.saturating_sub(t) >= FULL_PASS_NS,
         };
-        let out = if full {
+        let mut out = if full {
             self.full_ns = Some(now_ns);
             self.passes = self.passes.wrapping_add(1);
             let carry = watched.then_some(active);
@@ -201,6 +225,8 @@ impl ProcessReader {
         } else {
             self.read_partial(proc, active)
         };
+        let last = std::mem::take(&mut self.last);
+        self.reread_ancestors_of_gone(proc, &last, &mut out);
         self.last.clone_from(&out);
         self.last_ns = now_ns;
         out
@@ -248,7 +274,44 @@ impl ProcessReader {
     /// All processes under `proc`, sorted by pid. A process that exits while we read it is skipped;
     /// one whose io file we may not read (another user's, without privileges) is kept with `io: None`.
     pub fn read(&mut self, proc: &Path) -> Vec<ProcessIo> {
-        self.read_full(proc, None)
+        let mut out = self.read_full(proc, None);
+        if self.max_open > 0 {
+            let last = std::mem::take(&mut self.last);
+            self.reread_ancestors_of_gone(proc, &last, &mut out);
+            self.last.clone_from(&out);
+        }
+        out
+    }
+
+    /// Reads again, through its open files, the nearest listed ancestor of each process of `last`
+    /// that `out` no longer has (see the module comment).
+    fn reread_ancestors_of_gone(&mut self, proc: &Path, last: &[ProcessIo], out: &mut [ProcessIo]) {
+        let listed = |out: &[ProcessIo], p: &ProcessIo| {
+            out.binary_search_by_key(&p.pid, |o| o.pid).is_ok_and(|i| out[i].start_ticks == p.start_ticks)
+        };
+        let mut ancestors: Vec<u32> = Vec::new();
+        for gone in last.iter().filter(|p| !listed(out, p)) {
+            let mut ppid = gone.ppid;
+            // Up through the parents that left too (a shell and the children it reaped).
+            for _ in 0..64 {
+                match last.binary_search_by_key(&ppid, |p| p.pid) {
+                    Ok(i) if !listed(out, &last[i]) && ppid != 0 => ppid = last[i].ppid,
+                    _ => break,
+                }
+            }
+            if ppid != 0 {
+                ancestors.push(ppid);
+            }
+        }
+        ancestors.sort_unstable();
+        ancestors.dedup();
+        for pid in ancestors {
+            let Ok(i) = out.binary_search_by_key(&pid, |o| o.pid) else { continue };
+            let Some(entry) = self.open.get_mut(&pid) else { continue };
+            if let Some(p) = reread(entry, pid, proc, &mut self.buf) {
+                out[i] = p;
+            }
+        }
     }
 
     /// A full pass; with `carry` (the processes named active, sorted), the still processes not
@@ -267,8 +330,8 @@ impl ProcessReader {
         // Forget processes that are gone (their files close here).
         self.open.retain(|pid, _| pids.binary_search(pid).is_ok());
 
-        // The rows to carry (read_sampled sets the list again after the pass).
-        let last = if carry.is_some() { std::mem::take(&mut self.last) } else { Vec::new() };
+        // The rows to carry (given back to self.last after the pass).
+        let last = std::mem::take(&mut self.last);
         let mut out = Vec::with_capacity(pids.len());
         for &pid in &pids {
             if let Some(active) = carry {
@@ -296,7 +359,17 @@ impl ProcessReader {
             };
             out.extend(process);
         }
+        // A process whose parent left was reparented (to init or a subreaper): its ppid again.
+        for p in out.iter_mut().filter(|p| p.ppid != 0 && pids.binary_search(&p.ppid).is_err()) {
+            if let Ok(stat) = Stat::from_file(proc.join(p.pid.to_string()).join("stat")) {
+                p.ppid = u32::try_from(stat.ppid).unwrap_or(0);
+                if let Some(entry) = self.open.get_mut(&p.pid) {
+                    entry.ppid = p.ppid;
+                }
+            }
+        }
         self.pids = pids;
+        self.last = last;
         out
     }
 
@@ -307,8 +380,17 @@ impl ProcessReader {
         // procfs finds comm between the first '(' and the *last* ')', so a comm holding spaces or
         // ')' (e.g. "a) b") parses correctly.
         let stat = Stat::from_file(dir.join("stat")).ok()?;
+        let ppid = u32::try_from(stat.ppid).unwrap_or(0);
         let io_file = File::open(dir.join("io")).ok();
         let io = io_file.as_ref().and_then(|f| read_io(f, &mut self.buf));
+        let mut tasks = Tasks::default();
+        let (io, own, own_slack) = match (io, &io_file) {
+            (Some(io), Some(f)) => {
+                let (io, own, slack) = read_with_own(f, io, proc, pid, &mut tasks, &mut self.buf);
+                (Some(io), own, slack)
+            }
+            (io, _) => (io, None, None),
+        };
         if self.open.len() < self.max_open {
             if let Ok(comm) = File::open(dir.join("comm")) {
                 let entry = OpenProcess {
@@ -320,11 +402,24 @@ impl ProcessReader {
                     comm_age: 0,
                     still: 0,
                     io: if io.is_some() { io_file } else { None },
+                    ppid,
+                    tasks,
+                    last_own: own.clone(),
+                    last_slack: own_slack.clone(),
                 };
                 self.open.insert(pid, entry);
             }
         }
-        Some(ProcessIo { pid, comm: stat.comm.into(), start_ticks: stat.starttime, io, io_read_ns: None })
+        Some(ProcessIo {
+            pid,
+            comm: stat.comm.into(),
+            start_ticks: stat.starttime,
+            io,
+            io_read_ns: None,
+            ppid,
+            own,
+            own_slack,
+        })
     }
 }
 
@@ -367,6 +462,23 @@ fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> 
     }
     entry.moved = io != entry.last_io;
     entry.still = if entry.moved { 0 } else { entry.still.saturating_add(1) };
+    // The threads again when the counters moved (or were never summed): standing still, the
+    // threads did nothing and none that did anything ended.
+    let io = match (io, &entry.io) {
+        (Some(c), Some(f)) if entry.moved || entry.last_own.is_none() => {
+            let (c, own, slack) = read_with_own(f, c, proc, pid, &mut entry.tasks, buf);
+            entry.last_own = own;
+            entry.last_slack = slack;
+            Some(c)
+        }
+        (io, _) => {
+            if io.is_none() {
+                entry.last_own = None;
+                entry.last_slack = None;
+            }
+            io
+        }
+    };
     entry.last_io.clone_from(&io);
     Some(ProcessIo {
         pid,
@@ -374,7 +486,71 @@ fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> 
         start_ticks: entry.start_ticks,
         io,
         io_read_ns: None,
+        ppid: entry.ppid,
+        own: entry.last_own.clone(),
+        own_slack: entry.last_slack.clone(),
     })
+}
+
+/// Reads the threads' own counters between two reads of io (`first`, then `f` again), up to three
+/// times until io did not move meanwhile: (io as last read, own, how far io moved during the last
+/// try if it did). own is None when a thread's counters could not be read.
+fn read_with_own(
+    f: &File,
+    first: ProcIoCounters,
+    proc: &Path,
+    pid: u32,
+    tasks: &mut Tasks,
+    buf: &mut Vec<u8>,
+) -> (ProcIoCounters, Option<ProcIoCounters>, Option<ProcIoCounters>) {
+    let mut before = first;
+    let mut moved = ProcIoCounters::default();
+    let mut own = None;
+    for _ in 0..3 {
+        own = read_own(proc, pid, tasks, buf);
+        let Some(after) = read_io(f, buf) else { return (before, own, None) };
+        moved = after.saturating_sub(&before);
+        before = after;
+        if moved.is_zero() || own.is_none() {
+            return (before, own, None);
+        }
+    }
+    (before, own, Some(moved))
+}
+
+/// The sum of the process's threads' own counters (/proc/PID/task/TID/io) and of the last
+/// counters read of its threads that ended; updates `tasks`. None when a thread's counters could
+/// not be read (permissions) or the process is gone.
+fn read_own(proc: &Path, pid: u32, tasks: &mut Tasks, buf: &mut Vec<u8>) -> Option<ProcIoCounters> {
+    use std::os::unix::ffi::OsStrExt;
+    let task = proc.join(pid.to_string()).join("task");
+    let mut live: Vec<(u32, ProcIoCounters)> = Vec::with_capacity(tasks.live.len().max(1));
+    for e in std::fs::read_dir(&task).ok()? {
+        let Ok(e) = e else { continue };
+        let Some(tid) = parse_pid(e.file_name().as_bytes()) else { continue };
+        let gone = |e: &std::io::Error| {
+            e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+        };
+        let file = match File::open(e.path().join("io")) {
+            Ok(f) => f,
+            // The thread ended since the listing.
+            Err(e) if gone(&e) => continue,
+            Err(_) => return None,
+        };
+        match pread_whole(&file, buf) {
+            Ok(bytes) => live.push((tid, parse_io(bytes)?)),
+            Err(e) if gone(&e) => continue,
+            Err(_) => return None,
+        }
+    }
+    live.sort_unstable_by_key(|t| t.0);
+    for (tid, last) in &tasks.live {
+        if live.binary_search_by_key(tid, |t| t.0).is_err() {
+            tasks.ended = tasks.ended.saturating_add(last);
+        }
+    }
+    tasks.live = live;
+    Some(tasks.live.iter().fold(tasks.ended.clone(), |sum, t| sum.saturating_add(&t.1)))
 }
 
 fn io_path(proc: &Path, pid: u32) -> PathBuf {
@@ -642,6 +818,36 @@ mod live_tests {
         assert_eq!(named, None);
         idle.kill().unwrap();
         idle.wait().unwrap();
+    }
+
+    /// A shell that reaped a `dd` (8 MiB through read()): /proc/PID/io holds the dd's counters,
+    /// `own` (its thread's) does not; its ppid is ours. The dd, listed while it ran, is gone at the
+    /// next read.
+    #[test]
+    fn own_counters_leave_out_a_reaped_childs() {
+        let proc = Path::new("/proc");
+        let mut sh = Command::new("sh")
+            .args(["-c", "dd if=/dev/zero of=/dev/null bs=1M count=8 2>/dev/null; sleep 30"])
+            .spawn()
+            .unwrap();
+        let pid = sh.id();
+        let mut reader = ProcessReader::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let row = loop {
+            let all = reader.read(proc);
+            let row = find(&all, pid).cloned().expect("sh listed");
+            if row.io.as_ref().is_some_and(|io| io.rchar >= 8 << 20) {
+                break row;
+            }
+            assert!(std::time::Instant::now() < deadline, "dd did not run: {row:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        sh.kill().unwrap();
+        sh.wait().unwrap();
+        assert_eq!(row.ppid, std::process::id());
+        let own = row.own.clone().expect("own read");
+        assert!(own.rchar < 1 << 20, "the shell's own reads hold the dd's: {own:?}");
+        assert!(row.own_slack.is_none(), "an idle shell's io stood still: {row:?}");
     }
 
     #[test]

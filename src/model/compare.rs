@@ -37,7 +37,7 @@ fn skipped(key: &str) -> bool {
     let last = key.rsplit(['.', ' ']).next().unwrap_or(key);
     matches!(
         last,
-        "major" | "minor" | "pid" | "total" | "dirty_expire_centisecs" | "dirty_writeback_centisecs"
+        "major" | "minor" | "pid" | "ppid" | "total" | "dirty_expire_centisecs" | "dirty_writeback_centisecs"
     ) || key.contains("kernel_dirty")
         || key.contains("settings.")
 }

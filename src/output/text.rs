@@ -216,8 +216,8 @@ fn process_table(s: &mut String, processes: &[ProcessModel]) {
         let _ = writeln!(
             s,
             "{:>8} {:<16} {:>11} {:>11} {:>11}",
-            p.pid,
-            esc(&p.comm),
+            if p.exited && p.pid == 0 { "-".to_string() } else { p.pid.to_string() },
+            esc(&crate::ui::processes::comm_label(p)),
             rate(p.read_bytes_s),
             rate(p.write_bytes_s),
             rate(p.cache_estimate_bytes_s)

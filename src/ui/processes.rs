@@ -54,7 +54,11 @@ pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
             .map(|p| format!("{}:{}", p.pid, p.device))
             .collect()
     } else {
-        rows::visible_processes(model, state).iter().map(|p| p.pid.to_string()).collect()
+        // An exited row is told apart from its child's own row (same pid) and from others (pid 0).
+        rows::visible_processes(model, state)
+            .iter()
+            .map(|p| if p.exited { format!("x{}:{}", p.ppid, p.pid) } else { p.pid.to_string() })
+            .collect()
     }
 }
 
@@ -125,10 +129,17 @@ fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
         c
     };
     let mut pid = Column::new(title("pid", &[ProcSort::Pid]), 0).min_width(7);
-    pid.cells = procs.iter().map(|p| (p.pid.to_string(), Style::new())).collect();
+    pid.cells = procs
+        .iter()
+        .map(|p| match (p.exited, p.pid) {
+            (true, 0) => ("-".to_string(), theme.dim()),
+            (true, pid) => (pid.to_string(), theme.dim()),
+            (false, pid) => (pid.to_string(), Style::new()),
+        })
+        .collect();
     // comm is at most 15 characters (TASK_COMM_LEN): that width always, so columns do not jump.
     let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15);
-    comm.cells = procs.iter().map(|p| (p.comm.to_string(), Style::new())).collect();
+    comm.cells = procs.iter().map(|p| (comm_label(p), Style::new())).collect();
     let rate_title =
         |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
     vec![
@@ -141,4 +152,15 @@ fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
         col(title(&rate_title("cancelled"), &[ProcSort::Cancelled]), 2, &|p| p.cancelled_write_bytes_s),
         col(title(&rate_title("cache est."), &[ProcSort::CacheEstimate]), 1, &|p| p.cache_estimate_bytes_s),
     ]
+}
+
+/// A row's comm; an exited row says so and whose children it was.
+pub fn comm_label(p: &ProcessModel) -> String {
+    match (p.exited, &*p.comm) {
+        (false, comm) => comm.to_string(),
+        (true, crate::model::processes::EXITED) => {
+            format!("{} of {}", crate::model::processes::EXITED, p.ppid)
+        }
+        (true, comm) => format!("{comm} <exited, of {}>", p.ppid),
+    }
 }

@@ -136,6 +136,7 @@ fn seed_recording() -> Vec<u8> {
             start_ticks: 1,
             io: Some(ProcIoCounters::default()),
             io_read_ns: None,
+            ..Default::default()
         })
         .collect();
     let mut s = Sample { processes, ..Default::default() };

@@ -260,6 +260,7 @@ fn make_big_recording() {
             start_ticks: u64::from(i) * 7,
             io: Some(Default::default()),
             io_read_ns: None,
+            ..Default::default()
         })
         .collect();
     let mut w = RecordingWriter::create(Path::new(&path), &header(), true).unwrap();
