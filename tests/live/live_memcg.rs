@@ -117,6 +117,14 @@ fn serve_under(limit: u64) -> Option<Outcome> {
     let ex = Exporter::start_with(cg.command(), &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let (enabled, reason) = loop {
+        // Not answering at all: killed (say so, rather than a connection error).
+        let alive = std::net::TcpStream::connect(("127.0.0.1", ex.port)).is_ok();
+        assert!(
+            alive,
+            "ioscope serve gone under {} MiB; OOM kills in its cgroup: {}",
+            limit / MIB,
+            cg.oom_kills()
+        );
         let text = ex.scrape();
         let enabled = value(&text, "ioscope_bpf_enabled") == Some(1.0);
         let reason = text
