@@ -24,6 +24,7 @@ mod live_block_json;
 mod live_bpf;
 mod live_cgroups;
 mod live_dirty_thresholds;
+mod live_fds;
 mod live_file_names;
 mod live_files;
 mod live_iostat;
