@@ -8,6 +8,8 @@ use ioscope::cli::{self, Cli, Mode};
 use ioscope::{app, output, privilege};
 
 fn main() -> ExitCode {
+    // Before anything opens a file or sizes a cache by the limit (see raise_fd_limit).
+    ioscope::util::raise_fd_limit();
     // Whatever the mode: quit at once, the kernel detaches the programs afterwards.
     ioscope::bpf::teardown::detach_in_background_on_drop();
     run()

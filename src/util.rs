@@ -186,6 +186,44 @@ pub fn process_exists(tgid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Raises the soft limit on open files (RLIMIT_NOFILE) to the hard limit, as Go's runtime and
+/// node_exporter do at start: the usual soft limit of 1024 is a historical default for
+/// `select(2)`, which ioscope does not use, and the eBPF maps and programs, the kept /proc files
+/// and the exporter's connections all take descriptors. A hard limit of "unlimited" is capped at
+/// the kernel's `fs.nr_open`. Returns the soft limit in force afterwards (0 when unknown).
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    let mut want = lim.rlim_max;
+    if want == libc::RLIM_INFINITY {
+        let nr_open =
+            std::fs::read_to_string("/proc/sys/fs/nr_open").ok().and_then(|t| t.trim().parse().ok());
+        want = nr_open.unwrap_or(lim.rlim_cur);
+    }
+    if want > lim.rlim_cur {
+        let raised = libc::rlimit { rlim_cur: want, rlim_max: lim.rlim_max };
+        // SAFETY: setting our own limit within the hard one; on failure the old one stands.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return want;
+        }
+    }
+    lim.rlim_cur
+}
+
+/// The soft limit on open files (0 when unknown).
+pub fn fd_limit() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

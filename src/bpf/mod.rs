@@ -160,7 +160,10 @@ impl BpfCollector {
 
     /// [`BpfCollector::start`], with choices that tests (and a user comparing) can make.
     pub fn start_with(options: &BpfOptions) -> BpfCollector {
-        let caps = Capabilities::current();
+        let caps = match Capabilities::read() {
+            Ok(caps) => caps,
+            Err(reason) => return BpfCollector::disabled(&reason),
+        };
         if let Some(reason) = caps.missing_for_tracing() {
             return BpfCollector::disabled(&reason);
         }

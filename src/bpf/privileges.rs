@@ -22,8 +22,16 @@ pub struct Capabilities {
 impl Capabilities {
     /// This process's effective capabilities; none when /proc/self/status cannot be read.
     pub fn current() -> Capabilities {
-        let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
-        Capabilities::from_status(&status).unwrap_or(Capabilities { effective: 0 })
+        Capabilities::read().unwrap_or(Capabilities { effective: 0 })
+    }
+
+    /// This process's effective capabilities, or why they could not be read (out of file
+    /// descriptors: then eBPF is off for that reason, not for a want of privileges).
+    pub fn read() -> Result<Capabilities, String> {
+        let unread =
+            |why: String| format!("eBPF unavailable: cannot read this process's capabilities: {why}");
+        let status = fs::read_to_string("/proc/self/status").map_err(|e| unread(e.to_string()))?;
+        Capabilities::from_status(&status).ok_or_else(|| unread("no CapEff line in /proc/self/status".into()))
     }
 
     /// Parses the `CapEff:` line (hex bitmask) of a /proc/PID/status text.

@@ -4,7 +4,9 @@ use std::path::Path;
 
 use super::SystemRoot;
 use super::{host, memory, read};
-use crate::sample::{BlockSettings, DirtySettings, DiscardStat, DiskStat, FlushStat, HostInfo, ZoneInfo};
+use crate::sample::{
+    BlockSettings, DirtySettings, DiscardStat, DiskStat, FlushStat, HostInfo, Unavailable, ZoneInfo,
+};
 
 /// Every parseable line of /proc/diskstats, in the kernel's order. The kernel has printed 14
 /// columns since 2.6, 18 (discards) since 4.18 and 20 (flushes) since 5.5; shorter lines leave the
@@ -145,15 +147,24 @@ fn block_settings_since(
 /// not, its start, the logical block size, the hardware queues) is re-read only every
 /// [`FIXED_FRESH`] or when the list changes: a loop device re-attached with another block size
 /// under the same name shows it within that time.
+///
+/// The per-device files are opened, read and closed each time ([`read::Files::unkept`]): kept
+/// open they held about nine descriptors per device (1,817 with 203 devices), and a machine's
+/// hundreds of loop devices exhausted the usual limit of 1024. What could not be read for want of
+/// descriptors is said ([`Unavailable`]) and read again at the next sample.
 #[derive(Default)]
 pub struct SettingsCache {
     at: Option<std::time::Instant>,
     fixed_at: Option<std::time::Instant>,
     settings: Vec<std::sync::Arc<BlockSettings>>,
+    /// The settings were last read short of file descriptors.
+    settings_lost: bool,
     /// The other files that change by hand, if at all, on the same terms (uptime is read each
     /// time): the dirty settings, the zones' watermarks, the host's name and kernel.
     slow_at: Option<std::time::Instant>,
     slow: (DirtySettings, Vec<ZoneInfo>, HostInfo),
+    /// Which of those could not be read for want of file descriptors.
+    slow_lost: Vec<&'static str>,
 }
 
 /// How long [`SettingsCache`] trusts what it read.
@@ -188,13 +199,16 @@ impl SettingsCache {
         Some(out)
     }
 
+    /// The settings of `disks`, and [`Unavailable::BLOCK_SETTINGS`] when they could not all be
+    /// read for want of file descriptors.
     pub fn read(
         &mut self,
         root: &SystemRoot,
         disks: &[DiskStat],
         files: &mut read::Files,
-    ) -> Vec<std::sync::Arc<BlockSettings>> {
-        self.read_at(root, disks, files, std::time::Instant::now())
+    ) -> (Vec<std::sync::Arc<BlockSettings>>, Option<&'static str>) {
+        let settings = self.read_at(root, disks, files, std::time::Instant::now());
+        (settings, self.settings_lost.then_some(Unavailable::BLOCK_SETTINGS))
     }
 
     fn read_at(
@@ -212,29 +226,53 @@ impl SettingsCache {
             if fixed.is_none() {
                 self.fixed_at = Some(now);
             }
-            self.settings =
-                block_settings_since(root, disks, files, fixed).into_iter().map(Into::into).collect();
-            self.at = Some(now);
+            let before = files.out_of_fds();
+            let read = files.unkept(|files| block_settings_since(root, disks, files, fixed));
+            self.settings = read.into_iter().map(Into::into).collect();
+            self.settings_lost = files.out_of_fds() != before;
+            // Short of descriptors: everything is read again at the next sample.
+            self.at = (!self.settings_lost).then_some(now);
+            if self.settings_lost {
+                self.fixed_at = None;
+            }
         }
         self.settings.clone()
     }
 
     /// The dirty settings, the zones and the host, re-read when [`SETTINGS_FRESH`] old (the
-    /// uptime each time).
+    /// uptime each time), and which of them could not be read for want of file descriptors
+    /// ([`Unavailable::DIRTY_SETTINGS`], [`Unavailable::ZONES`], [`Unavailable::HOST`]; all read
+    /// again at the next sample then).
     pub fn read_slow(
         &mut self,
         root: &SystemRoot,
         files: &mut read::Files,
-    ) -> (DirtySettings, Vec<ZoneInfo>, HostInfo) {
+    ) -> (DirtySettings, Vec<ZoneInfo>, HostInfo, Vec<&'static str>) {
         let now = std::time::Instant::now();
         if self.slow_at.is_none_or(|t| now.duration_since(t) >= SETTINGS_FRESH) {
+            let mut lost = Vec::new();
+            let mut part = |name: &'static str, files: &mut read::Files, before: u64| {
+                if files.out_of_fds() != before {
+                    lost.push(name);
+                }
+            };
+            let before = files.out_of_fds();
             let host = host::read(root, files);
-            self.slow = (memory::dirty_settings(root, files), memory::zones(root, files), host);
-            self.slow_at = Some(now);
+            part(Unavailable::HOST, files, before);
+            let before = files.out_of_fds();
+            let dirty = memory::dirty_settings(root, files);
+            part(Unavailable::DIRTY_SETTINGS, files, before);
+            let before = files.out_of_fds();
+            let zones = memory::zones(root, files);
+            part(Unavailable::ZONES, files, before);
+            self.slow = (dirty, zones, host);
+            self.slow_at = lost.is_empty().then_some(now);
+            self.slow_lost = lost;
         } else {
             self.slow.2.uptime_s = host::uptime(root, files);
         }
-        self.slow.clone()
+        let (dirty, zones, host) = self.slow.clone();
+        (dirty, zones, host, self.slow_lost.clone())
     }
 }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::bpf::BpfCollector;
-use crate::sample::Sample;
+use crate::sample::{Sample, Unavailable};
 pub use crate::util::monotonic_ns;
 pub use processes::ProcessReader;
 pub use read::Files;
@@ -80,24 +80,59 @@ pub fn collect_with(
 ) -> Sample {
     // diskstats first: `Sampler::sample` stamps the clock just before, and iostat's rates are the
     // ones most sensitive to the interval.
+    let before = files.out_of_fds();
     let disks = disks::diskstats(root, files);
-    collect_after_disks(root, disks, process_reader, settings, files)
+    let disks_failed = files.out_of_fds() != before;
+    collect_after_disks(root, disks, disks_failed, process_reader, settings, files)
+}
+
+/// The parts read between two checks of [`Files::out_of_fds`]: each is unavailable when the count
+/// moved while it was read.
+struct Parts {
+    unavailable: Vec<Unavailable>,
+}
+
+impl Parts {
+    fn read<T>(&mut self, part: &str, files: &mut Files, f: impl FnOnce(&mut Files) -> T) -> T {
+        let before = files.out_of_fds();
+        let out = f(files);
+        if files.out_of_fds() != before {
+            self.lost(part);
+        }
+        out
+    }
+
+    fn lost(&mut self, part: &str) {
+        if !self.unavailable.iter().any(|u| u.part == part) {
+            self.unavailable.push(Unavailable { part: part.into(), reason: read::OUT_OF_FDS.into() });
+        }
+    }
 }
 
 /// [`collect_with`] given /proc/diskstats as read (or known unchanged) just now. meminfo and
 /// vmstat are read back to back: the dirty-threshold formula combines MemFree with vmstat's file
 /// LRU sizes, and vmstat carries the kernel's own thresholds to check it against.
+/// `disks_failed`: /proc/diskstats could not be read for want of file descriptors.
 fn collect_after_disks(
     root: &SystemRoot,
     disks: Vec<crate::sample::DiskStat>,
+    disks_failed: bool,
     process_reader: Option<&mut ProcessReader>,
     settings: &mut disks::SettingsCache,
     files: &mut Files,
 ) -> Sample {
-    let memory = memory::meminfo(root, files);
-    let vmstat = memory::vmstat(root, files);
-    let block_settings = settings.read(root, &disks, files);
-    let (dirty_settings, zones, host) = settings.read_slow(root, files);
+    let mut parts = Parts { unavailable: Vec::new() };
+    if disks_failed {
+        parts.lost(Unavailable::DISKS);
+    }
+    let memory = parts.read(Unavailable::MEMORY, files, |f| memory::meminfo(root, f));
+    let vmstat = parts.read(Unavailable::VMSTAT, files, |f| memory::vmstat(root, f));
+    let (block_settings, lost) = settings.read(root, &disks, files);
+    let (dirty_settings, zones, host, slow_lost) = settings.read_slow(root, files);
+    for part in lost.into_iter().chain(slow_lost) {
+        parts.lost(part);
+    }
+    let psi = parts.read(Unavailable::PSI, files, |f| psi::read(root, f));
     Sample {
         mono_ns: 0,
         wall_unix_ms: 0,
@@ -107,12 +142,13 @@ fn collect_after_disks(
         vmstat,
         dirty_settings,
         zones,
-        psi: psi::read(root, files),
+        psi,
         disks,
         block_settings,
         processes: process_reader.map(|r| r.read(&root.proc)).unwrap_or_default(),
         bpf: Default::default(),
         cgroups: Vec::new(),
+        unavailable: parts.unavailable,
     }
 }
 
@@ -233,8 +269,11 @@ impl Sampler {
         let events = self.bpf.block_events();
         let mono_ns = monotonic_ns();
         let wall_unix_ms = wall_unix_ms();
+        let before = self.files.out_of_fds();
         let disks = self.diskstats(events);
-        let mut s = collect_after_disks(&self.root, disks, None, &mut self.settings, &mut self.files);
+        let disks_failed = self.files.out_of_fds() != before;
+        let mut s =
+            collect_after_disks(&self.root, disks, disks_failed, None, &mut self.settings, &mut self.files);
         s.mono_ns = mono_ns;
         s.wall_unix_ms = wall_unix_ms;
         s.bpf = self.bpf.read();

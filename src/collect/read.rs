@@ -29,9 +29,27 @@ pub const KEEP_UNUSED: Duration = Duration::from_secs(10);
 /// `statx` std's `read_to_string` adds, and the close: three of the four system calls per file,
 /// every sample. A kept file that cannot be read any more (a device removed: sysfs answers
 /// ENODEV) is closed and opened again once; files no read asked for in [`KEEP_UNUSED`] are closed.
+///
+/// Descriptors are bounded: at most [`MAX_KEPT`] files are kept (the ones read every sample;
+/// what is read once a second or less, such as each device's settings, is read through
+/// [`Files::unkept`]), and when an open fails for want of descriptors (EMFILE, ENFILE) the kept
+/// files are closed and the open tried once more. A read that still fails so is counted
+/// ([`Files::out_of_fds`]): the collector marks its part of the sample unavailable rather than
+/// leave it blank as if the kernel had nothing (see [`crate::sample::Unavailable`]).
 /// How long a kept [`Files`] trusts that a file it could not open is still missing: a cgroup
 /// controller enabled or a file created shows within it, as a changed setting does.
 pub const MISSING_FRESH: Duration = crate::util::SLOW_REFRESH;
+
+/// The most files a kept [`Files`] holds open.
+pub const MAX_KEPT: usize = 64;
+
+/// Why a part of a sample could not be read when an open failed with EMFILE or ENFILE.
+pub const OUT_OF_FDS: &str = "too many open files";
+
+/// The open or read failed for want of file descriptors (the process's or the system's).
+fn is_out_of_fds(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
 
 /// How a kept file is read: what tells its end ([`Files::text`], [`Files::record`],
 /// [`Files::lines`]).
@@ -69,6 +87,8 @@ pub struct Files {
     missing: HashMap<PathBuf, Instant>,
     buf: Vec<u8>,
     swept: Option<Instant>,
+    /// Reads that failed for want of file descriptors, ever.
+    out_of_fds: u64,
 }
 
 impl Files {
@@ -105,9 +125,31 @@ impl Files {
         self.read(path, Shape::Lines)
     }
 
+    /// Runs `f` with this reader opening, reading and closing every file (none kept): for files
+    /// read once a second or less, one or more per device, which would otherwise hold
+    /// descriptors in proportion to the number of devices.
+    pub fn unkept<T>(&mut self, f: impl FnOnce(&mut Files) -> T) -> T {
+        let keep = std::mem::replace(&mut self.keep, false);
+        let out = f(self);
+        self.keep = keep;
+        out
+    }
+
+    /// How many reads have failed for want of file descriptors so far: a collector compares
+    /// the count before and after its reads.
+    pub fn out_of_fds(&self) -> u64 {
+        self.out_of_fds
+    }
+
     fn read(&mut self, path: &Path, shape: Shape) -> Option<&str> {
         if !self.keep {
-            self.buf = std::fs::read(path).ok()?;
+            match std::fs::read(path) {
+                Ok(bytes) => self.buf = bytes,
+                Err(e) => {
+                    self.out_of_fds += u64::from(is_out_of_fds(&e));
+                    return None;
+                }
+            }
             return std::str::from_utf8(&self.buf).ok();
         }
         let now = Instant::now();
@@ -124,13 +166,30 @@ impl Files {
             if self.missing.get(path).is_some_and(|t| now.duration_since(*t) < MISSING_FRESH) {
                 return None;
             }
-            let Ok(f) = File::open(path) else {
-                self.missing.insert(path.to_path_buf(), now);
-                return None;
+            let f = match File::open(path) {
+                // Out of descriptors: the kept files are only a saving, give them back.
+                Err(e) if is_out_of_fds(&e) => {
+                    self.open.clear();
+                    File::open(path)
+                }
+                other => other,
+            };
+            let f = match f {
+                Ok(f) => f,
+                Err(e) if is_out_of_fds(&e) => {
+                    self.out_of_fds += 1;
+                    return None;
+                }
+                Err(_) => {
+                    self.missing.insert(path.to_path_buf(), now);
+                    return None;
+                }
             };
             self.missing.remove(path);
             shape.read(&f, &mut self.buf).ok()?;
-            self.open.insert(path.to_path_buf(), (f, now));
+            if self.open.len() < MAX_KEPT {
+                self.open.insert(path.to_path_buf(), (f, now));
+            }
         }
         std::str::from_utf8(&self.buf).ok()
     }
@@ -186,6 +245,28 @@ mod tests {
             Files::one_shot().u64(Path::new("/proc/sys/kernel/pid_max")),
             u64_file(Path::new("/proc/sys/kernel/pid_max"))
         );
+    }
+
+    /// A kept reader holds at most MAX_KEPT files however many it reads, none read through
+    /// `unkept`, and every file still reads whole.
+    #[test]
+    fn kept_files_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut kept = Files::kept();
+        for i in 0..MAX_KEPT + 40 {
+            let path = dir.path().join(format!("f{i}"));
+            std::fs::write(&path, format!("{i}\n")).unwrap();
+            assert_eq!(kept.u64(&path), Some(i as u64));
+            assert_eq!(kept.u64(&path), Some(i as u64), "read again");
+        }
+        assert_eq!(kept.kept_open(), MAX_KEPT);
+        let mut fresh = Files::kept();
+        let path = dir.path().join("f0");
+        assert_eq!(fresh.unkept(|f| f.u64(&path)), Some(0));
+        assert_eq!(fresh.kept_open(), 0, "nothing kept through unkept");
+        assert_eq!(fresh.u64(&path), Some(0));
+        assert_eq!(fresh.kept_open(), 1, "kept again after unkept");
+        assert_eq!(fresh.out_of_fds(), 0);
     }
 
     #[test]

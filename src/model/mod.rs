@@ -70,6 +70,9 @@ pub struct Model {
     /// Sync calls (fsync and friends) per process, call and file (src/model/syncs.rs); empty
     /// without their probes.
     pub syncs: Vec<syncs::SyncModel>,
+    /// The parts of the sample that could not be read although the kernel has them (out of file
+    /// descriptors): their figures here are empty, not measured (src/model/README.md).
+    pub unavailable: Vec<crate::sample::Unavailable>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -138,7 +141,18 @@ impl Model {
             readahead: readahead::compute(prev, cur, secs),
             cgroups,
             syncs: syncs::compute(prev, cur, secs),
+            unavailable: cur.unavailable.clone(),
         }
+    }
+
+    /// Why `part` ([`crate::sample::Unavailable`]'s constants) could not be read, if it could not.
+    pub fn unavailable(&self, part: &str) -> Option<&str> {
+        self.unavailable.iter().find(|u| u.part == part).map(|u| u.reason.as_str())
+    }
+
+    /// Why the dirty thresholds could not be computed, if one of their inputs could not be read.
+    pub fn dirty_unavailable(&self) -> Option<&str> {
+        crate::sample::Unavailable::DIRTY_INPUTS.iter().find_map(|p| self.unavailable(p))
     }
 
     /// The model between two consecutive samples, with elapsed taken from their monotonic clocks.

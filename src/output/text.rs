@@ -29,14 +29,19 @@ pub fn format_frame_at(m: &Model, time: &str) -> String {
 fn frame(m: &Model, time: &str) -> String {
     let mut s = String::new();
     let h = &m.header;
+    let (hostname, kernel) = match m.unavailable(crate::sample::Unavailable::HOST) {
+        Some(why) => (format!("unavailable ({why})"), format!("unavailable ({why})")),
+        None => (h.hostname.clone(), h.kernel.clone()),
+    };
     let _ = writeln!(
         s,
         "ioscope {time}  host {}  kernel {}  up {}  interval {:.2} s",
-        esc(&h.hostname),
-        esc(&h.kernel),
+        esc(&hostname),
+        esc(&kernel),
         uptime(h.uptime_s),
         m.interval_s
     );
+    unavailable_line(&mut s, m);
     memory_lines(&mut s, m);
     psi_line(&mut s, m);
     bpf_line(&mut s, m);
@@ -59,6 +64,16 @@ fn frame(m: &Model, time: &str) -> String {
     s
 }
 
+/// What could not be read, said once before the figures (their own lines say it again).
+fn unavailable_line(s: &mut String, m: &Model) {
+    if m.unavailable.is_empty() {
+        return;
+    }
+    let parts: Vec<String> = m.unavailable.iter().map(|u| format!("{} ({})", u.part, u.reason)).collect();
+    let _ =
+        writeln!(s, "Unavailable: {}; ioscope's open-file limit (ulimit -n) is too low", parts.join(", "));
+}
+
 fn memory_lines(s: &mut String, m: &Model) {
     let mem = &m.memory;
     let _ = writeln!(
@@ -71,6 +86,21 @@ fn memory_lines(s: &mut String, m: &Model) {
         bytes(mem.cached),
         bytes(mem.shmem)
     );
+    if let Some(why) = m.dirty_unavailable() {
+        let _ = writeln!(
+            s,
+            "Dirty:  dirty {}, writeback {}; thresholds unavailable ({why})",
+            bytes(mem.dirty),
+            bytes(mem.writeback)
+        );
+    } else {
+        dirty_line(s, m);
+    }
+    paging_line(s, m);
+}
+
+fn dirty_line(s: &mut String, m: &Model) {
+    let mem = &m.memory;
     let share = if mem.dirty_threshold > 0 {
         format!(" ({:.0}% of the throttle threshold)", 100.0 * mem.dirty as f64 / mem.dirty_threshold as f64)
     } else {
@@ -88,7 +118,10 @@ fn memory_lines(s: &mut String, m: &Model) {
         source(mem.dirty_source),
         bytes(mem.dirtyable)
     );
-    let r = &mem.rates;
+}
+
+fn paging_line(s: &mut String, m: &Model) {
+    let r = &m.memory.rates;
     let _ = writeln!(
         s,
         "Paging: in {:.1} kB/s, out {:.1} kB/s, major faults {:.1}/s, file refaults {:.1}/s, \
@@ -114,11 +147,23 @@ fn source(src: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn psi_line(s: &mut String, m: &Model) {
-    let _ = writeln!(s, "PSI:    io {}; memory {}", psi(m.psi.io.as_ref()), psi(m.psi.memory.as_ref()));
+    let lost = m.unavailable(crate::sample::Unavailable::PSI);
+    let _ = writeln!(
+        s,
+        "PSI:    io {}; memory {}",
+        psi(m.psi.io.as_ref(), lost),
+        psi(m.psi.memory.as_ref(), lost)
+    );
 }
 
-fn psi(v: Option<&PsiView>) -> String {
-    let Some(v) = v else { return "not available (kernel without PSI)".to_string() };
+/// `lost`: why /proc/pressure could not be read (not a kernel without PSI).
+fn psi(v: Option<&PsiView>, lost: Option<&str>) -> String {
+    let Some(v) = v else {
+        return match lost {
+            Some(why) => format!("unavailable ({why})"),
+            None => "not available (kernel without PSI)".to_string(),
+        };
+    };
     let mut out = format!("some {:.2}%", v.some_avg10);
     if let Some(full) = v.full_avg10 {
         let _ = write!(out, " full {full:.2}%");

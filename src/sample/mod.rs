@@ -56,6 +56,49 @@ pub struct Sample {
     /// The cgroup files of the cgroups the eBPF programs saw doing I/O (src/collect/cgroups.rs);
     /// empty without eBPF and in recordings made before they were read.
     pub cgroups: Vec<crate::sample::cgroups::CgroupSample>,
+    /// The parts of this sample that could not be read although the kernel has them (ioscope
+    /// ran out of file descriptors): their fields are empty and are shown as unavailable, never
+    /// as figures. Empty normally (and then not written) and in recordings made before it existed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<Unavailable>,
+}
+
+/// A part of a [`Sample`] that could not be read, and why.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Unavailable {
+    /// The part: [`Unavailable::HOST`] and the other constants.
+    pub part: String,
+    /// Why, for people ("too many open files").
+    pub reason: String,
+}
+
+impl Unavailable {
+    /// `host` (name, kernel).
+    pub const HOST: &str = "host";
+    /// `memory` (/proc/meminfo).
+    pub const MEMORY: &str = "memory";
+    /// `vmstat` (/proc/vmstat).
+    pub const VMSTAT: &str = "vmstat";
+    /// `dirty_settings` (/proc/sys/vm/dirty_*).
+    pub const DIRTY_SETTINGS: &str = "dirty_settings";
+    /// `zones` (/proc/zoneinfo).
+    pub const ZONES: &str = "zones";
+    /// `psi` (/proc/pressure/*).
+    pub const PSI: &str = "psi";
+    /// `disks` (/proc/diskstats).
+    pub const DISKS: &str = "disks";
+    /// `block_settings` (/sys/class/block/NAME/...).
+    pub const BLOCK_SETTINGS: &str = "block_settings";
+    /// The parts the dirty thresholds are computed from.
+    pub const DIRTY_INPUTS: [&str; 4] = [Self::MEMORY, Self::VMSTAT, Self::DIRTY_SETTINGS, Self::ZONES];
+}
+
+impl Sample {
+    /// Why `part` could not be read in this sample, if it could not.
+    pub fn unavailable(&self, part: &str) -> Option<&str> {
+        self.unavailable.iter().find(|u| u.part == part).map(|u| u.reason.as_str())
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

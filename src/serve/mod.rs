@@ -5,8 +5,14 @@
 //!
 //! HTTP is hyper's HTTP/1 server on the current-thread tokio runtime. What a bad client can do is
 //! bounded: request heads larger than [`MAX_HEAD_BYTES`] get 431, a head not received within
-//! [`HEAD_TIMEOUT`] closes the connection, at most [`MAX_CONNECTIONS`] are served at once (the
-//! rest wait in the listen backlog), and a connection lives at most [`CONNECTION_LIFETIME`].
+//! [`HEAD_TIMEOUT`] closes the connection, and a connection lives at most [`CONNECTION_LIFETIME`].
+//! At most [`max_connections`] are open at once (1024, fewer under a low open-file limit), and
+//! the accept loop never stops for them: a connection accepted at the limit, or an accept that
+//! fails for want of file descriptors, closes the connection that has been quiet the longest
+//! (no byte in or out), which is an idle one, never a request being answered. Idle connections
+//! held open by a client (1,100 in the probe) so cannot delay a scrape: when the limit made
+//! the loop wait for a free slot instead, a scrape waited in the listen backlog until the idle
+//! ones' head time-out, 9 s.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +29,6 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpSocket;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::Semaphore;
 
 use crate::bpf::{BpfCollector, BpfOptions};
 use crate::collect::{Sampler, SystemRoot};
@@ -39,8 +44,11 @@ pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// A client that has not sent a whole request head this long after connecting (or after its
 /// previous response, on a kept-alive connection) is disconnected.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections served at once; more wait in the kernel's listen backlog.
+/// Connections open at once at most (see [`max_connections`]).
 pub const MAX_CONNECTIONS: usize = 1024;
+/// File descriptors kept for everything but connections (as [`crate::collect::ProcessReader`]
+/// keeps: the eBPF maps and programs, the kept /proc files).
+const FD_HEADROOM: u64 = 256;
 /// Any connection is closed after this long, kept alive or not.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
 const LISTEN_BACKLOG: u32 = 1024;
@@ -140,44 +148,191 @@ async fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
         listener.local_addr()?,
         opts.interval.as_secs_f64()
     );
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let connections = Arc::new(Mutex::new(Connections::new(max_connections(crate::util::fd_limit()))));
     let export = opts.export;
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            _ = sigint.recv() => break,
-            _ = sigterm.recv() => break,
-        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
-                // Out of file descriptors and the like: wait a moment rather than spin.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                // Out of file descriptors: the quietest connection gives its own back, then
+                // the accept is tried again at once; if none is open, a moment's wait.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    if lock(&connections).close_quietest() {
+                        // Its task closes the socket when it runs.
+                        tokio::task::yield_now().await;
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
                     continue;
                 }
+                // The client gave up before the accept (ECONNABORTED) and the like.
+                Err(_) => continue,
             },
             _ = sigint.recv() => break,
             _ = sigterm.recv() => break,
         };
+        let (id, activity, closed, made_room) = lock(&connections).open();
+        if made_room {
+            // The closed connection's task drops its socket when it runs: let it, before the
+            // next accept, so that the descriptors stay within the limit.
+            tokio::task::yield_now().await;
+        }
         let shared = shared.clone();
+        let connections = connections.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let shared = shared.clone();
                 async move { Ok::<_, std::convert::Infallible>(respond(&req, &shared, &export)) }
             });
+            let stream = Tracked { inner: stream, activity };
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEAD_TIMEOUT)
                 .max_buf_size(MAX_HEAD_BYTES)
                 .serve_connection(TokioIo::new(stream), service);
             // Errors here are the client's (reset, timed out, malformed): nothing to do but close.
-            let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
-            drop(permit);
+            tokio::select! {
+                _ = tokio::time::timeout(CONNECTION_LIFETIME, conn) => {}
+                // Closed to make room (its sender dropped).
+                _ = closed => {}
+            }
+            lock(&connections).forget(id);
         });
     }
     eprintln!("ioscope serve: stopping");
     Ok(())
+}
+
+/// How many connections may be open at once under an open-file limit of `fd_limit`: half of
+/// what [`FD_HEADROOM`] leaves (the other half is the process reader's), at most
+/// [`MAX_CONNECTIONS`], at least 16.
+pub fn max_connections(fd_limit: u64) -> usize {
+    (fd_limit.saturating_sub(FD_HEADROOM) / 2).clamp(16, MAX_CONNECTIONS as u64) as usize
+}
+
+fn lock(c: &Mutex<Connections>) -> std::sync::MutexGuard<'_, Connections> {
+    c.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The open connections: when each last moved a byte, and the sender whose drop closes it.
+struct Connections {
+    max: usize,
+    next: u64,
+    open: std::collections::HashMap<u64, (Arc<AtomicU64>, tokio::sync::oneshot::Sender<()>)>,
+    /// What [`Tracked`] stamps are measured from.
+    epoch: Instant,
+}
+
+impl Connections {
+    fn new(max: usize) -> Connections {
+        Connections { max, next: 0, open: Default::default(), epoch: Instant::now() }
+    }
+
+    /// A new connection: its id, its activity stamp, what tells it to close, and whether another
+    /// was closed to make room (at the limit, the quietest one is).
+    fn open(&mut self) -> (u64, Activity, tokio::sync::oneshot::Receiver<()>, bool) {
+        let mut made_room = false;
+        while self.open.len() >= self.max && self.close_quietest() {
+            made_room = true;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let stamp = Arc::new(AtomicU64::new(0));
+        let activity = Activity { stamp: stamp.clone(), epoch: self.epoch };
+        activity.touch();
+        let id = self.next;
+        self.next += 1;
+        self.open.insert(id, (stamp, tx));
+        (id, activity, rx, made_room)
+    }
+
+    /// Closes the connection that moved no byte for the longest; false when none is open.
+    fn close_quietest(&mut self) -> bool {
+        let quietest = self.open.iter().min_by_key(|(_, (stamp, _))| stamp.load(Ordering::Relaxed));
+        let Some(id) = quietest.map(|(id, _)| *id) else { return false };
+        self.open.remove(&id);
+        true
+    }
+
+    fn forget(&mut self, id: u64) {
+        self.open.remove(&id);
+    }
+}
+
+/// When a connection last moved a byte, in ns since [`Connections::epoch`].
+struct Activity {
+    stamp: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+impl Activity {
+    fn touch(&self) {
+        self.stamp.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// A connection's socket that stamps its [`Activity`] on every byte read or written.
+struct Tracked {
+    inner: tokio::net::TcpStream,
+    activity: Activity,
+}
+
+impl tokio::io::AsyncRead for Tracked {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, std::task::Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// A listening socket with a backlog deep enough for hundreds of simultaneous connects.

@@ -44,7 +44,11 @@ fn render_identity(frame: &mut Frame, area: Rect, model: &Model, state: &UiState
     } else {
         format!("every {} (rates pending)", format::interval(state.interval))
     };
-    let host = Span::raw(format!(" {}{sep}", format::name(&h.hostname, 24)));
+    let hostname = match model.unavailable(crate::sample::Unavailable::HOST) {
+        Some(why) => format!("host unavailable ({why})"),
+        None => h.hostname.clone(),
+    };
+    let host = Span::raw(format!(" {}{sep}", format::name(&hostname, 24)));
     let kernel = Span::styled(format!("{}{sep}", format::name(&h.kernel, 24)), theme.dim());
     let rest = [
         Span::raw(format!("up {}{sep}", format::uptime(h.uptime_s))),
@@ -87,7 +91,9 @@ fn bpf_span(model: &Model, room: usize, theme: Theme) -> Span<'static> {
 fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, theme: Theme) {
     let wide = area.width >= 110;
     let mut spans = vec![Span::styled(" PSI ", theme.dim())];
-    if model.psi.io.is_none() && model.psi.memory.is_none() {
+    if let Some(why) = model.unavailable(crate::sample::Unavailable::PSI) {
+        spans.push(Span::styled(format!("unavailable ({why}: raise ulimit -n)"), theme.level(Level::Warn)));
+    } else if model.psi.io.is_none() && model.psi.memory.is_none() {
         spans.push(Span::styled("n/a (no /proc/pressure: kernel without PSI or booted psi=0)", theme.dim()));
     } else {
         psi_spans(&mut spans, "io", model.psi.io.as_ref(), model.interval_s, wide, theme);

@@ -5,6 +5,12 @@
 //! back and stop; SIGCONT (`fg`) re-enters raw mode and the alternate screen and redraws. A process
 //! continued in the background (SIGCONT without `fg`) leaves the terminal to the shell, so a
 //! later SIGTERM ends it instead of stopping it again on SIGTTOU.
+//!
+//! Nothing here asks the terminal anything (no cursor-position or other query): the event reader
+//! owns stdin, so an answer would go to it, and the question would time out ("The cursor
+//! position could not be read within a normal duration") and end the program. The full-screen
+//! viewport never needs the cursor's position: the redraw after `fg` clears the whole screen and
+//! forgets what was drawn, so the next frame is written whole.
 
 use std::io::{self, Stdout};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +64,10 @@ impl TerminalGuard {
 
     /// After SIGCONT: raw mode and the alternate screen again, and a full redraw at the next draw
     /// (the shell reset the terminal when the job stopped). Nothing while in the background.
+    ///
+    /// Not ratatui's `Terminal::clear`, which reads the cursor position from the terminal (see the
+    /// module comment): `resize` to the current size (an ioctl) clears the whole screen and resets
+    /// the previous frame without asking, so the next draw writes every cell.
     pub fn resume(&mut self) -> io::Result<()> {
         if !foreground() {
             return Ok(());
@@ -66,7 +76,8 @@ impl TerminalGuard {
         if !ACTIVE.swap(true, Ordering::SeqCst) {
             execute!(io::stdout(), EnterAlternateScreen)?;
         }
-        self.terminal.clear()
+        let size = self.terminal.size()?;
+        self.terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
     }
 }
 

@@ -25,6 +25,7 @@ mod live_bpf;
 mod live_cgroups;
 mod live_dirty_thresholds;
 mod live_exited;
+mod live_fds;
 mod live_file_names;
 mod live_files;
 mod live_hostile_names;

@@ -5,7 +5,11 @@
 use crate::common;
 
 use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::exporter::{sample_names, value, Exporter};
@@ -218,4 +222,118 @@ fn without_privileges_it_serves_procfs_and_says_why_ebpf_is_off() {
     assert!(ex.log.contains("eBPF off ("), "{}", ex.log);
     assert!(value(&text, "ioscope_memory_total_bytes").unwrap() > 0.0);
     assert!(text.contains("ioscope_disk_read_bytes_total{device="));
+}
+
+/// The open-file limit of this test process raised to at least `want` (soft, up to the hard
+/// limit); false when the hard limit is lower.
+fn raise_own_fd_limit(want: u64) -> bool {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a valid, writable rlimit; then our own limit set within the hard one.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        if lim.rlim_max < want {
+            return false;
+        }
+        lim.rlim_cur = lim.rlim_cur.max(want);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0
+    }
+}
+
+/// Issue 38 item 7: 2,000 connections that never send a byte, each reopened as soon as the
+/// exporter closes it, for 12 s. A well-behaved scrape on a fresh connection is answered at once
+/// (it took 9.0–9.3 s when the exporter stopped accepting at its connection limit and the idle
+/// ones held their slots until their head time-out), and the exporter's descriptors and memory
+/// stay bounded.
+#[test]
+fn two_thousand_idle_connections_do_not_delay_a_scrape() {
+    const IDLE: usize = 2000;
+    const THREADS: usize = 4;
+    if !raise_own_fd_limit(IDLE as u64 + 1000) {
+        common::skip(
+            "two_thousand_idle_connections_do_not_delay_a_scrape",
+            "the hard open-file limit is too low",
+        );
+        return;
+    }
+    let ex = Exporter::start(&["--no-bpf"]);
+    let rss_before = ex.rss_bytes();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicUsize::new(0));
+    let port = ex.port;
+    let hostile: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (stop, opened) = (stop.clone(), opened.clone());
+            std::thread::spawn(move || {
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+                let mut conns: Vec<Option<TcpStream>> = (0..IDLE / THREADS).map(|_| None).collect();
+                while !stop.load(Ordering::Relaxed) {
+                    for slot in conns.iter_mut().filter(|s| s.is_none()) {
+                        *slot = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok();
+                        if slot.is_some() {
+                            opened.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    // Wait for the exporter to close some (poll: no busy reads), then reopen them.
+                    let mut polled: Vec<libc::pollfd> = conns
+                        .iter()
+                        .flatten()
+                        .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+                        .collect();
+                    // SAFETY: `polled` is a valid array of pollfd for the sockets `conns` holds.
+                    unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, 50) };
+                    let closed: std::collections::HashSet<i32> =
+                        polled.iter().filter(|p| p.revents != 0).map(|p| p.fd).collect();
+                    for slot in conns.iter_mut() {
+                        if slot.as_ref().is_some_and(|s| closed.contains(&s.as_raw_fd())) {
+                            *slot = None;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while opened.load(Ordering::Relaxed) < IDLE {
+        assert!(Instant::now() < deadline, "only {} connections opened", opened.load(Ordering::Relaxed));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut times = Vec::new();
+    let mut fds_max = 0;
+    let attack_start = Instant::now();
+    while attack_start.elapsed() < Duration::from_secs(12) {
+        let t = Instant::now();
+        let mut s = ex.connect();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut buf = Vec::new();
+        let answered = s.read_to_end(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.1 200");
+        times.push(if answered { t.elapsed() } else { Duration::from_secs(5) });
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", ex.child.id())).unwrap().count();
+        fds_max = fds_max.max(fds);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let reopened = opened.load(Ordering::Relaxed);
+    let rss_after = ex.rss_bytes();
+    stop.store(true, Ordering::Relaxed);
+    for h in hostile {
+        h.join().unwrap();
+    }
+    times.sort();
+    let median = times[times.len() / 2];
+    let worst = *times.last().unwrap();
+    eprintln!(
+        "{} scrapes beside {IDLE} idle connections ({reopened} opened in all): median {median:?}, worst \
+         {worst:?}; ioscope held at most {fds_max} descriptors, RSS {} → {} MiB",
+        times.len(),
+        rss_before >> 20,
+        rss_after >> 20
+    );
+    // The goal is 100 ms (node_exporter: 8 ms). 1 s leaves room for this debug build (hyper
+    // unoptimised) on a shared 2-core machine where the exporter accepts, behind the scrape, the
+    // reconnects of the 2,000 closed to make room, each costing it a connection's setup; the
+    // figures measured are printed.
+    assert!(worst < Duration::from_secs(1), "a scrape took {worst:?}: {times:?}");
+    assert!(fds_max <= 1024 + 256, "{fds_max} descriptors: not bounded");
+    assert!(rss_after < rss_before + (64 << 20), "RSS {rss_before} → {rss_after}");
+    assert!(ex.scrape().contains("ioscope_memory_cached_bytes"));
 }

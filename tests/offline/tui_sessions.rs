@@ -253,3 +253,56 @@ fn live_tui_r_skips_planted_fifos_and_refuses_a_world_writable_directory() {
     t.wait_for("a clean exit", |s| s.contains("IOSCOPE-EXIT=0"));
     assert_eq!(std::fs::read_dir(open.path()).unwrap().count(), 0);
 }
+
+/// Whether `pid` is a process that has not ended (a zombie has).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.contains(") Z") && !s.contains(") X"))
+}
+
+/// The TUI's header line and its first pane: a frame drawn, not the shell's screen.
+fn drawn(s: &str) -> bool {
+    s.lines().next().is_some_and(|l| l.contains("ioscope") && l.contains("help")) && s.contains("Devices")
+}
+
+/// Issue 38 item 4: Ctrl-Z then `fg` twenty times in bash. Each resume redraws the whole screen
+/// without asking the terminal anything: a cursor-position query made while the event reader
+/// owns stdin timed out 2 s after `fg` ("The cursor position could not be read within a normal
+/// duration") and ended the TUI with exit code 1 in 5 of 6 trials. Each round waits 2.5 s after
+/// `fg` with the process alive and its screen drawn; then `q` exits 0 and the terminal is back in
+/// cooked mode.
+#[test]
+fn ctrl_z_and_fg_twenty_times_keep_the_tui_running() {
+    const ROUNDS: usize = 20;
+    const AFTER_FG: Duration = Duration::from_millis(2500);
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("fg20", dir.path(), "PS1='$ ' bash --norc --noprofile -i") else { return };
+    t.wait_for("the shell", |s| s.lines().any(|l| l.trim() == "$"));
+    t.keys(&[&format!("{} --no-bpf -i 0.5", bin()), "Enter"]);
+    t.wait_for("the first frame", drawn);
+    let pid = ioscope_in_pane(&t);
+    for round in 1..=ROUNDS {
+        t.keys(&["C-z"]);
+        t.wait_for(&format!("round {round}: the shell's Stopped"), |s| s.contains("Stopped") && !drawn(s));
+        // Ctrl-L: readline clears the screen, so the next round's "Stopped" is its own.
+        t.keys(&["C-l"]);
+        t.wait_for(&format!("round {round}: the cleared shell"), |s| !s.contains("Stopped"));
+        let fg = Instant::now();
+        t.keys(&["fg", "Enter"]);
+        t.wait_for(&format!("round {round}: the redrawn screen"), drawn);
+        std::thread::sleep(AFTER_FG.saturating_sub(fg.elapsed()));
+        assert!(alive(pid), "round {round}: ioscope ended after fg; the screen:\n{}", t.screen());
+        let s = t.screen();
+        assert!(drawn(&s), "round {round}: {AFTER_FG:?} after fg the screen is not the TUI's:\n{s}");
+    }
+    let stty = stty_of(&t);
+    assert!(stty.contains("-icanon") && stty.contains("-echo "), "raw mode after the last fg: {stty}");
+    t.keys(&["q"]);
+    t.wait_for("the prompt after q", |s| s.lines().any(|l| l.trim() == "$") && !drawn(s));
+    // Bash takes a job's tty settings as it left them: `stty` run next shows what ioscope
+    // restored (readline's own mode applies only while it reads a line).
+    t.keys(&["echo IOSCOPE-EXIT=$? TTY=$(stty -a | tr -s ' ;' '\\n\\n' | grep -x -e '-\\?icanon' -e '-\\?echo' -e '-\\?isig' | tr '\\n' ,)", "Enter"]);
+    let said = |s: &str| s.lines().find(|l| l.starts_with("IOSCOPE-EXIT=")).map(str::to_string);
+    let s = t.wait_for("the exit code", |s| said(s).is_some());
+    assert_eq!(said(&s).unwrap().trim_end(), "IOSCOPE-EXIT=0 TTY=isig,icanon,echo,", "after q:\n{s}");
+}
