@@ -1,7 +1,8 @@
 //! `ioscope compare A B`: two recordings (or two time ranges of one) side by side. Per metric: the
 //! time-weighted average and the 95th percentile of its per-interval values in A and in B, the delta
-//! of the averages and its % change; grouped by pane, the biggest relative changes first. Settings that differ
-//! between the two headers (sysctls, queue settings) come first: they are usually the point.
+//! of the averages and its % change; grouped by pane, the biggest changes in the pane's own terms
+//! first (src/model/compare.rs). Settings that differ between the two headers (sysctls, queue
+//! settings) come first: they are usually the point.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::model::compare::{compare_accumulated, Accumulator, PaneComparison};
+use crate::model::compare::{compare_accumulated, Accumulator, MetricComparison, PaneComparison};
 use crate::record::RecordingHeader;
 use crate::ui::format::num;
 
@@ -246,26 +247,37 @@ pub fn text(c: &Comparison, top: usize) -> String {
             s += "  (no activity on either side)\n";
         }
         for m in pane.metrics.iter().take(top) {
-            let change = match m.change_pct {
-                Some(p) => format!("{p:+.0}%"),
-                None => "new".into(),
-            };
             s += &format!(
                 "  {:<38} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n",
-                crate::ui::format::shorten(&m.metric, 38),
+                crate::ui::format::shorten_middle(&m.metric, 38),
                 num(m.a_avg),
                 num(m.a_p95),
                 num(m.b_avg),
                 num(m.b_p95),
                 if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) },
-                change
+                change_text(m)
             );
         }
         if pane.metrics.len() > top {
             s += &format!("  … {} more (--top N, or --json for all)\n", pane.metrics.len() - top);
         }
     }
+    s += "\nBiggest changes first: how far each moved, weighed against the largest of its unit in\n\
+          its pane (per device); ~ marks a change within the intervals' noise (ranked last).\n";
     s
+}
+
+/// The change column: "+12%", "-100%", "new" (A was 0), with "~" after a change within its noise.
+pub fn change_text(m: &MetricComparison) -> String {
+    let c = match m.change_pct {
+        Some(p) => format!("{p:+.0}%"),
+        None => "new".into(),
+    };
+    if m.within_noise {
+        format!("{c}~")
+    } else {
+        c
+    }
 }
 
 fn title(pane: &str) -> &'static str {
@@ -274,6 +286,7 @@ fn title(pane: &str) -> &'static str {
         "psi" => "Pressure (PSI: % and ms per interval)",
         "devices" => "Devices (iostat -x)",
         "cache" => "Page cache (eBPF: pages per interval; per comm, rates per second)",
+        "syncs" => "Sync calls (eBPF: per comm; per comm, call and file)",
         _ => "Processes (summed by comm, per second)",
     }
 }
