@@ -11,7 +11,8 @@
 //! max_s             = the longest completed call
 //! running           = calls in progress now; running_s = the age of the oldest of them
 //! written_bytes     = bytes the filesystem wrote back in the calling thread during the calls,
-//!                     completed and running (ext4_writepages_result, iomap_writeback_folio)
+//!                     completed and running (ext4_writepages_result, iomap_writeback_folio);
+//!                     running_written_bytes: the running calls' part
 //! calls_interval    = Δcalls over the interval
 //! calls_s           = calls_interval / interval length
 //! interval_mean_s   = Δtotal_s / Δcalls over the interval (0 without a call completed in it)
@@ -55,6 +56,10 @@ pub struct SyncModel {
     pub running: u32,
     pub running_s: f64,
     pub written_bytes: u64,
+    /// Of `written_bytes`, what the running calls wrote back so far: the filesystem reports a
+    /// writeback when its writepages call returns, so a call's first big writepages shows 0
+    /// until then (the view shows "—").
+    pub running_written_bytes: u64,
     pub others_throttled_s: f64,
 }
 
@@ -111,6 +116,7 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<SyncModel>
         let age = cur.mono_ns.saturating_sub(x.start_mono_ns) as f64 / 1e9;
         r.running_s = r.running_s.max(age);
         r.written_bytes += x.written_bytes;
+        r.running_written_bytes += x.written_bytes;
     }
     let mut out: Vec<SyncModel> = rows.into_values().collect();
     for r in &mut out {
