@@ -1,7 +1,8 @@
 //! `ioscope compare A B`: two recordings (or two time ranges of one) side by side. Per metric: the
 //! time-weighted average and the 95th percentile of its per-interval values in A and in B, the delta
-//! of the averages and its % change; grouped by pane, the biggest relative changes first. Settings that differ
-//! between the two headers (sysctls, queue settings) come first: they are usually the point.
+//! of the averages and its % change; grouped by pane, the biggest changes in the pane's own terms
+//! first (src/model/compare.rs). Settings that differ between the two headers (sysctls, queue
+//! settings) come first: they are usually the point.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::model::compare::{compare_accumulated, Accumulator, PaneComparison};
+use crate::model::compare::{compare_accumulated, Accumulator, MetricComparison, PaneComparison};
 use crate::record::RecordingHeader;
 use crate::ui::format::num;
 
@@ -258,26 +259,37 @@ fn table(c: &Comparison, top: usize) -> String {
             s += "  (no activity on either side)\n";
         }
         for m in pane.metrics.iter().take(top) {
-            let change = match m.change_pct {
-                Some(p) => format!("{p:+.0}%"),
-                None => "new".into(),
-            };
             s += &format!(
                 "  {:<38} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n",
-                crate::ui::format::shorten(&escape(&m.metric), 38),
+                crate::ui::format::shorten_middle(&escape(&m.metric), 38),
                 num(m.a_avg),
                 num(m.a_p95),
                 num(m.b_avg),
                 num(m.b_p95),
                 if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) },
-                change
+                change_text(m)
             );
         }
         if pane.metrics.len() > top {
             s += &format!("  … {} more (--top N, or --json for all)\n", pane.metrics.len() - top);
         }
     }
+    s += "\nBiggest changes first: how far each moved, weighed against the largest of its unit in\n\
+          its pane (per device); ~ marks a change within the intervals' noise (ranked last).\n";
     s
+}
+
+/// The change column: "+12%", "-100%", "new" (A was 0), with "~" after a change within its noise.
+pub fn change_text(m: &MetricComparison) -> String {
+    let c = match m.change_pct {
+        Some(p) => format!("{p:+.0}%"),
+        None => "new".into(),
+    };
+    if m.within_noise {
+        format!("{c}~")
+    } else {
+        c
+    }
 }
 
 fn title(pane: &str) -> &'static str {
@@ -286,6 +298,7 @@ fn title(pane: &str) -> &'static str {
         "psi" => "Pressure (PSI: % and ms per interval)",
         "devices" => "Devices (iostat -x)",
         "cache" => "Page cache (eBPF: pages per interval; per comm, rates per second)",
+        "syncs" => "Sync calls (eBPF: per comm; per comm, call and file)",
         _ => "Processes (summed by comm, per second)",
     }
 }
@@ -340,17 +353,18 @@ mod tests {
         assert!((util.change_pct.unwrap() - 233.333).abs() < 0.01);
         assert_eq!((util.a_p95, util.b_p95), (20.0, 50.0));
         let procs = &panes.iter().find(|p| p.pane == "processes").unwrap().metrics;
-        assert_eq!(procs[0].metric, "fio write_bytes_s", "appeared from zero: first");
-        assert_eq!(procs[0].change_pct, None);
+        // 7 B/s appearing beside 200 B/s is no big change: db's ×4 comes first.
+        assert_eq!(procs[0].metric, "db write_bytes_s");
+        let fio = procs.iter().find(|m| m.metric == "fio write_bytes_s").unwrap();
+        assert_eq!(fio.change_pct, None);
         let db = procs.iter().find(|m| m.metric == "db write_bytes_s").unwrap();
         // A: 100, 0 → 50; B: 100, 300 → 200: +300 %.
         assert_eq!((db.a_avg, db.b_avg, db.change_pct), (50.0, 200.0, Some(300.0)));
         assert!(!procs.iter().any(|m| m.metric.ends_with(" pid")), "identities are not metrics");
         assert!(!procs.iter().any(|m| m.metric.ends_with("read_bytes_s")), "all-zero metrics are left out");
-        let t = text(&Comparison { panes, ..Default::default() }, 1);
-        assert!(t.contains("fio write_bytes_s"), "{t}");
+        let t = text(&Comparison { panes, ..Default::default() }, 2);
+        assert!(t.contains("fio write_bytes_s") && t.contains("db write_bytes_s"), "{t}");
         assert!(t.contains("new"), "{t}");
-        assert!(t.contains("… 1 more"), "{t}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::ui::event_loop::{self, Screen, Step};
 use crate::ui::format::{self, num};
 use crate::ui::theme::{Level, Theme};
 
-const PANES: [&str; 4] = ["memory", "psi", "devices", "processes"];
+use crate::model::compare::PANES;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompareView {
@@ -68,7 +68,7 @@ impl CompareView {
             KeyCode::End | KeyCode::Char('G') => self.scroll = usize::MAX / 2,
             KeyCode::Tab => self.pane = next_pane(self.pane, 1),
             KeyCode::BackTab => self.pane = next_pane(self.pane, PANES.len()),
-            KeyCode::Char(c @ '0'..='4') => {
+            KeyCode::Char(c @ '0'..='6') => {
                 self.pane = (c != '0').then(|| c as usize - '1' as usize);
                 self.scroll = 0;
             }
@@ -80,7 +80,7 @@ impl CompareView {
     }
 }
 
-/// All → memory → psi → devices → processes → all (`by` = 1 forward, PANES.len() backward).
+/// All → memory → psi → devices → processes → cache → syncs → all (`by` = 1 forward, PANES.len() backward).
 fn next_pane(cur: Option<usize>, by: usize) -> Option<usize> {
     let i = cur.map_or(0, |p| p + 1);
     let n = (i + by) % (PANES.len() + 1);
@@ -133,19 +133,20 @@ pub fn body_lines(c: &Comparison, view: &CompareView, width: u16) -> Vec<Line<'s
             lines.push(Line::from(Span::styled(format!("  ({why})"), theme.dim())));
         }
         for m in shown {
-            let change = m.change_pct.map_or_else(|| "new".to_string(), |p| format!("{p:+.0}%"));
+            let change = crate::compare::change_text(m);
             let delta = if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) };
-            // Big relative changes stand out; the direction's meaning depends on the metric.
-            let style = match m.change_pct.map(f64::abs) {
-                None => theme.level(Level::Warn),
-                Some(p) if p >= 100.0 => theme.level(Level::Critical),
-                Some(p) if p >= 25.0 => theme.level(Level::Warn),
+            // Big changes stand out (by score: doubling at full share is 0.69); the direction's
+            // meaning depends on the metric; a change within its noise is dimmed.
+            let style = match m.score {
+                _ if m.within_noise => theme.dim(),
+                s if s >= 1.0 => theme.level(Level::Critical),
+                s if s >= 0.25 => theme.level(Level::Warn),
                 _ => Style::default(),
             };
             lines.push(Line::from(vec![
                 Span::raw(format!(
                     "  {:<name_w$} {:>9} {:>9} {:>9} {:>9} ",
-                    format::shorten(&crate::untrusted::escape(&m.metric), name_w),
+                    format::shorten_middle(&crate::untrusted::escape(&m.metric), name_w),
                     num(m.a_avg),
                     num(m.a_p95),
                     num(m.b_avg),
@@ -164,6 +165,8 @@ fn pane_title(pane: &str) -> &'static str {
         "memory" => "Memory",
         "psi" => "Pressure (PSI)",
         "devices" => "Devices",
+        "cache" => "Page cache",
+        "syncs" => "Sync calls",
         _ => "Processes (by comm)",
     }
 }
@@ -206,7 +209,7 @@ pub fn draw(frame: &mut Frame, c: &Comparison, view: &mut CompareView) {
     };
     let info = Line::from(Span::styled(
         format!(
-            " ioscope compare: {scope}{filter}   avg/p95 per interval, delta = B − A, change = delta / A"
+            " ioscope compare: {scope}{filter}   avg/p95 per interval, delta = B − A, change = delta / A, ~ within noise"
         ),
         theme.dim(),
     ));
@@ -215,7 +218,7 @@ pub fn draw(frame: &mut Frame, c: &Comparison, view: &mut CompareView) {
     let max_scroll = lines.len().saturating_sub(body.height as usize);
     view.scroll = view.scroll.min(max_scroll);
     frame.render_widget(Paragraph::new(lines).scroll((view.scroll as u16, 0)), body);
-    let keys = " q quit  ↑↓ PgUp PgDn Home End scroll  Tab 0-4 pane  / filter (Enter keeps, Esc clears)";
+    let keys = " q quit  ↑↓ PgUp PgDn Home End scroll  Tab 0-6 pane  / filter (Enter keeps, Esc clears)";
     frame.render_widget(
         Paragraph::new(Span::styled(format::shorten(keys, bottom.width as usize), theme.dim())),
         bottom,
@@ -276,7 +279,7 @@ mod tests {
         assert_eq!(v.pane, Some(0));
         v.handle_key(key(KeyCode::BackTab), 20);
         v.handle_key(key(KeyCode::BackTab), 20);
-        assert_eq!(v.pane, Some(3));
+        assert_eq!(v.pane, Some(5));
         v.handle_key(key(KeyCode::Char('3')), 20);
         assert_eq!(v.pane, Some(2));
         v.handle_key(key(KeyCode::Char('0')), 20);

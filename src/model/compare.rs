@@ -1,7 +1,9 @@
-//! Comparison maths: two sets of models, per metric the time-weighted average and the 95th
-//! percentile of its per-interval values on each side, the delta of the averages and its % change,
-//! grouped by pane. `ioscope compare` (two recordings) and the TUI's baseline (a pinned moment
-//! against now) both use it; metrics are the Model's own JSON keys ([`super::flatten`]).
+//! Comparison maths: two sets of models, per metric the time-weighted average, the 95th
+//! percentile and the standard deviation of its per-interval values on each side, the delta of
+//! the averages, its % change and the change's score, grouped by pane and ranked by the score.
+//! `ioscope compare` (two recordings) and the TUI's baseline (a pinned moment against now) both
+//! use it; metrics are the Model's own JSON keys ([`super::flatten`]) plus per-comm hit % and
+//! sync calls. The formulas: src/model/README.md, "Comparison".
 
 use std::collections::BTreeMap;
 
@@ -20,44 +22,146 @@ pub struct PaneComparison {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct MetricComparison {
     pub metric: String,
+    /// What the values are in: "B/s", "/s", "ms", "%", "B" or "" (a count).
+    pub unit: &'static str,
     pub a_avg: f64,
     pub a_p95: f64,
     pub b_avg: f64,
     pub b_p95: f64,
+    /// The standard deviation of the per-interval values on each side (0 for one interval).
+    pub a_sd: f64,
+    pub b_sd: f64,
     /// b_avg − a_avg.
     pub delta: f64,
     /// delta / |a_avg| × 100; null when a_avg is 0 (the metric appeared).
     pub change_pct: Option<f64>,
+    /// The size of the change in its pane's terms ([`score`]); rows come largest first.
+    pub score: f64,
+    /// |delta| is within the larger of a_sd and b_sd: ranked after every change beyond its noise.
+    pub within_noise: bool,
 }
 
-const PANES: [&str; 5] = ["memory", "psi", "devices", "processes", "cache"];
+/// The panes of a comparison, in order.
+pub const PANES: [&str; 6] = ["memory", "psi", "devices", "processes", "cache", "syncs"];
 
-/// Model keys that are identities or static facts, not measurements.
+/// Model keys that are identities, static facts or ioscope's own cross-checks, not measurements.
 fn skipped(key: &str) -> bool {
     let last = key.rsplit(['.', ' ']).next().unwrap_or(key);
     matches!(
         last,
-        "major" | "minor" | "pid" | "ppid" | "total" | "dirty_expire_centisecs" | "dirty_writeback_centisecs"
+        "major"
+            | "minor"
+            | "pid"
+            | "ppid"
+            | "total"
+            | "dirty_expire_centisecs"
+            | "dirty_writeback_centisecs"
+            | "cgroup_id"
+            | "samples"
+            | "count"
     ) || key.contains("kernel_dirty")
         || key.contains("settings.")
+        || key.contains("cross_check.")
+        || key.contains("crosscheck.")
 }
 
-/// Calls `f(pane, metric, value)` for every metric of one model.
-fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64)) {
-    let mut push = |pane: &'static str, key: String, v: f64| {
-        if !skipped(&key) {
-            f(pane, key, v);
+/// What a metric is in, from its key: a pane's metrics are weighed against those of their unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unit {
+    BytesPerSec,
+    PerSec,
+    Ms,
+    Pct,
+    Bytes,
+    Count,
+}
+
+impl Unit {
+    pub fn label(self) -> &'static str {
+        match self {
+            Unit::BytesPerSec => "B/s",
+            Unit::PerSec => "/s",
+            Unit::Ms => "ms",
+            Unit::Pct => "%",
+            Unit::Bytes => "B",
+            Unit::Count => "",
         }
+    }
+
+    /// The noise floor ε: one page (a second), one operation a second, 0.1 ms, one point, one.
+    pub fn floor(self) -> f64 {
+        match self {
+            Unit::BytesPerSec | Unit::Bytes => 4096.0,
+            Unit::PerSec | Unit::Pct | Unit::Count => 1.0,
+            Unit::Ms => 0.1,
+        }
+    }
+
+    /// The unit of `key` in `pane`, and the factor turning its values into it (kB → bytes).
+    pub fn of(pane: &str, key: &str) -> (Unit, f64) {
+        let last = key.rsplit(['.', ' ']).next().unwrap_or(key);
+        if last.ends_with("kb_s") {
+            (Unit::BytesPerSec, 1024.0)
+        } else if last.ends_with("bytes_s") || last.ends_with("char_s") {
+            (Unit::BytesPerSec, 1.0)
+        } else if last.ends_with("_pct") || last == "util" || last.ends_with("avg10") {
+            (Unit::Pct, 1.0)
+        } else if last.ends_with("_ms") || last.ends_with("_ms_avg") || last.ends_with("await") {
+            (Unit::Ms, 1.0)
+        } else if last.ends_with("_sz") {
+            (Unit::Bytes, 1024.0)
+        } else if last == "avg_size"
+            || (pane == "memory" && !last.ends_with("_s"))
+            || (pane == "cache" && matches!(last, "buffers" | "cached"))
+        {
+            (Unit::Bytes, 1.0)
+        } else if last.ends_with("_s") && !last.ends_with("_ms_s") || last.ends_with("iops") {
+            (Unit::PerSec, 1.0)
+        } else {
+            (Unit::Count, 1.0)
+        }
+    }
+}
+
+/// How one interval's value of a metric counts towards its side's average.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Weight {
+    /// By the interval's length; an interval without the metric counts as 0 (a rate, a gauge).
+    Time,
+    /// Only the intervals that have it, each with this weight (a latency or a request size by
+    /// its interval's length).
+    By(f64),
+    /// Only the intervals that have it, each by how many things it is the share or mean of (a
+    /// hit % by its accesses, a mean call duration by its calls); its size in its pane is that
+    /// count's rate, not its value.
+    Count(f64),
+}
+
+/// Calls `f(pane, metric, value, weight)` for every metric of one model.
+fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64, Weight)) {
+    let present = Weight::By(if m.interval_s > 0.0 { m.interval_s } else { 1.0 });
+    let mut push_by = |pane: &'static str, key: String, v: f64, w: Option<Weight>| {
+        if skipped(&key) {
+            return;
+        }
+        // A latency, a request size or a share exists only where something happened.
+        let w = w.unwrap_or(match Unit::of(pane, &key).0 {
+            Unit::Ms if !key.ends_with("stall_ms") => present,
+            Unit::Pct if !key.ends_with("util") && !key.ends_with("avg10") => present,
+            Unit::Bytes if pane == "devices" => present,
+            _ => Weight::Time,
+        });
+        f(pane, key, v, w);
     };
     for (k, v) in numbers(&to_value(&m.memory), "") {
-        push("memory", k, v);
+        push_by("memory", k, v, None);
     }
     for (k, v) in numbers(&to_value(&m.psi), "") {
-        push("psi", k, v);
+        push_by("psi", k, v, None);
     }
     for d in m.devices.iter().filter(|d| !d.is_partition) {
         for (k, v) in numbers(&to_value(d), "") {
-            push("devices", format!("{} {k}", d.name), v);
+            push_by("devices", format!("{} {k}", d.name), v, None);
         }
     }
     let mut by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
@@ -68,25 +172,56 @@ fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64)) {
     }
     for (comm, metrics) in by_comm {
         for (k, v) in metrics {
-            push("processes", format!("{comm} {k}"), v);
+            push_by("processes", format!("{comm} {k}"), v, None);
         }
     }
     if let Some(cache) = &m.cache {
         for (k, v) in numbers(&to_value(cache), "") {
-            push("cache", k, v);
+            let w = (k == "hit_pct").then_some(Weight::Count(cache.accesses as f64));
+            push_by("cache", k, v, w);
         }
     }
-    // Per comm, only what adds up across processes: per-second rates (not hit %).
-    let mut cache_by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
+    // Per comm, what adds up across processes (per-second rates), and the hit % of their
+    // accesses together.
+    let mut cache_by_comm: BTreeMap<&str, (BTreeMap<String, f64>, u64, u64)> = BTreeMap::new();
     for p in &m.cache_processes {
+        let e = cache_by_comm.entry(&p.comm).or_default();
         for (k, v) in numbers(&to_value(p), "").into_iter().filter(|(k, _)| k.ends_with("_s")) {
-            *cache_by_comm.entry(&p.comm).or_default().entry(k).or_default() += v;
+            *e.0.entry(k).or_default() += v;
+        }
+        e.1 += p.accesses;
+        e.2 += p.misses.min(p.accesses);
+    }
+    for (comm, (metrics, accesses, misses)) in cache_by_comm {
+        for (k, v) in metrics {
+            push_by("cache", format!("{comm} {k}"), v, None);
+        }
+        if let Some(hit) = super::page_cache::hit_pct(accesses - misses, accesses) {
+            push_by("cache", format!("{comm} hit_pct"), hit, Some(Weight::Count(accesses as f64)));
         }
     }
-    for (comm, metrics) in cache_by_comm {
-        for (k, v) in metrics {
-            push("cache", format!("{comm} {k}"), v);
+    for_each_sync_metric(m, push_by);
+}
+
+/// The sync calls completed in the interval: per comm (all its calls) and per comm, call and
+/// file, their rate (`calls_s`) and mean duration (`mean_ms`, weighted by calls).
+fn for_each_sync_metric(m: &Model, mut push: impl FnMut(&'static str, String, f64, Option<Weight>)) {
+    let secs = m.interval_s;
+    let mut sums: BTreeMap<String, (u64, f64)> = BTreeMap::new();
+    for r in m.syncs.iter().filter(|r| r.calls_interval > 0) {
+        let total_s = r.interval_mean_s * r.calls_interval as f64;
+        for key in [r.comm.clone(), format!("{} {} {}", r.comm, r.syscall, r.target())] {
+            let e = sums.entry(key).or_default();
+            e.0 += r.calls_interval;
+            e.1 += total_s;
         }
+    }
+    for (key, (calls, total_s)) in sums {
+        if secs > 0.0 {
+            push("syncs", format!("{key} calls_s"), calls as f64 / secs, None);
+        }
+        let mean_ms = total_s / calls as f64 * 1e3;
+        push("syncs", format!("{key} mean_ms"), mean_ms, Some(Weight::Count(calls as f64)));
     }
 }
 
@@ -98,18 +233,26 @@ pub const P95_RESERVOIR: usize = 512;
 /// One metric over one side's intervals.
 #[derive(Clone, Debug, Default)]
 struct MetricStats {
-    /// Σ interval length × value, and Σ value.
+    /// Σ weight × value, Σ weight × value², Σ weight (for `Weight::By`), Σ value and Σ value².
     sum_wv: f64,
+    sum_wv2: f64,
+    sum_w: f64,
     sum_v: f64,
-    /// Intervals that had the metric (in the others it counts as 0).
+    sum_v2: f64,
+    /// Averaged over the intervals that have it only (`Weight::By`, `Weight::Count`).
+    present_only: bool,
+    /// Weighted by a count (`Weight::Count`): its size is Σ weight / seconds.
+    counted: bool,
+    /// Intervals that had the metric (in the others it counts as 0, unless `present_only`).
     seen: usize,
     reservoir: Vec<f64>,
 }
 
 /// One side of a comparison, summarised as its models stream by: per metric the sums of the
-/// time-weighted average and a bounded sample for the p95. A process (by comm) or device absent
-/// from a model did no I/O in it: its metrics count as 0 there, so averages are over the same
-/// intervals on both sides.
+/// weighted average and standard deviation and a bounded sample for the p95. A process (by comm)
+/// or device absent from a model did no I/O in it: its rates count as 0 there, so averages are
+/// over the same intervals on both sides; a latency, size or hit % is averaged over the
+/// intervals that have one.
 #[derive(Clone, Debug, Default)]
 pub struct Accumulator {
     pub intervals: usize,
@@ -121,13 +264,24 @@ pub struct Accumulator {
 
 impl Accumulator {
     pub fn push(&mut self, m: &Model) {
-        let w = m.interval_s;
+        let t = m.interval_s;
         let metrics = &mut self.metrics;
         let rng = &mut self.rng;
-        for_each_metric(m, |pane, key, v| {
+        for_each_metric(m, |pane, key, v, weight| {
             let st = metrics.entry(pane).or_default().entry(key).or_default();
+            let w = match weight {
+                Weight::Time => t,
+                Weight::By(w) | Weight::Count(w) => {
+                    st.present_only = true;
+                    st.counted = matches!(weight, Weight::Count(_));
+                    st.sum_w += w;
+                    w
+                }
+            };
             st.sum_wv += w * v;
+            st.sum_wv2 += w * v * v;
             st.sum_v += v;
+            st.sum_v2 += v * v;
             st.seen += 1;
             if st.reservoir.len() < P95_RESERVOIR {
                 st.reservoir.push(v);
@@ -144,24 +298,61 @@ impl Accumulator {
             }
         });
         self.intervals += 1;
-        self.seconds += w;
+        self.seconds += t;
     }
 
-    /// The time-weighted average (the plain mean when the interval lengths sum to 0).
-    fn average(&self, st: &MetricStats) -> f64 {
-        if self.seconds > 0.0 {
-            st.sum_wv / self.seconds
-        } else if self.intervals > 0 {
-            st.sum_v / self.intervals as f64
+    /// The weighted mean and standard deviation of the per-interval values: by interval length
+    /// over every interval (the plain mean when the lengths sum to 0), or for a present-only
+    /// metric by its weights over the intervals that have it.
+    fn mean_sd(&self, st: &MetricStats) -> (f64, f64) {
+        let (sum, sum2, n) = if st.present_only {
+            if st.sum_w > 0.0 {
+                (st.sum_wv, st.sum_wv2, st.sum_w)
+            } else {
+                (st.sum_v, st.sum_v2, st.seen as f64)
+            }
+        } else if self.seconds > 0.0 {
+            (st.sum_wv, st.sum_wv2, self.seconds)
         } else {
+            (st.sum_v, st.sum_v2, self.intervals as f64)
+        };
+        if n <= 0.0 {
+            return (0.0, 0.0);
+        }
+        let mean = sum / n;
+        (mean, (sum2 / n - mean * mean).max(0.0).sqrt())
+    }
+
+    /// The standard error of the mean: sd / √n, n the intervals it is over.
+    fn std_error(&self, st: &MetricStats, sd: f64) -> f64 {
+        let n = if st.present_only { st.seen } else { self.intervals.max(st.seen) };
+        if n == 0 {
             0.0
+        } else {
+            sd / (n as f64).sqrt()
         }
     }
 
-    /// The nearest-rank p95 over every interval (absent ones as 0): exact while the reservoir
-    /// holds every value, else over the sample, each value standing for seen / sample size.
+    /// What the metric weighs in its pane: for a count-weighted metric its count's rate, else
+    /// its average.
+    fn size(&self, st: &MetricStats, avg: f64) -> f64 {
+        if st.counted {
+            let t = if self.seconds > 0.0 { self.seconds } else { self.intervals as f64 };
+            if t > 0.0 {
+                st.sum_w / t
+            } else {
+                0.0
+            }
+        } else {
+            avg.abs()
+        }
+    }
+
+    /// The nearest-rank p95 over every interval (absent ones as 0, unless present-only): exact
+    /// while the reservoir holds every value, else over the sample, each value standing for seen
+    /// / sample size.
     fn p95(&self, st: &MetricStats) -> f64 {
-        let n = self.intervals.max(st.seen);
+        let n = if st.present_only { st.seen } else { self.intervals.max(st.seen) };
         if n == 0 {
             return 0.0;
         }
@@ -220,13 +411,78 @@ pub fn p95(v: &[f64]) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Compares two sets of models: metrics both sides show as all-zero are left out; within a pane the
-/// biggest |% change| comes first (a metric that appeared from 0 before all), ties by |delta|.
+/// Compares two sets of models: metrics both sides show as all-zero are left out; within a pane
+/// the rows are ranked by [`order`].
 pub fn compare_models(a: &[Model], b: &[Model]) -> Vec<PaneComparison> {
     let (mut sa, mut sb) = (Accumulator::default(), Accumulator::default());
     a.iter().for_each(|m| sa.push(m));
     b.iter().for_each(|m| sb.push(m));
     compare_accumulated(&sa, &sb)
+}
+
+/// How much a metric changed, against its unit's noise floor ε plus the noise σ of its averages,
+/// in ratio terms: |ln((b + ε + σ) / (a + ε + σ))|, symmetric for rises and drops; for a
+/// percentage the larger of that and the same of its complement (100 − x: a hit % from 99 to 90
+/// is ten times the misses).
+pub fn log_change(unit: Unit, a: f64, b: f64, noise: f64) -> f64 {
+    let e = unit.floor() + noise;
+    let ratio = |a: f64, b: f64| ((b.abs() + e) / (a.abs() + e)).ln().abs();
+    let r = ratio(a, b);
+    if unit == Unit::Pct && (0.0..=100.0).contains(&a) && (0.0..=100.0).contains(&b) {
+        r.max(ratio(100.0 - a, 100.0 - b))
+    } else {
+        r
+    }
+}
+
+/// The score of a change: [`log_change`] × its share of its group, `size` (the larger side's
+/// average, or for a hit % or mean duration the larger side's rate of accesses or calls) over
+/// the largest `size` among the group's metrics of its unit and kind (`largest`). Values in the
+/// unit's base (kB as bytes). A group is a pane, or one device in the devices pane.
+pub fn score(unit: Unit, a: f64, b: f64, noise: f64, size: f64, largest: f64) -> f64 {
+    let share = if largest > 0.0 { (size / largest).min(1.0) } else { 0.0 };
+    share * log_change(unit, a, b, noise)
+}
+
+/// The group a metric is weighed in: its device in the devices pane (devices are apart: a disk's
+/// writes do not dwarf a loop device's), else the pane.
+fn group<'a>(pane: &str, metric: &'a str) -> &'a str {
+    if pane == "devices" {
+        metric.split(' ').next().unwrap_or("")
+    } else {
+        ""
+    }
+}
+
+/// The rows' order: changes beyond their noise first, then those within it, then those without
+/// a score (a latency or hit % one side lacks); within each the larger score, then the larger
+/// |delta|, then by name.
+pub fn order(x: &MetricComparison, y: &MetricComparison) -> std::cmp::Ordering {
+    let tier = |m: &MetricComparison| match () {
+        _ if m.score <= 0.0 => 2,
+        _ if m.within_noise => 1,
+        _ => 0,
+    };
+    tier(x)
+        .cmp(&tier(y))
+        .then(y.score.total_cmp(&x.score))
+        .then(y.delta.abs().total_cmp(&x.delta.abs()))
+        .then(x.metric.cmp(&y.metric))
+}
+
+/// A metric while its pane is scored.
+struct Scored {
+    m: MetricComparison,
+    unit: Unit,
+    scale: f64,
+    counted: bool,
+    /// max(size A, size B), in the unit's base.
+    size: f64,
+    /// σ of the difference of the averages: √(se_A² + se_B²), in the unit's base.
+    noise: f64,
+    /// A present-only metric (a latency, a hit %) that one side does not have: no change to
+    /// score (the process or device appearing or going shows in its rates).
+    one_sided: bool,
 }
 
 /// [`compare_models`] over two sides already summarised.
@@ -240,30 +496,68 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
             let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
             keys.sort();
             keys.dedup();
-            let mut metrics: Vec<MetricComparison> = keys
+            let mut rows: Vec<Scored> = keys
                 .into_iter()
                 .filter_map(|k| {
                     let (va, vb) = (ma.get(k).unwrap_or(&none), mb.get(k).unwrap_or(&none));
-                    let (a_avg, b_avg) = (sa.average(va), sb.average(vb));
+                    let ((a_avg, a_sd), (b_avg, b_sd)) = (sa.mean_sd(va), sb.mean_sd(vb));
                     let (a_p95, b_p95) = (sa.p95(va), sb.p95(vb));
                     if [a_avg, b_avg, a_p95, b_p95].iter().all(|x| *x == 0.0) {
                         return None;
                     }
                     let delta = b_avg - a_avg;
                     let change_pct = (a_avg != 0.0).then(|| delta / a_avg.abs() * 100.0);
-                    Some(MetricComparison {
+                    let (unit, scale) = Unit::of(pane, k);
+                    let noise = sa.std_error(va, a_sd).hypot(sb.std_error(vb, b_sd));
+                    let present_only = va.present_only || vb.present_only;
+                    let m = MetricComparison {
                         metric: k.clone(),
+                        unit: unit.label(),
                         a_avg,
                         a_p95,
                         b_avg,
                         b_p95,
+                        a_sd,
+                        b_sd,
                         delta,
                         change_pct,
+                        score: 0.0,
+                        within_noise: delta.abs() <= 2.0 * noise && noise > 0.0,
+                    };
+                    Some(Scored {
+                        m,
+                        unit,
+                        scale,
+                        counted: va.counted || vb.counted,
+                        size: sa.size(va, a_avg).max(sb.size(vb, b_avg))
+                            * if va.counted || vb.counted { 1.0 } else { scale },
+                        noise: noise * scale,
+                        one_sided: present_only && (va.seen == 0 || vb.seen == 0),
                     })
                 })
                 .collect();
-            let rank = |m: &MetricComparison| m.change_pct.map_or(f64::INFINITY, f64::abs);
-            metrics.sort_by(|x, y| rank(y).total_cmp(&rank(x)).then(y.delta.abs().total_cmp(&x.delta.abs())));
+            let mut largest: BTreeMap<(&str, Unit, bool), f64> = BTreeMap::new();
+            for r in &rows {
+                let e = largest.entry((group(pane, &r.m.metric), r.unit, r.counted)).or_default();
+                *e = e.max(r.size);
+            }
+            let scores: Vec<f64> = rows
+                .iter()
+                .map(|r| {
+                    let top =
+                        largest.get(&(group(pane, &r.m.metric), r.unit, r.counted)).copied().unwrap_or(0.0);
+                    if r.one_sided {
+                        0.0
+                    } else {
+                        score(r.unit, r.m.a_avg * r.scale, r.m.b_avg * r.scale, r.noise, r.size, top)
+                    }
+                })
+                .collect();
+            for (r, s) in rows.iter_mut().zip(scores) {
+                r.m.score = s;
+            }
+            let mut metrics: Vec<MetricComparison> = rows.into_iter().map(|r| r.m).collect();
+            metrics.sort_by(order);
             PaneComparison { pane: pane.to_string(), metrics }
         })
         .collect()
@@ -285,5 +579,113 @@ mod tests {
         // 10 for 1 s, then 40 for 2 s (a late sample): (10 + 80) / 3 = 30, not 25.
         assert_eq!(time_weighted_average(&[10.0, 40.0], &[1.0, 2.0]), 30.0);
         assert_eq!(time_weighted_average(&[10.0, 40.0], &[0.0, 0.0]), 25.0);
+    }
+
+    fn writers(comm_write: &[(&str, f64)]) -> Model {
+        let mut m = Model::default();
+        for (i, (comm, w)) in comm_write.iter().enumerate() {
+            m.processes.push(crate::model::ProcessModel {
+                pid: i as u32 + 1,
+                comm: (*comm).into(),
+                write_bytes_s: *w,
+                ..Default::default()
+            });
+        }
+        m
+    }
+
+    fn device(name: &str, r_s: f64, rkb_s: f64, w_s: f64, wkb_s: f64) -> crate::model::DeviceModel {
+        crate::model::DeviceModel { name: name.into(), r_s, rkb_s, w_s, wkb_s, ..Default::default() }
+    }
+
+    fn with_devices(devices: Vec<crate::model::DeviceModel>) -> Model {
+        Model { interval_s: 1.0, devices, ..Default::default() }
+    }
+
+    fn metric<'a>(panes: &'a [PaneComparison], pane: &str, name: &str) -> (usize, &'a MetricComparison) {
+        let rows = &panes.iter().find(|p| p.pane == pane).unwrap().metrics;
+        let i = rows.iter().position(|m| m.metric == name).unwrap_or_else(|| panic!("{name} in {rows:#?}"));
+        (i + 1, &rows[i])
+    }
+
+    #[test]
+    fn rises_and_drops_score_alike_and_tiny_baselines_do_not_win() {
+        assert!(
+            (log_change(Unit::PerSec, 1000.0, 10.0, 0.0) - log_change(Unit::PerSec, 10.0, 1000.0, 0.0)).abs()
+                < 1e-12
+        );
+        // ln((1000 + 1) / (0 + 1)).
+        assert!((score(Unit::PerSec, 1000.0, 0.0, 0.0, 1000.0, 1000.0) - 1001f64.ln()).abs() < 1e-12);
+        // A hit % from 99 to 90: ten times the misses, ln((10 + 1) / (1 + 1)).
+        assert!((log_change(Unit::Pct, 99.0, 90.0, 0.0) - (11f64 / 2.0).ln()).abs() < 1e-12);
+        // A device writing 40 MB/s at 1000 w/s, then 10 w/s; 4 KB/s of reads appear.
+        let a = vec![with_devices(vec![device("vdb", 0.0, 0.0, 1000.0, 40_000.0)]); 4];
+        let b = vec![with_devices(vec![device("vdb", 1.0, 4.0, 10.0, 40_000.0)]); 4];
+        let panes = compare_models(&a, &b);
+        let (w_rank, w) = metric(&panes, "devices", "vdb w_s");
+        let (r_rank, r) = metric(&panes, "devices", "vdb rkb_s");
+        assert_eq!(w_rank, 1, "{panes:#?}");
+        assert!(r_rank > w_rank && r.score < 0.001, "{r:?}");
+        assert_eq!((w.unit, r.unit), ("/s", "B/s"));
+        assert!(!metric(&panes, "devices", "vdb wkb_s").1.score.is_nan());
+    }
+
+    #[test]
+    fn a_change_within_the_noise_ranks_after_a_real_one() {
+        // "db" writes 0 or 1000 by turns on both sides (avg 500, sd 500) then 600 on average;
+        // "fio" steadily 100, then 200.
+        let m = |db: f64, fio: f64| writers(&[("db", db), ("fio", fio)]);
+        let a: Vec<Model> = (0..8).map(|i| m(if i % 2 == 0 { 0.0 } else { 1000.0 }, 100.0)).collect();
+        let b: Vec<Model> = (0..8).map(|i| m(if i % 2 == 0 { 200.0 } else { 1000.0 }, 200.0)).collect();
+        let mut a = a;
+        let mut b = b;
+        a.iter_mut().chain(b.iter_mut()).for_each(|m| m.interval_s = 1.0);
+        let panes = compare_models(&a, &b);
+        let (db_rank, db) = metric(&panes, "processes", "db write_bytes_s");
+        let (fio_rank, fio) = metric(&panes, "processes", "fio write_bytes_s");
+        assert!(db.within_noise && !fio.within_noise, "{db:?} {fio:?}");
+        assert_eq!((db.a_sd, db.a_avg, db.b_avg), (500.0, 500.0, 600.0));
+        assert!(fio_rank < db_rank);
+    }
+
+    #[test]
+    fn per_comm_hit_pct_by_accesses_and_sync_calls() {
+        use crate::model::page_cache::PageCacheProcessModel;
+        use crate::model::syncs::SyncModel;
+        let cache = |pid: u32, accesses: u64, misses: u64| PageCacheProcessModel {
+            pid,
+            comm: "postgres".into(),
+            accesses,
+            misses,
+            ..Default::default()
+        };
+        let sync = |calls: u64, mean_s: f64| SyncModel {
+            pid: 7,
+            comm: "redis-server".into(),
+            syscall: "fdatasync".into(),
+            path: Some("/data/aof".into()),
+            calls_interval: calls,
+            interval_mean_s: mean_s,
+            ..Default::default()
+        };
+        let mk = |procs: Vec<PageCacheProcessModel>, syncs: Vec<SyncModel>| Model {
+            interval_s: 2.0,
+            cache_processes: procs,
+            syncs,
+            ..Default::default()
+        };
+        // Two backends: 900 of 1000 and 0 of 1000 hits → 45 %; then 1990 of 2000 → 99.5 %, and
+        // an interval without accesses (not 0 %).
+        let a = vec![mk(vec![cache(1, 1000, 100), cache(2, 1000, 1000)], vec![sync(2000, 0.001)])];
+        let b = vec![mk(vec![cache(1, 2000, 10)], vec![sync(2, 0.004)]), mk(vec![cache(1, 0, 0)], vec![])];
+        let panes = compare_models(&a, &b);
+        let (_, hit) = metric(&panes, "cache", "postgres hit_pct");
+        assert_eq!((hit.a_avg, hit.b_avg, hit.unit), (45.0, 99.5, "%"));
+        let (rank, calls) = metric(&panes, "syncs", "redis-server calls_s");
+        assert_eq!(rank, 1);
+        // 2000 calls in 2 s; then 2 calls in 4 s.
+        assert_eq!((calls.a_avg, calls.b_avg), (1000.0, 0.5));
+        let (_, mean) = metric(&panes, "syncs", "redis-server fdatasync /data/aof mean_ms");
+        assert_eq!((mean.a_avg, mean.b_avg, mean.unit), (1.0, 4.0, "ms"));
     }
 }

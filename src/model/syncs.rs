@@ -11,8 +11,12 @@
 //! max_s             = the longest completed call
 //! running           = calls in progress now; running_s = the age of the oldest of them
 //! written_bytes     = bytes the filesystem wrote back in the calling thread during the calls,
-//!                     completed and running (ext4_writepages_result, iomap_writeback_folio)
+//!                     completed and running (ext4_writepages_result, iomap_writeback_folio);
+//!                     running_written_bytes: the running calls' part
 //! calls_interval    = Δcalls over the interval
+//! calls_s           = calls_interval / interval length
+//! interval_mean_s   = Δtotal_s / Δcalls over the interval (0 without a call completed in it)
+//! interval_p99_s    = from the interval's Δ histogram, as p99_s (at most max_s)
 //! others_throttled_s = seconds other processes spent paused in balance_dirty_pages during the
 //!                     interval, for a row with a call completed or running in it (else 0)
 //! ```
@@ -40,6 +44,10 @@ pub struct SyncModel {
     pub ino: u64,
     pub calls: u64,
     pub calls_interval: u64,
+    /// The interval's completed calls per second, their mean and p99 duration.
+    pub calls_s: f64,
+    pub interval_mean_s: f64,
+    pub interval_p99_s: f64,
     pub total_s: f64,
     pub mean_s: f64,
     pub p50_s: f64,
@@ -48,6 +56,10 @@ pub struct SyncModel {
     pub running: u32,
     pub running_s: f64,
     pub written_bytes: u64,
+    /// Of `written_bytes`, what the running calls wrote back so far: the filesystem reports a
+    /// writeback when its writepages call returns, so a call's first big writepages shows 0
+    /// until then (the view shows "—").
+    pub running_written_bytes: u64,
     pub others_throttled_s: f64,
 }
 
@@ -75,11 +87,11 @@ fn key(pid: u32, syscall: &str, f: &SyncFile) -> Key {
 
 /// Every (process, call, file) with a completed or running call, the longest running first, then
 /// the slowest.
-pub fn compute(prev: Option<&Sample>, cur: &Sample, _secs: f64) -> Vec<SyncModel> {
+pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<SyncModel> {
     let Some(s) = &cur.bpf.syncs else { return Vec::new() };
-    let before: HashMap<Key, u64> = prev
+    let before: HashMap<Key, &SyncCallCounters> = prev
         .and_then(|p| p.bpf.syncs.as_ref())
-        .map(|p| p.calls.iter().map(|c| (key(c.pid, &c.syscall, &c.file), c.calls)).collect())
+        .map(|p| p.calls.iter().map(|c| (key(c.pid, &c.syscall, &c.file), c)).collect())
         .unwrap_or_default();
     let throttled = throttled_s_by_pid(prev, cur);
     let mut rows: BTreeMap<Key, SyncModel> = BTreeMap::new();
@@ -87,11 +99,16 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, _secs: f64) -> Vec<SyncModel
         let r = row(&mut rows, c.pid, &c.comm, c.cgroup_id, &c.syscall, &c.file);
         fill_completed(r, c);
         let was = before.get(&key(c.pid, &c.syscall, &c.file)).copied();
-        r.calls_interval = match was {
-            Some(n) if n <= c.calls => c.calls - n,
-            _ if prev.is_some() => c.calls,
-            _ => 0,
+        let zero = SyncCallCounters::default();
+        // A row whose counters went back (a reused pid's new row) starts from zero.
+        let base = match was {
+            Some(w) if w.calls <= c.calls => Some(w),
+            _ if prev.is_some() => Some(&zero),
+            _ => None,
         };
+        if let Some(w) = base {
+            fill_interval(r, w, c, secs);
+        }
     }
     for x in &s.running {
         let r = row(&mut rows, x.pid, &x.comm, x.cgroup_id, &x.syscall, &x.file);
@@ -99,6 +116,7 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, _secs: f64) -> Vec<SyncModel
         let age = cur.mono_ns.saturating_sub(x.start_mono_ns) as f64 / 1e9;
         r.running_s = r.running_s.max(age);
         r.written_bytes += x.written_bytes;
+        r.running_written_bytes += x.written_bytes;
     }
     let mut out: Vec<SyncModel> = rows.into_values().collect();
     for r in &mut out {
@@ -119,6 +137,23 @@ fn fill_completed(r: &mut SyncModel, c: &SyncCallCounters) {
     r.p50_s = q(0.50);
     r.p99_s = q(0.99);
     r.written_bytes = c.written_bytes;
+}
+
+/// The interval's figures: the calls completed since `was`.
+fn fill_interval(r: &mut SyncModel, was: &SyncCallCounters, c: &SyncCallCounters, secs: f64) {
+    r.calls_interval = c.calls - was.calls;
+    if r.calls_interval == 0 {
+        return;
+    }
+    r.calls_s = if secs > 0.0 { r.calls_interval as f64 / secs } else { 0.0 };
+    r.interval_mean_s = c.total_ns.saturating_sub(was.total_ns) as f64 / 1e9 / r.calls_interval as f64;
+    let hist: Vec<u64> = c
+        .hist
+        .iter()
+        .enumerate()
+        .map(|(i, n)| n.saturating_sub(was.hist.get(i).copied().unwrap_or(0)))
+        .collect();
+    r.interval_p99_s = percentile(&hist, 0.99).map_or(0.0, |us| (us / 1e6).min(r.max_s));
 }
 
 /// The row of (pid, syscall, file), made on first use.

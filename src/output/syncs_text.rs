@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::model::Model;
-use crate::ui::syncs::secs;
+use crate::ui::syncs::{rate, secs};
 use crate::untrusted::shown;
 
 /// How many rows the frame lists.
@@ -17,22 +17,29 @@ pub fn append(s: &mut String, m: &Model) {
     }
     let _ = writeln!(
         s,
-        "\nSync calls (since start): pid comm call calls running mean p99 max written others-throttled file"
+        "\nSync calls (now = this interval, the rest since start): pid comm call now/s now-mean now-p99 calls running mean p99 max written others-throttled file"
     );
     for r in m.syncs.iter().take(TOP_SYNC_ROWS) {
         let running = if r.running > 0 { secs(r.running_s) } else { "-".into() };
         let _ = writeln!(
             s,
-            "  {:>7} {:<15} {:<16} {:>6} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {}",
+            "  {:>7} {:<15} {:<16} {:>6} {:>8} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {}",
             r.pid,
             shown(&r.comm),
             shown(&r.syscall),
+            rate(r.calls_s),
+            if r.calls_interval > 0 { secs(r.interval_mean_s) } else { "-".into() },
+            if r.calls_interval > 0 { secs(r.interval_p99_s) } else { "-".into() },
             r.calls,
             running,
             secs(r.mean_s),
             secs(r.p99_s),
             secs(r.max_s),
-            r.written_bytes,
+            if r.running > 0 && r.running_written_bytes == 0 {
+                "-".to_string()
+            } else {
+                r.written_bytes.to_string()
+            },
             secs(r.others_throttled_s),
             shown(&r.target())
         );

@@ -24,7 +24,7 @@ fn groups(pane: Pane) -> &'static [&'static str] {
     match pane {
         Pane::Memory => &["memory", "psi"],
         Pane::Devices => &["devices"],
-        Pane::Processes => &["processes"],
+        Pane::Processes => &["processes", "syncs"],
         Pane::PageCache => &["cache"],
     }
 }
@@ -44,8 +44,7 @@ pub fn deltas(pane: Pane, baseline: &Baseline, model: &Model) -> Vec<MetricCompa
             })
             .filter(|m| m.delta != 0.0)
             .collect();
-    let rank = |m: &MetricComparison| m.change_pct.map_or(f64::INFINITY, f64::abs);
-    out.sort_by(|x, y| rank(y).total_cmp(&rank(x)).then(y.delta.abs().total_cmp(&x.delta.abs())));
+    out.sort_by(crate::model::compare::order);
     out
 }
 

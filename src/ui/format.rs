@@ -152,6 +152,32 @@ pub fn text(s: &str) -> String {
     crate::untrusted::escape(s).into_owned()
 }
 
+/// `s` cut to `max` characters from the left, keeping its end (a path's file name): "…/wal/0001".
+pub fn shorten_start(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max || max < 2 {
+        return shorten(s, max);
+    }
+    let mut out = String::from("…");
+    out.extend(s.chars().skip(n - (max - 1)));
+    out
+}
+
+/// `s` cut to `max` characters in its middle, keeping its start and its end (a metric's name and
+/// its key): "redis-server fdat…aof calls_s".
+pub fn shorten_middle(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max || max < 3 {
+        return shorten(s, max);
+    }
+    let head = (max - 1) / 3;
+    let tail = max - 1 - head;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
+    out
+}
+
 /// A compact number: three significant figures with K/M/G (powers of 1000) for big ones.
 pub fn num(x: f64) -> String {
     let a = x.abs();
@@ -233,6 +259,14 @@ mod tests {
         assert_eq!(clock(ms, 0), "12:34:56");
         assert_eq!(clock(ms, 3600), "13:34:56");
         assert_eq!(clock(ms, -13 * 3600), "23:34:56");
+    }
+
+    #[test]
+    fn shorten_start_and_middle_keep_the_end() {
+        assert_eq!(shorten_start("/data/pg_wal/000000010000", 10), "…000010000");
+        assert_eq!(shorten_start("/a/b", 10), "/a/b");
+        assert_eq!(shorten_middle("redis-server fdatasync /aof calls_s", 16), "redis…of calls_s");
+        assert_eq!(shorten_middle("abc", 10), "abc");
     }
 
     #[test]

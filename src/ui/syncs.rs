@@ -61,7 +61,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let theme = Theme { color: state.color };
     let u = state.units;
     let block = Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Span::styled(
-        "▶ Sync calls (fsync and friends, since ioscope started)  y/Esc back  ↑↓ row ",
+        "▶ Sync calls: NOW = this interval, the rest since ioscope started  y/Esc back ",
         theme.title(true),
     ));
     let inner = block.inner(area);
@@ -91,20 +91,46 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     if !missing.is_empty() {
         frame.render_widget(Paragraph::new(Span::styled(missing.join("; "), theme.dim())), note_area);
     }
-    let header = Row::new([
-        "PID",
-        "COMM",
-        "CALL",
-        "CALLS",
-        "RUNNING",
-        "MEAN",
-        "P99",
-        "MAX",
-        "WRITTEN",
-        "OTHERS THR",
-        "FILE",
-    ])
-    .style(theme.table_header());
+    // (header, width, priority): the columns that fit, the most important first; FILE takes
+    // the rest and is cut from the left, keeping the file name.
+    const COLUMNS: [(&str, u16, u8); 14] = [
+        ("PID", 7, 0),
+        ("COMM", 13, 0),
+        ("CALL", 9, 0),
+        ("NOW/S", 6, 0),
+        ("NOW MEAN", 8, 0),
+        ("NOW P99", 8, 2),
+        ("RUNNING", 8, 0),
+        ("CALLS", 7, 4),
+        ("MEAN", 7, 5),
+        ("P99", 7, 6),
+        ("MAX", 7, 3),
+        ("WRITTEN", 8, 1),
+        ("OTHERS THR", 10, 7),
+        ("FILE", 0, 0),
+    ];
+    const FILE_MIN: u16 = 22;
+    let mut shown = [false; COLUMNS.len()];
+    let mut used = FILE_MIN;
+    for prio in 0..=7 {
+        for (i, (_, w, p)) in COLUMNS.iter().enumerate() {
+            if *p == prio && (*w == 0 || used + w < table_area.width) {
+                shown[i] = true;
+                used += if *w == 0 { 0 } else { w + 1 };
+            }
+        }
+    }
+    let file_w = table_area.width.saturating_sub(used - FILE_MIN).max(1) as usize;
+    let pick = |cells: Vec<Span<'static>>| -> Vec<Span<'static>> {
+        cells.into_iter().zip(shown).filter(|(_, s)| *s).map(|(c, _)| c).collect()
+    };
+    let header = Row::new(pick(COLUMNS.iter().map(|c| Span::raw(c.0)).collect())).style(theme.table_header());
+    let widths: Vec<Constraint> = COLUMNS
+        .iter()
+        .zip(shown)
+        .filter(|(_, s)| *s)
+        .map(|((_, w, _), _)| if *w == 0 { Constraint::Fill(1) } else { Constraint::Length(*w) })
+        .collect();
     let visible = table_area.height.saturating_sub(1) as usize;
     let selected = state.views.syncs.selection.index().min(model.syncs.len().saturating_sub(1));
     let first = selected.saturating_sub(visible.saturating_sub(1));
@@ -124,19 +150,29 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
             } else {
                 Span::styled("-", theme.dim())
             };
-            let row = Row::new(vec![
+            let now = |v: f64| {
+                if r.calls_interval == 0 {
+                    Span::styled("-", theme.dim())
+                } else {
+                    Span::styled(secs(v), theme.level(Level::of(v, 0.1, LONG_CALL_S)))
+                }
+            };
+            let row = Row::new(pick(vec![
                 Span::raw(r.pid.to_string()),
                 Span::raw(format::text(&r.comm)),
                 Span::raw(format::text(&r.syscall)),
-                Span::raw(r.calls.to_string()),
+                Span::raw(rate(r.calls_s)),
+                now(r.interval_mean_s),
+                now(r.interval_p99_s),
                 running,
+                Span::raw(r.calls.to_string()),
                 Span::raw(secs(r.mean_s)),
                 Span::raw(secs(r.p99_s)),
                 Span::styled(secs(r.max_s), theme.level(Level::of(r.max_s, 0.1, LONG_CALL_S))),
-                Span::raw(format::bytes(r.written_bytes as f64, u)),
+                Span::raw(written(r, u)),
                 Span::raw(secs(r.others_throttled_s)),
-                Span::raw(format::text(&r.target())),
-            ]);
+                Span::raw(format::shorten_start(&format::text(&r.target()), file_w)),
+            ]));
             if i == selected {
                 row.style(theme.selected_row())
             } else {
@@ -144,43 +180,55 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
             }
         })
         .collect();
-    let widths = [
-        Constraint::Length(8),
-        Constraint::Length(15),
-        Constraint::Length(16),
-        Constraint::Length(7),
-        Constraint::Length(9),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Fill(1),
-    ];
     frame.render_widget(Table::new(rows, widths).header(header), table_area);
 }
 
+/// Calls per second: "-" for none, "0.5", "12", "1.2K".
+pub fn rate(v: f64) -> String {
+    if v <= 0.0 {
+        "-".into()
+    } else if v < 10.0 {
+        format!("{v:.1}")
+    } else {
+        format::num(v)
+    }
+}
+
+/// WRITTEN: the bytes written back by the calls, or "—" while a running call has reported none
+/// yet (the filesystem reports its writeback when a writepages call returns, which for a big
+/// fsync may be at its end: a 0 there would not be true).
+pub fn written(r: &SyncModel, units: format::Units) -> String {
+    if r.running > 0 && r.running_written_bytes == 0 {
+        "—".into()
+    } else {
+        format::bytes(r.written_bytes as f64, units)
+    }
+}
+
 /// The memory pane's lines: one per sync call running longer than [`LONG_CALL_S`], as "fsync
-/// /data/big.zip by java (4123): 4.2 s so far, 1.9 GB dirty" (the system's dirty memory).
+/// /data/big.zip by java (4123): 4.2 s so far, 1.9 GB dirty + 1.1 GB writeback" (the system's
+/// dirty memory and memory under writeback: what a sync may wait for).
 pub fn memory_lines(model: &Model, state: &UiState) -> Vec<Line<'static>> {
     let theme = Theme { color: state.color };
     running_longer_than(&model.syncs, LONG_CALL_S)
         .take(3)
         .map(|r| {
-            Line::from(Span::styled(long_call_text(r, model.memory.dirty, state), theme.level(Level::Warn)))
+            let m = &model.memory;
+            Line::from(Span::styled(long_call_text(r, m.dirty, m.writeback, state), theme.level(Level::Warn)))
         })
         .collect()
 }
 
-fn long_call_text(r: &SyncModel, dirty: u64, state: &UiState) -> String {
+fn long_call_text(r: &SyncModel, dirty: u64, writeback: u64, state: &UiState) -> String {
     format!(
-        "⚠ {} {} by {} ({}): {:.1} s so far, {} dirty",
+        "⚠ {} {} by {} ({}): {:.1} s so far, {} dirty + {} writeback",
         format::text(&r.syscall),
         format::text(&r.target()),
         format::text(&r.comm),
         r.pid,
         r.running_s,
-        format::bytes(dirty as f64, state.units)
+        format::bytes(dirty as f64, state.units),
+        format::bytes(writeback as f64, state.units)
     )
 }
 
@@ -201,8 +249,8 @@ mod tests {
         };
         let state = UiState::new(std::time::Duration::from_secs(1), false);
         assert_eq!(
-            long_call_text(&r, 1_900 << 20, &state),
-            "⚠ fsync /data/big.zip by java (4123): 4.2 s so far, 1.9G dirty"
+            long_call_text(&r, 1_900 << 20, 1_100 << 20, &state),
+            "⚠ fsync /data/big.zip by java (4123): 4.2 s so far, 1.9G dirty + 1.1G writeback"
         );
         assert_eq!(
             (secs(0.0004), secs(0.012), secs(4.21)),

@@ -20,6 +20,7 @@ mod bench_view_snapshots;
 mod block_text;
 mod cache_json_keys;
 mod cli;
+mod compare_pairs;
 mod docs;
 mod fuzz_readers;
 mod headless;

@@ -19,6 +19,7 @@ fn model() -> Model {
     let mut m = Model { interval_s: 1.0, ..Default::default() };
     m.bpf.enabled = true;
     m.memory.dirty = 1_900 << 20;
+    m.memory.writeback = 1_100 << 20;
     m.syncs = vec![
         SyncModel {
             pid: 4123,
@@ -30,6 +31,7 @@ fn model() -> Model {
             running: 1,
             running_s: 4.2,
             written_bytes: 800 << 20,
+            running_written_bytes: 800 << 20,
             others_throttled_s: 0.7,
             ..Default::default()
         },
@@ -47,6 +49,38 @@ fn model() -> Model {
             p99_s: 1.8,
             max_s: 2.4,
             written_bytes: 5 << 20,
+            calls_interval: 12,
+            calls_s: 12.0,
+            interval_mean_s: 0.0063,
+            interval_p99_s: 0.0091,
+            ..Default::default()
+        },
+        SyncModel {
+            pid: 5120,
+            comm: "postgres".into(),
+            syscall: "fdatasync".into(),
+            path: Some("/var/lib/postgresql/15/main/pg_wal/000000010000000000000042".into()),
+            dev: "8:1".into(),
+            ino: 77,
+            calls: 547,
+            total_s: 0.66,
+            mean_s: 0.0012,
+            p99_s: 0.004,
+            max_s: 0.009,
+            running: 1,
+            running_s: 0.3,
+            ..Default::default()
+        },
+        SyncModel {
+            pid: 6380,
+            comm: "bio_aof_fsync".into(),
+            syscall: "fdatasync".into(),
+            path: Some("/srv/redis/appendonlydir/appendonly.aof.3.incr.aof (deleted)".into()),
+            dev: "8:1".into(),
+            ino: 91,
+            calls: 20,
+            mean_s: 0.002,
+            max_s: 0.004,
             ..Default::default()
         },
     ];
@@ -58,7 +92,10 @@ fn the_view_lists_the_running_call_first_and_the_memory_pane_names_it() {
     let m = model();
     let mut state = UiState::new(Duration::from_secs(1), false);
     let main = screen(&m, &state);
-    assert!(main.contains("⚠ fsync /data/big.zip by java (4123): 4.2 s so far, 1.9G dirty"), "{main}");
+    assert!(
+        main.contains("⚠ fsync /data/big.zip by java (4123): 4.2 s so far, 1.9G dirty + 1.1G writeback"),
+        "{main}"
+    );
     state.handle_key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE));
     assert!(state.body == Body::Syncs);
     let view = screen(&m, &state);
@@ -69,9 +106,23 @@ fn the_view_lists_the_running_call_first_and_the_memory_pane_names_it() {
     for cell in ["4123", "java", "fsync", "4.2 s", "800M", "700 ms"] {
         assert!(lines[java].contains(cell), "{cell} missing in {}", lines[java]);
     }
-    for cell in ["310", "30 ms", "1.8 s", "2.4 s", "fdatasync"] {
+    for cell in ["310", "30 ms", "1.8 s", "2.4 s", "fdatasync", "12.0", "6 ms", "9 ms"] {
         assert!(lines[mysql].contains(cell), "{cell} missing in {}", lines[mysql]);
     }
+    // A running call that has reported no writeback yet: not 0.
+    let pg = lines.iter().find(|l| l.contains("5120")).expect("the postgres row");
+    assert!(pg.contains("—") && pg.contains("…000010000000000000042"), "{pg}");
+    assert!(view.contains(".3.incr.aof (deleted)"), "{view}");
+    // At 80×24 the file column keeps the file name and cuts the start of the path.
+    let small = common::ui::screen(&m, &state, 80, 24);
+    assert!(!small.contains("pg_wal/00000001000000 "), "{small}");
+    insta::assert_snapshot!("syncs_view_80x24", small);
+    let wide = common::ui::screen(&m, &state, 200, 12);
+    assert!(
+        wide.contains("…/pg_wal/000000010000000000000042")
+            || wide.contains("/var/lib/postgresql/15/main/pg_wal/000000010000000000000042"),
+        "{wide}"
+    );
     state.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
     assert!(state.body != Body::Syncs);
 }

@@ -24,6 +24,9 @@ pub struct SyncPathResolver {
     known: HashMap<FileId, String>,
     missed: HashMap<FileId, Instant>,
     opener: Opener,
+    /// The last path known for an inode whose path no longer names it (deleted, or replaced by a
+    /// rename): shown as "PATH (deleted)" when no other name is found.
+    gone: HashMap<FileId, String>,
 }
 
 impl Default for SyncPathResolver {
@@ -39,6 +42,7 @@ impl SyncPathResolver {
             known: HashMap::new(),
             missed: HashMap::new(),
             opener: Opener::default(),
+            gone: HashMap::new(),
         }
     }
 
@@ -50,9 +54,10 @@ impl SyncPathResolver {
         files: &[FileIoSample],
         now: Instant,
     ) {
-        if self.known.len() + self.missed.len() > MAX_CACHED {
+        if self.known.len() + self.missed.len() + self.gone.len() > MAX_CACHED {
             self.known.clear();
             self.missed.clear();
+            self.gone.clear();
         }
         let mut pending: Vec<(&mut SyncFile, u32)> = Vec::new();
         for (f, pid) in wanted {
@@ -65,7 +70,9 @@ impl SyncPathResolver {
                     f.path = Some(path.clone());
                     continue;
                 }
-                self.known.remove(&id);
+                if let Some(old) = self.known.remove(&id) {
+                    self.gone.insert(id, old);
+                }
             }
             let from_files = files
                 .iter()
@@ -86,6 +93,7 @@ impl SyncPathResolver {
                 continue;
             }
             if self.missed.get(&id).is_some_and(|t| now.duration_since(*t) < RETRY_AFTER) {
+                f.path = self.gone.get(&id).map(|p| format!("{p} (deleted)"));
                 continue;
             }
             let mut found = HashMap::new();
@@ -100,11 +108,13 @@ impl SyncPathResolver {
             match found.remove(&id) {
                 Some(path) => {
                     self.missed.remove(&id);
+                    self.gone.remove(&id);
                     self.known.insert(id, path.clone());
                     f.path = Some(path);
                 }
                 None => {
                     self.missed.insert(id, now);
+                    f.path = self.gone.get(&id).map(|p| format!("{p} (deleted)"));
                 }
             }
         }
@@ -145,7 +155,14 @@ mod tests {
         let mut again = SyncFile { path: None, ..f.clone() };
         r.resolve([(&mut again, pid)].into_iter(), &[], now);
         assert_eq!(again.path.as_deref(), Some(moved.to_str().unwrap()));
+        // Deleted and closed: the last path, marked, from then on.
         drop(held);
+        std::fs::remove_file(&moved).unwrap();
+        for _ in 0..2 {
+            let mut gone = SyncFile { path: None, ..f.clone() };
+            r.resolve([(&mut gone, pid)].into_iter(), &[], now);
+            assert_eq!(gone.path, Some(format!("{} (deleted)", moved.display())));
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
