@@ -20,12 +20,14 @@ use ioscope_common::file_names::{
 use super::kernel_btf::KernelBtf;
 use crate::sample::BpfProgramStatus;
 
-/// (program, category, event) of each naming program.
-pub const PROGRAMS: [(&str, &str, &str); 4] = [
+/// (program, category, event) of each naming program, and of `file_name_gone`, which flags a
+/// deleted file's name unlinked as its pages leave the cache.
+pub const PROGRAMS: [(&str, &str, &str); 5] = [
     ("file_name_add", "filemap", "mm_filemap_add_to_page_cache"),
     ("file_name_dirty", "writeback", "writeback_dirty_folio"),
     ("file_name_dio", "iomap", "iomap_dio_rw_begin"),
     ("file_name_wb", "writeback", "writeback_single_inode_start"),
+    ("file_name_gone", "filemap", "mm_filemap_delete_from_page_cache"),
 ];
 
 /// Most directory paths remembered between samples (cleared when full).
@@ -60,6 +62,7 @@ pub fn layout(btf: &KernelBtf) -> Result<NameLayout> {
         dentry_hash_pprev: d_hash + field("hlist_bl_node", "pprev", 8)?,
         kiocb_filp: field("kiocb", "ki_filp", 8)?,
         file_dentry: f_path + field("path", "dentry", 8)?,
+        inode_nlink: field("inode", "i_nlink", 4)?,
     })
 }
 
