@@ -36,9 +36,10 @@ struct Args {
     /// newest 7.x in trixie-backports and sid; `7.x` is the same).
     #[arg(long)]
     kernel: String,
-    /// Wall-clock limit for the whole guest run, seconds (TCG runs 10-50x slower than the host).
-    #[arg(long, default_value_t = 900)]
-    timeout: u64,
+    /// Wall-clock limit for the whole guest run, seconds (TCG runs 10-50x slower than the host);
+    /// default 900, 1500 for `newest`, whose suite adds the churn check (6-7 minutes of it).
+    #[arg(long)]
+    timeout: Option<u64>,
     /// Use the cached kernel package without asking apt for a newer one.
     #[arg(long)]
     offline: bool,
@@ -92,7 +93,14 @@ pub fn run(args: &[String]) -> Result<()> {
         if args.filter.is_empty() { "-".to_string() } else { args.filter.join(",") },
         u8::from(args.no_trampoline)
     );
-    let outcome = boot(&kernel.vmlinuz, &initrd, &disks, &cmdline, &log, Duration::from_secs(args.timeout))?;
+    let outcome = boot(
+        &kernel.vmlinuz,
+        &initrd,
+        &disks,
+        &cmdline,
+        &log,
+        Duration::from_secs(args.timeout.unwrap_or(if series == NEWEST { 1500 } else { 900 })),
+    )?;
     let report = outcome.judge(series, &log);
     let kept = run_dir.join("report.txt");
     std::fs::write(&kept, outcome.report(series, &kernel, &report))
