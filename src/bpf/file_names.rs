@@ -21,12 +21,14 @@ use ioscope_common::file_names::{
 use super::kernel_btf::KernelBtf;
 use crate::sample::BpfProgramStatus;
 
-/// (program, category, event) of each naming program.
-pub const PROGRAMS: [(&str, &str, &str); 4] = [
+/// (program, category, event) of each naming program, and of `file_name_gone`, which flags a
+/// deleted file's name unlinked as its pages leave the cache.
+pub const PROGRAMS: [(&str, &str, &str); 5] = [
     ("file_name_add", "filemap", "mm_filemap_add_to_page_cache"),
     ("file_name_dirty", "writeback", "writeback_dirty_folio"),
     ("file_name_dio", "iomap", "iomap_dio_rw_begin"),
     ("file_name_wb", "writeback", "writeback_single_inode_start"),
+    ("file_name_gone", "filemap", "mm_filemap_delete_from_page_cache"),
 ];
 
 /// Most directory paths remembered between samples (cleared when full).
@@ -53,8 +55,7 @@ pub fn layout(btf: &KernelBtf) -> Result<NameLayout> {
         inode_generation: field("inode", "i_generation", 4)?,
         inode_dentry: field("inode", "i_dentry", 8)?,
         sb_dev: field("super_block", "s_dev", 4)?,
-        // `d_alias` is a member of the union `d_u`, at its start.
-        dentry_alias: btf.field("dentry", "d_u")?.offset,
+        dentry_alias: dentry_alias(btf)?,
         dentry_parent: field("dentry", "d_parent", 8)?,
         dentry_inode: field("dentry", "d_inode", 8)?,
         dentry_name_len: d_name + field("qstr", "len", 4)?,
@@ -62,7 +63,22 @@ pub fn layout(btf: &KernelBtf) -> Result<NameLayout> {
         dentry_hash_pprev: d_hash + field("hlist_bl_node", "pprev", 8)?,
         kiocb_filp: field("kiocb", "ki_filp", 8)?,
         file_dentry: f_path + field("path", "dentry", 8)?,
+        inode_nlink: field("inode", "i_nlink", 4)?,
     })
+}
+
+/// Where a dentry's node in its inode's alias list (`i_dentry`) lies: `d_alias`, in an anonymous
+/// union of `struct dentry` (7.x) or in its union `d_u` (5.x, 6.x), whichever the kernel's BTF has.
+fn dentry_alias(btf: &KernelBtf) -> Result<u32> {
+    let alias = btf.field("dentry", "d_alias").or_else(|direct| {
+        btf.field_path("dentry", &["d_u", "d_alias"])
+            .map_err(|in_union| anyhow!("no dentry alias list node: {direct:#}; {in_union:#}"))
+    })?;
+    // An hlist_node: next, pprev.
+    if alias.size != 16 {
+        anyhow::bail!("struct dentry member `d_alias` is {} bytes, expected 16", alias.size);
+    }
+    Ok(alias.offset)
 }
 
 /// The loads [`attach`] will ask for (see super::preload), with the same arguments.
@@ -239,6 +255,19 @@ pub fn mounted_path<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 7.x moved `d_alias` out of the union `d_u` into an anonymous union, at the same place; a
+    /// kernel with neither gets a reason naming both.
+    #[test]
+    fn the_alias_node_is_found_in_d_u_or_in_an_anonymous_union() {
+        use crate::bpf::kernel_btf::synthetic::dentry;
+        assert_eq!(dentry_alias(&dentry(true, true)).unwrap(), 176, "5.x and 6.x: d_u.d_alias");
+        assert_eq!(dentry_alias(&dentry(false, true)).unwrap(), 176, "7.x: d_alias");
+        for in_d_u in [true, false] {
+            let e = format!("{:#}", dentry_alias(&dentry(in_d_u, false)).unwrap_err());
+            assert!(e.contains("`d_alias`"), "{e}");
+        }
+    }
 
     #[test]
     fn paths_go_under_the_whole_filesystem_first_else_a_bind_mount_that_holds_them() {

@@ -135,7 +135,31 @@ impl KernelBtf {
     /// fields are refused: they cannot be loaded by offset.
     pub fn field(&self, strukt: &str, member: &str) -> Result<Field> {
         let s = self.named_struct(strukt)?;
-        self.find_member(s, member, 0, 0)?.ok_or_else(|| anyhow!("struct {strukt} has no member `{member}`"))
+        let found = self.find_member(s, member, 0, 0)?;
+        found.map(|(f, _)| f).ok_or_else(|| anyhow!("struct {strukt} has no member `{member}`"))
+    }
+
+    /// `strukt.a.b…`: a member of a member (a named struct or union inside the struct), as C's
+    /// `offsetof(struct dentry, d_u.d_alias)`; anonymous members are looked into at each step.
+    pub fn field_path(&self, strukt: &str, path: &[&str]) -> Result<Field> {
+        let mut outer = self.named_struct(strukt)?;
+        let mut base = 0;
+        let mut found = None;
+        for (i, member) in path.iter().enumerate() {
+            let at = if i == 0 { strukt.to_string() } else { format!("{strukt}.{}", path[..i].join(".")) };
+            let (field, ty) = self
+                .find_member(outer, member, base, 0)?
+                .ok_or_else(|| anyhow!("struct {at} has no member `{member}`"))?;
+            if i + 1 < path.len() {
+                outer = self.header(self.strip(ty)?)?;
+                if !matches!(outer.kind, STRUCT | UNION) {
+                    bail!("member `{member}` of struct {at} is not a struct or union");
+                }
+            }
+            base = field.offset;
+            found = Some(field);
+        }
+        found.ok_or_else(|| anyhow!("an empty member path in struct {strukt}"))
     }
 
     /// Where the current task's pid, tgid, comm and cgroup id lie (see
@@ -278,8 +302,15 @@ impl KernelBtf {
         bail!("the kernel's BTF has no struct {name}")
     }
 
-    /// `member` in the struct or union `s` at byte `base`, looking into anonymous members.
-    fn find_member(&self, s: Header, member: &str, base: u32, depth: usize) -> Result<Option<Field>> {
+    /// `member` in the struct or union `s` at byte `base`, looking into anonymous members: where it
+    /// lies and its type's id.
+    fn find_member(
+        &self,
+        s: Header,
+        member: &str,
+        base: u32,
+        depth: usize,
+    ) -> Result<Option<(Field, usize)>> {
         if depth > MAX_DEPTH {
             bail!("anonymous members nested too deep");
         }
@@ -293,7 +324,7 @@ impl KernelBtf {
                 if bitfield_size != 0 || bit_offset % 8 != 0 {
                     bail!("member `{member}` is a bit field");
                 }
-                return Ok(Some(Field { offset: base + bit_offset / 8, size: self.size_of(ty)? }));
+                return Ok(Some((Field { offset: base + bit_offset / 8, size: self.size_of(ty)? }, ty)));
             }
             if name.is_empty() {
                 let inner = self.header(self.strip(ty)?)?;
@@ -386,9 +417,144 @@ impl KernelBtf {
     }
 }
 
+/// BTF blobs made by hand, for layouts this machine's kernel does not have (a struct of another
+/// kernel release). Encoding: the kernel's Documentation/bpf/btf.rst.
+#[cfg(test)]
+pub mod synthetic {
+    use super::{INT, PTR, STRUCT, UNION};
+
+    /// Types are numbered from 1 in the order they are added.
+    pub struct Builder {
+        types: Vec<u8>,
+        strings: Vec<u8>,
+        next_id: u32,
+    }
+
+    /// A struct or union member: name ("" for an anonymous one), type id, byte offset.
+    pub type Member<'a> = (&'a str, u32, u32);
+
+    impl Default for Builder {
+        fn default() -> Self {
+            Builder { types: Vec::new(), strings: vec![0], next_id: 1 }
+        }
+    }
+
+    impl Builder {
+        fn string(&mut self, s: &str) -> u32 {
+            if s.is_empty() {
+                return 0;
+            }
+            let at = self.strings.len() as u32;
+            self.strings.extend_from_slice(s.as_bytes());
+            self.strings.push(0);
+            at
+        }
+
+        fn header(&mut self, name: &str, kind: u32, vlen: usize, size_or_type: u32) -> u32 {
+            let name = self.string(name);
+            for w in [name, kind << 24 | vlen as u32, size_or_type] {
+                self.types.extend_from_slice(&w.to_ne_bytes());
+            }
+            self.next_id += 1;
+            self.next_id - 1
+        }
+
+        /// An unsigned integer of `size` bytes.
+        pub fn int(&mut self, name: &str, size: u32) -> u32 {
+            let id = self.header(name, INT, 0, size);
+            self.types.extend_from_slice(&(size * 8).to_ne_bytes());
+            id
+        }
+
+        pub fn ptr(&mut self, to: u32) -> u32 {
+            self.header("", PTR, 0, to)
+        }
+
+        pub fn strukt(&mut self, name: &str, size: u32, members: &[Member]) -> u32 {
+            self.composite(STRUCT, name, size, members)
+        }
+
+        pub fn union(&mut self, name: &str, size: u32, members: &[Member]) -> u32 {
+            self.composite(UNION, name, size, members)
+        }
+
+        fn composite(&mut self, kind: u32, name: &str, size: u32, members: &[Member]) -> u32 {
+            let id = self.header(name, kind, members.len(), size);
+            for (name, ty, offset) in members {
+                let name = self.string(name);
+                for w in [name, *ty, offset * 8] {
+                    self.types.extend_from_slice(&w.to_ne_bytes());
+                }
+            }
+            id
+        }
+
+        pub fn finish(self) -> super::KernelBtf {
+            let mut data = Vec::new();
+            let tlen = self.types.len() as u32;
+            data.extend_from_slice(&super::MAGIC.to_ne_bytes());
+            data.extend_from_slice(&[1, 0]);
+            for w in [super::HEADER_LEN as u32, 0, tlen, tlen, self.strings.len() as u32] {
+                data.extend_from_slice(&w.to_ne_bytes());
+            }
+            data.extend_from_slice(&self.types);
+            data.extend_from_slice(&self.strings);
+            super::KernelBtf::from_bytes(data).expect("a well-formed synthetic BTF")
+        }
+    }
+
+    /// `struct dentry` with `d_alias` at byte 176: in the union member `d_u` (`in_d_u`, 5.x and
+    /// 6.x kernels), or in an anonymous union (7.x), or absent (`alias` false).
+    pub fn dentry(in_d_u: bool, alias: bool) -> super::KernelBtf {
+        let mut b = Builder::default();
+        let u32_ = b.int("unsigned int", 4);
+        let node = b.strukt("hlist_node", 0, &[]);
+        let node_ptr = b.ptr(node);
+        let node_ptr_ptr = b.ptr(node_ptr);
+        let hlist_node = b.strukt("hlist_node", 16, &[("next", node_ptr, 0), ("pprev", node_ptr_ptr, 8)]);
+        let head = b.strukt("callback_head", 16, &[("next", node_ptr, 0), ("func", node_ptr, 8)]);
+        let members: Vec<Member> = if alias {
+            vec![("d_alias", hlist_node, 0), ("d_rcu", head, 0)]
+        } else {
+            vec![("d_rcu", head, 0)]
+        };
+        let union = b.union("", 16, &members);
+        let name = if in_d_u { "d_u" } else { "" };
+        b.strukt("dentry", 192, &[("d_flags", u32_, 0), (name, union, 176)]);
+        b.finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_a_member_of_a_named_member_or_of_an_anonymous_one() {
+        for in_d_u in [true, false] {
+            let btf = synthetic::dentry(in_d_u, true);
+            let alias = Field { offset: 176, size: 16 };
+            assert_eq!(btf.field_path("dentry", &["d_flags"]).unwrap(), Field { offset: 0, size: 4 });
+            if in_d_u {
+                assert_eq!(btf.field_path("dentry", &["d_u", "d_alias"]).unwrap(), alias);
+                assert_eq!(btf.field_path("dentry", &["d_u", "d_rcu"]).unwrap().offset, 176);
+                let e = btf.field("dentry", "d_alias").unwrap_err().to_string();
+                assert!(e.contains("struct dentry has no member `d_alias`"), "{e}");
+                let e = btf.field_path("dentry", &["d_u", "nothing"]).unwrap_err().to_string();
+                assert!(e.contains("struct dentry.d_u has no member `nothing`"), "{e}");
+                let e = btf.field_path("dentry", &["d_flags", "x"]).unwrap_err().to_string();
+                assert!(e.contains("`d_flags` of struct dentry is not a struct or union"), "{e}");
+            } else {
+                assert_eq!(btf.field("dentry", "d_alias").unwrap(), alias);
+                assert_eq!(
+                    btf.field_path("dentry", &["d_alias", "pprev"]).unwrap(),
+                    Field { offset: 184, size: 8 }
+                );
+                let e = btf.field_path("dentry", &["d_u", "d_alias"]).unwrap_err().to_string();
+                assert!(e.contains("struct dentry has no member `d_u`"), "{e}");
+            }
+        }
+    }
 
     /// The running kernel's BTF, when it has one (every kernel CI runs on does).
     fn kernel() -> Option<KernelBtf> {

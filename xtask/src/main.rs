@@ -5,6 +5,7 @@ mod bench_fio;
 mod bpf_stats;
 mod cache_overhead;
 mod churn;
+mod churn_worker;
 mod dist;
 mod ebpf;
 mod empty_program;

@@ -4,10 +4,11 @@
 //! (src/bin/lab-guest.rs) checks every cell on its kernel: a `Works` cell must pass its accuracy
 //! check; a `Missing` one must be reported missing, with a reason, by ioscope itself
 //! (`bpf.panes[]`). The 6.18 column is this machine's kernel, checked by the host's live tests
-//! (tests/live_*.rs).
+//! (tests/live_*.rs); the 7.x column is the newest 7.x Debian serves (`cargo xtask vm --kernel
+//! newest`, which prints and keeps the exact version it ran).
 
 /// The kernel series of the table's columns.
-pub const KERNELS: [&str; 4] = ["5.10", "6.1", "6.12", "6.18"];
+pub const KERNELS: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.x"];
 
 pub enum Cell {
     /// Claimed: the mechanism that feeds it.
@@ -26,7 +27,7 @@ pub struct Feature {
     /// The pane's name in ioscope's `bpf.panes[]` (eBPF features), which says why it is missing.
     pub pane: Option<&'static str>,
     /// One cell per [`KERNELS`] entry.
-    pub cells: [Cell; 4],
+    pub cells: [Cell; 5],
 }
 
 impl Feature {
@@ -39,10 +40,11 @@ impl Feature {
 use Cell::Works;
 
 /// Where the submitter of block I/O comes from: the per-process and the per-cgroup disk I/O alike.
-const SUBMITTER: [Cell; 4] = [
+const SUBMITTER: [Cell; 5] = [
     Works("block:block_getrq (fallback for block_io_start)"),
     Works("block:block_getrq (fallback for block_io_start)"),
     Works("block:block_io_start"),
+    Works("block:block_io_start (BTF)"),
     Works("block:block_io_start (BTF)"),
 ];
 
@@ -69,25 +71,26 @@ pub const FEATURES: &[Feature] = &[
             Works("/proc/diskstats"),
             Works("/proc/diskstats"),
             Works("/proc/diskstats"),
+            Works("/proc/diskstats"),
         ],
     },
     Feature {
         id: "dirty_thresholds",
         label: "Memory: dirty thresholds (equal to the kernel's)",
         pane: None,
-        cells: [PROCFS, PROCFS, PROCFS, PROCFS],
+        cells: [PROCFS, PROCFS, PROCFS, PROCFS, PROCFS],
     },
     Feature {
         id: "nonroot",
         label: "Without root: procfs panes, eBPF off with the reason",
         pane: None,
-        cells: [PROCFS, PROCFS, PROCFS, PROCFS],
+        cells: [PROCFS, PROCFS, PROCFS, PROCFS, PROCFS],
     },
     Feature {
         id: "no_btf",
         label: "Without BTF: procfs panes, the reason in the header",
         pane: None,
-        cells: [PROCFS, PROCFS, PROCFS, PROCFS],
+        cells: [PROCFS, PROCFS, PROCFS, PROCFS, PROCFS],
     },
     Feature {
         id: "devices_bpf",
@@ -96,6 +99,7 @@ pub const FEATURES: &[Feature] = &[
         cells: [
             NOCAS,
             Works("block:block_rq_issue"),
+            Works("block:block_rq_issue (BTF)"),
             Works("block:block_rq_issue (BTF)"),
             Works("block:block_rq_issue (BTF)"),
         ],
@@ -115,6 +119,7 @@ pub const FEATURES: &[Feature] = &[
             Works("fexit filemap_get_pages (fallback), filemap:mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
+            Works("filemap:mm_filemap_get_pages, mm_filemap_add_to_page_cache"),
         ],
     },
     Feature {
@@ -126,25 +131,26 @@ pub const FEATURES: &[Feature] = &[
             Works("filemap:mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_add_to_page_cache"),
             Works("filemap:mm_filemap_add_to_page_cache"),
+            Works("filemap:mm_filemap_add_to_page_cache"),
         ],
     },
     Feature {
         id: "files_dirty_ext4",
         label: "Files: dirtied bytes per file (ext4)",
         pane: Some("files"),
-        cells: [DIRTY_PAGE, DIRTY, DIRTY, DIRTY],
+        cells: [DIRTY_PAGE, DIRTY, DIRTY, DIRTY, DIRTY],
     },
     Feature {
         id: "files_writeback_ext4",
         label: "Files: written-back bytes per file (ext4)",
         pane: Some("files_writeback_ext4"),
-        cells: [WB_EXT4, WB_EXT4, WB_EXT4, WB_EXT4],
+        cells: [WB_EXT4, WB_EXT4, WB_EXT4, WB_EXT4, WB_EXT4],
     },
     Feature {
         id: "files_dirty_xfs",
         label: "Files: dirtied bytes per file (xfs)",
         pane: Some("files"),
-        cells: [DIRTY_PAGE, DIRTY, DIRTY, DIRTY],
+        cells: [DIRTY_PAGE, DIRTY, DIRTY, DIRTY, DIRTY],
     },
     Feature {
         id: "files_writeback_xfs",
@@ -155,6 +161,7 @@ pub const FEATURES: &[Feature] = &[
             Works("iomap:iomap_writepage (iomap_writeback_folio's older name)"),
             Works("iomap:iomap_writepage (iomap_writeback_folio's older name)"),
             Works("iomap:iomap_writeback_folio"),
+            Works("iomap:iomap_writeback_folio"),
         ],
     },
     Feature {
@@ -164,6 +171,7 @@ pub const FEATURES: &[Feature] = &[
         cells: [
             Works("fentry __iomap_dio_rw (fallback for iomap_dio_rw_begin)"),
             Works("kprobe __iomap_dio_rw (fallback: fentry takes 6 arguments before 6.6)"),
+            Works("iomap:iomap_dio_rw_begin (BTF)"),
             Works("iomap:iomap_dio_rw_begin (BTF)"),
             Works("iomap:iomap_dio_rw_begin (BTF)"),
         ],
@@ -177,6 +185,7 @@ pub const FEATURES: &[Feature] = &[
             Works("fentry page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra (fallbacks), fexit filemap_get_pages"),
             Works("fentry page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra (fallbacks)"),
             Works("readahead:page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra"),
+            Works("readahead:page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra"),
         ],
     },
     Feature {
@@ -188,13 +197,14 @@ pub const FEATURES: &[Feature] = &[
             Works("fentry page_cache_ra_order (fallback), fentry filemap_fault, filemap_map_pages"),
             Works("fentry page_cache_ra_order (fallback), filemap:mm_filemap_fault"),
             Works("readahead:page_cache_ra_order, filemap:mm_filemap_fault"),
+            Works("readahead:page_cache_ra_order, filemap:mm_filemap_fault"),
         ],
     },
     Feature {
         id: "syncs",
         label: "Sync calls: fsync latency per process and file",
         pane: Some("syncs"),
-        cells: [SYNCS, SYNCS, SYNCS, SYNCS],
+        cells: [SYNCS, SYNCS, SYNCS, SYNCS, SYNCS],
     },
     Feature {
         id: "syncs_io_uring",
@@ -203,6 +213,7 @@ pub const FEATURES: &[Feature] = &[
         cells: [
             Works("io_uring:io_uring_submit_sqe, io_uring_complete (matched by ring and user_data: no `req`)"),
             Works("io_uring:io_uring_submit_sqe, io_uring_complete"),
+            Works("io_uring:io_uring_submit_req, io_uring_complete"),
             Works("io_uring:io_uring_submit_req, io_uring_complete"),
             Works("io_uring:io_uring_submit_req, io_uring_complete"),
         ],
@@ -220,6 +231,7 @@ pub const FEATURES: &[Feature] = &[
         cells: [
             Works("fexit generic_file_buffered_read (fallback), cgroup:cgroup_attach_task"),
             Works("fexit filemap_get_pages (fallback), cgroup:cgroup_attach_task"),
+            Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
             Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
             Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
         ],

@@ -1,13 +1,20 @@
-//! `cargo xtask vm --kernel 6.1|6.12|5.10 [-- FILTER...]`: the kernel lab. Boots one of Debian's
-//! cloud kernels under qemu (TCG: this machine's KVM is nested PVM and does not boot them) with
+//! `cargo xtask vm --kernel 5.10|6.1|6.12|newest [-- FILTER...]`: the kernel lab. Boots one of
+//! Debian's cloud kernels under qemu (TCG: this machine's KVM is nested PVM and does not boot them) with
 //! the static `ioscope` from `cargo xtask dist`, an ext4 and an xfs disk, and runs the in-guest
 //! suite (`lab-guest`, xtask/src/bin/lab-guest.rs) once: one boot per kernel, every check in it.
 //!
 //! Everything downloaded or unpacked stays outside the checkout, in `$IOSCOPE_LAB_CACHE`
 //! (default /var/cache/ioscope-lab): `debs/` (apt-get download), `kernels/<package>/` (dpkg -x),
-//! `apt-<suite>/` (a private apt configuration for a suite this machine's sources lack; the
-//! system's apt is never modified), `runs/<series>/` (the last run's initramfs, disks and console
-//! log).
+//! `apt-<suite>-<arch>/` (a private apt configuration for suites this machine's sources lack; the
+//! system's apt is never modified), `runs/<series>/` (the last run's initramfs, disks, console log
+//! and `report.txt`: the exact kernel and packages, and each check's verdict).
+//!
+//! `newest` is the newest 7.x Debian serves, resolved at each run from trixie-backports and sid, so
+//! a new Debian kernel is tested with no code change. Debian packages it either whole
+//! (`linux-image-V-cloud-ARCH[-unsigned]`, the kernel at /boot/vmlinuz-V) or, from 6.16 on, split
+//! in three: `linux-binary-unsigned-V-cloud-ARCH` (usr/lib/modules/V/vmlinuz.unsigned),
+//! `linux-modules-V-cloud-ARCH` (the .ko files) and `linux-base-V-cloud-ARCH` (modules.builtin,
+//! config); its `linux-image-V-cloud-ARCH` is then only a meta package. Both are handled.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -25,12 +32,14 @@ use crate::support::KERNELS;
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask vm", about = "Run the in-guest suite on a Debian kernel under qemu")]
 struct Args {
-    /// Kernel series: 5.10, 6.1 or 6.12 (Debian's newest cloud-amd64 build of it).
+    /// Kernel series: 5.10, 6.1 or 6.12 (Debian's newest cloud build of it), or `newest` (the
+    /// newest 7.x in trixie-backports and sid; `7.x` is the same).
     #[arg(long)]
     kernel: String,
-    /// Wall-clock limit for the whole guest run, seconds (TCG runs 10-50x slower than the host).
-    #[arg(long, default_value_t = 900)]
-    timeout: u64,
+    /// Wall-clock limit for the whole guest run, seconds (TCG runs 10-50x slower than the host);
+    /// default 900, 1500 for `newest`, whose suite adds the churn check (6-7 minutes of it).
+    #[arg(long)]
+    timeout: Option<u64>,
     /// Use the cached kernel package without asking apt for a newer one.
     #[arg(long)]
     offline: bool,
@@ -48,15 +57,22 @@ const MARK: &str = "IOSCOPE-LAB";
 
 pub fn run(args: &[String]) -> Result<()> {
     let args = Args::parse_from(std::iter::once("cargo xtask vm".to_string()).chain(args.iter().cloned()));
-    let series = args.kernel.as_str();
-    let Some(suite) = suite_of(series) else {
-        bail!("--kernel {series}: the lab knows {} (6.18 is this machine's own)", known_series());
+    let series = if args.kernel == NEWEST_COLUMN { NEWEST } else { args.kernel.as_str() };
+    let Some(source) = source_of(series) else {
+        bail!(
+            "--kernel {series}: not a kernel series of the lab, which knows {} (6.18 is this machine's own)",
+            known_series()
+        );
     };
     let started = Instant::now();
     let cache = cache_dir();
-    let kernel = fetch_kernel(&cache, series, suite, args.offline)
-        .with_context(|| format!("kernel {series}: getting Debian's cloud-amd64 kernel package"))?;
-    println!("kernel {series}: {} ({})", kernel.release, kernel.package);
+    let arch = DEB_ARCH;
+    let kernel = match source {
+        Source::Suite(suite) => fetch_kernel(&cache, series, suite, arch, args.offline),
+        Source::Newest => fetch_newest(&cache, arch, args.offline),
+    }
+    .with_context(|| format!("kernel {series}: getting Debian's cloud-{arch} kernel packages"))?;
+    println!("kernel {series}: {} ({})", kernel.release, kernel.packages.join(", "));
 
     let ioscope = dist::run()?;
     let guest = dist::build_static("xtask", &["--bin", "lab-guest"], "lab-guest")?;
@@ -72,32 +88,74 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let log = run_dir.join("console.log");
     let cmdline = format!(
-        "console=ttyS0 panic=-1 loglevel=4 lab_kernel={series} lab_filter={} lab_no_trampoline={}",
+        "console=ttyS0 panic=-1 loglevel=4 lab_kernel={} lab_filter={} lab_no_trampoline={}",
+        column_of(series),
         if args.filter.is_empty() { "-".to_string() } else { args.filter.join(",") },
         u8::from(args.no_trampoline)
     );
-    let outcome = boot(&kernel.vmlinuz, &initrd, &disks, &cmdline, &log, Duration::from_secs(args.timeout))?;
+    let outcome = boot(
+        &kernel.vmlinuz,
+        &initrd,
+        &disks,
+        &cmdline,
+        &log,
+        Duration::from_secs(args.timeout.unwrap_or(if series == NEWEST { 1500 } else { 900 })),
+    )?;
     let report = outcome.judge(series, &log);
+    let kept = run_dir.join("report.txt");
+    std::fs::write(&kept, outcome.report(series, &kernel, &report))
+        .with_context(|| format!("writing {}", kept.display()))?;
     println!(
         "kernel {series}: prepared in {:.0} s, guest ran {:.0} s (console log {})",
         prepared.as_secs_f64(),
         outcome.wall.as_secs_f64(),
         log.display()
     );
+    println!("kernel {series}: report kept in {}", kept.display());
     report
 }
 
+/// The Debian architecture of the kernel packages (x86-64's; the guest runs under
+/// qemu-system-x86_64).
+const DEB_ARCH: &str = "amd64";
+
+/// The series name of the newest kernel, and its column in the support table.
+const NEWEST: &str = "newest";
+const NEWEST_COLUMN: &str = "7.x";
+/// The major version `newest` looks for, and where.
+const NEWEST_MAJOR: u64 = 7;
+const NEWEST_SUITES: [&str; 2] = ["trixie-backports", "sid"];
+
 fn known_series() -> String {
-    KERNELS.iter().filter(|k| suite_of(k).is_some()).copied().collect::<Vec<_>>().join(", ")
+    let mut known: Vec<&str> = KERNELS.iter().filter(|k| source_of(k).is_some()).copied().collect();
+    known.push(NEWEST);
+    known.join(", ")
 }
 
-/// The Debian suite whose kernel is of that series.
-fn suite_of(series: &str) -> Option<&'static str> {
+/// Where a series' kernel comes from.
+enum Source {
+    /// The newest build of the series in a Debian suite (its security updates too).
+    Suite(&'static str),
+    /// The newest [`NEWEST_MAJOR`].x in [`NEWEST_SUITES`].
+    Newest,
+}
+
+fn source_of(series: &str) -> Option<Source> {
     match series {
-        "5.10" => Some("bullseye"),
-        "6.1" => Some("bookworm"),
-        "6.12" => Some("trixie"),
+        "5.10" => Some(Source::Suite("bullseye")),
+        "6.1" => Some(Source::Suite("bookworm")),
+        "6.12" => Some(Source::Suite("trixie")),
+        NEWEST => Some(Source::Newest),
         _ => None,
+    }
+}
+
+/// The support table's column (xtask/src/support.rs) a series' checks are judged by.
+fn column_of(series: &str) -> &str {
+    if series == NEWEST {
+        NEWEST_COLUMN
+    } else {
+        series
     }
 }
 
@@ -106,31 +164,34 @@ fn cache_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from("/var/cache/ioscope-lab"), PathBuf::from)
 }
 
-/// An unpacked kernel package.
+/// An unpacked kernel (one package, or the split packaging's three unpacked together).
 struct Kernel {
-    package: String,
+    /// The package files, `name_version_arch` each.
+    packages: Vec<String>,
     /// `uname -r` of the kernel: the directory name under lib/modules.
     release: String,
-    root: PathBuf,
+    /// lib/modules/RELEASE (usr/lib/modules/RELEASE in the split packaging).
+    modules: PathBuf,
     vmlinuz: PathBuf,
 }
 
-/// The newest `linux-image-<series>.*-cloud-amd64-unsigned` apt can give (this machine's sources,
+/// The newest `linux-image-<series>.*-cloud-ARCH-unsigned` apt can give (this machine's sources,
 /// else a private configuration for the series' suite), downloaded once into the cache and
 /// unpacked once.
-fn fetch_kernel(cache: &Path, series: &str, suite: &str, offline: bool) -> Result<Kernel> {
+fn fetch_kernel(cache: &Path, series: &str, suite: &str, arch: &str, offline: bool) -> Result<Kernel> {
     let debs = cache.join("debs");
     std::fs::create_dir_all(&debs).with_context(|| format!("creating {}", debs.display()))?;
     let mut deb = None;
     if !offline {
         let mut apt = AptConfig::System;
-        let mut names = apt.candidates(series)?;
+        let mut names = apt.candidates(series, arch)?;
         if names.is_empty() {
-            apt = AptConfig::private(cache, suite)?;
-            names = apt.candidates(series)?;
+            let sources = [format!("debian {suite}"), format!("debian-security {suite}-security")];
+            apt = AptConfig::private(cache, suite, arch, &sources)?;
+            names = apt.candidates(series, arch)?;
         }
         if names.is_empty() {
-            eprintln!("kernel {series}: apt offers no linux-image-{series}.*-cloud-amd64-unsigned");
+            eprintln!("kernel {series}: apt offers no linux-image-{series}.*-cloud-{arch}-unsigned");
         }
         // Newest first; a mirror may list a package before it serves it (404): the next one then.
         for name in names.iter().take(4) {
@@ -153,36 +214,171 @@ fn fetch_kernel(cache: &Path, series: &str, suite: &str, offline: bool) -> Resul
     let deb = match deb {
         Some(d) => d,
         // Offline, or apt failed: the newest package of the series already in the cache.
-        None => newest_cached(&debs, series).with_context(|| {
+        None => newest_cached(&debs, series, arch).with_context(|| {
             format!(
-                "no linux-image-{series} cloud-amd64 package could be downloaded or found in {}",
+                "no linux-image-{series} cloud-{arch} package could be downloaded or found in {}",
                 debs.display()
             )
         })?,
     };
-    let file = deb.file_name().unwrap().to_string_lossy().into_owned();
-    let package = file.split('_').next().unwrap().to_string();
-    let root = cache.join("kernels").join(&package);
+    unpack(cache, &[deb])
+}
+
+/// One kernel release's packages: the kernel's and, split, its modules' and base files'.
+#[derive(Debug, PartialEq, Eq)]
+struct Pick {
+    /// `7.3.4+deb13-cloud-amd64`: `uname -r`.
+    release: String,
+    packages: Vec<String>,
+}
+
+/// The kernels of major version `major` among package names, newest first: split packaging
+/// (`linux-binary-unsigned-V-cloud-ARCH` with `linux-modules-` and `linux-base-` of the same V, all
+/// three present) before the whole one of the same release (`linux-image-V-cloud-ARCH-unsigned`,
+/// else `linux-image-V-cloud-ARCH`, which is only a meta package when split ones exist).
+fn picks(names: &[String], major: u64, arch: &str) -> Vec<Pick> {
+    let has = |n: &str| names.iter().any(|m| m == n);
+    let suffix = format!("-cloud-{arch}");
+    let of_major = |v: &str| v.split('.').next().and_then(|m| m.parse::<u64>().ok()) == Some(major);
+    let mut found: Vec<Pick> = Vec::new();
+    for name in names {
+        let split = name.strip_prefix("linux-binary-unsigned-").and_then(|r| r.strip_suffix(&suffix));
+        let whole_unsigned = name
+            .strip_prefix("linux-image-")
+            .and_then(|r| r.strip_suffix("-unsigned"))
+            .and_then(|r| r.strip_suffix(&suffix));
+        let whole = name.strip_prefix("linux-image-").and_then(|r| r.strip_suffix(&suffix));
+        let pick = if let Some(v) = split.filter(|v| of_major(v)) {
+            let packages =
+                vec![name.clone(), format!("linux-modules-{v}{suffix}"), format!("linux-base-{v}{suffix}")];
+            packages.iter().all(|p| has(p)).then(|| Pick { release: format!("{v}{suffix}"), packages })
+        } else if let Some(v) = whole_unsigned.filter(|v| of_major(v)) {
+            let split = format!("linux-binary-unsigned-{v}{suffix}");
+            (!has(&split)).then(|| Pick { release: format!("{v}{suffix}"), packages: vec![name.clone()] })
+        } else if let Some(v) = whole.filter(|v| of_major(v)) {
+            let split = format!("linux-binary-unsigned-{v}{suffix}");
+            let unsigned = format!("{name}-unsigned");
+            (!has(&split) && !has(&unsigned))
+                .then(|| Pick { release: format!("{v}{suffix}"), packages: vec![name.clone()] })
+        } else {
+            None
+        };
+        if let Some(p) = pick {
+            if !found.iter().any(|f| f.release == p.release) {
+                found.push(p);
+            }
+        }
+    }
+    found.sort_by_key(|p| std::cmp::Reverse(version_key(&p.release)));
+    found
+}
+
+/// The newest [`NEWEST_MAJOR`].x kernel of [`NEWEST_SUITES`] (a private apt configuration),
+/// downloaded into the cache once and unpacked once; offline, or when apt fails, the newest one in
+/// the cache.
+fn fetch_newest(cache: &Path, arch: &str, offline: bool) -> Result<Kernel> {
+    let debs = cache.join("debs");
+    std::fs::create_dir_all(&debs).with_context(|| format!("creating {}", debs.display()))?;
+    let what = format!("{NEWEST_MAJOR}.x cloud-{arch} kernel");
+    if !offline {
+        let sources: Vec<String> = NEWEST_SUITES.iter().map(|s| format!("debian {s}")).collect();
+        let apt = AptConfig::private(cache, NEWEST, arch, &sources)?;
+        let names = apt.names(&format!("^linux-(image|binary-unsigned|modules|base)-{NEWEST_MAJOR}\\."))?;
+        let found = picks(&names, NEWEST_MAJOR, arch);
+        if found.is_empty() {
+            eprintln!("kernel {NEWEST}: apt offers no {what} in {}", NEWEST_SUITES.join(" or "));
+        }
+        // Newest first; a mirror may list a package before it serves it (404): the next one then.
+        for pick in found.iter().take(3) {
+            match download_all(&apt, &debs, &pick.packages) {
+                Ok(files) => return unpack(cache, &files),
+                Err(e) => eprintln!("  {}: {e:#}", pick.release),
+            }
+        }
+    }
+    let cached: Vec<String> = std::fs::read_dir(&debs)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".deb"))
+        .map(|n| n.split('_').next().unwrap_or_default().to_string())
+        .collect();
+    let pick = picks(&cached, NEWEST_MAJOR, arch).into_iter().next().with_context(|| {
+        format!(
+            "no {what} could be downloaded from {} or found in {}",
+            NEWEST_SUITES.join(" or "),
+            debs.display()
+        )
+    })?;
+    let files: Vec<PathBuf> = pick.packages.iter().filter_map(|p| cached_deb(&debs, p)).collect();
+    unpack(cache, &files)
+}
+
+/// Each package's .deb in `debs`, downloaded when not there yet.
+fn download_all(apt: &AptConfig, debs: &Path, packages: &[String]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for name in packages {
+        if let Some(found) = cached_deb(debs, name) {
+            files.push(found);
+            continue;
+        }
+        println!("apt-get download {name}");
+        let out = apt.command("apt-get").arg("download").arg(name).current_dir(debs).output()?;
+        match cached_deb(debs, name) {
+            Some(found) => files.push(found),
+            None => {
+                // apt's errors only (its warning about downloading as root is noise here).
+                let err = String::from_utf8_lossy(&out.stderr);
+                let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("E:")).collect();
+                bail!("apt-get download {name} failed: {}", errors.join(" "));
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// The packages unpacked together (once) under `kernels/<first package's file name>/`: the kernel
+/// release is the one directory under [usr/]lib/modules, the kernel /boot/vmlinuz-RELEASE or
+/// [usr/]lib/modules/RELEASE/vmlinuz[.unsigned].
+fn unpack(cache: &Path, debs: &[PathBuf]) -> Result<Kernel> {
+    let files: Vec<String> = debs
+        .iter()
+        .map(|d| d.file_name().unwrap_or_default().to_string_lossy().trim_end_matches(".deb").to_string())
+        .collect();
+    let first = files.first().context("no package to unpack")?;
+    let root = cache.join("kernels").join(first);
     if !root.join(".unpacked").exists() {
         if root.exists() {
             std::fs::remove_dir_all(&root)?;
         }
         std::fs::create_dir_all(&root)?;
-        run_ok(Command::new("dpkg").arg("-x").arg(&deb).arg(&root))?;
+        for deb in debs {
+            run_ok(Command::new("dpkg").arg("-x").arg(deb).arg(&root))?;
+        }
         std::fs::write(root.join(".unpacked"), "")?;
     }
-    let modules = root.join("lib/modules");
-    let release = std::fs::read_dir(&modules)
-        .with_context(|| format!("{}: no lib/modules", root.display()))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .next()
-        .context("no kernel release under lib/modules")?;
-    let vmlinuz = root.join("boot").join(format!("vmlinuz-{release}"));
-    if !vmlinuz.exists() {
-        bail!("{} is missing from {package}", vmlinuz.display());
-    }
-    Ok(Kernel { package, release, root, vmlinuz })
+    let (modules, release) = ["lib/modules", "usr/lib/modules"]
+        .iter()
+        .map(|d| root.join(d))
+        .find_map(|dir| {
+            let release = std::fs::read_dir(&dir)
+                .ok()?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .next()?;
+            Some((dir.join(&release), release))
+        })
+        .with_context(|| format!("{}: no kernel release under [usr/]lib/modules", root.display()))?;
+    let vmlinuz = [
+        root.join("boot").join(format!("vmlinuz-{release}")),
+        modules.join("vmlinuz.unsigned"),
+        modules.join("vmlinuz"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .with_context(|| {
+        format!("no kernel image (boot/vmlinuz-{release}, vmlinuz[.unsigned]) in {}", files.join(", "))
+    })?;
+    Ok(Kernel { packages: files, release, modules, vmlinuz })
 }
 
 fn cached_deb(debs: &Path, package: &str) -> Option<PathBuf> {
@@ -193,14 +389,14 @@ fn cached_deb(debs: &Path, package: &str) -> Option<PathBuf> {
     })
 }
 
-fn newest_cached(debs: &Path, series: &str) -> Option<PathBuf> {
+fn newest_cached(debs: &Path, series: &str, arch: &str) -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(debs)
         .ok()?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| {
             let n = p.file_name().unwrap().to_string_lossy();
-            n.ends_with(".deb") && is_series_package(n.split('_').next().unwrap(), series)
+            n.ends_with(".deb") && is_series_package(n.split('_').next().unwrap(), series, arch)
         })
         .collect();
     found.sort_by_key(|p| version_key(&p.file_name().unwrap().to_string_lossy()));
@@ -209,9 +405,9 @@ fn newest_cached(debs: &Path, series: &str) -> Option<PathBuf> {
 
 /// `linux-image-6.1.0-56-cloud-amd64-unsigned` is of series 6.1; `linux-image-6.12.117+deb12-…`
 /// is not.
-fn is_series_package(name: &str, series: &str) -> bool {
+fn is_series_package(name: &str, series: &str, arch: &str) -> bool {
     let Some(rest) = name.strip_prefix(&format!("linux-image-{series}")) else { return false };
-    rest.starts_with(['.', '-']) && rest.ends_with("-cloud-amd64-unsigned")
+    rest.starts_with(['.', '-']) && rest.ends_with(&format!("-cloud-{arch}-unsigned"))
 }
 
 /// The numbers in a package name, in order: sorts 6.1.0-56 after 6.1.0-50, 6.12.117 after 6.12.99.
@@ -229,25 +425,30 @@ enum AptConfig {
 }
 
 impl AptConfig {
-    fn private(cache: &Path, suite: &str) -> Result<AptConfig> {
-        let dir = cache.join(format!("apt-{suite}"));
+    /// `name` names the configuration's directory; each of `sources` is an archive of
+    /// deb.debian.org and a suite ("debian-security bookworm-security"), its main component
+    /// listed for `arch` only.
+    fn private(cache: &Path, name: &str, arch: &str, sources: &[String]) -> Result<AptConfig> {
+        let dir = cache.join(format!("apt-{name}-{arch}"));
         for sub in ["lists/partial", "cache/archives/partial"] {
             std::fs::create_dir_all(dir.join(sub))?;
         }
-        let sources = dir.join("sources.list");
+        let list = dir.join("sources.list");
         let keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
-        std::fs::write(
-            &sources,
-            format!(
-                "deb [signed-by={keyring}] http://deb.debian.org/debian {suite} main\n\
-                 deb [signed-by={keyring}] http://deb.debian.org/debian-security {suite}-security main\n"
-            ),
-        )?;
+        let lines: String = sources
+            .iter()
+            .map(|s| format!("deb [arch={arch} signed-by={keyring}] http://deb.debian.org/{s} main\n"))
+            .collect();
+        // A new set of sources is a new configuration: its lists are fetched again.
+        let changed = std::fs::read_to_string(&list).ok().as_deref() != Some(lines.as_str());
+        std::fs::write(&list, &lines)?;
         let opts = vec![
-            format!("Dir::Etc::sourcelist={}", sources.display()),
+            format!("Dir::Etc::sourcelist={}", list.display()),
             "Dir::Etc::sourceparts=/nonexistent".to_string(),
             format!("Dir::State::Lists={}", dir.join("lists").display()),
             format!("Dir::Cache={}", dir.join("cache").display()),
+            format!("APT::Architecture={arch}"),
+            format!("APT::Architectures={arch}"),
         ];
         let apt = AptConfig::Private(opts);
         // The lists are refreshed once a day.
@@ -255,11 +456,11 @@ impl AptConfig {
         let fresh = std::fs::metadata(&stamp)
             .and_then(|m| m.modified())
             .is_ok_and(|t| t.elapsed().unwrap_or_default() < Duration::from_secs(86400));
-        if !fresh {
-            println!("apt-get update ({suite}, private lists in {})", dir.display());
+        if !fresh || changed {
+            println!("apt-get update ({name}, private lists in {})", dir.display());
             let out = apt.command("apt-get").arg("update").output()?;
             if !out.status.success() {
-                bail!("apt-get update for {suite} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+                bail!("apt-get update for {name} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
             }
             std::fs::write(&stamp, "")?;
         }
@@ -277,21 +478,29 @@ impl AptConfig {
     }
 
     /// Package names of the series, newest first.
-    fn candidates(&self, series: &str) -> Result<Vec<String>> {
-        let out = self
-            .command("apt-cache")
-            .args(["search", "--names-only", &format!("^linux-image-{}", series.replace('.', "\\."))])
-            .output()
-            .context("running apt-cache")?;
-        let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_whitespace().next())
-            .filter(|n| is_series_package(n, series))
-            .map(str::to_string)
-            .collect();
+    fn candidates(&self, series: &str, arch: &str) -> Result<Vec<String>> {
+        let mut names = self.names(&format!("^linux-image-{}", series.replace('.', "\\.")))?;
+        names.retain(|n| is_series_package(n, series, arch));
         names.sort_by_key(|n| std::cmp::Reverse(version_key(n)));
         names.dedup();
         Ok(names)
+    }
+
+    /// The names of the packages apt knows that match a regular expression.
+    fn names(&self, pattern: &str) -> Result<Vec<String>> {
+        let out = self
+            .command("apt-cache")
+            .args(["search", "--names-only", pattern])
+            .output()
+            .context("running apt-cache")?;
+        if !out.status.success() {
+            bail!("apt-cache search failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_string)
+            .collect())
     }
 }
 
@@ -382,12 +591,22 @@ poweroff -f
 /// The wanted modules that the kernel has as modules, after their dependencies (the `depends=`
 /// of each module's .modinfo), as (file name, decompressed contents).
 fn module_order(kernel: &Kernel) -> Result<Vec<(String, Vec<u8>)>> {
-    let dir = kernel.root.join("lib/modules").join(&kernel.release);
+    let dir = &kernel.modules;
     let mut files = HashMap::new();
     collect_modules(&dir.join("kernel"), &mut files)?;
+    // modules.builtin lists the built-in ones ("kernel/drivers/virtio/virtio_pci.ko"): a wanted
+    // module neither there nor a file is missing from the kernel.
+    let builtin: HashSet<String> = std::fs::read_to_string(dir.join("modules.builtin"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.rsplit('/').next()?.strip_suffix(".ko").map(module_key))
+        .collect();
     let mut order = Vec::new();
     let mut seen = HashSet::new();
     for m in WANTED_MODULES {
+        if !builtin.is_empty() && !builtin.contains(&module_key(m)) && !files.contains_key(&module_key(m)) {
+            println!("kernel {}: has no module {m}, neither built in nor as a file", kernel.release);
+        }
         add_module(m, &files, &mut order, &mut seen)?;
     }
     Ok(order)
@@ -562,6 +781,23 @@ fn boot(
 }
 
 impl Outcome {
+    /// What `report.txt` keeps of a run: the kernel (its `uname -r`, as the guest saw it, and
+    /// the packages it came from), the suite's lines and the verdict.
+    fn report(&self, series: &str, kernel: &Kernel, verdict: &Result<()>) -> String {
+        let mut s =
+            format!("kernel {series}: {}\npackages: {}\n", kernel.release, kernel.packages.join(", "));
+        for l in &self.lines {
+            if let Some((_, rest)) = l.split_once(MARK) {
+                s.push_str(&format!("{MARK}{rest}\n"));
+            }
+        }
+        match verdict {
+            Ok(()) => s.push_str("verdict: passed\n"),
+            Err(e) => s.push_str(&format!("verdict: {e:#}\n")),
+        }
+        s
+    }
+
     /// Ok when the suite ran to its end with no failed check; else an error naming the kernel, the
     /// failed (or last started) checks and the console's last lines.
     fn judge(&self, series: &str, log: &Path) -> Result<()> {
@@ -620,5 +856,84 @@ impl Outcome {
         }
         println!("kernel {series}: all {passed} checks passed ({})", done.unwrap_or_default());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Names as trixie-backports and sid listed them (November 2026), and the old packaging.
+    #[test]
+    fn picks_the_newest_release_in_either_packaging() {
+        let listed = names(&[
+            "linux-base-7.2.12+deb13-cloud-amd64",
+            "linux-binary-unsigned-7.2.12+deb13-cloud-amd64",
+            "linux-modules-7.2.12+deb13-cloud-amd64",
+            "linux-image-7.2.12+deb13-cloud-amd64",
+            "linux-base-7.3.4+deb13-cloud-amd64",
+            "linux-binary-unsigned-7.3.4+deb13-cloud-amd64",
+            "linux-modules-7.3.4+deb13-cloud-amd64",
+            "linux-image-7.3.4+deb13-cloud-amd64",
+            "linux-image-7.3.4+deb13-cloud-amd64-dbg",
+            "linux-binary-unsigned-7.2.13+deb14-cloud-amd64",
+            "linux-modules-7.2.13+deb14-cloud-amd64",
+            "linux-base-7.2.13+deb14-cloud-amd64",
+            // Split, but its modules are not listed: not a whole kernel.
+            "linux-binary-unsigned-7.4.1+deb14-cloud-amd64",
+            "linux-base-7.4.1+deb14-cloud-amd64",
+            "linux-image-7.10.2+deb14-cloud-arm64",
+            "linux-image-6.12.57+deb13-cloud-amd64-unsigned",
+        ]);
+        let found = picks(&listed, 7, "amd64");
+        let releases: Vec<&str> = found.iter().map(|p| p.release.as_str()).collect();
+        assert_eq!(
+            releases,
+            ["7.3.4+deb13-cloud-amd64", "7.2.13+deb14-cloud-amd64", "7.2.12+deb13-cloud-amd64"]
+        );
+        assert_eq!(
+            found[0].packages,
+            [
+                "linux-binary-unsigned-7.3.4+deb13-cloud-amd64",
+                "linux-modules-7.3.4+deb13-cloud-amd64",
+                "linux-base-7.3.4+deb13-cloud-amd64"
+            ]
+        );
+        assert_eq!(picks(&listed, 7, "arm64")[0].packages, ["linux-image-7.10.2+deb14-cloud-arm64"]);
+        // The old packaging: the kernel and its modules in one package, unsigned preferred.
+        let old = names(&[
+            "linux-image-7.0.4+deb13-cloud-amd64",
+            "linux-image-7.0.4+deb13-cloud-amd64-unsigned",
+            "linux-image-7.0.10+deb13-cloud-amd64",
+        ]);
+        let found = picks(&old, 7, "amd64");
+        assert_eq!(
+            found,
+            [
+                Pick {
+                    release: "7.0.10+deb13-cloud-amd64".into(),
+                    packages: vec!["linux-image-7.0.10+deb13-cloud-amd64".into()]
+                },
+                Pick {
+                    release: "7.0.4+deb13-cloud-amd64".into(),
+                    packages: vec!["linux-image-7.0.4+deb13-cloud-amd64-unsigned".into()]
+                },
+            ]
+        );
+        assert!(picks(&old, 8, "amd64").is_empty());
+    }
+
+    #[test]
+    fn series_map_to_their_source_and_table_column() {
+        assert!(matches!(source_of("6.1"), Some(Source::Suite("bookworm"))));
+        assert!(matches!(source_of(NEWEST), Some(Source::Newest)));
+        assert!(source_of("6.18").is_none() && source_of("7.3").is_none());
+        assert_eq!(column_of(NEWEST), "7.x");
+        assert_eq!(column_of("6.12"), "6.12");
+        assert!(known_series().ends_with("6.12, newest"), "{}", known_series());
     }
 }

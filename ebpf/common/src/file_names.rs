@@ -29,7 +29,8 @@ pub const NAME_LEN: usize = 256;
 
 /// [`FileName::flags`]: the dentry is its filesystem's root (its own parent); its name is "/".
 pub const NAME_ROOT: u32 = 1;
-/// [`FileName::flags`]: the dentry was unhashed (unlinked) when read: the kernel's " (deleted)".
+/// [`FileName::flags`]: the dentry was unhashed (unlinked) when read, or the inode's pages left the
+/// cache after its last link was gone (the file was deleted since): the kernel's " (deleted)".
 pub const NAME_UNLINKED: u32 = 2;
 
 #[repr(C)]
@@ -104,6 +105,8 @@ pub struct NameLayout {
     /// `struct kiocb`: `ki_filp`; `struct file`: `f_path.dentry`.
     pub kiocb_filp: u32,
     pub file_dentry: u32,
+    /// `struct inode`: `i_nlink` (0 once its last name is unlinked).
+    pub inode_nlink: u32,
 }
 
 impl NameLayout {
@@ -124,6 +127,7 @@ impl NameLayout {
         dentry_hash_pprev: 0,
         kiocb_filp: 0,
         file_dentry: 0,
+        inode_nlink: 0,
     };
 }
 

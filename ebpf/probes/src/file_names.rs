@@ -89,6 +89,52 @@ pub fn file_name_dio(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// `filemap:mm_filemap_delete_from_page_cache(struct folio *)`: a folio leaves the cache. When its
+/// inode has no link left (a deleted file's pages go as the inode is evicted), its stored name is
+/// flagged unlinked: the path shown is the kernel's " (deleted)" instead of none once the file is
+/// gone (short-lived files created, read and deleted between two samples).
+#[btf_tracepoint(function = "mm_filemap_delete_from_page_cache")]
+pub fn file_name_gone(ctx: BtfTracePointContext) -> i32 {
+    if name_layout!(configured) != 0 {
+        let folio: *const u8 = ctx.arg(0);
+        let mapping: *const u8 = kernel_field(folio, name_layout!(folio_mapping));
+        if !mapping.is_null() {
+            mark_unlinked(kernel_field(mapping, name_layout!(mapping_host)));
+        }
+    }
+    0
+}
+
+/// Flags the stored name of `inode` (a pointer the verifier knows) unlinked when the inode has no
+/// link left and the name is of its generation.
+#[inline(always)]
+fn mark_unlinked(inode: *const u8) {
+    if inode.is_null() {
+        return;
+    }
+    let nlink: u32 = kernel_field(inode, name_layout!(inode_nlink));
+    if nlink != 0 {
+        return;
+    }
+    let sb: *const u8 = kernel_field(inode, name_layout!(inode_sb));
+    if sb.is_null() {
+        return;
+    }
+    let key = NameKey {
+        dev: kernel_field(sb, name_layout!(sb_dev)),
+        _pad: 0,
+        ino: kernel_field(inode, name_layout!(inode_ino)),
+    };
+    let generation: u32 = kernel_field(inode, name_layout!(inode_generation));
+    let Some(name) = FILE_NAMES.get_ptr_mut(&key) else { return };
+    // SAFETY: the stored value; a racing store writes a whole newer name, which this leaves be
+    // unless its generation is the same.
+    let name = unsafe { &mut *name };
+    if name.generation == generation && name.flags & NAME_UNLINKED == 0 {
+        name.flags |= NAME_UNLINKED;
+    }
+}
+
 /// Names `inode` (a pointer the verifier knows) unless this CPU just did, or it is already named
 /// with its generation. `dentry`: the dentry to name it by (0: its first alias).
 #[inline(always)]
