@@ -6,13 +6,16 @@
 //! HTTP is hyper's HTTP/1 server on the current-thread tokio runtime. What a bad client can do is
 //! bounded: request heads larger than [`MAX_HEAD_BYTES`] get 431, a head not received within
 //! [`HEAD_TIMEOUT`] closes the connection, and a connection lives at most [`CONNECTION_LIFETIME`].
-//! At most [`max_connections`] are open at once (1024, fewer under a low open-file limit), and
+//! At most [`max_connections`] are open at once (4,096, fewer under a low open-file limit), and
 //! the accept loop never stops for them: a connection accepted at the limit, or an accept that
 //! fails for want of file descriptors, closes the connection that has been quiet the longest
 //! (no byte in or out), which is an idle one, never a request being answered. Idle connections
 //! held open by a client (1,100 in the probe) so cannot delay a scrape: when the limit made
 //! the loop wait for a free slot instead, a scrape waited in the listen backlog until the idle
-//! ones' head time-out, 9 s.
+//! ones' head time-out, 9 s. A connection costs only its socket and a small task until its first
+//! byte arrives (hyper's buffers are made then), so the bound can sit above what a client holds
+//! open: a client that holds more than it makes the accept loop close one for each it reopens,
+//! and a scrape then waits behind those reconnects in the listen backlog.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +48,7 @@ pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// previous response, on a kept-alive connection) is disconnected.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections open at once at most (see [`max_connections`]).
-pub const MAX_CONNECTIONS: usize = 1024;
+pub const MAX_CONNECTIONS: usize = 4096;
 /// File descriptors kept for everything but connections (as [`crate::collect::ProcessReader`]
 /// keeps: the eBPF maps and programs, the kept /proc files).
 const FD_HEADROOM: u64 = 256;
@@ -171,7 +174,7 @@ async fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
             _ = sigint.recv() => break,
             _ = sigterm.recv() => break,
         };
-        let (id, activity, closed, made_room) = lock(&connections).open();
+        let (id, activity, mut closed, made_room) = lock(&connections).open();
         if made_room {
             // The closed connection's task drops its socket when it runs: let it, before the
             // next accept, so that the descriptors stay within the limit.
@@ -180,27 +183,48 @@ async fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
         let shared = shared.clone();
         let connections = connections.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let shared = shared.clone();
-                async move { Ok::<_, std::convert::Infallible>(respond(&req, &shared, &export)) }
-            });
-            let stream = Tracked { inner: stream, activity };
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES)
-                .serve_connection(TokioIo::new(stream), service);
-            // Errors here are the client's (reset, timed out, malformed): nothing to do but close.
-            tokio::select! {
-                _ = tokio::time::timeout(CONNECTION_LIFETIME, conn) => {}
-                // Closed to make room (its sender dropped).
-                _ = closed => {}
+            // Nothing but the socket until the client says something: hyper's buffers and
+            // state (boxed, so that a waiting task stays small) are made for a connection that
+            // sends a byte within the head time-out.
+            let spoke = tokio::select! {
+                r = tokio::time::timeout(HEAD_TIMEOUT, stream.readable()) => matches!(r, Ok(Ok(()))),
+                _ = &mut closed => false,
+            };
+            if spoke {
+                Box::pin(answer(stream, activity, closed, shared, export)).await;
             }
             lock(&connections).forget(id);
         });
     }
     eprintln!("ioscope serve: stopping");
     Ok(())
+}
+
+/// Serves one connection that has sent its first byte, until it ends, its lifetime is over, or
+/// it is closed to make room.
+async fn answer(
+    stream: tokio::net::TcpStream,
+    activity: Activity,
+    closed: tokio::sync::oneshot::Receiver<()>,
+    shared: Arc<Shared>,
+    export: ExportOptions,
+) {
+    let service = hyper::service::service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, std::convert::Infallible>(respond(&req, &shared, &export)) }
+    });
+    let stream = Tracked { inner: stream, activity };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .serve_connection(TokioIo::new(stream), service);
+    // Errors here are the client's (reset, timed out, malformed): nothing to do but close.
+    tokio::select! {
+        _ = tokio::time::timeout(CONNECTION_LIFETIME, conn) => {}
+        // Closed to make room (its sender dropped).
+        _ = closed => {}
+    }
 }
 
 /// How many connections may be open at once under an open-file limit of `fd_limit`: half of

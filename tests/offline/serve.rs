@@ -328,12 +328,11 @@ fn two_thousand_idle_connections_do_not_delay_a_scrape() {
         rss_before >> 20,
         rss_after >> 20
     );
-    // The goal is 100 ms (node_exporter: 8 ms). 1 s leaves room for this debug build (hyper
-    // unoptimised) on a shared 2-core machine where the exporter accepts, behind the scrape, the
-    // reconnects of the 2,000 closed to make room, each costing it a connection's setup; the
-    // figures measured are printed.
-    assert!(worst < Duration::from_secs(1), "a scrape took {worst:?}: {times:?}");
-    assert!(fds_max <= 1024 + 256, "{fds_max} descriptors: not bounded");
+    // The goal is 100 ms (node_exporter: 8 ms); measured here, debug build, 2,000 idle: median
+    // 4–5 ms, worst 8–11 ms.
+    assert!(median < Duration::from_millis(100), "median scrape {median:?}: {times:?}");
+    assert!(worst < Duration::from_millis(500), "a scrape took {worst:?}: {times:?}");
+    assert!(fds_max <= ioscope::serve::MAX_CONNECTIONS + 256, "{fds_max} descriptors: not bounded");
     assert!(rss_after < rss_before + (64 << 20), "RSS {rss_before} → {rss_after}");
     assert!(ex.scrape().contains("ioscope_memory_cached_bytes"));
 }
