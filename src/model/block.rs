@@ -10,8 +10,13 @@
 //! - percentiles from the log2 histogram (see [`percentile`]); max is the upper edge of the highest
 //!   non-empty bucket (an upper bound, not an exact value)
 //! - queue depth at issue: avg = Δdepth_sum / Δdepth_samples (exact), min/max from the depth buckets
-//! - cross-check: eBPF completed bytes vs diskstats Δ(sectors read + written) × 512; flagged when
-//!   the larger is ≥ [`CROSSCHECK_MIN_BYTES`] and they differ by more than [`CROSSCHECK_TOLERANCE`].
+//! - cross-check: eBPF completed bytes of every operation (read, write and other: discard,
+//!   write-zeroes, secure erase) vs diskstats Δ(sectors read + written + discarded) × 512; flagged
+//!   when the larger is ≥ [`CROSSCHECK_MIN_BYTES`] and they differ by more than
+//!   [`CROSSCHECK_TOLERANCE`]. Both sides count the same requests: diskstats counts write-zeroes
+//!   and secure erase as writes and discards apart, while `rwbs` calls them `N`, `DE` and `D`
+//!   (the probes' "other"), so comparing the sums of all three is exact where reads + writes alone
+//!   were not (`mkfs.ext4` zeroes its journal with write-zeroes: 32 MiB diskstats saw as written).
 
 use serde::Serialize;
 
@@ -167,10 +172,16 @@ pub fn crosscheck(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat) -> Optio
     let zero = BlockDeviceCounters::default();
     let p = find(prev, disk).unwrap_or(&zero);
     let pd = prev.disks.iter().find(|d| (d.major, d.minor) == (disk.major, disk.minor))?;
+    // All operations on both sides (see the module doc): write-zeroes are writes to diskstats and
+    // "other" to rwbs; discards are apart in diskstats (since 4.18) and "other" to rwbs.
     let bpf_bytes = delta(p.read.completed_bytes, c.read.completed_bytes)
-        + delta(p.write.completed_bytes, c.write.completed_bytes);
-    let diskstats_bytes =
-        (delta(pd.sectors_read, disk.sectors_read) + delta(pd.sectors_written, disk.sectors_written)) * 512;
+        + delta(p.write.completed_bytes, c.write.completed_bytes)
+        + delta(p.other.completed_bytes, c.other.completed_bytes);
+    let discarded = |d: &DiskStat| d.discards.as_ref().map_or(0, |x| x.sectors);
+    let diskstats_bytes = (delta(pd.sectors_read, disk.sectors_read)
+        + delta(pd.sectors_written, disk.sectors_written)
+        + delta(discarded(pd), discarded(disk)))
+        * 512;
     Some(compare(bpf_bytes, diskstats_bytes))
 }
 
@@ -321,6 +332,7 @@ pub fn size_buckets(m: &BlockDeviceModel) -> Vec<SizeBucket> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::DiscardStat;
 
     fn hist(entries: &[(usize, u64)]) -> Vec<u64> {
         let mut h = vec![0; 32];
@@ -362,6 +374,31 @@ mod tests {
         // eBPF saw nothing while diskstats counted 10 MiB: flagged (a quiet wrong number).
         assert!(compare(0, 10 << 20).mismatch);
         assert_eq!(compare(0, 0).diff_pct, 0.0);
+    }
+
+    #[test]
+    fn crosscheck_counts_write_zeroes_and_discards_on_both_sides() {
+        // mkfs.ext4 on a 1 GiB loop device, as bpftrace's block_rq_complete saw it: 40 sectors
+        // read, 1,200 written (`WS`), 65,680 zeroed (`NS`, write-zeroes) and 2,097,160 discarded
+        // (`DS`); /proc/diskstats: 40 read, 66,880 written, 2,097,160 discarded.
+        let mut prev = sample(None, 0);
+        let mut c = BlockDeviceCounters { major: 8, minor: 0, ..Default::default() };
+        c.read.completed_bytes = 40 * 512;
+        c.write.completed_bytes = 1_200 * 512;
+        c.other.completed_bytes = (65_680 + 2_097_160) * 512;
+        let mut cur = sample(Some(c), 40);
+        prev.disks[0].discards = Some(DiscardStat::default());
+        cur.disks[0].sectors_written = 66_880;
+        cur.disks[0].discards = Some(DiscardStat { completed: 2, merged: 0, sectors: 2_097_160, ms: 0 });
+        let x = crosscheck(Some(&prev), &cur, &cur.disks[0]).unwrap();
+        assert_eq!(x.bpf_bytes, x.diskstats_bytes);
+        assert!(!x.mismatch, "{x:?}");
+        // A real loss still shows: without the discard, the probes missing the write-zeroes.
+        let mut lost = cur.clone();
+        lost.bpf.block_devices[0].other.completed_bytes = 0;
+        lost.disks[0].discards = Some(DiscardStat::default());
+        let x = crosscheck(Some(&prev), &lost, &lost.disks[0]).unwrap();
+        assert!(x.mismatch, "{x:?}");
     }
 
     fn counters(
