@@ -26,8 +26,8 @@ pub fn append(s: &mut String, m: &Model) {
     }
     let _ = writeln!(
         s,
-        "\n{:<40} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>7}  {}",
-        "CGROUP", "READ/s", "WRITE/s", "HIT%", "DIRTY/s", "THR ms/s", "SYNC MAX", "IO PSI", "FILE CACHE"
+        "\n{:<40} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>7}  FILE CACHE",
+        "CGROUP", "READ/s", "WRITE/s", "HIT%", "DIRTY/s", "THR ms/s", "SYNC MAX", "IO PSI"
     );
     for c in busy {
         let name = if c.name.name.is_empty() { c.path.as_str() } else { c.name.name.as_str() };
