@@ -135,14 +135,7 @@ mod tests {
 
     #[test]
     fn ordinary_names_are_unchanged_and_borrowed() {
-        for s in [
-            "postgres",
-            "/var/lib/pg/16/main/base/1",
-            "kworker/u8:2",
-            "system-getty.slice",
-            "a\\x2db",
-            "données ✓ 日本",
-        ] {
+        for s in ["postgres", "/var/lib/pg/16/main/base/1", "kworker/u8:2", "system-getty.slice", "a\\x2db", "données ✓ 日本"] {
             assert!(matches!(escape(s), Cow::Borrowed(_)), "{s}");
             assert_eq!(escape_lines(s), s);
         }
@@ -154,9 +147,7 @@ mod tests {
         assert_eq!(escape("a\nb\rc\td\x7f"), "a\\nb\\rc\\td\\x7f");
         assert_eq!(escape("\u{9b}2J\u{90}q"), "\\u{9b}2J\\u{90}q");
         assert_eq!(escape("evil\u{202e}fdp.exe"), "evil\\u{202e}fdp.exe");
-        for c in
-            ['\u{61c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{2066}', '\u{2069}', '\u{2028}', '\u{2029}']
-        {
+        for c in ['\u{61c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{2066}', '\u{2069}', '\u{2028}', '\u{2029}'] {
             assert_eq!(escape(&c.to_string()), format!("\\u{{{:x}}}", c as u32));
         }
         // A zero-width joiner (emoji sequences) and ordinary non-ASCII stay as they are.
@@ -177,10 +168,7 @@ mod tests {
         assert_eq!(escape_bytes(b"ok"), "ok");
         assert_eq!(escape_bytes(b"a\xffb\x1b\xc3"), "a\\xffb\\x1b\\xc3");
         use std::os::unix::ffi::OsStrExt as _;
-        assert_eq!(
-            path(std::path::Path::new(std::ffi::OsStr::from_bytes(b"/tmp/\x1b]0;x\x07\xfe"))),
-            "/tmp/\\x1b]0;x\\x07\\xfe"
-        );
+        assert_eq!(path(std::path::Path::new(std::ffi::OsStr::from_bytes(b"/tmp/\x1b]0;x\x07\xfe"))), "/tmp/\\x1b]0;x\\x07\\xfe");
     }
 
     #[test]

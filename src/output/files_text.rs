@@ -35,8 +35,7 @@ pub fn append(s: &mut String, m: &Model) {
     );
     let r = |v: f64| if v == 0.0 { "-".to_string() } else { human_bytes(v) };
     for f in m.files.iter().take(TOP_FILES) {
-        let procs: Vec<String> =
-            f.processes.iter().map(|p| format!("{}({})", shown(&p.comm), p.pid)).collect();
+        let procs: Vec<String> = f.processes.iter().map(|p| format!("{}({})", shown(&p.comm), p.pid)).collect();
         let _ = writeln!(
             s,
             "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}",

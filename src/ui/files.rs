@@ -223,8 +223,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     let msg = |m: String| Paragraph::new(Span::styled(m, theme.dim()));
     if !model.bpf.enabled {
         let why = model.bpf.reason.clone().unwrap_or_default();
-        frame
-            .render_widget(msg(format!("per-file I/O needs the eBPF probes: {}", format::text(&why))), inner);
+        frame.render_widget(msg(format!("per-file I/O needs the eBPF probes: {}", format::text(&why))), inner);
         return;
     }
     if !crate::model::files::available(model) {

@@ -247,10 +247,7 @@ fn system_lines(
     ];
     let mut lines = flow(items, width);
     if let Some(why) = &c.cross_check.mismatch {
-        lines.push(Line::from(Span::styled(
-            format!("check: {}", format::text(why)),
-            theme.level(Level::Warn),
-        )));
+        lines.push(Line::from(Span::styled(format!("check: {}", format::text(why)), theme.level(Level::Warn))));
     }
     lines
 }

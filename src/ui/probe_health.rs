@@ -33,10 +33,9 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
 
     let status = match (model.bpf.enabled, &model.bpf.reason) {
         (true, None) => Line::from("eBPF on: every program attached"),
-        (true, Some(why)) => Line::from(Span::styled(
-            format!("eBPF partly on: {}", crate::ui::format::text(why)),
-            theme.level(Level::Warn),
-        )),
+        (true, Some(why)) => {
+            Line::from(Span::styled(format!("eBPF partly on: {}", crate::ui::format::text(why)), theme.level(Level::Warn)))
+        }
         (false, why) => Line::from(Span::styled(
             format!("eBPF off: {}", crate::ui::format::text(why.as_deref().unwrap_or("no reason given"))),
             theme.level(Level::Critical),

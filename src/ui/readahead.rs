@@ -99,10 +99,7 @@ fn hint_lines(ra: &ReadaheadModel, theme: &Theme) -> Vec<Line<'static>> {
             theme.dim(),
         ))];
     }
-    ra.hints
-        .iter()
-        .map(|h| Line::from(Span::styled(format!("⚠ {}", format::text(h)), theme.level(Level::Warn))))
-        .collect()
+    ra.hints.iter().map(|h| Line::from(Span::styled(format!("⚠ {}", format::text(h)), theme.level(Level::Warn)))).collect()
 }
 
 fn pct(v: Option<f64>) -> String {

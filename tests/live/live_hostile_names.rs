@@ -54,10 +54,7 @@ fn batch_shows_a_hostile_process_and_file_name_escaped() {
     for (what, bad) in [("ESC", '\x1b'), ("BEL", '\x07'), ("CR", '\r'), ("CSI", '\u{9b}')] {
         assert!(!text.contains(bad), "{what} reached stdout:\n{text}");
     }
-    assert!(
-        !text.lines().any(|l| l.trim_start().starts_with("FORGED")),
-        "a file name forged a line:\n{text}"
-    );
+    assert!(!text.lines().any(|l| l.trim_start().starts_with("FORGED")), "a file name forged a line:\n{text}");
     let shown = ioscope::untrusted::escape(COMM);
     assert!(text.contains(&*shown), "the process {shown} is not shown:\n{text}");
     if text.contains("Files by disk I/O") {

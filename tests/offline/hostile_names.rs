@@ -187,12 +187,7 @@ fn samples(suffix: &str) -> (Sample, Sample) {
 }
 
 fn header(suffix: &str, dirty_ratio: &str) -> RecordingHeader {
-    let mut h = RecordingHeader {
-        hostname: "host".into(),
-        kernel: "6.18".into(),
-        interval_s: 1.0,
-        ..Default::default()
-    };
+    let mut h = RecordingHeader { hostname: "host".into(), kernel: "6.18".into(), interval_s: 1.0, ..Default::default() };
     h.tuning.insert("vm.dirty_ratio".into(), dirty_ratio.into());
     h.tuning.insert(format!("vm.{suffix}"), "1".into());
     hostile(&h, suffix)
@@ -256,13 +251,7 @@ fn the_text_frame_of_once_and_batch_escapes_every_name() {
         assert_visible("--batch", &text, suffix);
         // The names themselves are there, escaped, not only the host name.
         assert!(text.contains("Files by disk I/O"), "{text}");
-        for name in [
-            "postgres",
-            "/var/lib/pg/wal/0001",
-            "/var/lib/postgresql/16/main/base/16384/16397",
-            "vda",
-            "columnstore",
-        ] {
+        for name in ["postgres", "/var/lib/pg/wal/0001", "/var/lib/postgresql/16/main/base/16384/16397", "vda", "columnstore"] {
             let escaped = format!("{name}{}", ioscope::untrusted::escape(suffix));
             assert!(text.contains(&escaped), "--batch: {escaped:?} missing:\n{text}");
         }
@@ -295,11 +284,7 @@ fn replay_batch_csv_and_compare_text_escape_every_name() {
         let first: Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
         assert!(first["header"]["hostname"].as_str().is_some_and(|h| h.ends_with(suffix)), "{first}");
         assert!(
-            first["processes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|p| p["comm"].as_str().is_some_and(|c| c.ends_with(suffix))),
+            first["processes"].as_array().unwrap().iter().any(|p| p["comm"].as_str().is_some_and(|c| c.ends_with(suffix))),
             "replay --json lost the exact process name"
         );
         // OpenMetrics keeps the exact bytes, with its own escaping of \ " and newline.
@@ -362,14 +347,8 @@ fn csv_neutralises_formulas_but_not_numbers() {
     w.write_sample(&b).unwrap();
     drop(w);
     let mut out = Vec::new();
-    replay::print(
-        Recording::open(&path).unwrap(),
-        ReplayOutput::Csv(CsvPane::Processes),
-        None,
-        None,
-        &mut out,
-    )
-    .unwrap();
+    replay::print(Recording::open(&path).unwrap(), ReplayOutput::Csv(CsvPane::Processes), None, None, &mut out)
+        .unwrap();
     let csv = String::from_utf8(out).unwrap();
     let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let comm = head.iter().position(|c| *c == "comm").unwrap();
