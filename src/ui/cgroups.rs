@@ -227,10 +227,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
                 crate::ui::format::text(model.bpf.reason.as_deref().unwrap_or("no reason given"))
             )
         } else if let Some(p) = io {
-            format!(
-                "no disk I/O per cgroup on this kernel: {}",
-                crate::ui::format::text(p.reason.as_deref().unwrap_or_default())
-            )
+            format!("no disk I/O per cgroup on this kernel: {}", crate::ui::format::text(p.reason.as_deref().unwrap_or_default()))
         } else if model.interval_s == 0.0 {
             "rates pending: the first interval is not over yet".to_string()
         } else if !state.filter.is_empty() {

@@ -33,10 +33,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         frame.render_widget(Paragraph::new(Span::styled("no device to show", theme.dim())), inner);
         return;
     };
-    let block = title_block(
-        &format!("{}  block layer (eBPF)  Enter/Esc back  j/k other device", format::text(&d.name)),
-        &theme,
-    );
+    let block =
+        title_block(&format!("{}  block layer (eBPF)  Enter/Esc back  j/k other device", format::text(&d.name)), &theme);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(b) = d.bpf.as_ref().and_then(|b| b.block.as_ref()) else {
@@ -187,10 +185,7 @@ fn title_block(title: &str, theme: &Theme) -> Block<'static> {
 /// Why a device has no eBPF figures, in words the user can act on.
 fn why_nothing(model: &Model, d: &DeviceModel) -> String {
     if !model.bpf.enabled {
-        return format!(
-            "eBPF is off: {}",
-            format::text(model.bpf.reason.as_deref().unwrap_or("no reason given"))
-        );
+        return format!("eBPF is off: {}", format::text(model.bpf.reason.as_deref().unwrap_or("no reason given")));
     }
     if model.interval_s == 0.0 {
         return "rates pending: the first interval is not over yet".into();
