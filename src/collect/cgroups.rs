@@ -92,6 +92,12 @@ impl CgroupFiles {
         file("io.pressure", &mut |t| s.io_pressure = psi::parse(t));
         file("memory.pressure", &mut |t| s.memory_pressure = psi::parse(t));
         file("memory.stat", &mut |t| s.memory = parse_memory_stat(t, false));
+        if let Some(m) = s.memory.as_mut() {
+            let mut limits = Vec::new();
+            file("memory.max", &mut |t| limits.push(parse_limit(t)));
+            file("memory.high", &mut |t| limits.push(parse_limit(t)));
+            m.limit_bytes = limits.into_iter().flatten().min();
+        }
         if s.io.is_some() && s.memory.is_some() {
             return s;
         }
@@ -140,9 +146,10 @@ impl CgroupFiles {
         if s.memory.is_none() {
             if let (Some(root), Some(p)) = (&self.v1_memory, &memory) {
                 let d = root.join(p.trim_start_matches('/'));
+                let limit = read::text(&d.join("memory.limit_in_bytes")).and_then(|t| parse_limit(&t));
                 s.memory = read::text(&d.join("memory.stat"))
                     .and_then(|t| parse_memory_stat(&t, true))
-                    .map(|m| CgroupMemory { source: label("memory v1", p), ..m });
+                    .map(|m| CgroupMemory { source: label("memory v1", p), limit_bytes: limit, ..m });
             }
         }
         s
@@ -183,6 +190,16 @@ pub fn parse_blkio(text: &str) -> (u64, u64) {
     (r, w)
 }
 
+/// At or above this a limit is "none": v1 shows an unlimited cgroup as its page counter's maximum
+/// (2^63 − 1 rounded down to a page, 8 EiB); no machine has 4 EiB of memory.
+const NO_LIMIT: u64 = 1 << 62;
+
+/// A memory limit file (v2 `memory.max`/`memory.high`, v1 `memory.limit_in_bytes`): bytes, or
+/// None for no limit (v2 `max`, v1's huge value) or an unreadable text.
+pub fn parse_limit(text: &str) -> Option<u64> {
+    text.trim().parse::<u64>().ok().filter(|&v| v < NO_LIMIT)
+}
+
 /// `memory.stat`: v2 `file`, `file_dirty`, `file_writeback`, or v1 (hierarchical)
 /// `total_cache`, `total_dirty`, `total_writeback`. None without the file-cache line.
 pub fn parse_memory_stat(text: &str, v1: bool) -> Option<CgroupMemory> {
@@ -198,6 +215,7 @@ pub fn parse_memory_stat(text: &str, v1: bool) -> Option<CgroupMemory> {
         file_bytes: get(keys[0])?,
         dirty_bytes: get(keys[1]).unwrap_or(0),
         writeback_bytes: get(keys[2]).unwrap_or(0),
+        limit_bytes: None,
     })
 }
 
@@ -239,6 +257,15 @@ mod tests {
         let m = parse_memory_stat(v1, true).unwrap();
         assert_eq!((m.file_bytes, m.dirty_bytes, m.writeback_bytes), (100, 20, 30));
         assert_eq!(parse_memory_stat("anon 1\n", false), None);
+    }
+
+    #[test]
+    fn memory_limits_and_no_limit() {
+        assert_eq!(parse_limit("314572800\n"), Some(300 << 20));
+        assert_eq!(parse_limit("max\n"), None, "v2 unlimited");
+        assert_eq!(parse_limit("9223372036854771712\n"), None, "v1 unlimited (4 KiB pages)");
+        assert_eq!(parse_limit("9223372036854710272\n"), None, "v1 unlimited (64 KiB pages)");
+        assert_eq!(parse_limit(""), None);
     }
 
     #[test]

@@ -3,15 +3,21 @@
 //!
 //! Formulas (src/model/README.md, "Block layer"): every figure is over the interval, from the increase of
 //! cumulative counters and histogram buckets between two samples.
-//! - iops = Δcompleted_requests / Δt; bytes/s = Δcompleted_bytes / Δt; avg size = Δissued_bytes /
-//!   Δissued_requests
+//! - iops = Δissued_requests / Δt (each request once, as diskstats counts it: a write in a flush
+//!   sequence passes block_rq_complete twice); bytes/s = Δcompleted_bytes / Δt; avg size =
+//!   Δissued_bytes / Δissued_requests
 //! - queue_ms_avg = Δqueue_ns_sum / Δqueue_count / 10⁶ (request created → issued to the driver);
 //!   device_ms_avg = Δdevice_ns_sum / Δdevice_count / 10⁶ (issued → completed)
 //! - percentiles from the log2 histogram (see [`percentile`]); max is the upper edge of the highest
 //!   non-empty bucket (an upper bound, not an exact value)
 //! - queue depth at issue: avg = Δdepth_sum / Δdepth_samples (exact), min/max from the depth buckets
-//! - cross-check: eBPF completed bytes vs diskstats Δ(sectors read + written) × 512; flagged when
-//!   the larger is ≥ [`CROSSCHECK_MIN_BYTES`] and they differ by more than [`CROSSCHECK_TOLERANCE`].
+//! - cross-check: eBPF completed bytes of every operation (read, write and other: discard,
+//!   write-zeroes, secure erase) vs diskstats Δ(sectors read + written + discarded) × 512; flagged
+//!   when the larger is ≥ [`CROSSCHECK_MIN_BYTES`] and they differ by more than
+//!   [`CROSSCHECK_TOLERANCE`]. Both sides count the same requests: diskstats counts write-zeroes
+//!   and secure erase as writes and discards apart, while `rwbs` calls them `N`, `DE` and `D`
+//!   (the probes' "other"), so comparing the sums of all three is exact where reads + writes alone
+//!   were not (`mkfs.ext4` zeroes its journal with write-zeroes: 32 MiB diskstats saw as written).
 
 use serde::Serialize;
 
@@ -167,10 +173,16 @@ pub fn crosscheck(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat) -> Optio
     let zero = BlockDeviceCounters::default();
     let p = find(prev, disk).unwrap_or(&zero);
     let pd = prev.disks.iter().find(|d| (d.major, d.minor) == (disk.major, disk.minor))?;
+    // All operations on both sides (see the module doc): write-zeroes are writes to diskstats and
+    // "other" to rwbs; discards are apart in diskstats (since 4.18) and "other" to rwbs.
     let bpf_bytes = delta(p.read.completed_bytes, c.read.completed_bytes)
-        + delta(p.write.completed_bytes, c.write.completed_bytes);
-    let diskstats_bytes =
-        (delta(pd.sectors_read, disk.sectors_read) + delta(pd.sectors_written, disk.sectors_written)) * 512;
+        + delta(p.write.completed_bytes, c.write.completed_bytes)
+        + delta(p.other.completed_bytes, c.other.completed_bytes);
+    let discarded = |d: &DiskStat| d.discards.as_ref().map_or(0, |x| x.sectors);
+    let diskstats_bytes = (delta(pd.sectors_read, disk.sectors_read)
+        + delta(pd.sectors_written, disk.sectors_written)
+        + delta(discarded(pd), discarded(disk)))
+        * 512;
     Some(compare(bpf_bytes, diskstats_bytes))
 }
 
@@ -200,7 +212,10 @@ fn dir(p: &BlockDirCounters, c: &BlockDirCounters, secs: f64) -> BlockDirModel {
     let queue_hist = hist_delta(&p.queue_hist, &c.queue_hist);
     let device_hist = hist_delta(&p.device_hist, &c.device_hist);
     BlockDirModel {
-        iops: per_second(delta(p.completed_requests, c.completed_requests), secs),
+        // Issued, not completed: a write in a flush sequence (a preflush or FUA write on a device
+        // without FUA: ext4's journal commits) passes block_rq_complete twice, when its data is
+        // done and, with 0 bytes, when the sequence ends; diskstats (iostat's w/s) counts it once.
+        iops: per_second(issued, secs),
         bytes_s: per_second(delta(p.completed_bytes, c.completed_bytes), secs),
         avg_size: per_event(delta(p.issued_bytes, c.issued_bytes), issued),
         queue_ms_avg: ms_avg(delta(p.queue_ns_sum, c.queue_ns_sum), queue_count),
@@ -321,6 +336,7 @@ pub fn size_buckets(m: &BlockDeviceModel) -> Vec<SizeBucket> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::DiscardStat;
 
     fn hist(entries: &[(usize, u64)]) -> Vec<u64> {
         let mut h = vec![0; 32];
@@ -362,6 +378,47 @@ mod tests {
         // eBPF saw nothing while diskstats counted 10 MiB: flagged (a quiet wrong number).
         assert!(compare(0, 10 << 20).mismatch);
         assert_eq!(compare(0, 0).diff_pct, 0.0);
+    }
+
+    #[test]
+    fn crosscheck_counts_write_zeroes_and_discards_on_both_sides() {
+        // mkfs.ext4 on a 1 GiB loop device, as bpftrace's block_rq_complete saw it: 40 sectors
+        // read, 1,200 written (`WS`), 65,680 zeroed (`NS`, write-zeroes) and 2,097,160 discarded
+        // (`DS`); /proc/diskstats: 40 read, 66,880 written, 2,097,160 discarded.
+        let mut prev = sample(None, 0);
+        let mut c = BlockDeviceCounters { major: 8, minor: 0, ..Default::default() };
+        c.read.completed_bytes = 40 * 512;
+        c.write.completed_bytes = 1_200 * 512;
+        c.other.completed_bytes = (65_680 + 2_097_160) * 512;
+        let mut cur = sample(Some(c), 40);
+        prev.disks[0].discards = Some(DiscardStat::default());
+        cur.disks[0].sectors_written = 66_880;
+        cur.disks[0].discards = Some(DiscardStat { completed: 2, merged: 0, sectors: 2_097_160, ms: 0 });
+        let x = crosscheck(Some(&prev), &cur, &cur.disks[0]).unwrap();
+        assert_eq!(x.bpf_bytes, x.diskstats_bytes);
+        assert!(!x.mismatch, "{x:?}");
+        // A real loss still shows: without the discard, the probes missing the write-zeroes.
+        let mut lost = cur.clone();
+        lost.bpf.block_devices[0].other.completed_bytes = 0;
+        lost.disks[0].discards = Some(DiscardStat::default());
+        let x = crosscheck(Some(&prev), &lost, &lost.disks[0]).unwrap();
+        assert!(x.mismatch, "{x:?}");
+    }
+
+    #[test]
+    fn a_write_completed_twice_by_a_flush_sequence_counts_once() {
+        // 300 × 4 KiB dsync writes on ext4 on a loop device (no FUA), as bpftrace saw them: 901
+        // writes issued (300 WS, 601 WSM), 1,202 completions (300 WSM passed again with 0 bytes at
+        // the end of their flush sequence); diskstats: 901 writes.
+        let c = BlockDirCounters {
+            issued_requests: 901,
+            completed_requests: 1_202,
+            issued_bytes: 901 * 4096,
+            completed_bytes: 901 * 4096,
+            ..Default::default()
+        };
+        let m = dir(&BlockDirCounters::default(), &c, 1.0);
+        assert_eq!((m.iops, m.bytes_s, m.avg_size), (901.0, 901.0 * 4096.0, 4096.0));
     }
 
     fn counters(

@@ -97,6 +97,9 @@ pub struct CgroupMemoryModel {
     pub file: u64,
     pub dirty: u64,
     pub writeback: u64,
+    /// The memory limit (smaller of v2 `memory.max` and `memory.high`, or v1
+    /// `memory.limit_in_bytes`); null when unlimited.
+    pub limit: Option<u64>,
 }
 
 #[derive(Default)]
@@ -214,6 +217,7 @@ pub fn compute(
                     file: m.file_bytes,
                     dirty: m.dirty_bytes,
                     writeback: m.writeback_bytes,
+                    limit: m.limit_bytes,
                 }),
                 path: a.path,
             }

@@ -81,6 +81,16 @@ pub struct BlockFilesModel {
     pub extents: u64,
 }
 
+impl BlockFilesModel {
+    /// Whether the mapped bytes are all of the interval's requests (sampled ≥ 99.95 %), so that a
+    /// file's mapped bytes per second are its disk rate. Otherwise they are a sample: a file's
+    /// part of the sampled bytes is meaningful, its mapped bytes per second are not (the requests
+    /// not sent are dropped by a rate limit and a full ring, not drawn evenly from every file).
+    pub fn whole(&self) -> bool {
+        self.sampled_pct.is_none_or(|p| p >= 99.95)
+    }
+}
+
 /// The mapping's sampling over the interval; null without the request ring.
 pub fn block_files(prev: Option<&Sample>, cur: &Sample) -> Option<BlockFilesModel> {
     let c = cur.bpf.block_files.as_ref()?;
@@ -273,6 +283,21 @@ pub fn cached_pct(cached_pages: u64, size: u64, page: u64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_of_the_requests_is_not_a_rate() {
+        let bf = |sent, not_sent| BlockFilesModel {
+            sent,
+            not_sent,
+            sampled_pct: (sent + not_sent > 0).then(|| 100.0 * sent as f64 / (sent + not_sent) as f64),
+            ..Default::default()
+        };
+        // 9 % sent: the mapped bytes are a sample, not the files' disk rate.
+        assert!(!bf(90, 910).whole());
+        assert!(!bf(999, 1).whole() || bf(9999, 1).whole());
+        assert!(bf(100_000, 1).whole(), "99.999 % is all of it to one decimal");
+        assert!(bf(500, 0).whole() && bf(0, 0).whole());
+    }
     use crate::sample::FileCacheState;
 
     fn sample(mono_ns: u64, files: Vec<FileIoSample>) -> Sample {

@@ -26,14 +26,14 @@ pub fn append(s: &mut String, m: &Model) {
     }
     let _ = writeln!(
         s,
-        "\n{:<40} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>7}",
+        "\n{:<40} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>7}  FILE CACHE",
         "CGROUP", "READ/s", "WRITE/s", "HIT%", "DIRTY/s", "THR ms/s", "SYNC MAX", "IO PSI"
     );
     for c in busy {
         let name = if c.name.name.is_empty() { c.path.as_str() } else { c.name.name.as_str() };
         let _ = writeln!(
             s,
-            "{:<40} {:>11} {:>11} {:>7} {:>9} {:>9.1} {:>9} {:>7}",
+            "{:<40} {:>11} {:>11} {:>7} {:>9} {:>9.1} {:>9} {:>7}  {}",
             crate::ui::format::shorten(&crate::untrusted::escape(name), 40),
             format!("{}/s", human_bytes(c.read_bytes_s)),
             format!("{}/s", human_bytes(c.write_bytes_s)),
@@ -42,8 +42,18 @@ pub fn append(s: &mut String, m: &Model) {
             c.throttled_ms_s,
             sync_max(c),
             c.io_pressure.as_ref().map_or("-".to_string(), |p| format!("{:.1}", p.some_avg10)),
+            file_cache(c),
         );
     }
+}
+
+/// The cgroup's page cache against its memory limit: "292M of 300M limit", "292M, no limit", or
+/// "-" without its memory.stat.
+fn file_cache(c: &crate::model::cgroups::CgroupModel) -> String {
+    c.memory.as_ref().map_or("-".to_string(), |m| match m.limit {
+        Some(l) => format!("{} of {} limit", human_bytes(m.file as f64), human_bytes(l as f64)),
+        None => format!("{}, no limit", human_bytes(m.file as f64)),
+    })
 }
 
 /// The longest sync call of the cgroup: "4.2 s" completed, "4.2 s+" still running; "-" without.
@@ -87,5 +97,28 @@ mod tests {
         assert!(s.contains("docker 0123456789ab"), "{s}");
         assert!(s.contains("2.0M/s") && s.contains("99.5"), "{s}");
         assert!(s.contains("SYNC MAX") && s.contains("4.2 s+"), "{s}");
+    }
+
+    #[test]
+    fn file_cache_says_its_limit() {
+        let mut m = Model::default();
+        let memory = |limit| crate::model::cgroups::CgroupMemoryModel {
+            source: "memory v1 /db".into(),
+            file: 292 << 20,
+            limit,
+            ..Default::default()
+        };
+        let row = |memory| CgroupModel {
+            path: "/db".into(),
+            read_bytes_s: 1048576.0,
+            memory: Some(memory),
+            ..Default::default()
+        };
+        m.cgroups.push(row(memory(Some(300 << 20))));
+        m.cgroups.push(row(memory(None)));
+        let mut s = String::new();
+        append(&mut s, &m);
+        assert!(s.contains("FILE CACHE") && s.contains("292M of 300M limit"), "{s}");
+        assert!(s.contains("292M, no limit"), "{s}");
     }
 }

@@ -48,4 +48,7 @@ pub struct CgroupMemory {
     pub file_bytes: u64,
     pub dirty_bytes: u64,
     pub writeback_bytes: u64,
+    /// The memory limit, bytes: the smaller of v2 `memory.max` and `memory.high`, or v1
+    /// `memory.limit_in_bytes`; None when unlimited (v2 `max`, v1's page-counter maximum).
+    pub limit_bytes: Option<u64>,
 }

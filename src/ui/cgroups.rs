@@ -363,6 +363,11 @@ fn cgroup_columns(rows: &[&CgroupModel], state: &UiState) -> Vec<Column> {
             c.io_stat.as_ref().map_or_else(dash, |i| format::bytes(i.write_bytes_s, u))
         }),
         col("file".into(), 4, &|c| c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.file as f64, u))),
+        col("mem limit".into(), 4, &|c| {
+            c.memory
+                .as_ref()
+                .map_or_else(dash, |m| m.limit.map_or("none".into(), |l| format::bytes(l as f64, u)))
+        }),
         col("dirty".into(), 4, &|c| {
             c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.dirty as f64, u))
         }),

@@ -345,3 +345,74 @@ fn a_process_moved_without_exec_is_credited_to_its_new_cgroup() {
     assert_eq!(b2.2, 1, "the fsync after the move, to: {b2:?}");
     assert!(a2.0 < 0.05 * pages && a2.1 < 0.05 * bytes && a2.2 == 0, "after the move, from: {a2:?}");
 }
+
+/// A v1 memory cgroup (hybrid host) with `memory.limit_in_bytes` = 300M and a v2 cgroup, one
+/// process in both reading a loop device: `cgroups[].memory.limit` is 300M in the JSON, the `--batch`
+/// text says "of 300M limit". Both cgroups are removed afterwards.
+#[test]
+fn the_v1_memory_limit_is_shown() {
+    let _group = common::live_group(module_path!());
+    if !common::require_root("the_v1_memory_limit_is_shown") {
+        return;
+    }
+    let v1_root = Path::new("/sys/fs/cgroup/memory");
+    let Some(v2_root) = cgroup2_mount().filter(|_| v1_root.join("memory.limit_in_bytes").exists()) else {
+        common::skip("the_v1_memory_limit_is_shown", "no v1 memory controller beside cgroup v2");
+        return;
+    };
+    struct Dirs(Vec<PathBuf>, Option<std::process::Child>);
+    impl Drop for Dirs {
+        fn drop(&mut self) {
+            if let Some(c) = self.1.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            for d in &self.0 {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+    let name = format!("ioscope-live-limit-{}", std::process::id());
+    let (v1, v2) = (v1_root.join(&name), v2_root.join(&name));
+    let mut dirs = Dirs(vec![v1.clone(), v2.clone()], None);
+    std::fs::create_dir(&v1).unwrap();
+    std::fs::create_dir(&v2).unwrap();
+    std::fs::write(v1.join("memory.limit_in_bytes"), (300u64 << 20).to_string()).unwrap();
+    let lo = LoopDevice::new(128);
+    // One long-lived reader (its cgroups are looked up through one of its processes): 512-byte
+    // direct reads of the whole device, about 30 s, killed when ioscope is done.
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && echo $$ > {}/cgroup.procs && \
+         exec dd if={} of=/dev/null bs=512 iflag=direct status=none",
+        v2.display(),
+        v1.display(),
+        lo.path.display()
+    );
+    dirs.1 = Some(Command::new("bash").args(["-c", &script]).spawn().unwrap());
+    let out = Command::new(env!("CARGO_BIN_EXE_ioscope"))
+        .args(["--batch", "--json", "--interval", "1", "-n", "3"])
+        .output()
+        .unwrap();
+    let text = Command::new(env!("CARGO_BIN_EXE_ioscope"))
+        .args(["--batch", "--interval", "1", "-n", "2"])
+        .output()
+        .unwrap();
+    drop(dirs);
+    let last: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    if last["bpf"]["enabled"] != true {
+        common::skip("the_v1_memory_limit_is_shown", "eBPF unavailable");
+        return;
+    }
+    let row = last["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"].as_str() == Some(&format!("/{name}")))
+        .cloned()
+        .unwrap_or_else(|| panic!("/{name} not in cgroups[]: {}", last["cgroups"]));
+    assert_eq!(row["memory"]["limit"].as_u64(), Some(300 << 20), "{row}");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("of 300M limit"), "{text}");
+}

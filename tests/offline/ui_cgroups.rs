@@ -155,3 +155,27 @@ fn sync_call_latency_per_cgroup_and_what_it_lacks() {
     let rows: Vec<u64> = ioscope::ui::cgroups::visible(&m, &s).iter().map(|c| c.id).collect();
     assert_eq!(rows, [41, 40]);
 }
+
+/// The file cache beside the memory limit: a cgroup at its 300M limit says so, one without a
+/// limit says `none`, one without memory.stat shows neither.
+#[test]
+fn file_cache_beside_the_memory_limit() {
+    let mut m = model(None);
+    let memory = |limit| ioscope::model::cgroups::CgroupMemoryModel {
+        source: "memory v1".into(),
+        file: 292 << 20,
+        limit,
+        ..Default::default()
+    };
+    m.cgroups[0].memory = Some(memory(Some(300 << 20)));
+    m.cgroups[1].memory = Some(memory(None));
+    let mut s = UiState::new(Duration::from_secs(1), false);
+    key(&mut s, KeyCode::Char('c'));
+    let text = common::ui::screen(&m, &s, 400, 40);
+    let line = |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
+    assert!(line("mem psi").contains("mem limit"), "{text}");
+    let pod = line("pod 8c5e3b4a");
+    assert!(pod.contains("292M") && pod.contains("300M"), "{pod}");
+    let pg = line("postgresql");
+    assert!(pg.contains("292M") && pg.contains("none"), "{pg}");
+}
