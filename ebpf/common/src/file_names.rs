@@ -152,7 +152,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<NameKey>(), 16);
         assert_eq!(core::mem::size_of::<NameLast>(), 24);
         assert_eq!(core::mem::size_of::<FileName>(), 16 + NAME_LEN);
-        assert_eq!(core::mem::size_of::<NameLayout>(), 16 * 4);
+        assert_eq!(core::mem::size_of::<NameLayout>(), 17 * 4);
     }
 
     #[test]
