@@ -178,18 +178,59 @@ fn record_streams_into_a_fifo_and_to_stdout() {
 }
 
 /// Runs ioscope with `args` and returns (exit code, stderr, peak RSS in MB from wait4's rusage).
-#[allow(clippy::zombie_processes)] // reaped by wait4, which Child does not know about
+///
+/// The measuring is done by a fresh copy of this test binary ([`measured_child_entry_point`]): a
+/// child started by vfork (as `Command` does) takes its parent's peak RSS as its own at exec
+/// (the kernel keeps the old mm's high-water mark in the process's maxrss), so spawned from this
+/// busy test process the figure was the test binary's peak (141–164 MB with other tests running
+/// beside), not ioscope's.
 fn run_measured(args: &[&str]) -> (i32, String, f64) {
-    let mut child = ioscope().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "record_cli::measured_child_entry_point", "--ignored", "--nocapture"])
+        .args(["--test-threads=1", "-q"])
+        .env("IOSCOPE_MEASURED_ARGS", args.join("\u{1f}"))
+        .env("IOSCOPE_MEASURED_BIN", env!("CARGO_BIN_EXE_ioscope"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} from the worker: {text}"))
+    };
+    let code: i32 = field("MEASURED-CODE=").trim().parse().unwrap();
+    let kb: f64 = field("MEASURED-MAXRSS-KB=").trim().parse().unwrap();
+    (code, String::from_utf8_lossy(&out.stderr).into_owned(), kb / 1024.0)
+}
+
+/// [`run_measured`]'s worker: runs the binary and arguments it is given, passes its stderr on,
+/// and prints its exit code and peak RSS.
+#[test]
+#[ignore = "a worker run by run_measured"]
+#[allow(clippy::zombie_processes)] // reaped by wait4, which Child does not know about
+fn measured_child_entry_point() {
+    let (Some(bin), Some(args)) =
+        (std::env::var_os("IOSCOPE_MEASURED_BIN"), std::env::var("IOSCOPE_MEASURED_ARGS").ok())
+    else {
+        return;
+    };
+    let mut child = Command::new(bin)
+        .args(args.split('\u{1f}'))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
     let mut status = 0;
     // SAFETY: waiting for our own child, with a zeroed rusage to fill.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     assert_eq!(pid, child.id() as i32);
     let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
-    (code, err, usage.ru_maxrss as f64 / 1024.0)
+    println!("MEASURED-CODE={code}");
+    println!("MEASURED-MAXRSS-KB={}", usage.ru_maxrss);
+    let _ = &mut child;
 }
 
 /// A sparse file of `gib` GiB starting with `head`.
