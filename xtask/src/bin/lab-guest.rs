@@ -1043,7 +1043,11 @@ fn timed(path: &str) -> Result<f64, String> {
 }
 
 fn fsync_write(path: &str, mib: u64, uring: bool) {
-    let mut f = std::fs::File::create(path).expect(path);
+    // Not truncated: `hold_open` made the file empty, and a truncation to 0 on ext4 (auto_da_alloc)
+    // makes the next close of any descriptor of it, ioscope's read-only cache-state open too,
+    // start writeback of all its dirty pages before the fsync (ioscope's own per-sample open of
+    // a tracked file still does that to a file truncated to 0: an open defect, not this check's).
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).open(path).expect(path);
     let chunk = vec![0x5au8; MIB as usize];
     for _ in 0..mib {
         f.write_all(&chunk).unwrap();
