@@ -1047,7 +1047,7 @@ fn fsync_write(path: &str, mib: u64, uring: bool) {
     // makes the next close of any descriptor of it, ioscope's read-only cache-state open too,
     // start writeback of all its dirty pages before the fsync (ioscope's own per-sample open of
     // a tracked file still does that to a file truncated to 0: an open defect, not this check's).
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).open(path).expect(path);
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).expect(path);
     let chunk = vec![0x5au8; MIB as usize];
     for _ in 0..mib {
         f.write_all(&chunk).unwrap();
