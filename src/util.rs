@@ -224,6 +224,35 @@ pub fn fd_limit() -> u64 {
     }
 }
 
+/// A /proc/self/mountinfo (or /proc/mounts) field with its octal escapes undone: the kernel writes
+/// space, tab, newline and backslash as `\ooo` (`\040` for a space). A backslash not followed by
+/// three octal digits of a byte stays as it is.
+pub fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal =
+            b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c))).and_then(|d| {
+                u8::try_from(
+                    u32::from(d[0] - b'0') * 64 + u32::from(d[1] - b'0') * 8 + u32::from(d[2] - b'0'),
+                )
+                .ok()
+            });
+        match (b[i], octal) {
+            (b'\\', Some(c)) => {
+                out.push(c);
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,31 +52,13 @@ fn mounts(mountinfo: &str) -> Vec<Mount> {
                 "cgroup" if options.split(',').any(|o| o == "memory") => 1,
                 _ => return None,
             };
-            Some((version, PathBuf::from(unescape(point)), unescape(root)))
+            Some((
+                version,
+                PathBuf::from(crate::util::unescape_mountinfo(point)),
+                crate::util::unescape_mountinfo(root),
+            ))
         })
         .collect()
-}
-
-/// mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal =
-            b.get(i + 1..i + 4).and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
-        match (b[i], octal) {
-            (b'\\', Some(c)) => {
-                out.push(c);
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// [`headroom`] from the mounts and the text of /proc/self/cgroup.

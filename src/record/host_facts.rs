@@ -58,29 +58,13 @@ pub fn parse_mounts(text: &str) -> Vec<MountInfo> {
             let mut f = line.split_whitespace();
             let (source, target, fstype, options) = (f.next()?, f.next()?, f.next()?, f.next()?);
             source.starts_with("/dev/").then(|| MountInfo {
-                source: unescape(source),
-                target: unescape(target),
+                source: crate::util::unescape_mountinfo(source),
+                target: crate::util::unescape_mountinfo(target),
                 fstype: fstype.to_string(),
                 options: options.to_string(),
             })
         })
         .collect()
-}
-
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

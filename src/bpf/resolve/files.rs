@@ -122,33 +122,12 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
             let fstype = f.skip_while(|&x| x != "-").nth(1).unwrap_or_default().to_string();
             Some(MountLine {
                 dev,
-                root: PathBuf::from(unescape_octal(root)),
-                mount_point: PathBuf::from(unescape_octal(mp)),
+                root: PathBuf::from(crate::util::unescape_mountinfo(root)),
+                mount_point: PathBuf::from(crate::util::unescape_mountinfo(mp)),
                 fstype,
             })
         })
         .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as \ooo (three octal digits).
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The disk a block device's writeback is reported under: itself, or its parent for a partition.
