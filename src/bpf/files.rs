@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{MapData, PerCpuHashMap};
+use aya::maps::{Array, MapData, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::files::{
-    FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_IO_INSERTS_MAP, FILE_IO_MAP, KEY_SB_DEV,
+    BioLayout, FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_BIO_ON_MAP, FILE_IO_INSERTS_MAP,
+    FILE_IO_MAP, KEY_SB_DEV,
 };
 use ioscope_common::page_cache::DioMemo;
 
@@ -19,6 +20,7 @@ use crate::sample::{BpfProgramStatus, FileProcess};
 
 pub const CATEGORY: &str = "writeback";
 pub const EVENT: &str = "writeback_single_inode";
+pub use ioscope_common::files::BIO_PROGRAM;
 pub use ioscope_common::files::WRITEBACK_PROGRAM as PROGRAM;
 
 /// Reads the four format files the per-file counting needs. Each part whose fields are missing
@@ -41,6 +43,14 @@ pub fn layout(tracefs_dir: &Path) -> (FileLayout, [Result<(), String>; 5], Vec<S
             Ok(())
         }),
     );
+    // Optional, without a note (before 6.12 there is no such event): a fault's page as demand.
+    let _ = read("filemap", "mm_filemap_fault").and_then(|f| {
+        l.fault_dev = f.field_sized("s_dev", 4)?.offset;
+        l.fault_ino = f.field_sized("i_ino", 8)?.offset;
+        l.fault_index = f.field_sized("index", 8)?.offset;
+        l.fault_ok = 1;
+        Ok(())
+    });
     note(
         "dirtying",
         super::renamed::read_event_format(tracefs_dir, "writeback", "writeback_dirty_folio").and_then(|f| {
@@ -160,6 +170,74 @@ pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
         kiocb_pos,
         inode_size,
     })
+}
+
+/// Where `file_bio_queue_btf` finds the bio's first page, its folio and file (see [`BioLayout`]),
+/// each field checked for the size the program loads.
+pub fn bio_layout(btf: &KernelBtf) -> Result<BioLayout> {
+    let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
+    let bio_arg1 = match btf.tracepoint_args(BIO_EVENT)? {
+        1 => 0,
+        2 => 1,
+        n => anyhow::bail!("block_bio_queue passes {n} arguments (1 or 2 expected)"),
+    };
+    let bio_size = btf.field_path("bio", &["bi_iter", "bi_size"])?;
+    if bio_size.size != 4 {
+        anyhow::bail!("struct bio member `bi_iter.bi_size` is {} bytes, expected 4", bio_size.size);
+    }
+    // Folios (5.16+) have the page's `mapping` and `index` at the same places; 6.16+ renamed the
+    // page's `index`, so the folio's names come first.
+    let (folio_mapping, folio_index) = match (field("folio", "mapping", 8), field("folio", "index", 8)) {
+        (Ok(m), Ok(i)) => (m, i),
+        _ => (field("page", "mapping", 8)?, field("page", "index", 8)?),
+    };
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    Ok(BioLayout {
+        configured: 1,
+        bio_arg1,
+        bio_opf: field("bio", "bi_opf", 4)?,
+        bio_flags: field("bio", "bi_flags", 2)?,
+        bio_size: bio_size.offset,
+        bio_io_vec: field("bio", "bi_io_vec", 8)?,
+        bvec_page: field("bio_vec", "bv_page", 8)?,
+        page_flags: field("page", "flags", 8)?,
+        page_head: field("page", "compound_head", 8)?,
+        folio_mapping,
+        folio_index,
+        mapping_host: field("address_space", "host", 8)?,
+        inode_sb: field("inode", "i_sb", 8)?,
+        inode_ino: field("inode", "i_ino", 8)?,
+        sb_dev: field("super_block", "s_dev", 4)?,
+        op_read: btf.enum_value("req_op", "REQ_OP_READ")?,
+        // An anonymous enum in every kernel's blk_types.h (its value moved: 2 in 4.x, 1 since).
+        cloned_bit: btf.enum_value("", "BIO_CLONED")?.min(15),
+        uptodate_bit: btf.enum_value("pageflags", "PG_uptodate")?.min(63),
+        page_shift: page.trailing_zeros(),
+    })
+}
+
+/// The event `file_bio_queue_btf` runs on.
+pub const BIO_EVENT: &str = "block_bio_queue";
+
+/// Attaches `file_bio_queue_btf` (with `btf`, when [`bio_layout`] succeeded) and, once attached,
+/// tells the insertion to leave disk reads to it (FILE_BIO_ON). Without it a page counts as read
+/// when it enters the cache (holes' zeroed pages included).
+pub fn attach_bio(ebpf: &mut Ebpf, ready: Result<&aya::Btf, String>) -> BpfProgramStatus {
+    let attached = ready.and_then(|btf| {
+        let status = super::attach_btf_tracepoint(ebpf, BIO_PROGRAM, "block", BIO_EVENT, btf)
+            .map_err(|e| format!("{e:#}"))?;
+        let mut on: Array<_, u32> = ebpf
+            .map_mut(FILE_BIO_ON_MAP)
+            .ok_or_else(|| format!("map {FILE_BIO_ON_MAP} is not in the eBPF object"))
+            .and_then(|m| Array::try_from(m).map_err(|e| format!("{e:#}")))?;
+        on.set(0, 1, 0).map_err(|e| format!("{FILE_BIO_ON_MAP}: {e:#}"))?;
+        Ok(status)
+    });
+    match attached {
+        Ok(status) => status,
+        Err(e) => super::program_status(BIO_PROGRAM, "block", BIO_EVENT, Err(e)),
+    }
 }
 
 /// The programs [`attach`] attaches, with their events, in the order of its `ready`.

@@ -230,6 +230,26 @@ impl KernelBtf {
             .collect()
     }
 
+    /// How many arguments tracepoint `event` passes its BTF programs (its `TP_PROTO`): the
+    /// parameters of the typedef `btf_trace_<event>`'s function prototype, less its first (`void
+    /// *__data`).
+    pub fn tracepoint_args(&self, event: &str) -> Result<u32> {
+        let name = format!("btf_trace_{event}");
+        let id = self
+            .ids_named(&name, &[TYPEDEF])
+            .next()
+            .ok_or_else(|| anyhow!("no {name} in the kernel's BTF"))?;
+        let ptr = self.header(self.header(id)?.size_or_type as usize)?;
+        if ptr.kind != PTR {
+            bail!("{name} is not a pointer to a function prototype");
+        }
+        let proto = self.header(self.strip(ptr.size_or_type as usize)?)?;
+        if proto.kind != FUNC_PROTO || proto.vlen == 0 {
+            bail!("{name} is not a pointer to a function prototype");
+        }
+        Ok(proto.vlen as u32 - 1)
+    }
+
     /// The kernel's type ids as aya needs them to load BTF tracepoints (it finds the typedef
     /// `btf_trace_<event>` by name and loads with its id). Reduced: every type keeps its id, the
     /// `btf_trace_` typedefs keep their names, all else is a nameless pointer, and the types after

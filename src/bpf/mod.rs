@@ -194,6 +194,9 @@ impl BpfCollector {
             kernel_btf::KernelBtf::load().map_err(|e| btf_notes.push(format!("no kernel BTF: {e:#}"))).ok();
         let mut block_btf = None;
         let mut iomap_btf = None;
+        // Disk reads per file from the read bios (BTF tracepoint only; else from insertions).
+        let mut bio_plan: Result<ioscope_common::files::BioLayout, String> =
+            Err(if btf.is_some() { "BTF tracepoints off" } else { "no kernel BTF" }.to_string());
         let mut fn_layout = FnLayout::UNSET;
         let mut cache_fallbacks = Vec::new();
         let (mut ra_fn_layout, mut ra_fallbacks) = (RaFnLayout::UNSET, Vec::new());
@@ -210,6 +213,9 @@ impl BpfCollector {
                     }
                     Err(e) => btf_notes.push(format!("block probes on classic tracepoints: {e:#}")),
                 }
+            }
+            if options.btf_tracepoints {
+                bio_plan = files::bio_layout(k).map_err(|e| format!("{e:#}"));
             }
             match files::iomap_btf_layout(k) {
                 Ok(l) => {
@@ -266,6 +272,8 @@ impl BpfCollector {
         loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
         loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
         loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
+        let bio_layout = bio_plan.as_ref().copied().unwrap_or(ioscope_common::files::BioLayout::UNSET);
+        loader.override_global(ioscope_common::files::BIO_LAYOUT_GLOBAL, &bio_layout, true);
         let ignored_tid: u32 = options.ignored_thread.unwrap_or(0);
         loader.override_global(ioscope_common::page_cache::IGNORED_TID_GLOBAL, &ignored_tid, true);
         loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
@@ -327,6 +335,9 @@ impl BpfCollector {
                 .into_iter()
                 .chain(cache_loads.iter().cloned())
                 .chain(files::loads(&wsi_ready, iomap_btf, dio_direction_expected))
+                .chain(bio_plan.as_ref().ok().and(btf.as_ref()).map(|k| {
+                    (files::BIO_PROGRAM.to_string(), preload::How::BtfTracePoint(files::BIO_EVENT, k.aya()))
+                }))
                 .chain(file_names::loads(
                     &name_layout,
                     btf.as_ref().map(|k| k.aya()),
@@ -387,6 +398,12 @@ impl BpfCollector {
             });
         let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready, iomap_btf, dio_has_direction);
         programs.extend(file_statuses);
+        let bio_btf = match (&bio_plan, &btf) {
+            (Ok(_), Some(k)) => Ok(k.aya()),
+            (Err(e), _) => Err(e.clone()),
+            (Ok(_), None) => Err("no kernel BTF".to_string()),
+        };
+        programs.push(files::attach_bio(&mut ebpf, bio_btf));
         let (name_statuses, names) = file_names::attach(
             &mut ebpf,
             name_layout.map(|_| ()),

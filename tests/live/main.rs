@@ -15,6 +15,10 @@ mod fio_agree;
 // The readahead checks' mmap reader, shared with the kernel lab's guest.
 #[path = "../../xtask/src/mmap_touch.rs"]
 mod mmap_touch;
+// The mmap column writer, shared with `cargo xtask mmap-writer` and the real-software suite.
+#[path = "../../xtask/src/mmap_writer.rs"]
+#[allow(dead_code)]
+mod mmap_writer;
 
 mod live_bench;
 mod live_bench_fio;
@@ -32,6 +36,7 @@ mod live_hostile_names;
 mod live_iostat;
 mod live_loopdev;
 mod live_memcg;
+mod live_mmap_store;
 mod live_page_cache;
 mod live_prometheus;
 mod live_quit;

@@ -12,6 +12,7 @@ mod empty_program;
 mod fio;
 mod fio_agree;
 mod layers;
+mod mmap_writer;
 mod overhead;
 mod overhead_fsync;
 mod perf;
@@ -98,6 +99,26 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// The mmap column writer (xtask/src/mmap_writer.rs): append FILES columns of MIB MiB each
+    /// under DIR through shared mappings of ftruncate-extended files, or with `--random TOUCHES`
+    /// write TOUCHES random pages of the existing columns with MADV_RANDOM; optionally under a
+    /// memory limit.
+    MmapWriter {
+        /// Where the columns are (`col-000`, ...).
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        #[arg(long, default_value_t = 8)]
+        files: usize,
+        /// Each column's size.
+        #[arg(long, default_value_t = 64)]
+        mib: u64,
+        /// Update this many random pages of each existing column (MADV_RANDOM) instead of appending.
+        #[arg(long)]
+        random: Option<u64>,
+        /// Run in a memory cgroup limited to this (cgroup v1's memory controller, else v2).
+        #[arg(long)]
+        memory_limit_mib: Option<u64>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -119,5 +140,25 @@ fn main() -> anyhow::Result<()> {
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
         Command::CacheOverhead { args } => cache_overhead::run(&args),
+        Command::MmapWriter { dir, files, mib, random, memory_limit_mib } => {
+            let _limit = match memory_limit_mib {
+                Some(m) => Some(mmap_writer::MemoryLimit::enter("ioscope-mmap-writer", m << 20)?),
+                None => None,
+            };
+            match random {
+                None => {
+                    mmap_writer::append_columns(&dir, files, mib << 20)?;
+                    println!("appended {files} columns of {mib} MiB under {}", dir.display());
+                }
+                Some(touches) => {
+                    for i in 0..files {
+                        let pages =
+                            mmap_writer::update_random_pages(&mmap_writer::column_path(&dir, i), touches)?;
+                        println!("column {i}: {pages} distinct pages written");
+                    }
+                }
+            }
+            Ok(())
+        }
     }
 }

@@ -42,6 +42,19 @@ pub const FILE_LAST_INSERT_MAX: u32 = 8192;
 /// [`FileInsertRecord::flags`]: the insertion was counted on the file (`dev`), as readahead.
 pub const INSERT_PER_FILE: u32 = 1;
 pub const INSERT_READAHEAD: u32 = 2;
+/// The insertion was not counted as read (the bio program counts disk reads, [`FILE_BIO_ON_MAP`]):
+/// a dirtying that follows it takes nothing back.
+pub const INSERT_BY_BIO: u32 = 4;
+
+/// The program counting a file's disk reads from the read bios submitted for its pages
+/// (`block:block_bio_queue`, BTF tracepoint only).
+pub const BIO_PROGRAM: &str = "file_bio_queue_btf";
+/// Read-only global holding [`BioLayout`], set by the loader before load.
+pub const BIO_LAYOUT_GLOBAL: &str = "FILE_BIO_LAYOUT";
+/// Array of one u32, set to 1 by userspace once [`BIO_PROGRAM`] is attached: from then on the
+/// insertion no longer counts a page as read (`inserted_pages`, `readahead_pages`); the bio program
+/// counts the pages a read bio was submitted for in those same counters.
+pub const FILE_BIO_ON_MAP: &str = "FILE_BIO_ON";
 
 pub const KEY_SB_DEV: u32 = 0;
 pub const KEY_BDI_DEV: u32 = 1;
@@ -185,6 +198,12 @@ pub struct FileLayout {
     /// 1 where `length` is an `unsigned int` (4 bytes): the pre-folio `iomap:iomap_writepage`
     /// (5.10: `offset` an `unsigned long` file position, `length` the page's size).
     pub iwf_short_length: u32,
+    /// `s_dev`, `i_ino`, `index` of `filemap:mm_filemap_fault` (6.12+): the page a fault asks
+    /// for is the thread's demand while the bio program counts disk reads.
+    pub fault_ok: u32,
+    pub fault_dev: u32,
+    pub fault_ino: u32,
+    pub fault_index: u32,
     /// For the BTF tracepoint twins of the iomap programs.
     pub btf: IomapBtfLayout,
 }
@@ -282,8 +301,92 @@ impl FileLayout {
         iwf_offset: 0,
         iwf_length: 0,
         iwf_short_length: 0,
+        fault_ok: 0,
+        fault_dev: 0,
+        fault_ino: 0,
+        fault_index: 0,
         btf: IomapBtfLayout::UNSET,
     };
+}
+
+/// Where the `block:block_bio_queue` BTF tracepoint program finds what it reads (offsets from the
+/// kernel's BTF, each checked for the size loaded): the bio, its first page, the page's folio
+/// (head page), the folio's mapping and that mapping's inode.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BioLayout {
+    /// 0: the program does nothing.
+    pub configured: u32,
+    /// The bio is argument 1 (Linux 5.10: `TP_PROTO(struct request_queue *q, struct bio *bio)`),
+    /// else argument 0 (5.11+: `TP_PROTO(struct bio *bio)`).
+    pub bio_arg1: u32,
+    /// `struct bio`: `bi_opf` (u32), `bi_flags` (u16), `bi_iter.bi_size` (u32), `bi_io_vec` (ptr).
+    pub bio_opf: u32,
+    pub bio_flags: u32,
+    pub bio_size: u32,
+    pub bio_io_vec: u32,
+    /// `struct bio_vec`: `bv_page` (ptr).
+    pub bvec_page: u32,
+    /// `struct page`: `flags` (8 bytes), `compound_head` (8 bytes: bit 0 set on a tail page, the
+    /// head's address plus 1).
+    pub page_flags: u32,
+    pub page_head: u32,
+    /// `struct folio` (5.10: `struct page`): `mapping` (ptr), `index` (u64).
+    pub folio_mapping: u32,
+    pub folio_index: u32,
+    /// `struct address_space`: `host` (ptr).
+    pub mapping_host: u32,
+    /// `struct inode`: `i_sb` (ptr), `i_ino` (u64); `struct super_block`: `s_dev` (u32).
+    pub inode_sb: u32,
+    pub inode_ino: u32,
+    pub sb_dev: u32,
+    /// `REQ_OP_READ` (`enum req_op`), the bit number of `BIO_CLONED` in `bi_flags`, of
+    /// `PG_uptodate` in the page flags.
+    pub op_read: u32,
+    pub cloned_bit: u32,
+    pub uptodate_bit: u32,
+    /// log2 of the page size.
+    pub page_shift: u32,
+}
+
+impl BioLayout {
+    pub const UNSET: BioLayout = BioLayout {
+        configured: 0,
+        bio_arg1: 0,
+        bio_opf: 0,
+        bio_flags: 0,
+        bio_size: 0,
+        bio_io_vec: 0,
+        bvec_page: 0,
+        page_flags: 0,
+        page_head: 0,
+        folio_mapping: 0,
+        folio_index: 0,
+        mapping_host: 0,
+        inode_sb: 0,
+        inode_ino: 0,
+        sb_dev: 0,
+        op_read: 0,
+        cloned_bit: 0,
+        uptodate_bit: 0,
+        page_shift: 0,
+    };
+}
+
+/// `REQ_OP_BITS` (8 since Linux 4.10): the operation is `bi_opf`'s low byte.
+pub const REQ_OP_MASK: u32 = 0xff;
+
+/// Of a read bio's `pages` pages from file page `first`, how many lie inside what the thread's
+/// last read miss asked for ([`DemandRecord`] of the same file): demand; the rest is readahead.
+#[inline(always)]
+pub fn demand_pages(r: &DemandRecord, dev: u32, ino: u64, first: u64, pages: u64) -> u64 {
+    if r.dev != dev || r.ino != ino {
+        return 0;
+    }
+    let start = if first > r.index { first } else { r.index };
+    let (end_bio, end_req) = (first.saturating_add(pages), r.index.saturating_add(r.req_count));
+    let end = if end_bio < end_req { end_bio } else { end_req };
+    end.saturating_sub(start)
 }
 
 /// A backing device's name "major:minor" as a kernel `dev_t` (major << 20 | minor); None for any
@@ -344,6 +447,8 @@ mod user {
     unsafe impl aya::Pod for super::FileInsertRecord {}
     // SAFETY: as above (16 u32).
     unsafe impl aya::Pod for super::FileLayout {}
+    // SAFETY: as above (19 u32).
+    unsafe impl aya::Pod for super::BioLayout {}
     // SAFETY: as above (explicit `_pad`).
     unsafe impl aya::Pod for super::DemandRecord {}
     // SAFETY: as above (two such records).
@@ -354,6 +459,19 @@ mod user {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_bio_is_demand_where_it_overlaps_the_read_miss() {
+        let r = DemandRecord { dev: 7, _pad: 0, ino: 12, index: 100, req_count: 4 };
+        // The miss asked for 100..104: a bio of 100..132 is 4 demand, 28 readahead.
+        assert_eq!(super::demand_pages(&r, 7, 12, 100, 32), 4);
+        assert_eq!(super::demand_pages(&r, 7, 12, 102, 32), 2);
+        assert_eq!(super::demand_pages(&r, 7, 12, 96, 2), 0);
+        assert_eq!(super::demand_pages(&r, 7, 12, 104, 8), 0);
+        assert_eq!(super::demand_pages(&r, 7, 13, 100, 32), 0);
+        assert_eq!(super::demand_pages(&r, 8, 12, 100, 32), 0);
+        assert_eq!(super::demand_pages(&r, 7, 12, 90, 200), 4);
+    }
+
     use super::*;
 
     fn name(s: &str) -> [u8; 32] {
@@ -378,7 +496,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<FileKey>(), 16);
         assert_eq!(core::mem::size_of::<FileCounters>(), 7 * 8 + 8 + 16);
         assert_eq!(core::mem::size_of::<FileInsertRecord>(), 8 + 3 * 8);
-        assert_eq!(core::mem::size_of::<FileLayout>(), (34 + 14) * 4);
+        assert_eq!(core::mem::size_of::<FileLayout>(), (38 + 14) * 4);
         assert_eq!(core::mem::size_of::<DioPending>(), 24);
         assert_eq!(core::mem::size_of::<DemandRecord>(), 32);
         assert_eq!(core::mem::size_of::<ThreadFileRecord>(), 64);

@@ -5,19 +5,27 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{LruHashMap, LruPerCpuHashMap, PerCpuArray},
+    maps::{Array, LruHashMap, LruPerCpuHashMap, PerCpuArray},
     programs::{BtfTracePointContext, TracePointContext},
 };
 use ioscope_common::files::{
-    bdi_dev, folio_bytes_before_eof, is_demand, DemandRecord, DioPending, FileCounters, FileInsertRecord,
-    FileKey, FileLayout, ThreadFileRecord, FILE_LAST_INSERT_MAX, FILE_MAX_ENTRIES, INSERT_PER_FILE,
-    INSERT_READAHEAD, KEY_BDI_DEV, KEY_SB_DEV,
+    bdi_dev, demand_pages, folio_bytes_before_eof, is_demand, BioLayout, DemandRecord, DioPending,
+    FileCounters, FileInsertRecord, FileKey, FileLayout, ThreadFileRecord, FILE_LAST_INSERT_MAX,
+    FILE_MAX_ENTRIES, INSERT_BY_BIO, INSERT_PER_FILE, INSERT_READAHEAD, KEY_BDI_DEV, KEY_SB_DEV,
+    REQ_OP_MASK,
 };
 
-use crate::kernel::{kernel_field, Mem, Plain};
+use crate::kernel::{kernel_field, Mem, Plain, Probe};
 
 #[unsafe(no_mangle)]
 static FILE_LAYOUT: FileLayout = FileLayout::UNSET;
+
+#[unsafe(no_mangle)]
+static FILE_BIO_LAYOUT: BioLayout = BioLayout::UNSET;
+
+/// 1 once userspace attached `file_bio_queue_btf` (ioscope_common::files::FILE_BIO_ON_MAP).
+#[map]
+static FILE_BIO_ON: Array<u32> = Array::with_max_entries(1, 0);
 
 #[map]
 static FILE_IO: LruPerCpuHashMap<FileKey, FileCounters> =
@@ -101,6 +109,38 @@ fn try_sync_ra(ctx: &TracePointContext) -> Result<u32, i64> {
             req_count: ctx.read_at::<u64>(l.sync_ra_req_count as usize).map_err(i64::from)?,
         }
     };
+    set_demand(r);
+    Ok(0)
+}
+
+/// `filemap:mm_filemap_fault` (from the page-cache program on it): a fault asks for one page. While
+/// the bio program counts disk reads, that page is the thread's demand, as a read miss's range is
+/// (a fault raises no `page_cache_sync_ra`): of the read-around's bio, the rest is readahead; a
+/// MADV_RANDOM fault's one-page bio is all demand.
+#[inline(always)]
+pub fn on_fault(ctx: &TracePointContext) {
+    if layout_field!(fault_ok) == 0 || !FILE_BIO_ON.get(0).is_some_and(|on| *on != 0) {
+        return;
+    }
+    let (dev_at, ino_at, index_at) =
+        (layout_field!(fault_dev), layout_field!(fault_ino), layout_field!(fault_index));
+    // SAFETY: offsets from the format file.
+    let r = unsafe {
+        let (Ok(dev), Ok(ino), Ok(index)) = (
+            ctx.read_at::<u32>(dev_at as usize),
+            ctx.read_at::<u64>(ino_at as usize),
+            ctx.read_at::<u64>(index_at as usize),
+        ) else {
+            return;
+        };
+        DemandRecord { dev, _pad: 0, ino, index, req_count: 1 }
+    };
+    set_demand(r);
+}
+
+/// The current thread's demand: what its last read miss or fault asked for.
+#[inline(always)]
+fn set_demand(r: DemandRecord) {
     let tid = bpf_get_current_pid_tgid() as u32;
     match FILE_LAST_INSERT.get_ptr_mut(&tid) {
         // SAFETY: this thread's own record, used only by the thread itself.
@@ -113,7 +153,6 @@ fn try_sync_ra(ctx: &TracePointContext) -> Result<u32, i64> {
             );
         }
     }
-    Ok(0)
 }
 
 /// Where `mm_filemap_add_to_page_cache`'s record has `s_dev`; None when the per-file part is off.
@@ -139,15 +178,22 @@ pub fn on_insert(tgid: u32, tid: u32, dev: Option<u32>, ino: u64, index: u64, pa
         };
         let key = FileKey { dev, kind: KEY_SB_DEV, ino };
         let readahead = !demand;
+        // With the bio program on, a page counts as read when a read bio was submitted for it
+        // (a hole's page is zeroed without one), not when it enters the cache.
+        let by_bio = FILE_BIO_ON.get(0).is_some_and(|on| *on != 0);
         if let Some(c) = file(&key) {
-            c.inserted_pages = c.inserted_pages.wrapping_add(pages);
-            if readahead {
-                c.readahead_pages = c.readahead_pages.wrapping_add(pages);
+            if !by_bio {
+                c.inserted_pages = c.inserted_pages.wrapping_add(pages);
+                if readahead {
+                    c.readahead_pages = c.readahead_pages.wrapping_add(pages);
+                }
             }
             touch_as(c, tgid);
         }
         r.dev = dev;
-        r.flags = INSERT_PER_FILE | if readahead { INSERT_READAHEAD } else { 0 };
+        r.flags = INSERT_PER_FILE
+            | if readahead { INSERT_READAHEAD } else { 0 }
+            | if by_bio { INSERT_BY_BIO } else { 0 };
     }
     // Over the thread's record when the map still has it (stores instead of a hash map update,
     // several times dearer; ebpf/README.md, "What an fsync'd write costs").
@@ -182,9 +228,11 @@ pub fn on_dirty(ctx: &TracePointContext, tgid: u32, tid: u32, ino: u64, index: u
             if dirty_ok && r.flags & INSERT_PER_FILE != 0 {
                 let key = FileKey { dev: r.dev, kind: KEY_SB_DEV, ino };
                 if let Some(c) = file(&key) {
-                    c.inserted_pages = c.inserted_pages.wrapping_sub(r.pages);
-                    if r.flags & INSERT_READAHEAD != 0 {
-                        c.readahead_pages = c.readahead_pages.wrapping_sub(r.pages);
+                    if r.flags & INSERT_BY_BIO == 0 {
+                        c.inserted_pages = c.inserted_pages.wrapping_sub(r.pages);
+                        if r.flags & INSERT_READAHEAD != 0 {
+                            c.readahead_pages = c.readahead_pages.wrapping_sub(r.pages);
+                        }
                     }
                     c.dirtied_pages = c.dirtied_pages.wrapping_add(r.pages);
                     touch_as(c, tgid);
@@ -205,6 +253,88 @@ pub fn on_dirty(ctx: &TracePointContext, tgid: u32, tid: u32, ino: u64, index: u
         touch_as(c, tgid);
     }
     0
+}
+
+/// One field of the bio layout.
+macro_rules! bio_field {
+    ($f:ident) => {
+        // SAFETY: see page_cache::layout().
+        unsafe { core::ptr::read_volatile(&raw const FILE_BIO_LAYOUT.$f) }
+    };
+}
+
+/// `block:block_bio_queue` as a BTF tracepoint: a bio enters the block layer (raised once per bio,
+/// also for a bio split later; a stacked device's clone is skipped). A read bio whose first page
+/// is a page-cache folio not yet up to date is the disk read of that file's pages: counted on the
+/// file in pages (rounded up), demand where the thread's last read miss asked for them, the rest
+/// readahead. A hole's pages (zeroed by the filesystem, marked up to date, no bio) are not.
+#[btf_tracepoint(function = "block_bio_queue")]
+pub fn file_bio_queue_btf(ctx: BtfTracePointContext) -> i32 {
+    if bio_field!(configured) == 0 {
+        return 0;
+    }
+    let bio: *const u8 = if bio_field!(bio_arg1) != 0 { ctx.arg(1) } else { ctx.arg(0) };
+    let opf: u32 = kernel_field(bio, bio_field!(bio_opf));
+    if opf & REQ_OP_MASK != bio_field!(op_read) {
+        return 0;
+    }
+    let flags: u16 = kernel_field(bio, bio_field!(bio_flags));
+    if u32::from(flags) >> (bio_field!(cloned_bit) & 15) & 1 != 0 {
+        return 0;
+    }
+    let size: u32 = kernel_field(bio, bio_field!(bio_size));
+    if size == 0 {
+        return 0;
+    }
+    let vec: *const u8 = kernel_field(bio, bio_field!(bio_io_vec));
+    let page: *const u8 = kernel_field(vec, bio_field!(bvec_page));
+    // A tail page of a large folio: its folio's fields are the head's, read through the helper
+    // (the head's address is a number, not a pointer the verifier knows).
+    let head: u64 = Probe::get(page, bio_field!(page_head));
+    let found = if head & 1 != 0 {
+        bio_file::<Probe>((head - 1) as *const u8)
+    } else {
+        bio_file::<Plain>(page)
+    };
+    let Some((dev, ino, index)) = found else { return 0 };
+    let shift = bio_field!(page_shift) & 31;
+    let pages = (u64::from(size) + (1 << shift) - 1) >> shift;
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let demand = match FILE_LAST_INSERT.get_ptr(&tid) {
+        // SAFETY: this thread's own record, used only by the thread itself.
+        Some(p) => demand_pages(unsafe { &(*p).demand }, dev, ino, index, pages),
+        None => 0,
+    };
+    if let Some(c) = file(&FileKey { dev, kind: KEY_SB_DEV, ino }) {
+        c.inserted_pages = c.inserted_pages.wrapping_add(pages);
+        c.readahead_pages = c.readahead_pages.wrapping_add(pages - demand);
+        touch(c);
+    }
+    0
+}
+
+/// The file (dev, ino) and page index of a head page `folio` being read: None unless it is a
+/// page-cache folio (a mapping with an inode) not yet up to date (a direct read's user pages and
+/// anonymous pages are up to date; a hole's folio is marked so without a bio).
+#[inline(always)]
+fn bio_file<M: Mem>(folio: *const u8) -> Option<(u32, u64, u64)> {
+    let flags: u64 = M::get(folio, bio_field!(page_flags));
+    if flags >> (bio_field!(uptodate_bit) & 63) & 1 != 0 {
+        return None;
+    }
+    let mapping: *const u8 = M::get(folio, bio_field!(folio_mapping));
+    if mapping.is_null() {
+        return None;
+    }
+    let host: *const u8 = M::get(mapping, bio_field!(mapping_host));
+    if host.is_null() {
+        return None;
+    }
+    let sb: *const u8 = M::get(host, bio_field!(inode_sb));
+    let dev: u32 = M::get(sb, bio_field!(sb_dev));
+    let ino: u64 = M::get(host, bio_field!(inode_ino));
+    let index: u64 = M::get(folio, bio_field!(folio_index));
+    (dev != 0 && ino != 0).then_some((dev, ino, index))
 }
 
 /// The file of an `iomap_dio_rw_begin` record: (dev, ino).

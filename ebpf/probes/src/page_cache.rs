@@ -466,9 +466,11 @@ fn try_map_pages(ctx: &TracePointContext) -> Result<u32, i64> {
 }
 
 #[tracepoint]
-pub fn filemap_fault(_ctx: TracePointContext) -> u32 {
-    // No field is read: every event is one page asked for by a fault. Unconditional on the layout.
+pub fn filemap_fault(ctx: TracePointContext) -> u32 {
+    // No field is read here: every event is one page asked for by a fault. Unconditional on the
+    // layout. The per-file part reads the page (its demand) only while disk reads come from bios.
     count(current_ids().0, |c| c.faults = c.faults.wrapping_add(1));
+    crate::files::on_fault(&ctx);
     0
 }
 
