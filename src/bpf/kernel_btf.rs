@@ -640,6 +640,20 @@ mod tests {
         assert!(!btf.has_function("task_struct"), "a struct is not a function");
     }
 
+    /// A tracepoint's arguments come from its `btf_trace_` typedef: `block_bio_queue` passes the
+    /// bio alone since 5.11, `block_rq_issue` the request, `iomap_dio_rw_begin` four (6.18).
+    #[test]
+    fn counts_a_tracepoints_arguments() {
+        let Some(btf) = kernel() else { return };
+        assert_eq!(btf.tracepoint_args("block_bio_queue").unwrap(), 1);
+        assert_eq!(btf.tracepoint_args("block_rq_issue").unwrap(), 1);
+        assert_eq!(btf.tracepoint_args("iomap_dio_rw_begin").unwrap(), 4);
+        assert!(btf.tracepoint_args("no_such_event_ioscope").is_err());
+        let bio = crate::bpf::files::bio_layout(&btf).unwrap();
+        assert_eq!((bio.configured, bio.bio_arg1, bio.op_read, bio.page_flags), (1, 0, 0, 0));
+        assert!(bio.cloned_bit > 0 && bio.uptodate_bit > 0, "{bio:?}");
+    }
+
     /// Every type id aya would find in the full BTF, it finds in the reduced one. (Checked against
     /// aya's own parse of the whole file: the oracle for the ids BTF tracepoints load with.)
     #[test]

@@ -2,8 +2,10 @@
 //! Samples (src/bpf/resolve/files.rs keeps a file's counters continuous while it is in the Samples):
 //!
 //! ```text
-//! disk_read_bytes    = Δinserted_pages × page size   (pages read into the cache; write allocations excluded)
-//! readahead_bytes    = Δreadahead_pages × page size  (of those, outside the range the read asked for)
+//! disk_read_bytes    = Δinserted_pages × page size   (pages read from disk: read bios submitted
+//!                      for the file's pages; a hole's zero-filled pages excluded)
+//! readahead_bytes    = Δreadahead_pages × page size  (of those, outside the range the read or
+//!                      fault asked for)
 //! demand_read_bytes  = disk_read_bytes − readahead_bytes
 //! dirtied_bytes      = Δdirtied_pages × page size
 //! writeback_bytes    = Δmax(writeback_pages × page size, fs_writeback_bytes)

@@ -12,10 +12,14 @@
 //!
 //! Counters (cumulative, per CPU; userspace sums the CPUs with wrapping arithmetic, because a
 //! write allocation is taken back on the CPU of the dirtying, which may not be the inserting one):
-//! - `inserted_pages`: pages added to the page cache (reads from disk, or new pages of a write).
+//! - `inserted_pages`: pages read from disk into the file's cache. With the bio program
+//!   ([`BIO_PROGRAM`], BTF kernels): the pages of each read bio submitted for the file's folios
+//!   (a hole's zero-filled pages have none); without it, pages added to the page cache less those
+//!   dirtied right after by the same thread (a write allocating a page).
 //! - `readahead_pages`: of those, the ones outside the range the same thread's last read miss
-//!   asked for (`readahead:page_cache_sync_ra`'s `index`, `req_count`): the readahead window, and
-//!   mmap fault readahead (which has no such event).
+//!   asked for (`readahead:page_cache_sync_ra`'s `index`, `req_count`) or, with the bio program,
+//!   its last fault (`filemap:mm_filemap_fault`'s page, 6.12+): the readahead window, and mmap
+//!   read-around.
 //! - `dirtied_pages`, `writeback_pages` (`writeback_single_inode`'s `wrote`, in the flusher's or
 //!   the syncing task's context), `dio_read_bytes`, `dio_write_bytes`, `fs_writeback_bytes`
 //!   (writeback as the filesystem does it, fsync's included; keyed by `s_dev`).
