@@ -9,8 +9,8 @@ use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::Ebpf;
 use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::readahead::{
-    RaFileKey, RaFileStats, RaLayout, RaShared, RaTotals, RA_FILES_INSERTS_MAP, RA_FILES_MAP, RA_PAGES_MAX,
-    RA_SHARED_MAP, RA_TOTALS_MAP,
+    RaFileKey, RaFileStats, RaLayout, RaShared, RaTotals, NO_REQ_COUNT, RA_FILES_INSERTS_MAP, RA_FILES_MAP,
+    RA_PAGES_MAX, RA_SHARED_MAP, RA_TOTALS_MAP,
 };
 
 use super::resolve::files::{names, scan_process_dirs, MAX_FDS_PER_SCAN};
@@ -83,6 +83,9 @@ pub fn fill_layout(l: &mut RaLayout, index: usize, text: &str) -> Result<()> {
             }
             [l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss, l.ra_index] = offs;
             if index == 0 {
+                // The pages the read miss asked for (demand, not readahead); without it every
+                // page of the window counts as readahead.
+                l.ra_req_count = f.field_sized("req_count", 8).map_or(NO_REQ_COUNT, |x| x.offset);
                 l.sync_ok = 1;
             } else {
                 l.async_ok = 1;
@@ -710,6 +713,14 @@ mod tests {
             (l.sync_ok, l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss),
             (1, 16, 8, 36, 44, 48)
         );
+        assert_eq!(l.ra_req_count, NO_REQ_COUNT, "no req_count: no page is taken for demand");
+        let mut with_req = RaLayout::UNSET;
+        let req = SYNC_RA.replace(
+            "\n\nprint fmt",
+            "\n\tfield:unsigned long req_count;\toffset:64;\tsize:8;\tsigned:0;\n\nprint fmt",
+        );
+        fill_layout(&mut with_req, 0, &req).unwrap();
+        assert_eq!(with_req.ra_req_count, 64);
         // The async event with the same layout is accepted, one laid out differently is refused.
         fill_layout(&mut l, 1, &SYNC_RA.replace("sync", "async")).unwrap();
         assert_eq!(l.async_ok, 1);

@@ -129,6 +129,7 @@ pub struct BlockFileMapper {
     recent: VecDeque<MappedRequest>,
     /// Files are looked up and opened through it only (super::safe_open).
     opener: Opener,
+    page_size: u64,
 }
 
 impl Default for BlockFileMapper {
@@ -153,6 +154,8 @@ impl BlockFileMapper {
             fiemap_errors: 0,
             recent: VecDeque::new(),
             opener: Opener::default(),
+            // SAFETY: sysconf has no preconditions.
+            page_size: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
         }
     }
 
@@ -210,6 +213,11 @@ impl BlockFileMapper {
                 if !placed && m.path == path && now.duration_since(m.refreshed) < UNSETTLED_REFRESH {
                     continue;
                 }
+            }
+            // Not opened while it may hold dirty pages (super::files::may_hold_dirty_pages: the
+            // close would start their writeback); its unplaced data has no extents yet anyway.
+            if super::files::may_hold_dirty_pages(f, self.page_size) {
+                continue;
             }
             if budget == 0 {
                 continue;

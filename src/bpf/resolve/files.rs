@@ -831,10 +831,17 @@ impl FileResolver {
                 cache_states.insert(id, (due, last));
                 continue;
             }
+            let page = self.page_size;
+            // Not while it may hold dirty pages: the close of our read-only descriptor would
+            // write them back (ext4's auto_da_alloc after a truncation to 0, xfs's flush on
+            // release after one), changing what is observed. Its state is unknown meanwhile.
+            if may_hold_dirty_pages(f, page) {
+                f.cache = None;
+                continue;
+            }
             // Read on the file found to check its path (reopened through its descriptor); a path
             // found this sample by the fallbacks (from a process's open file) is looked up as
             // safely first.
-            let page = self.page_size;
             let started = Instant::now();
             let looked_up;
             let file = match self.checked.get(&id) {
@@ -883,6 +890,19 @@ impl FileResolver {
         unknown.retain(|id| !self.paths.contains_key(id));
         self.scan_budget = self.scan_budget.saturating_sub(started.elapsed());
     }
+}
+
+/// Whether the probes saw pages of the file dirtied that they have not seen written back (the
+/// writeback of a partial last page counted as a whole page). Closing a descriptor of such a file
+/// can start their writeback: ext4 (`auto_da_alloc`, on by default) writes back every dirty page
+/// of an inode truncated to 0 at the release of any of its descriptors, a read-only one too
+/// (`ext4_release_file` → `ext4_alloc_da_blocks`); xfs flushes on release after a truncation. So
+/// ioscope does not open such a file for its cache state. A file whose dirty pages were dropped
+/// unwritten (truncated, deleted) stays so until its counters start over.
+pub fn may_hold_dirty_pages(f: &FileIoSample, page_size: u64) -> bool {
+    let page = page_size.max(1);
+    let written = f.writeback_pages.max(f.fs_writeback_bytes.div_ceil(page));
+    f.dirtied_pages > written
 }
 
 /// Most files [`prefer_at_cutoff`] asks about per call (one map lookup each, ~1 µs): as many as
@@ -1105,6 +1125,23 @@ mod tests {
     use super::*;
     use ioscope_common::files::FileKey;
     use std::io::Write as _;
+
+    #[test]
+    fn a_file_with_pages_dirtied_and_not_written_back_is_not_opened() {
+        let f = |dirtied, wb_pages, fs_bytes| FileIoSample {
+            dirtied_pages: dirtied,
+            writeback_pages: wb_pages,
+            fs_writeback_bytes: fs_bytes,
+            ..Default::default()
+        };
+        assert!(!may_hold_dirty_pages(&f(0, 0, 0), 4096), "never dirtied");
+        assert!(may_hold_dirty_pages(&f(16_384, 0, 0), 4096), "64 MiB dirtied, none written back");
+        assert!(may_hold_dirty_pages(&f(16_384, 100, 400 * 4096), 4096), "some written back");
+        assert!(!may_hold_dirty_pages(&f(16_384, 0, 16_384 * 4096), 4096), "fsync'd (ext4, iomap)");
+        assert!(!may_hold_dirty_pages(&f(16_384, 16_384, 0), 4096), "the flusher wrote it");
+        // iomap counts a folio up to EOF: a 100-byte file's one page, written back.
+        assert!(!may_hold_dirty_pages(&f(1, 0, 100), 4096));
+    }
 
     fn raw(dev: u32, kind: u32, ino: u64, writeback: u64, inserted: u64) -> RawFile {
         RawFile {
