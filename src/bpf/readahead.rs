@@ -255,6 +255,50 @@ pub struct ReadaheadMaps {
     /// RA_PAGES's size as created (the loader may make it smaller than compiled: see
     /// crate::bpf::map_memory).
     pub(crate) page_map_capacity: u64,
+    /// Each read's growth of used and wasted pages per device (and its files with waste), for
+    /// the last [`HINT_WINDOW`] ([`ReadaheadSample::recent`]).
+    recent: std::collections::VecDeque<(std::time::Instant, StdHashMap<u32, Fates>)>,
+    /// When the maps were first read (the window's span until it is full).
+    first_read: Option<std::time::Instant>,
+}
+
+/// The pages whose fate was settled on one device in one read, and its files with waste.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fates {
+    used: u64,
+    wasted: u64,
+    wasted_files: u64,
+}
+
+/// The span the readahead waste hint weighs (crate::model::readahead): a device's waste over the
+/// last 10 s, so the hint holds while waste goes on rather than come and go with each interval.
+pub const HINT_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Sums the fates of the reads in `recent` per device (files with waste counted per read: a
+/// file wasting in two reads counts twice, an upper bound).
+fn recent_fates(
+    recent: &std::collections::VecDeque<(std::time::Instant, StdHashMap<u32, Fates>)>,
+    secs: f64,
+) -> Vec<crate::sample::readahead::RaRecent> {
+    let mut by_dev: std::collections::BTreeMap<u32, Fates> = std::collections::BTreeMap::new();
+    for (_, m) in recent {
+        for (dev, f) in m {
+            let e = by_dev.entry(*dev).or_default();
+            e.used += f.used;
+            e.wasted += f.wasted;
+            e.wasted_files += f.wasted_files;
+        }
+    }
+    by_dev
+        .into_iter()
+        .map(|(dev, f)| crate::sample::readahead::RaRecent {
+            dev,
+            secs,
+            used_pages: f.used,
+            wasted_pages: f.wasted,
+            wasted_files: f.wasted_files,
+        })
+        .collect()
 }
 
 /// How long a triggering process's name is used before it is read again.
@@ -287,6 +331,8 @@ impl ReadaheadMaps {
             comms: StdHashMap::new(),
             rows: StdHashMap::new(),
             page_map_capacity: u64::from(RA_PAGES_MAX),
+            recent: std::collections::VecDeque::new(),
+            first_read: None,
         })
     }
 
@@ -379,8 +425,17 @@ impl ReadaheadMaps {
         let mut removed = Vec::new();
         let mut last = StdHashMap::with_capacity(entries.len().min(RA_ROWS));
         let mut quiet: Vec<RaQuiet> = Vec::new();
+        let mut fates: StdHashMap<u32, Fates> = StdHashMap::new();
         for (key, s) in entries {
             let before = self.last.get(&key);
+            let used = s.used_pages.saturating_sub(before.map_or(0, |t| t.stats.used_pages));
+            let wasted = s.wasted_pages.saturating_sub(before.map_or(0, |t| t.stats.wasted_pages));
+            if used + wasted > 0 {
+                let f = fates.entry(key.dev).or_default();
+                f.used += used;
+                f.wasted += wasted;
+                f.wasted_files += u64::from(wasted > 0);
+            }
             if !keep_in_sample(before.map(|t| &t.stats), &s) {
                 removed.push(key);
                 continue;
@@ -486,6 +541,12 @@ impl ReadaheadMaps {
         files.sort_by_key(|f| (f.dev, f.ino));
         others.sort_by_key(|o| o.dev);
         quiet.sort_by_key(|q| q.dev);
+        let first_read = *self.first_read.get_or_insert(now);
+        self.recent.push_back((now, fates));
+        while self.recent.front().is_some_and(|(at, _)| now.duration_since(*at) > HINT_WINDOW) {
+            self.recent.pop_front();
+        }
+        let span = now.duration_since(first_read).min(HINT_WINDOW).as_secs_f64();
         let per_cpu = self.totals.get(&0, 0).context("reading RA_TOTALS")?;
         Ok(ReadaheadSample {
             attached: self.attached.clone(),
@@ -495,6 +556,7 @@ impl ReadaheadMaps {
             untracked_pages: per_cpu.iter().map(|t| t.untracked_pages).sum(),
             untracked_files: per_cpu.iter().map(|t| t.untracked_files).sum(),
             page_map_capacity: self.page_map_capacity,
+            recent: recent_fates(&self.recent, span),
         })
     }
 }
