@@ -388,7 +388,7 @@ fn random_preads_are_not_readahead_in_any_view() {
         file.disk_read_bytes, file.readahead_bytes
     );
     // The oracle: about one page added per pread (a few land on cached pages).
-    assert!(added >= PREADS * 9 / 10 && added <= PREADS + PREADS / 10, "bpftrace {added}");
+    assert!((PREADS * 9 / 10..=PREADS + PREADS / 10).contains(&added), "bpftrace {added}");
     assert!(file.disk_read_bytes.abs_diff(added * PAGE) <= added * PAGE / 20, "{file:?}");
     // Pages beyond what was asked for: a few windows at most (a pread that happens to follow the
     // page before it looks sequential to the kernel).
