@@ -537,7 +537,7 @@ mod tests {
 
     #[test]
     fn sizes_have_no_hidden_padding() {
-        assert_eq!(core::mem::size_of::<RaLayout>(), 35 * 4);
+        assert_eq!(core::mem::size_of::<RaLayout>(), 36 * 4);
         assert_eq!(core::mem::size_of::<RaBind>(), 24);
         assert_eq!(core::mem::size_of::<RaNoWindow>(), 16);
         assert_eq!(core::mem::size_of::<RaShared>(), 32);
