@@ -129,7 +129,6 @@ pub struct BlockFileMapper {
     recent: VecDeque<MappedRequest>,
     /// Files are looked up and opened through it only (super::safe_open).
     opener: Opener,
-    page_size: u64,
 }
 
 impl Default for BlockFileMapper {
@@ -154,8 +153,6 @@ impl BlockFileMapper {
             fiemap_errors: 0,
             recent: VecDeque::new(),
             opener: Opener::default(),
-            // SAFETY: sysconf has no preconditions.
-            page_size: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
         }
     }
 
@@ -172,7 +169,13 @@ impl BlockFileMapper {
     /// Brings the extent maps of `files` (the files pane's, with paths) up to date. `checked`:
     /// what the resolver's check of a path found this sample (FileResolver::checked_meta); the
     /// others are looked up here (super::safe_open).
-    pub fn refresh(&mut self, files: &[FileIoSample], checked: &HashMap<FileId, FileMeta>, now: Instant) {
+    pub fn refresh(
+        &mut self,
+        files: &[FileIoSample],
+        checked: &HashMap<FileId, FileMeta>,
+        may_be_dirty: impl Fn(&FileIoSample) -> bool,
+        now: Instant,
+    ) {
         let mut budget = MAX_FIEMAP_PER_READ;
         // A device's place in sysfs, looked up once per refresh (a burst maps hundreds of files
         // of one filesystem).
@@ -216,7 +219,7 @@ impl BlockFileMapper {
             }
             // Not opened while it may hold dirty pages (super::files::may_hold_dirty_pages: the
             // close would start their writeback); its unplaced data has no extents yet anyway.
-            if super::files::may_hold_dirty_pages(f, self.page_size) {
+            if may_be_dirty(f) {
                 continue;
             }
             if budget == 0 {
