@@ -611,7 +611,13 @@ impl BpfCollector {
         if let Some(ring) = &mut self.request_ring {
             let now = std::time::Instant::now();
             let events = ring.drain();
-            self.block_file_mapper.refresh(&sample.files, self.file_resolver.checked_meta(), now);
+            let resolver = &self.file_resolver;
+            self.block_file_mapper.refresh(
+                &sample.files,
+                resolver.checked_meta(),
+                |f| resolver.may_be_dirty(f),
+                now,
+            );
             self.block_file_mapper.map(&events, now);
             match ring.counts() {
                 Ok(counts) => sample.block_files = Some(self.block_file_mapper.sample(counts)),

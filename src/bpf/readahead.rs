@@ -9,8 +9,8 @@ use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::Ebpf;
 use ioscope_common::kernel_dev_major_minor;
 use ioscope_common::readahead::{
-    RaFileKey, RaFileStats, RaLayout, RaShared, RaTotals, RA_FILES_INSERTS_MAP, RA_FILES_MAP, RA_PAGES_MAX,
-    RA_SHARED_MAP, RA_TOTALS_MAP,
+    RaFileKey, RaFileStats, RaLayout, RaShared, RaTotals, NO_REQ_COUNT, RA_FILES_INSERTS_MAP, RA_FILES_MAP,
+    RA_PAGES_MAX, RA_SHARED_MAP, RA_TOTALS_MAP,
 };
 
 use super::resolve::files::{names, scan_process_dirs, MAX_FDS_PER_SCAN};
@@ -83,6 +83,9 @@ pub fn fill_layout(l: &mut RaLayout, index: usize, text: &str) -> Result<()> {
             }
             [l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss, l.ra_index] = offs;
             if index == 0 {
+                // The pages the read miss asked for (demand, not readahead); without it every
+                // page of the window counts as readahead.
+                l.ra_req_count = f.field_sized("req_count", 8).map_or(NO_REQ_COUNT, |x| x.offset);
                 l.sync_ok = 1;
             } else {
                 l.async_ok = 1;
@@ -252,6 +255,50 @@ pub struct ReadaheadMaps {
     /// RA_PAGES's size as created (the loader may make it smaller than compiled: see
     /// crate::bpf::map_memory).
     pub(crate) page_map_capacity: u64,
+    /// Each read's growth of used and wasted pages per device (and its files with waste), for
+    /// the last [`HINT_WINDOW`] ([`ReadaheadSample::recent`]).
+    recent: std::collections::VecDeque<(std::time::Instant, StdHashMap<u32, Fates>)>,
+    /// When the maps were first read (the window's span until it is full).
+    first_read: Option<std::time::Instant>,
+}
+
+/// The pages whose fate was settled on one device in one read, and its files with waste.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fates {
+    used: u64,
+    wasted: u64,
+    wasted_files: u64,
+}
+
+/// The span the readahead waste hint weighs (crate::model::readahead): a device's waste over the
+/// last 10 s, so the hint holds while waste goes on rather than come and go with each interval.
+pub const HINT_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Sums the fates of the reads in `recent` per device (files with waste counted per read: a
+/// file wasting in two reads counts twice, an upper bound).
+fn recent_fates(
+    recent: &std::collections::VecDeque<(std::time::Instant, StdHashMap<u32, Fates>)>,
+    secs: f64,
+) -> Vec<crate::sample::readahead::RaRecent> {
+    let mut by_dev: std::collections::BTreeMap<u32, Fates> = std::collections::BTreeMap::new();
+    for (_, m) in recent {
+        for (dev, f) in m {
+            let e = by_dev.entry(*dev).or_default();
+            e.used += f.used;
+            e.wasted += f.wasted;
+            e.wasted_files += f.wasted_files;
+        }
+    }
+    by_dev
+        .into_iter()
+        .map(|(dev, f)| crate::sample::readahead::RaRecent {
+            dev,
+            secs,
+            used_pages: f.used,
+            wasted_pages: f.wasted,
+            wasted_files: f.wasted_files,
+        })
+        .collect()
 }
 
 /// How long a triggering process's name is used before it is read again.
@@ -284,6 +331,8 @@ impl ReadaheadMaps {
             comms: StdHashMap::new(),
             rows: StdHashMap::new(),
             page_map_capacity: u64::from(RA_PAGES_MAX),
+            recent: std::collections::VecDeque::new(),
+            first_read: None,
         })
     }
 
@@ -376,8 +425,17 @@ impl ReadaheadMaps {
         let mut removed = Vec::new();
         let mut last = StdHashMap::with_capacity(entries.len().min(RA_ROWS));
         let mut quiet: Vec<RaQuiet> = Vec::new();
+        let mut fates: StdHashMap<u32, Fates> = StdHashMap::new();
         for (key, s) in entries {
             let before = self.last.get(&key);
+            let used = s.used_pages.saturating_sub(before.map_or(0, |t| t.stats.used_pages));
+            let wasted = s.wasted_pages.saturating_sub(before.map_or(0, |t| t.stats.wasted_pages));
+            if used + wasted > 0 {
+                let f = fates.entry(key.dev).or_default();
+                f.used += used;
+                f.wasted += wasted;
+                f.wasted_files += u64::from(wasted > 0);
+            }
             if !keep_in_sample(before.map(|t| &t.stats), &s) {
                 removed.push(key);
                 continue;
@@ -483,6 +541,12 @@ impl ReadaheadMaps {
         files.sort_by_key(|f| (f.dev, f.ino));
         others.sort_by_key(|o| o.dev);
         quiet.sort_by_key(|q| q.dev);
+        let first_read = *self.first_read.get_or_insert(now);
+        self.recent.push_back((now, fates));
+        while self.recent.front().is_some_and(|(at, _)| now.duration_since(*at) > HINT_WINDOW) {
+            self.recent.pop_front();
+        }
+        let span = now.duration_since(first_read).min(HINT_WINDOW).as_secs_f64();
         let per_cpu = self.totals.get(&0, 0).context("reading RA_TOTALS")?;
         Ok(ReadaheadSample {
             attached: self.attached.clone(),
@@ -492,6 +556,7 @@ impl ReadaheadMaps {
             untracked_pages: per_cpu.iter().map(|t| t.untracked_pages).sum(),
             untracked_files: per_cpu.iter().map(|t| t.untracked_files).sum(),
             page_map_capacity: self.page_map_capacity,
+            recent: recent_fates(&self.recent, span),
         })
     }
 }
@@ -710,6 +775,14 @@ mod tests {
             (l.sync_ok, l.ra_dev, l.ra_ino, l.ra_size, l.ra_ra_pages, l.ra_mmap_miss),
             (1, 16, 8, 36, 44, 48)
         );
+        assert_eq!(l.ra_req_count, NO_REQ_COUNT, "no req_count: no page is taken for demand");
+        let mut with_req = RaLayout::UNSET;
+        let req = SYNC_RA.replace(
+            "\n\nprint fmt",
+            "\n\tfield:unsigned long req_count;\toffset:64;\tsize:8;\tsigned:0;\n\nprint fmt",
+        );
+        fill_layout(&mut with_req, 0, &req).unwrap();
+        assert_eq!(with_req.ra_req_count, 64);
         // The async event with the same layout is accepted, one laid out differently is refused.
         fill_layout(&mut l, 1, &SYNC_RA.replace("sync", "async")).unwrap();
         assert_eq!(l.async_ok, 1);

@@ -239,7 +239,7 @@ fn flags(p: &BlockDeviceCounters, c: &BlockDeviceCounters, all: u64, secs: f64) 
         ("flush", &pf.flush, &cf.flush),
         ("sync", &pf.sync, &cf.sync),
         ("metadata", &pf.metadata, &cf.metadata),
-        ("readahead", &pf.readahead, &cf.readahead),
+        ("ra_flag", &pf.readahead, &cf.readahead),
         ("fua", &pf.fua, &cf.fua),
     ];
     list.iter()
@@ -494,7 +494,7 @@ mod tests {
         let d = m.depth.clone().unwrap();
         assert_eq!((d.min, d.max, d.samples), (1, 63, 400));
         assert_eq!(d.avg, 11.25); // 4500 / 400
-        let ra = m.flags.iter().find(|f| f.flag == "readahead").unwrap();
+        let ra = m.flags.iter().find(|f| f.flag == "ra_flag").unwrap();
         assert_eq!((ra.iops, ra.share_pct), (50.0, 25.0));
         let sizes = size_buckets(&m);
         assert_eq!(sizes, vec![SizeBucket { min_bytes: 4096, max_bytes: Some(8192), read: 400, write: 0 }]);

@@ -7,7 +7,10 @@
 //! first I/O), so its whole counters are this interval's: a `dd` that started and exited between two
 //! samples is shown for that interval. Latency is block_io_start → block_rq_complete (what the submitter
 //! waited): average = Δlat_ns_sum / Δlat_count, p99 from the log2 histogram (see
-//! [`super::block::percentile`]). readahead % and sync % are shares of the bytes.
+//! [`super::block::percentile`]). ra_flag % and sync % are shares of the bytes: ra_flag % of requests
+//! the kernel flagged readahead (REQ_RAHEAD), which every buffered read miss is, the pages asked for
+//! included; not readahead in ioscope's sense (pages beyond what was asked for, src/model/README.md
+//! "Readahead"), so no view calls it readahead.
 
 use serde::Serialize;
 
@@ -40,7 +43,9 @@ pub struct IoProcessModel {
     pub lat_avg_ms: Option<f64>,
     pub lat_p99_ms: Option<f64>,
     /// Shares of the interval's bytes, %.
-    pub readahead_pct: f64,
+    /// Of requests the kernel flagged readahead (REQ_RAHEAD): every buffered read miss, the
+    /// pages asked for included. Not readahead (pages beyond what was asked for).
+    pub ra_flag_pct: f64,
     pub sync_pct: f64,
     /// The process exited during the interval (shown this once).
     pub exited: bool,
@@ -112,7 +117,7 @@ fn row(
         write_iops: per_second(writes, secs),
         lat_avg_ms: (lat_count > 0).then(|| per_event(delta(p.lat_ns_sum, c.lat_ns_sum), lat_count) / 1e6),
         lat_p99_ms: percentile(&hist, 0.99).map(|us| us / 1000.0),
-        readahead_pct: share(delta(p.readahead_bytes, c.readahead_bytes)),
+        ra_flag_pct: share(delta(p.readahead_bytes, c.readahead_bytes)),
         sync_pct: share(delta(p.sync_bytes, c.sync_bytes)),
         exited: c.exited,
     })
@@ -173,7 +178,7 @@ mod tests {
         // 350 in [1024, 2048) µs; rank 347 of 350: 1024 + 1024 × 347/350.
         assert!((r.lat_p99_ms.unwrap() - (1024.0 + 1024.0 * 347.0 / 350.0) / 1000.0).abs() < 1e-9);
         // Readahead: 614400 of 4505600 bytes; sync: 3276800 of 4505600.
-        assert!((r.readahead_pct - 614_400.0 / 4_505_600.0 * 100.0).abs() < 1e-9);
+        assert!((r.ra_flag_pct - 614_400.0 / 4_505_600.0 * 100.0).abs() < 1e-9);
         assert!((r.sync_pct - 3_276_800.0 / 4_505_600.0 * 100.0).abs() < 1e-9);
     }
 

@@ -207,6 +207,19 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<Readahe
         d.pending_pages += q.pending_pages;
         d.quiet_files += q.files;
     }
+    // A device whose readahead was evicted unused lately (the hint's window) keeps a row.
+    for r in c.recent.iter().filter(|r| r.wasted_pages > 0) {
+        let dev = format!("{}:{}", r.dev >> 20, r.dev & ((1 << 20) - 1));
+        if !devices.iter().any(|d| d.dev == dev) {
+            let name = device_name(cur, r.dev).unwrap_or_else(|| dev.clone());
+            devices.push(RaDeviceModel {
+                read_ahead_kb: read_ahead_kb(cur, &name),
+                name,
+                dev,
+                ..Default::default()
+            });
+        }
+    }
     for d in &mut devices {
         d.ra_pages_s = rate(d.ra_pages, secs);
         d.used_pages_s = rate(d.used_pages, secs);
@@ -355,6 +368,53 @@ fn read_ahead_kb(cur: &Sample, name: &str) -> Option<u64> {
     cur.block_settings.iter().find(|b| b.name == name).and_then(|b| b.read_ahead_kb)
 }
 
+/// A device's waste across its files: over the last HINT_WINDOW when the sample has it, else over
+/// the interval (older recordings). None unless at least [`HINT_MIN_WASTED_PAGES`] were wasted
+/// and at least [`HIGH_WASTE_PCT`] of the settled pages.
+fn device_waste_hint(
+    m: &ReadaheadModel,
+    d: &RaDeviceModel,
+    cur: &Sample,
+    low_memory: bool,
+) -> Option<String> {
+    let recent = cur.bpf.readahead.as_ref().and_then(|r| {
+        r.recent.iter().find(|x| format!("{}:{}", x.dev >> 20, x.dev & ((1 << 20) - 1)) == d.dev)
+    });
+    let (used, wasted, files, span) = match recent {
+        Some(r) => {
+            (r.used_pages, r.wasted_pages, Some(r.wasted_files), format!(" in the last {:.0} s", r.secs))
+        }
+        None if cur.bpf.readahead.as_ref().is_some_and(|r| !r.recent.is_empty()) => return None,
+        None => (d.used_pages, d.wasted_pages, None, String::new()),
+    };
+    let pct = waste_pct(used, wasted)?;
+    if wasted < HINT_MIN_WASTED_PAGES || pct < HIGH_WASTE_PCT {
+        return None;
+    }
+    let dev_files: Vec<&RaFileModel> =
+        m.files.iter().filter(|f| f.dev == d.dev && f.label.is_none()).map(|f| &**f).collect();
+    let mut who: Vec<&str> = dev_files.iter().flat_map(|f| f.processes.iter().map(String::as_str)).collect();
+    who.sort_unstable();
+    who.dedup();
+    let who = if who.is_empty() { "the application".to_string() } else { who.join(", ") };
+    let now = d.read_ahead_kb.map(|kb| format!(" (now {kb} KiB)")).unwrap_or_default();
+    let mut remedies = vec![format!("lower read_ahead_kb on {}{now}", d.name)];
+    if dev_files.iter().any(|f| f.mmap_miss > 0 || f.read_around_windows > 0) {
+        remedies.push(format!("madvise(MADV_RANDOM) on the mappings in {who}"));
+    } else {
+        remedies.push(format!("posix_fadvise(POSIX_FADV_RANDOM) in {who}"));
+    }
+    if low_memory {
+        remedies.push("more memory (little is available: pages are evicted before use)".into());
+    }
+    let across = files.map(|n| format!(" across {n} files")).unwrap_or_else(|| " across its files".into());
+    Some(format!(
+        "{}: {pct:.0}% of readahead evicted unused ({wasted} pages{across}{span}); remedies: {}",
+        d.name,
+        remedies.join("; ")
+    ))
+}
+
 fn disk_read_bytes(prev: &Sample, cur: &Sample, name: &str) -> Option<u64> {
     let c = cur.disks.iter().find(|d| d.name == name)?;
     let p = prev.disks.iter().find(|d| d.name == name)?;
@@ -363,9 +423,13 @@ fn disk_read_bytes(prev: &Sample, cur: &Sample, name: &str) -> Option<u64> {
 
 /// Plain-language hints: high waste (with the remedies that fit what was seen: read-around of a
 /// mapping calls for madvise, read() for posix_fadvise) and small windows on sequential read()ers
-/// (async readahead and no read-around).
+/// (async readahead and no read-around). Waste is weighed per file over the interval, and per
+/// device over the last [`crate::bpf::readahead::HINT_WINDOW`] across all its files (waste
+/// spread over hundreds of files, none alone worth a hint, and held while it goes on): a device
+/// whose files got no hint of their own this interval gets one.
 fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
     let mut out = Vec::new();
+    let mut hinted_devs: Vec<&str> = Vec::new();
     let mem = &cur.memory;
     let low_memory = mem.total_bytes > 0
         && (mem.available_bytes as f64) * 100.0 / (mem.total_bytes as f64) < LOW_MEMORY_PCT;
@@ -396,6 +460,7 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
                 f.wasted_pages,
                 remedies.join("; ")
             ));
+            hinted_devs.push(&f.dev);
         } else if f.async_events > 0
             && f.read_around_windows == 0
             && f.window_pages > 0
@@ -409,6 +474,14 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
                     f.path, f.device
                 ));
             }
+        }
+    }
+    for d in &m.devices {
+        if hinted_devs.contains(&d.dev.as_str()) {
+            continue;
+        }
+        if let Some(h) = device_waste_hint(m, d, cur, low_memory) {
+            out.push(h);
         }
     }
     if m.untracked_pages > 0 {

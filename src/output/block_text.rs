@@ -20,19 +20,8 @@ pub fn append(s: &mut String, m: &Model) {
     s.push('\n');
     let _ = writeln!(
         s,
-        "{:<12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6}  vs diskstats",
-        "eBPF",
-        "r/s",
-        "w/s",
-        "rsz",
-        "wsz",
-        "queue_ms",
-        "p50_ms",
-        "p99_ms",
-        "depth",
-        "depth_max",
-        "sync%",
-        "RA%",
+        "{:<12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6}  vs diskstats",
+        "eBPF", "r/s", "w/s", "rsz", "wsz", "queue_ms", "p50_ms", "p99_ms", "depth", "depth_max", "sync%",
     );
     for d in &devices {
         let (Some(bpf), Some(b)) = (d.bpf.as_ref(), d.bpf.as_ref().and_then(|b| b.block.as_ref())) else {
@@ -47,7 +36,7 @@ pub fn append(s: &mut String, m: &Model) {
         };
         let _ = writeln!(
             s,
-            "{:<12} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6.1} {:>6.1}  {check}",
+            "{:<12} {:>8.1} {:>8.1} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6.1}  {check}",
             crate::untrusted::shown(&d.name),
             b.read.iops,
             b.write.iops,
@@ -59,7 +48,6 @@ pub fn append(s: &mut String, m: &Model) {
             b.depth.as_ref().map_or("-".into(), |q| format!("{:.1}", q.avg)),
             b.depth.as_ref().map_or("-".into(), |q| q.max.to_string()),
             share("sync"),
-            share("readahead"),
         );
     }
     if devices.is_empty() {

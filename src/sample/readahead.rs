@@ -25,6 +25,25 @@ pub struct ReadaheadSample {
     pub untracked_files: u64,
     /// The page map's capacity (folios), to show how close it is to full.
     pub page_map_capacity: u64,
+    /// Per device, the pages first used and evicted unused in the last
+    /// [`crate::bpf::readahead::HINT_WINDOW`] (all its files, listed or not): what the waste hint
+    /// weighs, so that it holds steadily rather than flicker with each interval. Empty in older
+    /// recordings (the hint then weighs the interval).
+    pub recent: Vec<RaRecent>,
+}
+
+/// One device's readahead fate over the last [`crate::bpf::readahead::HINT_WINDOW`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RaRecent {
+    /// The filesystem's device as the kernel encodes it (major << 20 | minor).
+    pub dev: u32,
+    /// The time the counts span (up to the window; less since attach).
+    pub secs: f64,
+    pub used_pages: u64,
+    pub wasted_pages: u64,
+    /// Files with pages evicted unused in that time.
+    pub wasted_files: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -203,7 +203,6 @@ pub fn io_columns(rows: &[&IoProcessModel], state: &UiState) -> Vec<Column> {
         col(title("w/s", &[IoSort::Iops]), 1, &|p| format::count(p.write_iops, u)),
         col(title("lat avg", &[IoSort::LatAvg]), 2, &|p| ms(p.lat_avg_ms)),
         col(title("lat p99", &[IoSort::LatP99]), 2, &|p| ms(p.lat_p99_ms)),
-        col("RA%".into(), 3, &|p| format::percent(p.readahead_pct)),
         col("sync%".into(), 3, &|p| format::percent(p.sync_pct)),
         col("cgroup".into(), 4, &|p| format::shorten(&p.cgroup, 40)).left(),
     ]

@@ -341,3 +341,68 @@ fn the_output_threads_own_writes_are_not_counted_and_quiet_maps_are_read_at_the_
     };
     common::within("the process's dirtied pages", (dirtied(&s1) - dirtied(&s0)) * PAGE, 2 * MIB);
 }
+
+/// ext4's auto_da_alloc: after a file is truncated to 0, the release of any descriptor of the
+/// inode, a read-only one too, writes back all its dirty pages. ioscope reads a listed file's
+/// cache state through a descriptor of its own; it must not do so while the file holds dirty
+/// pages, or it starts the writeback it is there to observe (an fsync stall looks smaller).
+/// The same holds for the block-request mapping's FIEMAP (the file had block writes before).
+/// Oracle: cachestat on the writer's own descriptor (nothing else opens the file). Before the
+/// fix all 16,384 dirty pages were written back within the 3 s of sampling.
+#[test]
+fn reading_cache_state_does_not_write_back_a_truncated_files_dirty_pages() {
+    let _group = common::live_group(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "live_files_auto_da_alloc";
+    let Some(mut bpf) = start(test) else { return };
+    let dirty = common::DirtySettingsGuard::save();
+    // Nothing written back by age or by the background threshold while the test runs.
+    dirty.set("dirty_expire_centisecs", 60_000);
+    dirty.set("dirty_background_bytes", 1 << 30);
+    let lo = LoopDevice::with_fs(320, "ext4");
+    let path = lo.mount_point().join("truncated");
+    common::write_patterned_file(&path, 1);
+    // O_TRUNC on a file with data: ext4 marks the inode EXT4_STATE_DA_ALLOC_CLOSE.
+    let mut f = OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+    let ino = std::os::unix::fs::MetadataExt::ino(&f.metadata().unwrap());
+    let block = vec![0x5au8; MIB as usize];
+    for _ in 0..64 {
+        f.write_all(&block).unwrap();
+    }
+    let dirty_pages = |f: &File| {
+        let st = ioscope::bpf::resolve::file_cache::cache_state_of(f, 64 * MIB, PAGE).expect("cachestat");
+        st.dirty_pages.expect("cachestat's dirty count (Linux 6.5+)")
+    };
+    let before = dirty_pages(&f);
+    assert!(before >= 64 * MIB / PAGE * 95 / 100, "the write left {before} pages dirty");
+    // ioscope lists the file (its path from this process's descriptor) for a few seconds: its
+    // cache state would be read at least once a second.
+    let first = sample(&mut bpf);
+    let mut last = first.clone();
+    for _ in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        last = sample(&mut bpf);
+    }
+    let after = dirty_pages(&f);
+    let files = files_between(&first, &last);
+    let listed = files.iter().find(|r| r.ino == ino && r.dev == format!("{}:{}", lo.major, lo.minor));
+    assert!(listed.is_none_or(|r| r.writeback_bytes == 0), "nothing written back: {listed:?}");
+    let in_sample =
+        first.bpf.files.iter().find(|r| r.ino == ino && (r.major, r.minor) == (lo.major, lo.minor));
+    eprintln!("dirty pages: {before} after the write, {after} after 3 s of sampling; row {listed:?}; sample {in_sample:?}");
+    let s = in_sample.expect("the file is in the samples (its dirtying)");
+    assert!(s.path.as_deref() == Some(path.to_str().unwrap()), "its path is known: {s:?}");
+    assert!(s.cache.is_none(), "no cache state read while dirty pages are pending: {s:?}");
+    assert!(
+        after >= before * 95 / 100,
+        "ioscope's sampling wrote back {} of {before} dirty pages",
+        before - after
+    );
+    // Once written back (fsync), the state is read again.
+    f.sync_all().unwrap();
+    let s = sample(&mut bpf);
+    let row = s.bpf.files.iter().find(|r| r.ino == ino && (r.major, r.minor) == (lo.major, lo.minor));
+    let cache = row.and_then(|r| r.cache.as_ref());
+    eprintln!("after fsync: {row:?}");
+    assert!(cache.is_some_and(|c| c.cached_pages > 0 && c.dirty_pages == Some(0)), "{row:?}");
+}

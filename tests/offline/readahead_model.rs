@@ -11,7 +11,7 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent};
 use ioscope::model::readahead::{waste_pct, WindowTrend};
 use ioscope::model::Model;
-use ioscope::sample::readahead::{RaFileSample, RaOthers, RaQuiet, RaTrigger, ReadaheadSample};
+use ioscope::sample::readahead::{RaFileSample, RaOthers, RaQuiet, RaRecent, RaTrigger, ReadaheadSample};
 use ioscope::sample::{BlockSettings, DiskStat, MemInfo, Sample};
 use ioscope::ui::{Body, UiState};
 
@@ -225,6 +225,68 @@ fn the_remedy_fits_how_the_file_was_read() {
     // Every window opened by read()'s sync/async readahead.
     let h = evictions_only(40, 10, 30);
     assert!(h[0].contains("posix_fadvise(POSIX_FADV_RANDOM)"), "{h:?}");
+}
+
+/// 200 column files each wasting 10 pages in the interval (and using 1): none alone is worth a
+/// hint (256 pages), the device's 2,000 wasted pages of 2,200 settled are.
+fn column_files(recent: Vec<RaRecent>) -> Vec<String> {
+    let before: Vec<_> =
+        (0..200).map(|i| file(100 + i, Some(&format!("/db/col/{i}.bin")), 64, 10, 20, 32)).collect();
+    let after: Vec<_> = before
+        .iter()
+        .map(|f| {
+            let mut a = f.clone();
+            (a.ra_pages, a.used_pages, a.wasted_pages) =
+                (f.ra_pages + 11, f.used_pages + 1, f.wasted_pages + 10);
+            a.mmap_miss = 3;
+            a
+        })
+        .collect();
+    let mut cur = sample(2, 0, after);
+    cur.bpf.readahead.as_mut().unwrap().recent = recent;
+    let m = Model::between(&sample(1, 0, before), &cur);
+    m.readahead.unwrap().hints
+}
+
+#[test]
+fn waste_spread_over_many_files_of_a_device_is_worth_a_hint() {
+    // An older recording (no window): the interval's device sums.
+    let h = column_files(Vec::new());
+    assert_eq!(h.len(), 1, "{h:?}");
+    for want in [
+        "loop0: 91% of readahead evicted unused (2000 pages across its files)",
+        "lower read_ahead_kb on loop0 (now 128 KiB)",
+        "madvise(MADV_RANDOM) on the mappings in columnstore(4242)",
+    ] {
+        assert!(h[0].contains(want), "{want:?} not in {h:?}");
+    }
+}
+
+#[test]
+fn the_device_hint_weighs_the_last_ten_seconds_not_the_interval() {
+    // The window holds 5,000 wasted of 6,000 across 180 files: the hint says so, whatever the
+    // interval holds.
+    let window = |used, wasted| {
+        vec![RaRecent { dev: LOOP0, secs: 10.0, used_pages: used, wasted_pages: wasted, wasted_files: 180 }]
+    };
+    let h = column_files(window(1000, 5000));
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert!(
+        h[0].starts_with(
+            "loop0: 83% of readahead evicted unused (5000 pages across 180 files in the last 10 s)"
+        ),
+        "{h:?}"
+    );
+    // An interval with no waste at all keeps the hint while the window has it: no flicker.
+    let mut quiet = file(12, Some("/db/col/0.bin"), 64, 64, 0, 32);
+    quiet.mmap_miss = 3;
+    let mut cur = sample(2, 0, vec![quiet.clone()]);
+    cur.bpf.readahead.as_mut().unwrap().recent = window(1000, 5000);
+    let m = Model::between(&sample(1, 0, vec![quiet]), &cur);
+    let h = m.readahead.unwrap().hints;
+    assert_eq!(h.len(), 1, "held over the window: {h:?}");
+    // A window with little waste: no device hint, though this one interval looked wasteful.
+    assert!(column_files(window(5000, 100)).is_empty());
 }
 
 #[test]

@@ -134,7 +134,13 @@ pub struct RaLayout {
 
     /// `index` of the sync/async readahead record (to bind the read that follows to the file).
     pub ra_index: u32,
+    /// `req_count` of the sync readahead record (the pages the read miss asked for), or
+    /// [`NO_REQ_COUNT`] when the record has none (then no page is taken for demand).
+    pub ra_req_count: u32,
 }
+
+/// [`RaLayout::ra_req_count`] when `page_cache_sync_ra` has no `req_count`.
+pub const NO_REQ_COUNT: u32 = u32::MAX;
 
 impl RaLayout {
     pub const UNSET: RaLayout = RaLayout {
@@ -173,6 +179,7 @@ impl RaLayout {
         fault_ino: 0,
         fault_index: 0,
         ra_index: 0,
+        ra_req_count: NO_REQ_COUNT,
     };
 }
 
@@ -204,7 +211,13 @@ pub struct RaPage {
     pub pages: u64,
 }
 
-/// A thread's last readahead window: pages `start..end` of file (dev, ino).
+/// A thread's last readahead window: pages `start..end` of file (dev, ino), and the pages
+/// `demand_start..demand_end` its read miss asked for (`page_cache_sync_ra`'s `index` and
+/// `req_count`; empty for async readahead and mmap read-around). A page inserted in the window
+/// and outside the asked range is readahead (ioscope's one meaning of it: pages beyond what was
+/// asked for); a page in the asked range is demand, even though the kernel reads it through its
+/// readahead code. A readahead event sets an empty window with the asked range; the window
+/// opened right after it keeps that range.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RaWindow {
@@ -213,6 +226,8 @@ pub struct RaWindow {
     pub ino: u64,
     pub start: u64,
     pub end: u64,
+    pub demand_start: u64,
+    pub demand_end: u64,
 }
 
 /// Shared by all CPUs (added to atomically), read by every cached read: one cache line, one
@@ -411,6 +426,13 @@ pub fn in_window(w: &RaWindow, dev: u32, ino: u64, index: u64) -> bool {
     w.dev == dev && w.ino == ino && index >= w.start && index < w.end
 }
 
+/// Whether a folio at `index` of file (dev, ino) inserted by the window's thread is readahead:
+/// inside the window and not among the pages its read miss asked for.
+#[inline(always)]
+pub fn is_readahead(w: &RaWindow, dev: u32, ino: u64, index: u64) -> bool {
+    in_window(w, dev, ino, index) && !(index >= w.demand_start && index < w.demand_end)
+}
+
 #[cfg(feature = "user")]
 mod user {
     // SAFETY (all): #[repr(C)], u32/u64 fields and arrays laid out without implicit padding
@@ -467,13 +489,28 @@ mod tests {
 
     #[test]
     fn windows_are_half_open_and_per_file() {
-        let w = RaWindow { dev: 7, _pad: 0, ino: 12, start: 32, end: 64 };
+        let w = RaWindow { dev: 7, _pad: 0, ino: 12, start: 32, end: 64, demand_start: 0, demand_end: 0 };
         assert!(in_window(&w, 7, 12, 32));
         assert!(in_window(&w, 7, 12, 63));
         assert!(!in_window(&w, 7, 12, 64));
         assert!(!in_window(&w, 7, 12, 31));
         assert!(!in_window(&w, 8, 12, 40));
         assert!(!in_window(&w, 7, 13, 40));
+    }
+
+    #[test]
+    fn pages_a_read_miss_asked_for_are_not_readahead() {
+        // A random 8 KiB pread at page 40: the kernel reads pages 40..42 through its readahead
+        // code (a window of 2); none of it is readahead.
+        let w = RaWindow { dev: 7, _pad: 0, ino: 12, start: 40, end: 42, demand_start: 40, demand_end: 42 };
+        assert!(!is_readahead(&w, 7, 12, 40));
+        assert!(!is_readahead(&w, 7, 12, 41));
+        // A sequential miss at page 0 asking for 4 pages with a window of 32: 28 are readahead.
+        let w = RaWindow { dev: 7, _pad: 0, ino: 12, start: 0, end: 32, demand_start: 0, demand_end: 4 };
+        assert_eq!((0..40).filter(|&i| is_readahead(&w, 7, 12, i)).count(), 28);
+        // Async readahead and mmap read-around ask for nothing.
+        let w = RaWindow { dev: 7, _pad: 0, ino: 12, start: 64, end: 128, demand_start: 0, demand_end: 0 };
+        assert_eq!((0..200).filter(|&i| is_readahead(&w, 7, 12, i)).count(), 64);
     }
 
     #[test]
@@ -500,12 +537,12 @@ mod tests {
 
     #[test]
     fn sizes_have_no_hidden_padding() {
-        assert_eq!(core::mem::size_of::<RaLayout>(), 35 * 4);
+        assert_eq!(core::mem::size_of::<RaLayout>(), 36 * 4);
         assert_eq!(core::mem::size_of::<RaBind>(), 24);
         assert_eq!(core::mem::size_of::<RaNoWindow>(), 16);
         assert_eq!(core::mem::size_of::<RaShared>(), 32);
         assert_eq!(core::mem::size_of::<RaPageKey>(), 24);
-        assert_eq!(core::mem::size_of::<RaWindow>(), 32);
+        assert_eq!(core::mem::size_of::<RaWindow>(), 48);
         assert_eq!(
             core::mem::size_of::<RaFileStats>(),
             8 * 8 + 4 * 4 + RA_TRIGGERS * 4 + 8 + RA_USE_BUCKETS * 8

@@ -19,9 +19,9 @@ use aya_ebpf::{
 };
 use ioscope_common::page_cache::{CacheScratch, NO_ORDER};
 use ioscope_common::readahead::{
-    binds, in_window, use_bucket, use_from, RaBind, RaFileKey, RaFileStats, RaLastRead, RaLayout, RaNoWindow,
+    binds, in_window, is_readahead, use_bucket, use_from, RaBind, RaFileKey, RaFileStats, RaLastRead, RaLayout, RaNoWindow,
     RaPage, RaPageKey, RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow, RA_BINDS_MAX, RA_FILES_MAX,
-    RA_LAST_READ_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
+    RA_LAST_READ_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX, NO_REQ_COUNT,
 };
 
 #[unsafe(no_mangle)]
@@ -194,15 +194,42 @@ fn try_ra_event(ctx: &TracePointContext, is_async: bool) -> Result<u32, i64> {
     };
     // SAFETY: offset from the format file.
     let index = unsafe { field::<u64>(ctx, l.ra_index)? };
-    on_ra_event(is_async, dev, ino, index, ra_pages, mmap_miss);
+    let req_count = if is_async || l.ra_req_count == NO_REQ_COUNT {
+        0
+    } else {
+        // SAFETY: offset from the format file.
+        unsafe { field::<u64>(ctx, l.ra_req_count)? }
+    };
+    on_ra_event(is_async, dev, ino, index, req_count, ra_pages, mmap_miss);
     Ok(0)
 }
 
-/// A sync or async readahead decision on file (dev, ino) at page `index` (the tracepoints', or
-/// their fallbacks' in crate::readahead_fn).
+/// A sync or async readahead decision on file (dev, ino) at page `index`, a read miss asking for
+/// `req_count` pages from it (0 for async readahead) (the tracepoints', or their fallbacks' in
+/// crate::readahead_fn).
 #[inline(always)]
-pub fn on_ra_event(is_async: bool, dev: u32, ino: u64, index: u64, ra_pages: u32, mmap_miss: u32) {
+pub fn on_ra_event(
+    is_async: bool,
+    dev: u32,
+    ino: u64,
+    index: u64,
+    req_count: u64,
+    ra_pages: u32,
+    mmap_miss: u32,
+) {
     let tid = bpf_get_current_pid_tgid() as u32;
+    // The window this decision opens comes next (try_order, try_unbounded); until then the thread
+    // has none, only the pages its miss asked for: those are demand, not readahead.
+    let asked = RaWindow {
+        dev,
+        _pad: 0,
+        ino,
+        start: 0,
+        end: 0,
+        demand_start: index,
+        demand_end: index.wrapping_add(req_count),
+    };
+    let _ = RA_WINDOWS.insert(&tid, &asked, 0);
     if let Some(s) = crate::page_cache::scratch() {
         s.ra_bind = RaBind { tid, dev, ino, index };
     }
@@ -292,7 +319,13 @@ pub fn on_unbounded(dev: u32, ino: u64, index: u64, nr: u64) {
 #[inline(always)]
 fn open_window(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, size: u64) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    let w = RaWindow { dev, _pad: 0, ino, start: index, end: index.wrapping_add(size) };
+    // The pages the thread's read miss asked for, when this window is its decision's.
+    // SAFETY: a plain copy of this thread's record.
+    let (demand_start, demand_end) = match unsafe { RA_WINDOWS.get(&tid) }.copied() {
+        Some(a) if a.dev == dev && a.ino == ino => (a.demand_start, a.demand_end),
+        _ => (0, 0),
+    };
+    let w = RaWindow { dev, _pad: 0, ino, start: index, end: index.wrapping_add(size), demand_start, demand_end };
     let _ = RA_WINDOWS.insert(&tid, &w, 0);
     // After the insert: an insertion that reads the count before it finds the window by lookup.
     if let Some(p) = RA_SHARED.get_ptr_mut(0) {
@@ -342,7 +375,7 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     // Before folios (5.10) the event has no `order`: one page per event.
     // SAFETY: offset from the format file.
     let order = if l.folio_order == NO_ORDER { 0 } else { unsafe { field::<u8>(ctx, l.folio_order)? } };
-    if !in_window(&w, dev, ino, index) {
+    if !is_readahead(&w, dev, ino, index) {
         return Ok(0);
     }
     let Some(f) = file(dev, ino) else { return Ok(0) };

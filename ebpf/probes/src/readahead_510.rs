@@ -30,7 +30,8 @@ macro_rules! ra_510 {
 /// req_count)` (the tracepoint is raised first thing in its successor of the same name).
 #[fentry(function = "page_cache_sync_ra")]
 pub fn readahead_sync_ra_510(ctx: FEntryContext) -> i32 {
-    on_decision(ctx.arg(0), ctx.arg(1), false);
+    let req_count: u64 = ctx.arg(2);
+    on_decision(ctx.arg(0), ctx.arg(1), false, req_count);
     0
 }
 
@@ -38,12 +39,12 @@ pub fn readahead_sync_ra_510(ctx: FEntryContext) -> i32 {
 /// ra, page, req_count)`.
 #[fentry(function = "page_cache_async_ra")]
 pub fn readahead_async_ra_510(ctx: FEntryContext) -> i32 {
-    on_decision(ctx.arg(0), ctx.arg(1), true);
+    on_decision(ctx.arg(0), ctx.arg(1), true, 0);
     0
 }
 
 #[inline(always)]
-fn on_decision(ractl: *const u8, ra: *const u8, is_async: bool) {
+fn on_decision(ractl: *const u8, ra: *const u8, is_async: bool, req_count: u64) {
     if ra_510!(configured) == 0 {
         return;
     }
@@ -51,7 +52,7 @@ fn on_decision(ractl: *const u8, ra: *const u8, is_async: bool) {
     let ra_pages: u32 = kernel_field(ra, ra_510!(ra_ra_pages));
     // Its low 16 bits, as the later kernels' fallbacks read it.
     let mmap_miss: u16 = kernel_field(ra, ra_510!(ra_mmap_miss));
-    on_ra_event(is_async, dev, ino, index, ra_pages, u32::from(mmap_miss));
+    on_ra_event(is_async, dev, ino, index, req_count, ra_pages, u32::from(mmap_miss));
 }
 
 /// `readahead:page_cache_ra_order`'s fallback on 5.10: the entry of `do_page_cache_ra(ractl,

@@ -72,7 +72,10 @@ pub fn on_vm_fault<M: Mem>(vmf: *const u8, range: Option<(u64, u64)>) {
 /// where the tracepoint is raised first thing.
 #[fentry(function = "page_cache_sync_ra")]
 pub fn readahead_sync_ra_fentry(ctx: FEntryContext) -> i32 {
-    on_decision::<Plain>(ctx.arg(0), false);
+    // Both arguments read first, at constant offsets from the context.
+    let ractl: *const u8 = ctx.arg(0);
+    let req_count: u64 = ctx.arg(1);
+    on_decision_asked::<Plain>(ractl, false, req_count);
     0
 }
 
@@ -84,14 +87,23 @@ pub fn readahead_async_ra_fentry(ctx: FEntryContext) -> i32 {
     0
 }
 
-/// A sync (or `is_async`) readahead decision on `ractl` (read with `M`).
+/// A sync (or `is_async`) readahead decision on `ractl` (read with `M`), without the pages its
+/// miss asked for: every page of its window counts as readahead.
 #[inline(always)]
 pub(crate) fn on_decision<M: Mem>(ractl: *const u8, is_async: bool) {
+    on_decision_asked::<M>(ractl, is_async, 0);
+}
+
+/// A sync (or `is_async`) readahead decision on `ractl` (read with `M`) whose read miss asked for
+/// `req_count` pages (0 for async readahead): those are demand, not readahead.
+#[inline(always)]
+pub(crate) fn on_decision_asked<M: Mem>(ractl: *const u8, is_async: bool, req_count: u64) {
     let Some((dev, ino, index, ra)) = ractl_file::<M>(ractl) else { return };
     let ra_pages: u32 = M::get(ra, ra_fn!(ra_ra_pages));
     // Its low 16 bits: a u16 since Linux 6.10, a u32 before (see the loader).
     let mmap_miss: u16 = M::get(ra, ra_fn!(ra_mmap_miss));
-    on_ra_event(is_async, dev, ino, index, ra_pages, u32::from(mmap_miss));
+    let req_count = if is_async { 0 } else { req_count };
+    on_ra_event(is_async, dev, ino, index, req_count, ra_pages, u32::from(mmap_miss));
 }
 
 /// `readahead:page_cache_ra_order`'s fallback: the entry of `page_cache_ra_order(ractl, ra, ...)`;

@@ -169,7 +169,13 @@ impl BlockFileMapper {
     /// Brings the extent maps of `files` (the files pane's, with paths) up to date. `checked`:
     /// what the resolver's check of a path found this sample (FileResolver::checked_meta); the
     /// others are looked up here (super::safe_open).
-    pub fn refresh(&mut self, files: &[FileIoSample], checked: &HashMap<FileId, FileMeta>, now: Instant) {
+    pub fn refresh(
+        &mut self,
+        files: &[FileIoSample],
+        checked: &HashMap<FileId, FileMeta>,
+        may_be_dirty: impl Fn(&FileIoSample) -> bool,
+        now: Instant,
+    ) {
         let mut budget = MAX_FIEMAP_PER_READ;
         // A device's place in sysfs, looked up once per refresh (a burst maps hundreds of files
         // of one filesystem).
@@ -210,6 +216,11 @@ impl BlockFileMapper {
                 if !placed && m.path == path && now.duration_since(m.refreshed) < UNSETTLED_REFRESH {
                     continue;
                 }
+            }
+            // Not opened while it may hold dirty pages (super::files::may_hold_dirty_pages: the
+            // close would start their writeback); its unplaced data has no extents yet anyway.
+            if may_be_dirty(f) {
+                continue;
             }
             if budget == 0 {
                 continue;

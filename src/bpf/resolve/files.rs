@@ -248,6 +248,10 @@ pub struct FileResolver {
     budget_at: Option<Instant>,
     last_walk: HashMap<(u32, u32), Instant>,
     page_size: u64,
+    /// Files seen dirtied and not since seen written back without more dirtying
+    /// ([`may_hold_dirty_pages`] over samples: a file's counters start over when its entry goes
+    /// quiet, its dirty pages stay). Not opened meanwhile. At most [`MAX_DIRTY_FILES`].
+    dirty_files: HashSet<FileId>,
     /// The background mount walker, started on first need.
     walker: Option<Walker>,
     /// Inodes opened by their file handle (ext2/3/4), before the process scans.
@@ -433,6 +437,7 @@ impl FileResolver {
             last_walk: HashMap::new(),
             // SAFETY: sysconf has no preconditions.
             page_size: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
+            dirty_files: HashSet::new(),
             walker: None,
             handles: Default::default(),
             opener: Opener::default(),
@@ -811,6 +816,17 @@ impl FileResolver {
             walker.current = Some((dev, wanted.clone()));
             let _ = walker.jobs.send((dev, m.mount_point.clone(), wanted));
         }
+        for f in files.iter() {
+            let id = (f.major, f.minor, f.ino);
+            if may_hold_dirty_pages(f, self.page_size) {
+                if self.dirty_files.len() < MAX_DIRTY_FILES {
+                    self.dirty_files.insert(id);
+                }
+            } else if f.dirtied_pages == 0 && (f.writeback_pages > 0 || f.fs_writeback_bytes > 0) {
+                // Written back since its last dirtying.
+                self.dirty_files.remove(&id);
+            }
+        }
         let mut cache_budget = MAX_CACHE_STATES;
         let mut cache_states = HashMap::with_capacity(files.len().min(MAX_CACHE_STATES));
         for f in files.iter_mut() {
@@ -831,10 +847,17 @@ impl FileResolver {
                 cache_states.insert(id, (due, last));
                 continue;
             }
+            let page = self.page_size;
+            // Not while it may hold dirty pages: the close of our read-only descriptor would
+            // write them back (ext4's auto_da_alloc after a truncation to 0, xfs's flush on
+            // release after one), changing what is observed. Its state is unknown meanwhile.
+            if may_hold_dirty_pages(f, page) || self.dirty_files.contains(&id) {
+                f.cache = None;
+                continue;
+            }
             // Read on the file found to check its path (reopened through its descriptor); a path
             // found this sample by the fallbacks (from a process's open file) is looked up as
             // safely first.
-            let page = self.page_size;
             let started = Instant::now();
             let looked_up;
             let file = match self.checked.get(&id) {
@@ -858,6 +881,12 @@ impl FileResolver {
         // Closed now; what fstat said stays for the extent maps (`checked_meta`).
         self.checked_meta.clear();
         self.checked_meta.extend(self.checked.drain().map(|(id, c)| (id, c.meta)));
+    }
+
+    /// Whether the file may hold dirty pages, as far as the samples tell (see `dirty_files`):
+    /// not to be opened.
+    pub fn may_be_dirty(&self, f: &FileIoSample) -> bool {
+        may_hold_dirty_pages(f, self.page_size) || self.dirty_files.contains(&(f.major, f.minor, f.ino))
     }
 
     /// What `fstat` said this sample of the files whose paths were checked (by their open file).
@@ -884,6 +913,23 @@ impl FileResolver {
         self.scan_budget = self.scan_budget.saturating_sub(started.elapsed());
     }
 }
+
+/// Whether the probes saw pages of the file dirtied that they have not seen written back (the
+/// writeback of a partial last page counted as a whole page). Closing a descriptor of such a file
+/// can start their writeback: ext4 (`auto_da_alloc`, on by default) writes back every dirty page
+/// of an inode truncated to 0 at the release of any of its descriptors, a read-only one too
+/// (`ext4_release_file` → `ext4_alloc_da_blocks`); xfs flushes on release after a truncation. So
+/// ioscope does not open such a file for its cache state (nor, in FileResolver::may_be_dirty,
+/// one seen so in an earlier sample and not seen written back since).
+pub fn may_hold_dirty_pages(f: &FileIoSample, page_size: u64) -> bool {
+    let page = page_size.max(1);
+    let written = f.writeback_pages.max(f.fs_writeback_bytes.div_ceil(page));
+    f.dirtied_pages > written
+}
+
+/// Most files remembered as possibly dirty (beyond it a file's dirty pages are judged by its
+/// sample's counters alone).
+pub const MAX_DIRTY_FILES: usize = 65_536;
 
 /// Most files [`prefer_at_cutoff`] asks about per call (one map lookup each, ~1 µs): as many as
 /// FILE_IO holds, so that a burst's files named are found wherever they are in the tie (the name
@@ -1105,6 +1151,23 @@ mod tests {
     use super::*;
     use ioscope_common::files::FileKey;
     use std::io::Write as _;
+
+    #[test]
+    fn a_file_with_pages_dirtied_and_not_written_back_is_not_opened() {
+        let f = |dirtied, wb_pages, fs_bytes| FileIoSample {
+            dirtied_pages: dirtied,
+            writeback_pages: wb_pages,
+            fs_writeback_bytes: fs_bytes,
+            ..Default::default()
+        };
+        assert!(!may_hold_dirty_pages(&f(0, 0, 0), 4096), "never dirtied");
+        assert!(may_hold_dirty_pages(&f(16_384, 0, 0), 4096), "64 MiB dirtied, none written back");
+        assert!(may_hold_dirty_pages(&f(16_384, 100, 400 * 4096), 4096), "some written back");
+        assert!(!may_hold_dirty_pages(&f(16_384, 0, 16_384 * 4096), 4096), "fsync'd (ext4, iomap)");
+        assert!(!may_hold_dirty_pages(&f(16_384, 16_384, 0), 4096), "the flusher wrote it");
+        // iomap counts a folio up to EOF: a 100-byte file's one page, written back.
+        assert!(!may_hold_dirty_pages(&f(1, 0, 100), 4096));
+    }
 
     fn raw(dev: u32, kind: u32, ino: u64, writeback: u64, inserted: u64) -> RawFile {
         RawFile {
