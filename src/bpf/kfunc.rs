@@ -198,7 +198,8 @@ mod tests {
         use aya_obj::ProgramSection as S;
         let object = aya_obj::Object::parse(super::super::OBJECT).unwrap();
         let section = |name: &str| object.programs.get(name).map(|p| p.section.clone());
-        let page_cache = super::super::page_cache::FN_FALLBACKS.iter().map(|f| (f.program, f.hook, f.kprobes));
+        let page_cache =
+            super::super::page_cache::FN_FALLBACKS.iter().map(|f| (f.program, f.hook, f.kprobes));
         let readahead = super::super::readahead_fn::RA_FALLBACKS
             .iter()
             .chain(&super::super::readahead_510::RA_FALLBACKS)
