@@ -309,13 +309,17 @@ filemap:mm_filemap_fault,iomap:iomap_dio_rw_begin,block:block_io_start,\
 readahead:page_cache_sync_ra,readahead:page_cache_async_ra,readahead:page_cache_ra_order,\
 readahead:page_cache_ra_unbounded";
 
+/// The cost run's small files (64 KiB each), read cold by one `cat`.
+const COST_SMALL_FILES: usize = 200;
+
 /// The raw tracepoint the cost run's empty program (`r0 = 0; exit`) sits on: raised at every
 /// context switch, thousands of times in each part's workload, on every kernel and architecture.
 const COST_FLOOR_EVENT: &str = "sched_switch";
 
 /// `cargo xtask vm --kernel K -- cost`: the kernel's timing of every program (bpf_stats:
 /// run_time_ns / run_cnt) over one workload (a 16 MiB file read cold and warm with `dd bs=64k`,
-/// read direct, 1000 random touches of a 64 MiB mapping), run three times: with the tracepoints,
+/// read direct with `bs=64k`, 1000 random touches of a 64 MiB mapping, 200 files of 64 KiB read
+/// cold by one `cat`), run three times: with the tracepoints,
 /// with those that have fallbacks hidden (fentry/fexit), and hidden with fentry/fexit refused
 /// (IOSCOPE_NO_TRAMPOLINE: the kprobe variants). Each part also attaches an empty program to the
 /// raw tracepoint `sched_switch` (xtask/src/empty_program.rs) and times it the same way: the
@@ -333,10 +337,16 @@ fn cost() -> i32 {
     let map = format!("{EXT4}/cost64");
     let prep = run_pid("dd", &["if=/dev/zero", &format!("of={file}"), "bs=1M", "count=16"])
         .and_then(|_| run_pid("dd", &["if=/dev/zero", &format!("of={map}"), "bs=1M", "count=64"]));
+    // Small files, each read cold from its start: a sync readahead decision and a window each.
+    let small: Vec<String> = (0..COST_SMALL_FILES).map(|i| format!("{EXT4}/cost-small-{i}")).collect();
+    let prep = prep.and_then(|_| {
+        small.iter().try_for_each(|f| std::fs::write(f, [7u8; 64 << 10]).map_err(|e| format!("{f}: {e}")))
+    });
     if let Err(e) = prep {
         say("FAIL", "cost", &e);
         return 1;
     }
+    let small: Vec<&str> = small.iter().map(String::as_str).collect();
     let runs =
         [("tracepoints", "", false), ("fallbacks", COST_HIDDEN, false), ("kprobes", COST_HIDDEN, true)];
     for (run, hidden, no_trampoline) in runs {
@@ -362,8 +372,10 @@ fn cost() -> i32 {
             drop_caches()?;
             run_pid("dd", &[&input, "of=/dev/null", "bs=64k"])?;
             run_pid("dd", &[&input, "of=/dev/null", "bs=64k"])?;
-            run_pid("dd", &[&input, "of=/dev/null", "bs=1M", "iflag=direct"])?;
+            run_pid("dd", &[&input, "of=/dev/null", "bs=64k", "iflag=direct"])?;
             run_pid("/bin/lab-guest", &["mmap-read", &map])?;
+            drop_caches()?;
+            run_pid("cat", &small)?;
             Ok(())
         });
         if let Err(e) = work {
