@@ -333,6 +333,13 @@ fn cost() -> i32 {
         say("FAIL", "cost", &format!("kernel.bpf_stats_enabled: {e}"));
         return 1;
     }
+    // Before 5.11 a program's memory counts against RLIMIT_MEMLOCK (EPERM beyond it), as ioscope
+    // knows for itself: the empty program needs the same.
+    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: a valid rlimit for the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
+        say("INFO", "cost", &format!("RLIMIT_MEMLOCK: {}", std::io::Error::last_os_error()));
+    }
     let file = format!("{EXT4}/cost16");
     let map = format!("{EXT4}/cost64");
     let prep = run_pid("dd", &["if=/dev/zero", &format!("of={file}"), "bs=1M", "count=16"])
