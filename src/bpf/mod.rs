@@ -181,7 +181,7 @@ impl BpfCollector {
         let jiffies_before = page_cache::jiffies_now();
         let (mut cache_layout, mut cache_layouts) = page_cache::layout(&tracefs, &options.hidden_tracepoints);
         let (mut file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
-        let (mut ra_layout, mut ra_layouts) = readahead::layout(&tracefs);
+        let (mut ra_layout, mut ra_layouts) = readahead::layout(&tracefs, &options.hidden_tracepoints);
         let sync_plan_hidden = options.hidden_tracepoints.clone();
 
         // The kernel's BTF, read once here and shared (struct layouts, the BTF tracepoints and the

@@ -42,12 +42,16 @@ const KEYS_MAX: usize = 16;
 /// only the listed files' paths are kept (see [`PathCache::bound`]).
 const PATH_CACHE_MAX: usize = 2 * ioscope_common::readahead::RA_FILES_MAX as usize;
 
-/// Reads each probe's format file; returns the layout and, per probe, Ok or why not.
-pub fn layout(tracefs_dir: &Path) -> (RaLayout, Vec<Result<(), String>>) {
+/// Reads each probe's format file; returns the layout and, per probe, Ok or why not. `hidden`:
+/// tracepoints ("category:event") to treat as missing (the lab's cost run, as for the page cache).
+pub fn layout(tracefs_dir: &Path, hidden: &[String]) -> (RaLayout, Vec<Result<(), String>>) {
     let mut l = RaLayout::UNSET;
     let results = tracefs::fill_per_probe(
         PROBES.iter().map(|(_, category, event)| (*category, *event)),
         |category, event| {
+            if hidden.iter().any(|h| *h == format!("{category}:{event}")) {
+                return Err(anyhow!("tracepoint {category}:{event} hidden on request"));
+            }
             std::fs::read_to_string(tracefs_dir.join("events").join(category).join(event).join("format"))
                 .with_context(|| format!("tracepoint {category}:{event} is not available on this kernel"))
         },

@@ -16,8 +16,7 @@ pub struct RaFallback {
     /// The tracepoint program (src/bpf/readahead.rs PROBES) it stands in for.
     pub probe: &'static str,
     pub program: &'static str,
-    /// Its kprobe variant (ebpf/probes/src/kprobe_fallbacks.rs), where fentry is refused; none
-    /// for 5.10's programs (readahead_510.rs), which read that kernel's arguments.
+    /// Its kprobe variant (ebpf/probes/src/kprobe_fallbacks.rs), where fentry is refused.
     pub kprobes: Option<kfunc::Kprobes>,
     /// The functions it can attach to, best first.
     pub functions: &'static [&'static str],

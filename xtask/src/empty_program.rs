@@ -64,7 +64,7 @@ struct PerfEventAttr {
 /// The program and its attachment: detached when dropped.
 pub struct EmptyProgram {
     _link: OwnedFd,
-    _prog: OwnedFd,
+    prog: OwnedFd,
 }
 
 impl EmptyProgram {
@@ -80,7 +80,7 @@ impl EmptyProgram {
         };
         let link =
             bpf(BPF_RAW_TRACEPOINT_OPEN, &mut open, &format!("attaching it to raw tracepoint {event}"))?;
-        Ok(EmptyProgram { _link: link, _prog: prog })
+        Ok(EmptyProgram { _link: link, prog })
     }
 
     /// Attaches the empty program to the classic tracepoint `category:event` (through a perf
@@ -134,7 +134,24 @@ impl EmptyProgram {
                 );
             }
         }
-        Ok(EmptyProgram { _link: link, _prog: prog })
+        Ok(EmptyProgram { _link: link, prog })
+    }
+}
+
+impl EmptyProgram {
+    /// The kernel's count of the program's runs and their total time (`run_cnt`, `run_time_ns`
+    /// in its fdinfo: counted while `kernel.bpf_stats_enabled` is 1), as the kernel times
+    /// every program: the floor the lab's cost run divides by (src/bin/lab-guest.rs).
+    #[allow(dead_code)] // only the lab's guest reads it; the host benchmarks time the workload
+    pub fn runs(&self) -> Result<(u64, u64)> {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.prog);
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))?;
+        let value = |key: &str| -> Result<u64> {
+            info.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':')?.trim().parse().ok())
+                .ok_or_else(|| anyhow::anyhow!("no {key} in the program's fdinfo"))
+        };
+        Ok((value("run_cnt")?, value("run_time_ns")?))
     }
 }
 

@@ -1,5 +1,5 @@
 //! kprobe and kretprobe variants of the fentry/fexit fallbacks (page_cache.rs, read_fn.rs,
-//! readahead_fn.rs), for kernels that have kprobes but refuse fentry/fexit (no BPF trampoline:
+//! readahead_fn.rs, readahead_510.rs), for kernels that have kprobes but refuse fentry/fexit (no BPF trampoline:
 //! arm64 before 6.0, kernels built without it, or a function the trampoline cannot take).
 //! Userspace attaches them only when the fentry/fexit program is refused (src/bpf/kfunc.rs).
 //!
@@ -19,7 +19,8 @@ use aya_ebpf::{
 use crate::kernel::Probe;
 use crate::page_cache::{fault, fn_layout_configured, get_pages_done, map_pages};
 use crate::read_fn::buffered_read_done;
-use crate::readahead_fn::{on_decision, ra_order, ra_unbounded};
+use crate::readahead_510;
+use crate::readahead_fn::{on_decision, on_decision_asked, ra_order, ra_unbounded};
 
 /// Threads inside a function with a kretprobe: its first two arguments as the entry saw them.
 /// LRU: a return the kernel missed (more threads inside than kretprobe instances) leaves an entry
@@ -106,8 +107,8 @@ pub fn filemap_fault_kprobe(ctx: ProbeContext) -> u32 {
 /// `readahead_sync_ra_fentry`'s variant.
 #[kprobe(function = "page_cache_sync_ra")]
 pub fn readahead_sync_ra_kprobe(ctx: ProbeContext) -> u32 {
-    let Some(ractl) = ctx.arg::<u64>(0) else { return 0 };
-    on_decision::<Probe>(ractl as *const u8, false);
+    let (Some(ractl), Some(req_count)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) else { return 0 };
+    on_decision_asked::<Probe>(ractl as *const u8, false, req_count);
     0
 }
 
@@ -132,5 +133,33 @@ pub fn readahead_ra_order_kprobe(ctx: ProbeContext) -> u32 {
 pub fn readahead_ra_unbounded_kprobe(ctx: ProbeContext) -> u32 {
     let (Some(ractl), Some(nr)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) else { return 0 };
     ra_unbounded::<Probe>(ractl as *const u8, nr);
+    0
+}
+
+/// `readahead_sync_ra_510`'s variant (5.10): `page_cache_sync_ra(ractl, ra, req_count)`.
+#[kprobe(function = "page_cache_sync_ra")]
+pub fn readahead_sync_ra_510_kprobe(ctx: ProbeContext) -> u32 {
+    let (Some(ractl), Some(ra), Some(req_count)) =
+        (ctx.arg::<u64>(0), ctx.arg::<u64>(1), ctx.arg::<u64>(2))
+    else {
+        return 0;
+    };
+    readahead_510::on_decision::<Probe>(ractl as *const u8, ra as *const u8, false, req_count);
+    0
+}
+
+/// `readahead_async_ra_510`'s variant (5.10): `page_cache_async_ra(ractl, ra, page, req_count)`.
+#[kprobe(function = "page_cache_async_ra")]
+pub fn readahead_async_ra_510_kprobe(ctx: ProbeContext) -> u32 {
+    let (Some(ractl), Some(ra)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) else { return 0 };
+    readahead_510::on_decision::<Probe>(ractl as *const u8, ra as *const u8, true, 0);
+    0
+}
+
+/// `readahead_ra_order_510`'s variant (5.10): `do_page_cache_ra(ractl, nr_to_read, ...)`.
+#[kprobe(function = "do_page_cache_ra")]
+pub fn readahead_ra_order_510_kprobe(ctx: ProbeContext) -> u32 {
+    let (Some(ractl), Some(nr)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) else { return 0 };
+    readahead_510::ra_order::<Probe>(ractl as *const u8, nr);
     0
 }

@@ -10,8 +10,7 @@
 use aya_ebpf::{macros::fentry, programs::FEntryContext};
 use ioscope_common::readahead_510::Ra510Layout;
 
-use crate::kernel::kernel_field;
-use crate::kernel::Plain;
+use crate::kernel::{Mem, Plain};
 use crate::readahead::{on_order, on_ra_event};
 use crate::readahead_fn::ractl_file;
 
@@ -31,7 +30,7 @@ macro_rules! ra_510 {
 #[fentry(function = "page_cache_sync_ra")]
 pub fn readahead_sync_ra_510(ctx: FEntryContext) -> i32 {
     let req_count: u64 = ctx.arg(2);
-    on_decision(ctx.arg(0), ctx.arg(1), false, req_count);
+    on_decision::<Plain>(ctx.arg(0), ctx.arg(1), false, req_count);
     0
 }
 
@@ -39,19 +38,21 @@ pub fn readahead_sync_ra_510(ctx: FEntryContext) -> i32 {
 /// ra, page, req_count)`.
 #[fentry(function = "page_cache_async_ra")]
 pub fn readahead_async_ra_510(ctx: FEntryContext) -> i32 {
-    on_decision(ctx.arg(0), ctx.arg(1), true, 0);
+    on_decision::<Plain>(ctx.arg(0), ctx.arg(1), true, 0);
     0
 }
 
+/// A sync (or `is_async`) readahead decision on `ractl` with the state `ra` (both read with `M`;
+/// the kprobe variants in crate::kprobe_fallbacks call it with [`crate::kernel::Probe`]).
 #[inline(always)]
-fn on_decision(ractl: *const u8, ra: *const u8, is_async: bool, req_count: u64) {
+pub(crate) fn on_decision<M: Mem>(ractl: *const u8, ra: *const u8, is_async: bool, req_count: u64) {
     if ra_510!(configured) == 0 {
         return;
     }
-    let Some((dev, ino, index, _)) = ractl_file::<Plain>(ractl) else { return };
-    let ra_pages: u32 = kernel_field(ra, ra_510!(ra_ra_pages));
+    let Some((dev, ino, index, _)) = ractl_file::<M>(ractl) else { return };
+    let ra_pages: u32 = M::get(ra, ra_510!(ra_ra_pages));
     // Its low 16 bits, as the later kernels' fallbacks read it.
-    let mmap_miss: u16 = kernel_field(ra, ra_510!(ra_mmap_miss));
+    let mmap_miss: u16 = M::get(ra, ra_510!(ra_mmap_miss));
     on_ra_event(is_async, dev, ino, index, req_count, ra_pages, u32::from(mmap_miss));
 }
 
@@ -65,22 +66,30 @@ fn on_decision(ractl: *const u8, ra: *const u8, is_async: bool, req_count: u64) 
 /// window setters were given. A readahead without a file (`ractl->file` NULL) has no window here.
 #[fentry(function = "do_page_cache_ra")]
 pub fn readahead_ra_order_510(ctx: FEntryContext) -> i32 {
+    // Both arguments read first, at constant offsets from the context.
     let ractl: *const u8 = ctx.arg(0);
     let nr: u64 = ctx.arg(1);
-    if ra_510!(configured) == 0 {
-        return 0;
-    }
-    let file: *const u8 = kernel_field(ractl, ra_510!(ractl_file));
-    if file.is_null() {
-        return 0;
-    }
-    let Some((dev, ino, index, _)) = ractl_file::<Plain>(ractl) else { return 0 };
-    let start: u64 = kernel_field(file, ra_510!(file_ra_start));
-    let size: u32 = kernel_field(file, ra_510!(file_ra_size));
-    if start != index || u64::from(size) != nr || size == 0 {
-        return 0;
-    }
-    let ra_pages: u32 = kernel_field(file, ra_510!(file_ra_pages));
-    on_order(dev, ino, index, size, ra_pages);
+    ra_order::<Plain>(ractl, nr);
     0
+}
+
+/// `do_page_cache_ra(ractl, nr_to_read, ...)` entered (`ractl` read with `M`): a window when it is
+/// the file's `f_ra` (see readahead_ra_order_510).
+#[inline(always)]
+pub(crate) fn ra_order<M: Mem>(ractl: *const u8, nr: u64) {
+    if ra_510!(configured) == 0 {
+        return;
+    }
+    let file: *const u8 = M::get(ractl, ra_510!(ractl_file));
+    if file.is_null() {
+        return;
+    }
+    let Some((dev, ino, index, _)) = ractl_file::<M>(ractl) else { return };
+    let start: u64 = M::get(file, ra_510!(file_ra_start));
+    let size: u32 = M::get(file, ra_510!(file_ra_size));
+    if start != index || u64::from(size) != nr || size == 0 {
+        return;
+    }
+    let ra_pages: u32 = M::get(file, ra_510!(file_ra_pages));
+    on_order(dev, ino, index, size, ra_pages);
 }
