@@ -5,7 +5,9 @@
 //! check; a `Missing` one must be reported missing, with a reason, by ioscope itself
 //! (`bpf.panes[]`). The 6.18 column is this machine's kernel, checked by the host's live tests
 //! (tests/live_*.rs); the 7.x column is the newest 7.x Debian serves (`cargo xtask vm --kernel
-//! newest`, which prints and keeps the exact version it ran).
+//! newest`, which prints and keeps the exact version it ran). The arm64 columns are Debian's
+//! cloud-arm64 kernels of the same series (`cargo xtask vm --arch arm64`), their cells x86-64's
+//! except where [`ARM64_DIFFERENCES`] says.
 
 /// The kernel series of the table's columns.
 pub const KERNELS: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.x"];
@@ -31,11 +33,28 @@ pub struct Feature {
 }
 
 impl Feature {
-    /// This feature's cell for a kernel series; None for a series not in the table.
+    /// This feature's cell for a kernel series (`arm64 6.1` for an arm64 column: its difference from
+    /// x86-64's, else x86-64's cell of the series); None for a series not in the table.
     pub fn cell(&self, kernel: &str) -> Option<&Cell> {
+        if let Some(series) = kernel.strip_prefix(ARM64_PREFIX) {
+            if !ARM64_KERNELS.contains(&series) {
+                return None;
+            }
+            let differs = ARM64_DIFFERENCES.iter().find(|(id, k, _)| *id == self.id && *k == series);
+            return differs.map(|(_, _, c)| c).or_else(|| self.cell(series));
+        }
         KERNELS.iter().position(|k| *k == kernel).map(|i| &self.cells[i])
     }
 }
+
+/// The arm64 columns' kernel series (Debian's cloud-arm64 kernels in the lab), and their prefix in
+/// the lab's column names (`arm64 6.1`).
+pub const ARM64_KERNELS: [&str; 4] = ["5.10", "6.1", "6.12", "7.x"];
+pub const ARM64_PREFIX: &str = "arm64 ";
+
+/// Where an arm64 kernel differs from the x86-64 kernel of its series: (feature id, series, cell).
+/// Every other arm64 cell is x86-64's of the same series, checked on arm64 by the lab.
+pub const ARM64_DIFFERENCES: &[(&str, &str, Cell)] = &[];
 
 use Cell::Works;
 
@@ -238,19 +257,34 @@ pub const FEATURES: &[Feature] = &[
     },
 ];
 
-/// The README's table (markdown), generated from [`FEATURES`].
+fn cell_text(c: &Cell) -> String {
+    match c {
+        Cell::Works(how) => format!("✓ {how}"),
+        Cell::Missing(what) => format!("✗ needs {what}"),
+        Cell::Untested(why) => format!("untested ({why})"),
+    }
+}
+
+/// The README's table (markdown), generated from [`FEATURES`]: the x86-64 columns, then the arm64
+/// ones, where a cell equal to x86-64's of the same series reads "✓ as x86-64".
 pub fn markdown() -> String {
-    let mut s = format!("| Feature | {} |\n|---|{}\n", KERNELS.join(" | "), "---|".repeat(KERNELS.len()));
+    let arm64: Vec<String> = ARM64_KERNELS.iter().map(|k| format!("{ARM64_PREFIX}{k}")).collect();
+    let columns = KERNELS.len() + arm64.len();
+    let mut s = format!(
+        "| Feature | {} | {} |\n|---|{}\n",
+        KERNELS.join(" | "),
+        arm64.join(" | "),
+        "---|".repeat(columns)
+    );
     for f in FEATURES {
-        let cells: Vec<String> = f
-            .cells
-            .iter()
-            .map(|c| match c {
-                Cell::Works(how) => format!("✓ {how}"),
-                Cell::Missing(what) => format!("✗ needs {what}"),
-                Cell::Untested(why) => format!("untested ({why})"),
-            })
-            .collect();
+        let mut cells: Vec<String> = f.cells.iter().map(cell_text).collect();
+        for k in ARM64_KERNELS {
+            let differs = ARM64_DIFFERENCES.iter().find(|(id, s, _)| *id == f.id && *s == k);
+            cells.push(match differs {
+                Some((_, _, c)) => cell_text(c),
+                None => "✓ as x86-64".to_string(),
+            });
+        }
         s.push_str(&format!("| {} | {} |\n", f.label, cells.join(" | ")));
     }
     s
@@ -269,6 +303,21 @@ mod tests {
             "README.md's kernel support table differs from xtask/src/support.rs: paste the output of \
              `cargo xtask support-table` into README.md"
         );
+    }
+
+    /// An arm64 column is x86-64's of its series except where [`ARM64_DIFFERENCES`] says; a
+    /// series the table lacks has no cell.
+    #[test]
+    fn arm64_cells_are_x86s_unless_listed() {
+        let f = &FEATURES[0];
+        assert!(std::ptr::eq(f.cell("arm64 6.1").unwrap(), f.cell("6.1").unwrap()));
+        assert!(f.cell("arm64 6.18").is_none() && f.cell("arm64 4.19").is_none());
+        for (id, series, cell) in ARM64_DIFFERENCES {
+            let f = FEATURES.iter().find(|f| f.id == *id).unwrap_or_else(|| panic!("no feature {id}"));
+            assert!(ARM64_KERNELS.contains(series), "{id}: no arm64 column {series}");
+            assert!(std::ptr::eq(f.cell(&format!("{ARM64_PREFIX}{series}")).unwrap(), cell));
+        }
+        assert!(markdown().starts_with("| Feature | 5.10 | 6.1 | 6.12 | 6.18 | 7.x | arm64 5.10 |"));
     }
 
     /// Every pane named here is one ioscope reports in `bpf.panes[]` (src/model/panes.rs).
