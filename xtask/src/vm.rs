@@ -1070,6 +1070,21 @@ mod tests {
     }
 
     #[test]
+    fn arches_name_their_runs_and_columns() {
+        assert!(arch_of("arm64").is_some_and(|t| t.qemu == "qemu-system-aarch64" && t.console == "ttyAMA0"));
+        assert!(arch_of("aarch64").is_some_and(|t| t.dist == dist::AARCH64));
+        assert!(arch_of("amd64").is_some_and(|t| t.dist == dist::X86_64));
+        assert!(arch_of("riscv64").is_none());
+        assert_eq!(run_name("amd64", "6.1", false), "6.1");
+        assert_eq!(run_name("arm64", "6.1", true), "arm64-6.1-no-trampoline");
+        assert_eq!(column_name("amd64", NEWEST), "7.x");
+        assert_eq!(column_name("arm64", NEWEST), "arm64 7.x");
+        // The guest finds the arm64 column's cells in the support table.
+        let f = &crate::support::FEATURES[0];
+        assert!(f.cell(&column_name("arm64", "5.10")).is_some());
+    }
+
+    #[test]
     fn series_map_to_their_source_and_table_column() {
         assert!(matches!(source_of("6.1"), Some(Source::Suite("bookworm"))));
         assert!(matches!(source_of(NEWEST), Some(Source::Newest)));
