@@ -33,7 +33,7 @@ pub struct Feature {
 }
 
 impl Feature {
-    /// This feature's cell for a kernel series (`arm64 6.1` for an arm64 column: its difference from
+    /// This feature's cell for a kernel series (`arm64-6.1` for an arm64 column: its difference from
     /// x86-64's, else x86-64's cell of the series); None for a series not in the table.
     pub fn cell(&self, kernel: &str) -> Option<&Cell> {
         if let Some(series) = kernel.strip_prefix(ARM64_PREFIX) {
@@ -48,9 +48,9 @@ impl Feature {
 }
 
 /// The arm64 columns' kernel series (Debian's cloud-arm64 kernels in the lab), and their prefix in
-/// the lab's column names (`arm64 6.1`).
+/// the lab's column names (`arm64-6.1`: one word, as the guest's kernel command line passes it).
 pub const ARM64_KERNELS: [&str; 4] = ["5.10", "6.1", "6.12", "7.x"];
-pub const ARM64_PREFIX: &str = "arm64 ";
+pub const ARM64_PREFIX: &str = "arm64-";
 
 /// Where an arm64 kernel differs from the x86-64 kernel of its series: (feature id, series, cell).
 /// Every other arm64 cell is x86-64's of the same series, checked on arm64 by the lab.
@@ -268,7 +268,7 @@ fn cell_text(c: &Cell) -> String {
 /// The README's table (markdown), generated from [`FEATURES`]: the x86-64 columns, then the arm64
 /// ones, where a cell equal to x86-64's of the same series reads "✓ as x86-64".
 pub fn markdown() -> String {
-    let arm64: Vec<String> = ARM64_KERNELS.iter().map(|k| format!("{ARM64_PREFIX}{k}")).collect();
+    let arm64: Vec<String> = ARM64_KERNELS.iter().map(|k| format!("arm64 {k}")).collect();
     let columns = KERNELS.len() + arm64.len();
     let mut s = format!(
         "| Feature | {} | {} |\n|---|{}\n",
@@ -310,8 +310,8 @@ mod tests {
     #[test]
     fn arm64_cells_are_x86s_unless_listed() {
         let f = &FEATURES[0];
-        assert!(std::ptr::eq(f.cell("arm64 6.1").unwrap(), f.cell("6.1").unwrap()));
-        assert!(f.cell("arm64 6.18").is_none() && f.cell("arm64 4.19").is_none());
+        assert!(std::ptr::eq(f.cell("arm64-6.1").unwrap(), f.cell("6.1").unwrap()));
+        assert!(f.cell("arm64-6.18").is_none() && f.cell("arm64-4.19").is_none());
         for (id, series, cell) in ARM64_DIFFERENCES {
             let f = FEATURES.iter().find(|f| f.id == *id).unwrap_or_else(|| panic!("no feature {id}"));
             assert!(ARM64_KERNELS.contains(series), "{id}: no arm64 column {series}");

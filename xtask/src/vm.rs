@@ -206,12 +206,12 @@ fn run_name(deb_arch: &str, series: &str, no_trampoline: bool) -> String {
     format!("{arch}{series}{}", if no_trampoline { "-no-trampoline" } else { "" })
 }
 
-/// The support table's column for a run: the series' (xtask/src/support.rs), `arm64 ` before it.
+/// The support table's column for a run: the series' (xtask/src/support.rs), `arm64-` before it.
 fn column_name(deb_arch: &str, series: &str) -> String {
     if deb_arch == dist::X86_64.deb {
         column_of(series).to_string()
     } else {
-        format!("{deb_arch} {}", column_of(series))
+        format!("{}{}", crate::support::ARM64_PREFIX, column_of(series))
     }
 }
 
@@ -1078,7 +1078,8 @@ mod tests {
         assert_eq!(run_name("amd64", "6.1", false), "6.1");
         assert_eq!(run_name("arm64", "6.1", true), "arm64-6.1-no-trampoline");
         assert_eq!(column_name("amd64", NEWEST), "7.x");
-        assert_eq!(column_name("arm64", NEWEST), "arm64 7.x");
+        assert_eq!(column_name("arm64", NEWEST), "arm64-7.x");
+        assert!(!column_name("arm64", "6.12").contains(' '), "one word on the kernel command line");
         // The guest finds the arm64 column's cells in the support table.
         let f = &crate::support::FEATURES[0];
         assert!(f.cell(&column_name("arm64", "5.10")).is_some());
