@@ -54,7 +54,22 @@ pub const ARM64_PREFIX: &str = "arm64-";
 
 /// Where an arm64 kernel differs from the x86-64 kernel of its series: (feature id, series, cell).
 /// Every other arm64 cell is x86-64's of the same series, checked on arm64 by the lab.
-pub const ARM64_DIFFERENCES: &[(&str, &str, Cell)] = &[];
+/// Debian's arm64 6.1 refuses fentry/fexit (error 524: no BPF trampoline for its functions), so its
+/// fallbacks run as their kprobe variants there.
+pub static ARM64_DIFFERENCES: &[(&str, &str, Cell)] = &[
+    (
+        "cache_hit",
+        "6.1",
+        Works("kretprobe filemap_get_pages (fallback; no fentry/fexit on arm64 6.1), filemap:mm_filemap_add_to_page_cache"),
+    ),
+    (
+        "readahead_seq",
+        "6.1",
+        Works("kprobe page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra (fallbacks), kretprobe filemap_get_pages"),
+    ),
+    ("readahead_mmap", "6.1", Works("kprobe page_cache_ra_order (fallback), kprobe filemap_fault, filemap_map_pages")),
+    ("cgroups_cache", "6.1", Works("kretprobe filemap_get_pages (fallback), cgroup:cgroup_attach_task")),
+];
 
 use Cell::Works;
 
