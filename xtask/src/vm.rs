@@ -327,7 +327,7 @@ fn fetch_kernel(cache: &Path, series: &str, suite: &str, arch: &str, offline: bo
             eprintln!("kernel {series}: apt offers no linux-image-{series}.*-cloud-{arch}-unsigned");
         }
         // Newest first; a mirror may list a package before it serves it (404): the next one then.
-        for name in names.iter().take(4) {
+        for name in names.iter().take(8) {
             if let Some(found) = cached_deb(&debs, name) {
                 deb = Some(found);
                 break;
