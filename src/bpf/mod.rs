@@ -1,8 +1,10 @@
 //! The eBPF side of collection: tracefs, loading the embedded object, attaching, reading maps.
 //!
 //! The kernel programs are built from ebpf/probes by `cargo xtask ebpf` (nightly + bpf-linker) and
-//! committed as assets/ioscope.bpf.o, which is embedded here: building ioscope needs neither.
+//! committed as assets/ioscope.bpf.o (x86-64) and assets/ioscope-aarch64.bpf.o, the one of the
+//! architecture being built embedded here: building ioscope needs neither.
 
+pub mod arch;
 pub mod block;
 pub mod block_claim;
 pub mod block_files;
@@ -51,9 +53,14 @@ use self::privileges::Capabilities;
 use self::tracefs::TracefsState;
 use crate::sample::{BpfProgramStatus, BpfSample, BpfStatus};
 
-/// The compiled kernel programs (see ebpf/probes). Aligned: aya parses it as an ELF in place.
+/// The compiled kernel programs (see ebpf/probes), built for this architecture's `pt_regs` (see
+/// arch). Aligned: aya parses it as an ELF in place.
+#[cfg(not(target_arch = "aarch64"))]
 static OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/ioscope.bpf.o"));
+#[cfg(target_arch = "aarch64")]
+static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/ioscope-aarch64.bpf.o"));
 
 /// How the programs are attached.
 #[derive(Clone, Debug)]
@@ -192,6 +199,10 @@ impl BpfCollector {
         let mut btf_notes = Vec::new();
         let btf =
             kernel_btf::KernelBtf::load().map_err(|e| btf_notes.push(format!("no kernel BTF: {e:#}"))).ok();
+        let kernel_arch = btf.as_ref().and_then(arch::kernel_arch);
+        if let Some(reason) = arch::refusal(arch::object_arch(OBJECT).as_deref(), kernel_arch) {
+            return BpfCollector::disabled(&reason);
+        }
         let mut block_btf = None;
         let mut iomap_btf = None;
         // Disk reads per file from the read bios (BTF tracepoint only; else from insertions).

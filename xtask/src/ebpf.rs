@@ -1,5 +1,10 @@
-//! `cargo xtask ebpf` and `cargo xtask check-ebpf`: build ebpf/probes for the bpf target and keep
-//! the committed assets/ioscope.bpf.o in step with its source.
+//! `cargo xtask ebpf` and `cargo xtask check-ebpf`: build ebpf/probes for the bpf target, once per
+//! architecture ioscope ships for, and keep the committed objects in step with their source:
+//! assets/ioscope.bpf.o (x86-64) and assets/ioscope-aarch64.bpf.o. The two differ in the kprobe
+//! programs, which read their arguments from the kernel's `struct pt_regs`, laid out per
+//! architecture: aya-ebpf picks the layout by `--cfg bpf_target_arch="ARCH"` (its build script
+//! reads it back as CARGO_CFG_BPF_TARGET_ARCH), set here for each object. The object names its
+//! architecture in its `ioscope_arch` section, which ioscope checks before loading it.
 //!
 //! The comparison is byte for byte. That is sound because the build is deterministic: the probes
 //! crate is built with one codegen unit and no debug info (ebpf/probes/Cargo.toml), so no
@@ -20,7 +25,10 @@ use crate::toolchain::{self, project_root, NIGHTLY};
 const TARGET: &str = "bpfel-unknown-none";
 /// The `[[bin]]` name in ebpf/probes/Cargo.toml: bpf-linker writes the object under this name.
 const ARTIFACT: &str = "ioscope";
-const ASSET: &str = "assets/ioscope.bpf.o";
+/// The architectures (Rust's `target_arch`) and their committed objects; src/bpf/mod.rs embeds the
+/// one of the architecture it is built for.
+pub const OBJECTS: [(&str, &str); 2] =
+    [("x86_64", "assets/ioscope.bpf.o"), ("aarch64", "assets/ioscope-aarch64.bpf.o")];
 /// Where ebpf/ is copied to be built: the same on every machine, so the object's bytes are too.
 const STAGING: &str = "/tmp/ioscope-ebpf-build";
 
@@ -60,8 +68,8 @@ fn copy_sources(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Builds ebpf/probes into `target_dir` and returns the path of the object.
-fn build(target_dir: &Path) -> Result<PathBuf> {
+/// Builds ebpf/probes for `arch`'s `pt_regs` into `target_dir` and returns the path of the object.
+fn build(target_dir: &Path, arch: &str) -> Result<PathBuf> {
     toolchain::require_nightly()?;
     let sysroot = toolchain::nightly_sysroot()?;
     let ld_library_path = match toolchain::bpf_linker_runs(&sysroot) {
@@ -77,7 +85,7 @@ fn build(target_dir: &Path) -> Result<PathBuf> {
         // Flags meant for the host build (ours or the user's) must not reach the bpf target, and
         // `cargo xtask` runs under stable's rustup environment.
         .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env("CARGO_ENCODED_RUSTFLAGS", format!("--cfg=bpf_target_arch=\"{arch}\""))
         .env_remove("RUSTC")
         .env_remove("RUSTC_WRAPPER")
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
@@ -97,35 +105,41 @@ fn build(target_dir: &Path) -> Result<PathBuf> {
     Ok(target_dir.join(TARGET).join("release").join(ARTIFACT))
 }
 
-/// `cargo xtask ebpf`.
+/// `cargo xtask ebpf`: every architecture's object.
 pub fn build_and_install() -> Result<()> {
     let root = project_root();
-    let object = build(&root.join("target/ebpf"))?;
-    let asset = root.join(ASSET);
-    std::fs::copy(&object, &asset)
-        .with_context(|| format!("copying {} to {}", object.display(), asset.display()))?;
-    let size = std::fs::metadata(&asset)?.len();
-    println!("wrote {ASSET} ({size} bytes); commit it with the probe sources");
+    for (arch, asset) in OBJECTS {
+        // One target directory per architecture: the flags differ, so would every cached crate.
+        let object = build(&root.join("target/ebpf").join(arch), arch)?;
+        let dest = root.join(asset);
+        std::fs::copy(&object, &dest)
+            .with_context(|| format!("copying {} to {}", object.display(), dest.display()))?;
+        let size = std::fs::metadata(&dest)?.len();
+        println!("wrote {asset} ({size} bytes, {arch}); commit it with the probe sources");
+    }
     Ok(())
 }
 
-/// `cargo xtask check-ebpf`.
+/// `cargo xtask check-ebpf`: every architecture's object.
 pub fn check() -> Result<()> {
     let root = project_root();
-    let committed_path = root.join(ASSET);
-    let committed = std::fs::read(&committed_path).with_context(|| {
-        format!("reading {}: run `cargo xtask ebpf` and commit it", committed_path.display())
-    })?;
-    // A fresh target directory: nothing cached can hide a change.
-    let scratch = std::env::temp_dir().join(format!("ioscope-check-ebpf-{}", std::process::id()));
-    let result = build(&scratch)
-        .and_then(|object| std::fs::read(&object).with_context(|| format!("reading {}", object.display())));
-    let _ = std::fs::remove_dir_all(&scratch);
-    let rebuilt = result?;
-    if let Some(difference) = describe_difference(&committed, &rebuilt) {
-        bail!("{ASSET} is stale ({difference}): run `cargo xtask ebpf` and commit it");
+    for (arch, asset) in OBJECTS {
+        let committed_path = root.join(asset);
+        let committed = std::fs::read(&committed_path).with_context(|| {
+            format!("reading {}: run `cargo xtask ebpf` and commit it", committed_path.display())
+        })?;
+        // A fresh target directory: nothing cached can hide a change.
+        let scratch = std::env::temp_dir().join(format!("ioscope-check-ebpf-{}-{arch}", std::process::id()));
+        let result = build(&scratch, arch).and_then(|object| {
+            std::fs::read(&object).with_context(|| format!("reading {}", object.display()))
+        });
+        let _ = std::fs::remove_dir_all(&scratch);
+        let rebuilt = result?;
+        if let Some(difference) = describe_difference(&committed, &rebuilt) {
+            bail!("{asset} is stale ({difference}): run `cargo xtask ebpf` and commit it");
+        }
+        println!("{asset} matches its source ({} bytes, {arch})", committed.len());
     }
-    println!("{ASSET} matches its source ({} bytes)", committed.len());
     Ok(())
 }
 

@@ -38,21 +38,24 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Install what rebuilding the eBPF object needs: nightly's rust-src and bpf-linker (built
-    /// against nightly's own LLVM).
+    /// Install what `dist` needs (the musl targets, musl-tools, gcc-aarch64-linux-gnu), the arm64
+    /// lab's qemu-system-arm, and what rebuilding the eBPF objects needs: nightly's rust-src and
+    /// bpf-linker (built against nightly's own LLVM).
     Setup {
         /// Reinstall bpf-linker even when a working one is on PATH.
         #[arg(long)]
         force: bool,
     },
-    /// Build the eBPF programs (ebpf/probes) and copy the object to assets/ioscope.bpf.o.
+    /// Build the eBPF programs (ebpf/probes) for each architecture: assets/ioscope.bpf.o (x86-64),
+    /// assets/ioscope-aarch64.bpf.o.
     Ebpf,
     /// Rebuild the eBPF object in a temporary directory and fail if the committed one differs.
     CheckEbpf,
-    /// Build the static release binary (x86_64-unknown-linux-musl) into target/dist/ioscope.
+    /// Build the static release binaries (x86_64 and aarch64, musl) into target/dist/ioscope-ARCH,
+    /// with target/dist/SHA256SUMS.
     Dist,
     /// Boot a Debian kernel under qemu and run the kernel lab's suite in it with the static
-    /// binary: `cargo xtask vm --kernel 6.1 [-- CHECK...]`.
+    /// binary: `cargo xtask vm [--arch arm64] --kernel 6.1 [-- CHECK...]`.
     Vm {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

@@ -1,4 +1,6 @@
-//! `cargo xtask setup`: nightly's rust-src, and bpf-linker built against nightly's own libLLVM.
+//! `cargo xtask setup`: what `cargo xtask dist` and the arm64 lab need (the musl targets, Debian's
+//! musl-tools, aarch64 cross compiler and qemu-system-arm), nightly's rust-src, and bpf-linker built
+//! against nightly's own libLLVM.
 //!
 //! bpf-linker must use the same LLVM as the rustc that produced the bitcode. Nightly ships it as a
 //! shared library (`lib/libLLVM.so.<ver>-rust-<ver>-nightly`) but without the `libLLVM.so` name the
@@ -11,12 +13,14 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+use crate::dist;
 use crate::toolchain::{self, NIGHTLY};
 
 /// The bpf-linker release known to work with this recipe (LLVM 21–23 features, LLVM_PREFIX).
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 pub fn run(force: bool) -> Result<()> {
+    dist_tools()?;
     toolchain::require_nightly()?;
     println!("adding rust-src to the {NIGHTLY} toolchain (build-std needs core's source)");
     let status = Command::new("rustup")
@@ -71,6 +75,41 @@ pub fn run(force: bool) -> Result<()> {
             "bpf-linker was installed but `bpf-linker --version` does not run; is ~/.cargo/bin on PATH?"
         ),
     }
+}
+
+/// Debian's packages of `cargo xtask dist` (musl-gcc, the aarch64 cross compiler) and of the arm64
+/// kernel lab (qemu-system-aarch64).
+const DIST_PACKAGES: [&str; 3] = ["musl-tools", dist::CROSS_PACKAGE, "qemu-system-arm"];
+
+/// The rustup targets of both static binaries, and [`DIST_PACKAGES`] through apt-get when missing.
+fn dist_tools() -> Result<()> {
+    let missing: Vec<&str> = DIST_PACKAGES
+        .into_iter()
+        .filter(|p| {
+            let out = Command::new("dpkg-query").args(["-W", "-f=${Status}", p]).output();
+            !out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        })
+        .collect();
+    if !missing.is_empty() {
+        println!("apt-get install {}", missing.join(" "));
+        let ok = Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            bail!(
+                "installing {} failed: run `apt-get update && apt-get install {}` as root (Debian/Ubuntu)",
+                missing.join(", "),
+                missing.join(" ")
+            );
+        }
+    }
+    for arch in dist::ARCHES {
+        dist::ensure_tools(arch)?;
+    }
+    Ok(())
 }
 
 /// $XDG_CACHE_HOME, else ~/.cache.

@@ -5,7 +5,9 @@
 //! check; a `Missing` one must be reported missing, with a reason, by ioscope itself
 //! (`bpf.panes[]`). The 6.18 column is this machine's kernel, checked by the host's live tests
 //! (tests/live_*.rs); the 7.x column is the newest 7.x Debian serves (`cargo xtask vm --kernel
-//! newest`, which prints and keeps the exact version it ran).
+//! newest`, which prints and keeps the exact version it ran). The arm64 columns are Debian's
+//! cloud-arm64 kernels of the same series (`cargo xtask vm --arch arm64`), their cells x86-64's
+//! except where [`ARM64_DIFFERENCES`] says.
 
 /// The kernel series of the table's columns.
 pub const KERNELS: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.x"];
@@ -31,13 +33,50 @@ pub struct Feature {
 }
 
 impl Feature {
-    /// This feature's cell for a kernel series; None for a series not in the table.
+    /// This feature's cell for a kernel series (`arm64-6.1` for an arm64 column: its difference from
+    /// x86-64's, else x86-64's cell of the series); None for a series not in the table.
     pub fn cell(&self, kernel: &str) -> Option<&Cell> {
+        if let Some(series) = kernel.strip_prefix(ARM64_PREFIX) {
+            if !ARM64_KERNELS.contains(&series) {
+                return None;
+            }
+            let differs = ARM64_DIFFERENCES.iter().find(|(id, k, _)| *id == self.id && *k == series);
+            return differs.map(|(_, _, c)| c).or_else(|| self.cell(series));
+        }
         KERNELS.iter().position(|k| *k == kernel).map(|i| &self.cells[i])
     }
 }
 
-use Cell::Works;
+/// The arm64 columns' kernel series (Debian's cloud-arm64 kernels in the lab), and their prefix in
+/// the lab's column names (`arm64-6.1`: one word, as the guest's kernel command line passes it).
+pub const ARM64_KERNELS: [&str; 4] = ["5.10", "6.1", "6.12", "7.x"];
+pub const ARM64_PREFIX: &str = "arm64-";
+
+/// Where an arm64 kernel differs from the x86-64 kernel of its series: (feature id, series, cell).
+/// Every other arm64 cell is x86-64's of the same series, checked on arm64 by the lab.
+/// Debian's arm64 6.1 refuses fentry/fexit (error 524: no BPF trampoline for its functions), so its
+/// fallbacks run as their kprobe variants there.
+pub static ARM64_DIFFERENCES: &[(&str, &str, Cell)] = &[
+    (
+        "cache_hit",
+        "6.1",
+        Works("kretprobe filemap_get_pages (fallback; no fentry/fexit on arm64 6.1), filemap:mm_filemap_add_to_page_cache"),
+    ),
+    (
+        "readahead_seq",
+        "6.1",
+        Works("kprobe page_cache_ra_order, page_cache_sync_ra, page_cache_async_ra (fallbacks), kretprobe filemap_get_pages"),
+    ),
+    ("readahead_mmap", "6.1", Works("kprobe page_cache_ra_order (fallback), kprobe filemap_fault, filemap_map_pages")),
+    ("cgroups_cache", "6.1", Works("kretprobe filemap_get_pages (fallback), cgroup:cgroup_attach_task")),
+    // Debian's 5.10.0-32-cloud-arm64 (bullseye's newest arm64 build its mirror serves): no
+    // iomap_dio_rw_begin tracepoint, and its BTF lacks the iomap structs' fields that the
+    // __iomap_dio_rw fallback reads; ioscope reports the pane missing, saying so.
+    ("files_direct", "5.10", Missing("iomap:iomap_dio_rw_begin (6.5), or the iomap structs in the kernel's BTF")),
+    ("cache_hit", "5.10", Works("kretprobe generic_file_buffered_read (fallback; no fentry/fexit on arm64 5.10), filemap:mm_filemap_add_to_page_cache (a page each)")),
+];
+
+use Cell::{Missing, Works};
 
 /// Where the submitter of block I/O comes from: the per-process and the per-cgroup disk I/O alike.
 const SUBMITTER: [Cell; 5] = [
@@ -238,19 +277,34 @@ pub const FEATURES: &[Feature] = &[
     },
 ];
 
-/// The README's table (markdown), generated from [`FEATURES`].
+fn cell_text(c: &Cell) -> String {
+    match c {
+        Cell::Works(how) => format!("✓ {how}"),
+        Cell::Missing(what) => format!("✗ needs {what}"),
+        Cell::Untested(why) => format!("untested ({why})"),
+    }
+}
+
+/// The README's table (markdown), generated from [`FEATURES`]: the x86-64 columns, then the arm64
+/// ones, where a cell equal to x86-64's of the same series reads "✓ as x86-64".
 pub fn markdown() -> String {
-    let mut s = format!("| Feature | {} |\n|---|{}\n", KERNELS.join(" | "), "---|".repeat(KERNELS.len()));
+    let arm64: Vec<String> = ARM64_KERNELS.iter().map(|k| format!("arm64 {k}")).collect();
+    let columns = KERNELS.len() + arm64.len();
+    let mut s = format!(
+        "| Feature | {} | {} |\n|---|{}\n",
+        KERNELS.join(" | "),
+        arm64.join(" | "),
+        "---|".repeat(columns)
+    );
     for f in FEATURES {
-        let cells: Vec<String> = f
-            .cells
-            .iter()
-            .map(|c| match c {
-                Cell::Works(how) => format!("✓ {how}"),
-                Cell::Missing(what) => format!("✗ needs {what}"),
-                Cell::Untested(why) => format!("untested ({why})"),
-            })
-            .collect();
+        let mut cells: Vec<String> = f.cells.iter().map(cell_text).collect();
+        for k in ARM64_KERNELS {
+            let differs = ARM64_DIFFERENCES.iter().find(|(id, s, _)| *id == f.id && *s == k);
+            cells.push(match differs {
+                Some((_, _, c)) => cell_text(c),
+                None => "✓ as x86-64".to_string(),
+            });
+        }
         s.push_str(&format!("| {} | {} |\n", f.label, cells.join(" | ")));
     }
     s
@@ -269,6 +323,21 @@ mod tests {
             "README.md's kernel support table differs from xtask/src/support.rs: paste the output of \
              `cargo xtask support-table` into README.md"
         );
+    }
+
+    /// An arm64 column is x86-64's of its series except where [`ARM64_DIFFERENCES`] says; a
+    /// series the table lacks has no cell.
+    #[test]
+    fn arm64_cells_are_x86s_unless_listed() {
+        let f = &FEATURES[0];
+        assert!(std::ptr::eq(f.cell("arm64-6.1").unwrap(), f.cell("6.1").unwrap()));
+        assert!(f.cell("arm64-6.18").is_none() && f.cell("arm64-4.19").is_none());
+        for (id, series, cell) in ARM64_DIFFERENCES {
+            let f = FEATURES.iter().find(|f| f.id == *id).unwrap_or_else(|| panic!("no feature {id}"));
+            assert!(ARM64_KERNELS.contains(series), "{id}: no arm64 column {series}");
+            assert!(std::ptr::eq(f.cell(&format!("{ARM64_PREFIX}{series}")).unwrap(), cell));
+        }
+        assert!(markdown().starts_with("| Feature | 5.10 | 6.1 | 6.12 | 6.18 | 7.x | arm64 5.10 |"));
     }
 
     /// Every pane named here is one ioscope reports in `bpf.panes[]` (src/model/panes.rs).

@@ -1,13 +1,17 @@
-//! `cargo xtask vm --kernel 5.10|6.1|6.12|newest [-- FILTER...]`: the kernel lab. Boots one of
-//! Debian's cloud kernels under qemu (TCG: this machine's KVM is nested PVM and does not boot them) with
-//! the static `ioscope` from `cargo xtask dist`, an ext4 and an xfs disk, and runs the in-guest
-//! suite (`lab-guest`, xtask/src/bin/lab-guest.rs) once: one boot per kernel, every check in it.
+//! `cargo xtask vm [--arch x86_64|arm64] --kernel 5.10|6.1|6.12|newest [-- FILTER...]`: the kernel
+//! lab. Boots one of Debian's cloud kernels of that architecture under qemu (TCG: this machine's KVM
+//! is nested PVM and does not boot them; arm64 under `qemu-system-aarch64 -M virt -cpu max`) with
+//! the static `ioscope` of that architecture from `cargo xtask dist`, an ext4 and an xfs disk, and
+//! runs the in-guest suite (`lab-guest`, xtask/src/bin/lab-guest.rs, built for the same
+//! architecture) once: one boot per kernel, every check in it. The guest's busybox is Debian's
+//! busybox-static of the architecture (this machine's own for x86-64).
 //!
 //! Everything downloaded or unpacked stays outside the checkout, in `$IOSCOPE_LAB_CACHE`
 //! (default /var/cache/ioscope-lab): `debs/` (apt-get download), `kernels/<package>/` (dpkg -x),
 //! `apt-<suite>-<arch>/` (a private apt configuration for suites this machine's sources lack; the
 //! system's apt is never modified), `runs/<series>/` (the last run's initramfs, disks, console log
-//! and `report.txt`: the exact kernel and packages, and each check's verdict).
+//! and `report.txt`: the architecture, the exact kernel and packages, and each check's verdict;
+//! `runs/arm64-<series>/` on arm64, `-no-trampoline` appended for such runs), `busybox-<arch>/`.
 //!
 //! `newest` is the newest 7.x Debian serves, resolved at each run from trixie-backports and sid, so
 //! a new Debian kernel is tested with no code change. Debian packages it either whole
@@ -32,6 +36,9 @@ use crate::support::KERNELS;
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask vm", about = "Run the in-guest suite on a Debian kernel under qemu")]
 struct Args {
+    /// The guest's architecture: x86_64 (amd64) or arm64 (aarch64).
+    #[arg(long, default_value = "x86_64")]
+    arch: String,
     /// Kernel series: 5.10, 6.1 or 6.12 (Debian's newest cloud build of it), or `newest` (the
     /// newest 7.x in trixie-backports and sid; `7.x` is the same).
     #[arg(long)]
@@ -57,6 +64,12 @@ const MARK: &str = "IOSCOPE-LAB";
 
 pub fn run(args: &[String]) -> Result<()> {
     let args = Args::parse_from(std::iter::once("cargo xtask vm".to_string()).chain(args.iter().cloned()));
+    let target = arch_of(&args.arch).with_context(|| {
+        format!(
+            "--arch {}: not an architecture of the lab, which boots x86_64 (amd64) and arm64 (aarch64)",
+            args.arch
+        )
+    })?;
     let series = if args.kernel == NEWEST_COLUMN { NEWEST } else { args.kernel.as_str() };
     let Some(source) = source_of(series) else {
         bail!(
@@ -66,58 +79,178 @@ pub fn run(args: &[String]) -> Result<()> {
     };
     let started = Instant::now();
     let cache = cache_dir();
-    let arch = DEB_ARCH;
+    std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    // Downloads and unpacking one run at a time (CI runs two VMs at once): they share apt's lists
+    // and the cache. Released before the boot.
+    let fetching =
+        std::fs::File::create(cache.join(".fetch.lock")).context("creating the lab's fetch lock")?;
+    fetching.lock().context("waiting for another lab run's downloads")?;
+    let arch = target.dist.deb;
+    // Before any download: say at once what is missing.
+    if !runs(target.qemu) {
+        bail!(
+            "{} is missing: apt-get install {} (or run `cargo xtask setup`)",
+            target.qemu,
+            target.qemu_package
+        );
+    }
+    dist::ensure_tools(target.dist)?;
     let kernel = match source {
         Source::Suite(suite) => fetch_kernel(&cache, series, suite, arch, args.offline),
         Source::Newest => fetch_newest(&cache, arch, args.offline),
     }
     .with_context(|| format!("kernel {series}: getting Debian's cloud-{arch} kernel packages"))?;
-    println!("kernel {series}: {} ({})", kernel.release, kernel.packages.join(", "));
+    println!("kernel {series} ({arch}): {} ({})", kernel.release, kernel.packages.join(", "));
 
-    let ioscope = dist::run()?;
-    let guest = dist::build_static("xtask", &["--bin", "lab-guest"], "lab-guest")?;
+    let ioscope = dist::build_ioscope(target.dist)?;
+    let guest = dist::build_static(target.dist, "xtask", &["--bin", "lab-guest"], "lab-guest")?;
+    let busybox = busybox(&cache, target.dist, args.offline)?;
+    drop(fetching);
 
-    let run_dir = cache.join("runs").join(series);
+    let run_dir = cache.join("runs").join(run_name(arch, series, args.no_trampoline));
     if run_dir.exists() {
         std::fs::remove_dir_all(&run_dir).with_context(|| format!("clearing {}", run_dir.display()))?;
     }
     std::fs::create_dir_all(&run_dir)?;
-    let initrd = build_initramfs(&kernel, &ioscope, &guest, &run_dir)?;
+    let initrd = build_initramfs(&kernel, &busybox, &ioscope, &guest, &run_dir)?;
     let disks = make_disks(&run_dir)?;
     let prepared = started.elapsed();
 
     let log = run_dir.join("console.log");
     let cmdline = format!(
-        "console=ttyS0 panic=-1 loglevel=4 lab_kernel={} lab_filter={} lab_no_trampoline={}",
-        column_of(series),
+        "console={} panic=-1 loglevel=4 lab_kernel={} lab_filter={} lab_no_trampoline={}",
+        target.console,
+        column_name(arch, series),
         if args.filter.is_empty() { "-".to_string() } else { args.filter.join(",") },
         u8::from(args.no_trampoline)
     );
     let outcome = boot(
+        target,
         &kernel.vmlinuz,
         &initrd,
         &disks,
         &cmdline,
         &log,
-        Duration::from_secs(args.timeout.unwrap_or(if series == NEWEST { 1500 } else { 900 })),
+        Duration::from_secs(args.timeout.unwrap_or_else(|| {
+            let base = if series == NEWEST { 1500 } else { 900 };
+            // qemu's TCG translates arm64 code more slowly than x86-64's.
+            if target.dist == dist::AARCH64 {
+                base * 3 / 2
+            } else {
+                base
+            }
+        })),
     )?;
-    let report = outcome.judge(series, &log);
+    let label = format!("{arch} {series}");
+    let report = outcome.judge(&label, &log);
     let kept = run_dir.join("report.txt");
-    std::fs::write(&kept, outcome.report(series, &kernel, &report))
+    std::fs::write(&kept, outcome.report(&label, &kernel, &report))
         .with_context(|| format!("writing {}", kept.display()))?;
     println!(
-        "kernel {series}: prepared in {:.0} s, guest ran {:.0} s (console log {})",
+        "kernel {label}: prepared in {:.0} s, guest ran {:.0} s (console log {})",
         prepared.as_secs_f64(),
         outcome.wall.as_secs_f64(),
         log.display()
     );
-    println!("kernel {series}: report kept in {}", kept.display());
+    println!("kernel {label}: report kept in {}", kept.display());
     report
 }
 
-/// The Debian architecture of the kernel packages (x86-64's; the guest runs under
-/// qemu-system-x86_64).
-const DEB_ARCH: &str = "amd64";
+/// An architecture of the lab: what it ships and how its guest boots.
+#[derive(Clone, Copy)]
+struct Target {
+    dist: dist::Arch,
+    qemu: &'static str,
+    qemu_package: &'static str,
+    /// The machine and CPU options.
+    machine: &'static [&'static str],
+    /// The kernel's console: the machine's first serial port.
+    console: &'static str,
+    /// How a disk is attached: `if=virtio` (x86's PCI virtio) or a virtio-blk-pci device.
+    disk_device: bool,
+}
+
+const X86_64: Target = Target {
+    dist: dist::X86_64,
+    qemu: "qemu-system-x86_64",
+    qemu_package: "qemu-system-x86",
+    machine: &["-cpu", "max"],
+    console: "ttyS0",
+    disk_device: false,
+};
+/// Debian's arm64 kernels under TCG: the `virt` board, the newest CPU model qemu emulates (with
+/// the cheap implementation-defined pointer authentication: the architected one costs TCG much),
+/// the PL011 serial port, disks on virtio-blk-pci (the board's PCI bus).
+const ARM64: Target = Target {
+    dist: dist::AARCH64,
+    qemu: "qemu-system-aarch64",
+    qemu_package: "qemu-system-arm",
+    machine: &["-M", "virt", "-cpu", "max,pauth-impdef=on"],
+    console: "ttyAMA0",
+    disk_device: true,
+};
+
+/// `--arch`: Debian's or Rust's name of it.
+fn arch_of(name: &str) -> Option<Target> {
+    match name {
+        "x86_64" | "amd64" => Some(X86_64),
+        "arm64" | "aarch64" => Some(ARM64),
+        _ => None,
+    }
+}
+
+/// The run's directory under `runs/`: the series (x86-64 keeps its old name), `arm64-` before it,
+/// `-no-trampoline` after it: two runs at once never share one.
+fn run_name(deb_arch: &str, series: &str, no_trampoline: bool) -> String {
+    let arch = if deb_arch == dist::X86_64.deb { String::new() } else { format!("{deb_arch}-") };
+    format!("{arch}{series}{}", if no_trampoline { "-no-trampoline" } else { "" })
+}
+
+/// The support table's column for a run: the series' (xtask/src/support.rs), `arm64-` before it.
+fn column_name(deb_arch: &str, series: &str) -> String {
+    if deb_arch == dist::X86_64.deb {
+        column_of(series).to_string()
+    } else {
+        format!("{}{}", crate::support::ARM64_PREFIX, column_of(series))
+    }
+}
+
+/// Whether a program on PATH starts.
+fn runs(program: &str) -> bool {
+    Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+}
+
+/// The guest's busybox: this machine's own for its architecture (busybox-static), else Debian's
+/// busybox-static of the guest's (bookworm's, through a private apt configuration), unpacked
+/// once into `busybox-<arch>/` of the cache.
+fn busybox(cache: &Path, arch: dist::Arch, offline: bool) -> Result<PathBuf> {
+    if arch == dist::X86_64 {
+        let busybox = PathBuf::from("/bin/busybox");
+        if !busybox.exists() {
+            bail!("/bin/busybox is missing: apt-get install busybox-static");
+        }
+        dist::check_static(&busybox)
+            .context("the guest needs busybox-static (apt-get install busybox-static)")?;
+        return Ok(busybox);
+    }
+    // The package in `busybox-ARCH/`, unpacked in its `root/`.
+    let dir = cache.join(format!("busybox-{}", arch.deb));
+    let bin = dir.join("root/bin/busybox");
+    if !bin.exists() {
+        if offline {
+            bail!("no {} busybox in {} (run once without --offline)", arch.deb, dir.display());
+        }
+        std::fs::create_dir_all(&dir)?;
+        // The sources of 6.1's configuration (fetch_kernel): one configuration, one set of lists.
+        let sources = ["debian bookworm".to_string(), "debian-security bookworm-security".to_string()];
+        let apt = AptConfig::private(cache, "bookworm", arch.deb, &sources)?;
+        let deb = download_all(&apt, &dir, &["busybox-static".to_string()])?.remove(0);
+        run_ok(Command::new("dpkg").arg("-x").arg(&deb).arg(dir.join("root")))?;
+    }
+    dist::check_static(&bin)?;
+    dist::check_machine(&bin, arch)?;
+    Ok(bin)
+}
 
 /// The series name of the newest kernel, and its column in the support table.
 const NEWEST: &str = "newest";
@@ -194,7 +327,7 @@ fn fetch_kernel(cache: &Path, series: &str, suite: &str, arch: &str, offline: bo
             eprintln!("kernel {series}: apt offers no linux-image-{series}.*-cloud-{arch}-unsigned");
         }
         // Newest first; a mirror may list a package before it serves it (404): the next one then.
-        for name in names.iter().take(4) {
+        for name in names.iter().take(8) {
             if let Some(found) = cached_deb(&debs, name) {
                 deb = Some(found);
                 break;
@@ -518,16 +651,17 @@ const WANTED_MODULES: &[&str] = &["virtio_pci", "virtio_blk", "xfs"];
 /// A busybox-static initramfs: /init (mounts, modules, the suite, poweroff), busybox, the static
 /// ioscope and lab-guest, and the modules the kernel lacks built in (decompressed, with their
 /// dependencies first).
-fn build_initramfs(kernel: &Kernel, ioscope: &Path, guest: &Path, run_dir: &Path) -> Result<PathBuf> {
+fn build_initramfs(
+    kernel: &Kernel,
+    busybox: &Path,
+    ioscope: &Path,
+    guest: &Path,
+    run_dir: &Path,
+) -> Result<PathBuf> {
     let root = run_dir.join("initramfs");
     for d in ["bin", "sbin", "dev", "proc", "sys", "tmp", "mnt/ext4", "mnt/xfs", "modules", "etc"] {
         std::fs::create_dir_all(root.join(d))?;
     }
-    let busybox = Path::new("/bin/busybox");
-    if !busybox.exists() {
-        bail!("/bin/busybox is missing: apt-get install busybox-static");
-    }
-    dist::check_static(busybox).context("the guest needs busybox-static (apt-get install busybox-static)")?;
     std::fs::copy(busybox, root.join("bin/busybox"))?;
     std::os::unix::fs::symlink("busybox", root.join("bin/sh"))?;
     std::fs::copy(ioscope, root.join("bin/ioscope"))?;
@@ -717,6 +851,7 @@ struct Outcome {
 /// Boots qemu and copies its console to the log (and the suite's lines to stdout) until it exits
 /// or the time limit passes (then it is killed).
 fn boot(
+    target: Target,
     vmlinuz: &Path,
     initrd: &Path,
     disks: &[PathBuf],
@@ -724,8 +859,9 @@ fn boot(
     log: &Path,
     limit: Duration,
 ) -> Result<Outcome> {
-    let mut cmd = Command::new("qemu-system-x86_64");
-    cmd.args(["-accel", "tcg", "-cpu", "max", "-m", "2G", "-smp", "1"])
+    let mut cmd = Command::new(target.qemu);
+    cmd.args(target.machine)
+        .args(["-accel", "tcg", "-m", "2G", "-smp", "1"])
         .args(["-nographic", "-no-reboot", "-nic", "none", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
         .arg(vmlinuz)
@@ -733,12 +869,19 @@ fn boot(
         .arg(initrd)
         .arg("-append")
         .arg(cmdline);
-    for d in disks {
-        cmd.arg("-drive").arg(format!("file={},if=virtio,format=raw,cache=unsafe", d.display()));
+    for (i, d) in disks.iter().enumerate() {
+        if target.disk_device {
+            cmd.arg("-drive").arg(format!("file={},if=none,id=disk{i},format=raw,cache=unsafe", d.display()));
+            cmd.arg("-device").arg(format!("virtio-blk-pci,drive=disk{i}"));
+        } else {
+            cmd.arg("-drive").arg(format!("file={},if=virtio,format=raw,cache=unsafe", d.display()));
+        }
     }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = cmd.spawn().context("starting qemu-system-x86_64 (apt-get install qemu-system-x86)")?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {} (apt-get install {})", target.qemu, target.qemu_package))?;
     let (tx, rx) = mpsc::channel::<String>();
     let out = child.stdout.take().unwrap();
     let err = child.stderr.take().unwrap();
@@ -783,9 +926,8 @@ fn boot(
 impl Outcome {
     /// What `report.txt` keeps of a run: the kernel (its `uname -r`, as the guest saw it, and
     /// the packages it came from), the suite's lines and the verdict.
-    fn report(&self, series: &str, kernel: &Kernel, verdict: &Result<()>) -> String {
-        let mut s =
-            format!("kernel {series}: {}\npackages: {}\n", kernel.release, kernel.packages.join(", "));
+    fn report(&self, label: &str, kernel: &Kernel, verdict: &Result<()>) -> String {
+        let mut s = format!("kernel {label}: {}\npackages: {}\n", kernel.release, kernel.packages.join(", "));
         for l in &self.lines {
             if let Some((_, rest)) = l.split_once(MARK) {
                 s.push_str(&format!("{MARK}{rest}\n"));
@@ -925,6 +1067,22 @@ mod tests {
             ]
         );
         assert!(picks(&old, 8, "amd64").is_empty());
+    }
+
+    #[test]
+    fn arches_name_their_runs_and_columns() {
+        assert!(arch_of("arm64").is_some_and(|t| t.qemu == "qemu-system-aarch64" && t.console == "ttyAMA0"));
+        assert!(arch_of("aarch64").is_some_and(|t| t.dist == dist::AARCH64));
+        assert!(arch_of("amd64").is_some_and(|t| t.dist == dist::X86_64));
+        assert!(arch_of("riscv64").is_none());
+        assert_eq!(run_name("amd64", "6.1", false), "6.1");
+        assert_eq!(run_name("arm64", "6.1", true), "arm64-6.1-no-trampoline");
+        assert_eq!(column_name("amd64", NEWEST), "7.x");
+        assert_eq!(column_name("arm64", NEWEST), "arm64-7.x");
+        assert!(!column_name("arm64", "6.12").contains(' '), "one word on the kernel command line");
+        // The guest finds the arm64 column's cells in the support table.
+        let f = &crate::support::FEATURES[0];
+        assert!(f.cell(&column_name("arm64", "5.10")).is_some());
     }
 
     #[test]

@@ -33,3 +33,27 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
 #[unsafe(link_section = "license")]
 #[unsafe(no_mangle)]
 static LICENSE: [u8; 4] = *b"GPL\0";
+
+/// The architecture whose `struct pt_regs` the kprobe programs read their arguments from (aya-ebpf
+/// picks the register layout by `--cfg bpf_target_arch`, which `cargo xtask ebpf` sets per object),
+/// NUL-padded. ioscope reads this section before loading and refuses an object built for another
+/// architecture than its own: its kprobes would read the wrong registers (src/bpf/arch.rs).
+#[unsafe(link_section = "ioscope_arch")]
+#[unsafe(no_mangle)]
+static IOSCOPE_ARCH: [u8; 16] = arch_name();
+
+const fn arch_name() -> [u8; 16] {
+    #[cfg(bpf_target_arch = "x86_64")]
+    let name = b"x86_64";
+    #[cfg(bpf_target_arch = "aarch64")]
+    let name = b"aarch64";
+    #[cfg(not(any(bpf_target_arch = "x86_64", bpf_target_arch = "aarch64")))]
+    let name = b"unknown";
+    let mut out = [0u8; 16];
+    let mut i = 0;
+    while i < name.len() {
+        out[i] = name[i];
+        i += 1;
+    }
+    out
+}
