@@ -154,7 +154,6 @@ impl Report {
 /// (program, Debian package) per story.
 fn programs(story: &str) -> &'static [(&'static str, &'static str)] {
     match story {
-        "postgres" => &[("pgbench", "postgresql-contrib"), ("psql", "postgresql-client")],
         "redis" => {
             &[("redis-server", "redis-server"), ("redis-benchmark", "redis-tools"), ("bpftrace", "bpftrace")]
         }
@@ -217,7 +216,8 @@ fn ensure_programs(stories: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// The newest /usr/lib/postgresql/N/bin with a postgres binary.
+/// The newest /usr/lib/postgresql/N/bin with the server, psql and pgbench (Debian's postgresql
+/// package and the client it depends on).
 fn postgres_bin_dir() -> Option<PathBuf> {
     let mut dirs: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
@@ -225,7 +225,7 @@ fn postgres_bin_dir() -> Option<PathBuf> {
         .filter_map(|e| {
             let v = e.file_name().to_str()?.parse().ok()?;
             let bin = e.path().join("bin");
-            bin.join("postgres").is_file().then_some((v, bin))
+            ["postgres", "psql", "pgbench"].iter().all(|p| bin.join(p).is_file()).then_some((v, bin))
         })
         .collect();
     dirs.sort();
@@ -720,6 +720,14 @@ fn mib(b: f64) -> String {
     format!("{:.2} MiB", b / (1 << 20) as f64)
 }
 
+/// Which of a device's figures a story checks.
+#[derive(Clone, Copy, PartialEq)]
+enum Sides {
+    Reads,
+    Writes,
+    Both,
+}
+
 /// Device figures of one recording against /proc/diskstats over the same (quiet-edged) window.
 fn device_checks(
     report: &mut Report,
@@ -728,10 +736,10 @@ fn device_checks(
     fs: &LoopFs,
     docs: &Docs,
     disk: DiskStats,
-    reads: bool,
-    writes: bool,
+    sides: Sides,
 ) {
     let dev = fs.name.as_str();
+    let (reads, writes) = (sides != Sides::Writes, sides != Sides::Reads);
     if reads {
         let r = docs.device_total(dev, "r_s");
         let rb = docs.device_total(dev, "rkb_s") * 1024.0;
@@ -836,11 +844,13 @@ fn chown(path: &Path, (uid, gid): (u32, u32)) -> Result<()> {
 
 struct Pg<'a> {
     sock: &'a Path,
+    /// The server's version's own psql and pgbench (not Debian's version-picking wrappers).
+    bindir: &'a Path,
 }
 
 impl Pg<'_> {
     fn cmd(&self, program: &str) -> Command {
-        let mut c = Command::new(program);
+        let mut c = Command::new(self.bindir.join(program));
         c.arg("-h").arg(self.sock).args(["-p", PG_PORT, "-U", "postgres"]);
         c
     }
@@ -936,7 +946,7 @@ fn postgres(ctx: &Ctx, report: &mut Report) -> Result<()> {
     cg.enter(&mut server, Some(ids))?;
     let server = Proc::spawn(&mut server, "postgres")?;
     let postmaster = server.pid();
-    let pg = Pg { sock: &sock };
+    let pg = Pg { sock: &sock, bindir: &bindir };
     let end = Instant::now() + Duration::from_secs(30);
     while pg.sql("select 1").is_err() {
         if Instant::now() > end {
@@ -968,7 +978,7 @@ fn postgres(ctx: &Ctx, report: &mut Report) -> Result<()> {
     let fit = pg_run(ctx, &fs, &pg, postmaster, "pg-fits")?;
 
     for (label, r) in [("outgrows", &outgrow), ("fits", &fit)] {
-        device_checks(report, story, label, &fs, &r.docs, r.disk, true, false);
+        device_checks(report, story, label, &fs, &r.docs, r.disk, Sides::Reads);
         // The pgbench backends' page cache in the steady state (the intervals within the
         // oracle's window), per second: their accesses against PostgreSQL's own count of the
         // blocks it asked the kernel for (blks_read, 8 KiB each: 2 pages), their misses against
@@ -1061,7 +1071,6 @@ fn postgres(ctx: &Ctx, report: &mut Report) -> Result<()> {
         ["r_s", "rkb_s", "bpf.read_iops", "bpf.read_bytes_s"].iter().map(|k| format!("{dev} {k}")).collect();
     rank_check(report, story, "device reads", &panes, "devices", &reads);
     rank_check(report, story, "postgres hit %", &panes, "cache", &["postgres hit_pct".to_string()]);
-    drop(pg);
     server.stop(libc::SIGINT)?;
     Ok(())
 }
@@ -1134,7 +1143,7 @@ fn redis(ctx: &Ctx, report: &mut Report) -> Result<()> {
         std::fs::create_dir_all(&dir)?;
         let fs = LoopFs::new(&dir)?;
         let r = redis_run(ctx, &fs, policy)?;
-        device_checks(report, story, policy, &fs, &r.docs, r.disk, false, true);
+        device_checks(report, story, policy, &fs, &r.docs, r.disk, Sides::Writes);
         // The sync view's calls and their time against bpftrace's, for redis-server's process.
         let pid = r.pid;
         let last = r.docs.docs.last().cloned().unwrap_or_default();
@@ -1313,7 +1322,15 @@ fn mmap(ctx: &Ctx, report: &mut Report) -> Result<()> {
         let docs = rec.stop(ctx)?;
         let disk = fs.diskstats()?.since(d0);
         println!("  {phase}: device read {}, wrote {}", mib(disk.read_bytes), mib(disk.write_bytes));
-        device_checks(report, story, phase, &fs, &docs, disk, true, phase == "append");
+        device_checks(
+            report,
+            story,
+            phase,
+            &fs,
+            &docs,
+            disk,
+            if phase == "append" { Sides::Both } else { Sides::Reads },
+        );
         let files = docs.files_total(&fs.majmin, "disk_read_bytes");
         let ra = docs.files_total(&fs.majmin, "readahead_bytes");
         report.check(
