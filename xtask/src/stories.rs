@@ -63,6 +63,14 @@ pub fn run(args: &[String]) -> Result<()> {
         return crate::column_writer::run(&args[1..]);
     }
     let all = ["postgres", "redis", "mmap"];
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!(
+            "cargo xtask stories [postgres] [redis] [mmap]: real software against outside oracles (root; \
+             all three by default; xtask/README.md). IOSCOPE_STORIES_BIN: the ioscope binary (default: the \
+             debug build); IOSCOPE_STORIES_KEEP=1: keep the recordings and logs"
+        );
+        return Ok(());
+    }
     let chosen: Vec<&str> =
         if args.is_empty() { all.to_vec() } else { args.iter().map(String::as_str).collect() };
     for s in &chosen {
