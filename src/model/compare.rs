@@ -160,8 +160,10 @@ fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64, Weigh
         push_by("psi", k, v, None);
     }
     for d in m.devices.iter().filter(|d| !d.is_partition) {
+        let t = if m.interval_s > 0.0 { m.interval_s } else { 1.0 };
         for (k, v) in numbers(&to_value(d), "") {
-            push_by("devices", format!("{} {k}", d.name), v, None);
+            let w = device_requests(d, &k).map(|rate| Weight::Count(rate * t));
+            push_by("devices", format!("{} {k}", d.name), v, w);
         }
     }
     let mut by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
@@ -223,6 +225,26 @@ fn for_each_sync_metric(m: &Model, mut push: impl FnMut(&'static str, String, f6
         let mean_ms = total_s / calls as f64 * 1e3;
         push("syncs", format!("{key} mean_ms"), mean_ms, Some(Weight::Count(calls as f64)));
     }
+}
+
+/// A device's latency or request size is a mean over its requests: the requests of the interval
+/// it is the mean of (per second), by the direction its key names (`r_await`, `rareq_sz`: reads;
+/// `w_`, `d_`, `f_`: writes, discards, flushes; the eBPF latencies and queue time: all of them),
+/// so an interval without requests adds nothing to it. None for the device's other metrics
+/// (rates, utilisation, queue depth, counts).
+fn device_requests(d: &crate::model::DeviceModel, key: &str) -> Option<f64> {
+    // aqu_sz is a queue depth averaged over time, not a mean over requests.
+    if key == "aqu_sz" || !matches!(Unit::of("devices", key).0, Unit::Ms | Unit::Bytes) {
+        return None;
+    }
+    let (ds, fs) = (d.d_s.unwrap_or(0.0), d.f_s.unwrap_or(0.0));
+    Some(match key {
+        k if k.starts_with("r_") || k.starts_with("rareq") => d.r_s,
+        k if k.starts_with("w_") || k.starts_with("wareq") => d.w_s,
+        k if k.starts_with("d_") || k.starts_with("dareq") => ds,
+        k if k.starts_with("f_") => fs,
+        _ => d.r_s + d.w_s + ds + fs,
+    })
 }
 
 /// Values kept per metric for its p95: all of them up to this many (the p95 is exact), then a
@@ -445,9 +467,12 @@ pub fn score(unit: Unit, a: f64, b: f64, noise: f64, size: f64, largest: f64) ->
 }
 
 /// The group a metric is weighed in: its device in the devices pane (devices are apart: a disk's
-/// writes do not dwarf a loop device's), else the pane.
-fn group<'a>(pane: &str, metric: &'a str) -> &'a str {
-    if pane == "devices" {
+/// writes do not dwarf a loop device's), else the pane. A mean over requests (a device's latency
+/// or request size, weighed by its requests per second) is weighed across the whole pane: a
+/// latency matters as much as the requests that saw it, so a disk's few requests' latency does
+/// not weigh as much as a busy device's reads.
+fn group<'a>(pane: &str, metric: &'a str, counted: bool) -> &'a str {
+    if pane == "devices" && !counted {
         metric.split(' ').next().unwrap_or("")
     } else {
         ""
@@ -538,14 +563,16 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
                 .collect();
             let mut largest: BTreeMap<(&str, Unit, bool), f64> = BTreeMap::new();
             for r in &rows {
-                let e = largest.entry((group(pane, &r.m.metric), r.unit, r.counted)).or_default();
+                let e = largest.entry((group(pane, &r.m.metric, r.counted), r.unit, r.counted)).or_default();
                 *e = e.max(r.size);
             }
             let scores: Vec<f64> = rows
                 .iter()
                 .map(|r| {
-                    let top =
-                        largest.get(&(group(pane, &r.m.metric), r.unit, r.counted)).copied().unwrap_or(0.0);
+                    let top = largest
+                        .get(&(group(pane, &r.m.metric, r.counted), r.unit, r.counted))
+                        .copied()
+                        .unwrap_or(0.0);
                     if r.one_sided {
                         0.0
                     } else {
@@ -628,6 +655,44 @@ mod tests {
         assert!(r_rank > w_rank && r.score < 0.001, "{r:?}");
         assert_eq!((w.unit, r.unit), ("/s", "B/s"));
         assert!(!metric(&panes, "devices", "vdb wkb_s").1.score.is_nan());
+    }
+
+    #[test]
+    fn a_latency_weighs_by_the_requests_that_saw_it() {
+        // A loop device reading 3000 r/s (120 MB/s), then 3 r/s, its latency steady; the host's
+        // disk reads 1 r/s in A at 0.3 ms, 2 r/s in B at 12 ms, with idle intervals (no reads:
+        // r_await 0, not a latency). The disk's latency, seen by 2 reads a second, ranked above
+        // the loop device's −99.9 % reads while every device's latency weighed against its own.
+        let dev = |name: &str, r_s: f64, rkb_s: f64, r_await: f64| {
+            let mut d = device(name, r_s, rkb_s, 0.0, 0.0);
+            d.r_await = r_await;
+            d
+        };
+        let side = |loop_r: f64, loop_kb: f64, vda: &[(f64, f64)]| -> Vec<Model> {
+            vda.iter()
+                .enumerate()
+                .map(|(i, &(r_s, lat))| {
+                    // The loop device's reads vary ±20 % (noise), the disk's come and go.
+                    let k = if i % 2 == 0 { 0.8 } else { 1.2 };
+                    let mut m = with_devices(vec![
+                        dev("loop0", loop_r * k, loop_kb * k, 0.9),
+                        dev("vda", r_s, r_s * 4.0, lat),
+                    ]);
+                    m.interval_s = 0.5;
+                    m
+                })
+                .collect()
+        };
+        let a = side(3000.0, 120_000.0, &[(2.0, 0.3), (0.0, 0.0), (0.0, 0.0), (2.0, 0.3)].repeat(6));
+        let b = side(3.0, 120.0, &[(4.0, 12.0), (0.0, 0.0), (4.0, 12.0), (0.0, 0.0)].repeat(6));
+        let panes = compare_models(&a, &b);
+        let (loop_rank, reads) = metric(&panes, "devices", "loop0 rkb_s");
+        let (lat_rank, lat) = metric(&panes, "devices", "vda r_await");
+        assert!(loop_rank <= 2 && lat_rank > loop_rank, "{loop_rank} {lat_rank} {panes:#?}");
+        // Averaged over the reads, not over idle intervals: 0.3 and 12 ms.
+        assert!((lat.a_avg - 0.3).abs() < 1e-9 && (lat.b_avg - 12.0).abs() < 1e-9, "{lat:?}");
+        // Share: 2 reads/s of the pane's 3000 (the loop device's r_await's requests).
+        assert!(lat.score < 0.01 && reads.score > 1.0, "{lat:?} {reads:?}");
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Chores: `cargo xtask setup|ebpf|check-ebpf|dist|vm|support-table|perf|startup|serve-perf|bench-fio|
-//! overhead|cache-overhead`. See README "Developing" and xtask/README.md.
+//! overhead|cache-overhead|stories`. See README "Developing" and xtask/README.md.
 
 mod bench_fio;
 mod bpf_stats;
 mod cache_overhead;
 mod churn;
 mod churn_worker;
+mod column_writer;
 mod dist;
 mod ebpf;
 mod empty_program;
@@ -20,6 +21,7 @@ mod serve_perf;
 mod setup;
 mod startup;
 mod stats;
+mod stories;
 // Also compiled into the lab guest (src/bin/lab-guest.rs), which reads the parts unused here.
 #[allow(dead_code)]
 mod support;
@@ -121,6 +123,11 @@ enum Command {
         /// Run in a memory cgroup limited to this (cgroup v1's memory controller, else v2).
         #[arg(long)]
         memory_limit_mib: Option<u64>,
+    /// Run real software (PostgreSQL, Redis, an mmap column writer) on loop devices and check
+    /// ioscope against outside oracles: `cargo xtask stories [postgres] [redis] [mmap]` (root).
+    Stories {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -163,5 +170,6 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Stories { args } => stories::run(&args),
     }
 }
