@@ -123,6 +123,7 @@ enum Command {
         /// Run in a memory cgroup limited to this (cgroup v1's memory controller, else v2).
         #[arg(long)]
         memory_limit_mib: Option<u64>,
+    },
     /// Run real software (PostgreSQL, Redis, an mmap column writer) on loop devices and check
     /// ioscope against outside oracles: `cargo xtask stories [postgres] [redis] [mmap]` (root).
     Stories {
