@@ -11,8 +11,7 @@ use aya_ebpf::{
 use ioscope_common::files::{
     bdi_dev, demand_pages, folio_bytes_before_eof, is_demand, BioLayout, DemandRecord, DioPending,
     FileCounters, FileInsertRecord, FileKey, FileLayout, ThreadFileRecord, FILE_LAST_INSERT_MAX,
-    FILE_MAX_ENTRIES, INSERT_BY_BIO, INSERT_PER_FILE, INSERT_READAHEAD, KEY_BDI_DEV, KEY_SB_DEV,
-    REQ_OP_MASK,
+    FILE_MAX_ENTRIES, INSERT_BY_BIO, INSERT_PER_FILE, INSERT_READAHEAD, KEY_BDI_DEV, KEY_SB_DEV, REQ_OP_MASK,
 };
 
 use crate::kernel::{kernel_field, Mem, Plain, Probe};
@@ -291,11 +290,8 @@ pub fn file_bio_queue_btf(ctx: BtfTracePointContext) -> i32 {
     // A tail page of a large folio: its folio's fields are the head's, read through the helper
     // (the head's address is a number, not a pointer the verifier knows).
     let head: u64 = Probe::get(page, bio_field!(page_head));
-    let found = if head & 1 != 0 {
-        bio_file::<Probe>((head - 1) as *const u8)
-    } else {
-        bio_file::<Plain>(page)
-    };
+    let found =
+        if head & 1 != 0 { bio_file::<Probe>((head - 1) as *const u8) } else { bio_file::<Plain>(page) };
     let Some((dev, ino, index)) = found else { return 0 };
     let shift = bio_field!(page_shift) & 31;
     let pages = (u64::from(size) + (1 << shift) - 1) >> shift;

@@ -139,8 +139,7 @@ pub fn readahead_ra_unbounded_kprobe(ctx: ProbeContext) -> u32 {
 /// `readahead_sync_ra_510`'s variant (5.10): `page_cache_sync_ra(ractl, ra, req_count)`.
 #[kprobe(function = "page_cache_sync_ra")]
 pub fn readahead_sync_ra_510_kprobe(ctx: ProbeContext) -> u32 {
-    let (Some(ractl), Some(ra), Some(req_count)) =
-        (ctx.arg::<u64>(0), ctx.arg::<u64>(1), ctx.arg::<u64>(2))
+    let (Some(ractl), Some(ra), Some(req_count)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1), ctx.arg::<u64>(2))
     else {
         return 0;
     };

@@ -19,9 +19,10 @@ use aya_ebpf::{
 };
 use ioscope_common::page_cache::{CacheScratch, NO_ORDER};
 use ioscope_common::readahead::{
-    binds, in_window, is_readahead, use_bucket, use_from, RaBind, RaFileKey, RaFileStats, RaLastRead, RaLayout, RaNoWindow,
-    RaPage, RaPageKey, RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow, RA_BINDS_MAX, RA_FILES_MAX,
-    RA_LAST_READ_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX, NO_REQ_COUNT,
+    binds, in_window, is_readahead, use_bucket, use_from, RaBind, RaFileKey, RaFileStats, RaLastRead,
+    RaLayout, RaNoWindow, RaPage, RaPageKey, RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow,
+    NO_REQ_COUNT, RA_BINDS_MAX, RA_FILES_MAX, RA_LAST_READ_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS,
+    RA_WALK_MAX, RA_WINDOWS_MAX,
 };
 
 #[unsafe(no_mangle)]
@@ -325,7 +326,8 @@ fn open_window(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, size: u64) {
         Some(a) if a.dev == dev && a.ino == ino => (a.demand_start, a.demand_end),
         _ => (0, 0),
     };
-    let w = RaWindow { dev, _pad: 0, ino, start: index, end: index.wrapping_add(size), demand_start, demand_end };
+    let w =
+        RaWindow { dev, _pad: 0, ino, start: index, end: index.wrapping_add(size), demand_start, demand_end };
     let _ = RA_WINDOWS.insert(&tid, &w, 0);
     // After the insert: an insertion that reads the count before it finds the window by lookup.
     if let Some(p) = RA_SHARED.get_ptr_mut(0) {
