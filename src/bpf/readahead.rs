@@ -482,7 +482,7 @@ impl ReadaheadMaps {
         let mut rows = StdHashMap::with_capacity(kept.len().min(RA_ROWS));
         for (i, (key, s, _)) in kept.into_iter().enumerate() {
             let before = self.last.get(&key);
-            if i >= RA_ROWS && s.pending() == 0 {
+            if i >= RA_ROWS && s.remembered() == 0 {
                 removed.push(key);
                 add_other(&mut others, key.dev, before.map(|t| &t.stats), &s);
                 continue;
@@ -673,9 +673,10 @@ fn add_other(others: &mut Vec<RaOthers>, dev: u32, before: Option<&RaFileStats>,
 }
 
 /// Whether an entry read as `now` stays in RA_FILES and in the sample: it changed since it was
-/// last read as `before` (or is new), or pages read ahead are still waiting for their first use.
+/// last read as `before` (or is new), or folios are still remembered (read ahead and waiting for
+/// their first use, or waiting for their read bio): removing it would leave them in RA_PAGES.
 fn keep_in_sample(before: Option<&RaFileStats>, now: &RaFileStats) -> bool {
-    before != Some(now) || now.pending() != 0
+    before != Some(now) || now.remembered() != 0
 }
 
 fn comm_of(pid: u32) -> String {

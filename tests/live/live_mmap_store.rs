@@ -122,3 +122,50 @@ fn bpf_has_fault_event() -> bool {
     std::path::Path::new("/sys/kernel/tracing/events/filemap/mm_filemap_fault").exists()
         || std::path::Path::new("/sys/kernel/debug/tracing/events/filemap/mm_filemap_fault").exists()
 }
+
+/// Twelve 8 MiB columns appended through shared mappings of ftruncate-extended files by a process
+/// limited to 32 MiB of memory (cgroup v1's memory controller here, v2's elsewhere), so that the
+/// written pages are evicted while the appender faults the next ones in: the faults' read-around
+/// brings in holes' pages, zero-filled without I/O. The readahead view counts as read ahead only
+/// pages a read bio covered: its read-ahead pages are at most what the device read. On the old
+/// count (pages inserted in a window) they were the read-around's holes, tens of MiB against the
+/// device's few KiB.
+#[test]
+fn an_appenders_holes_are_not_read_ahead_under_a_memory_limit() {
+    let _group = common::live_group(module_path!());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "live_mmap_store_ra_holes";
+    let Some(mut bpf) = start(test) else { return };
+    let st = bpf.status().clone();
+    let has = |prog: &str| st.programs.iter().any(|p| p.program == prog && p.attached);
+    if !has(ioscope::bpf::files::BIO_PROGRAM) || !has("readahead_ra_order") {
+        common::skip(test, "no read-bio program or readahead window event: the old count");
+        return;
+    }
+    let lo = LoopDevice::with_fs(160, "ext4");
+    let dir = lo.mount_point().to_path_buf();
+    let (s0, d0) = (sample(&mut bpf), lo.diskstats());
+    let cols = {
+        let _limit = mmap_writer::MemoryLimit::enter("ioscope-live-ra-holes", 32 * MIB).unwrap();
+        mmap_writer::append_columns(&dir, 12, 8 * MIB).unwrap()
+    };
+    let (s1, d1) = (sample(&mut bpf), lo.diskstats());
+    assert_eq!(cols.len(), 12);
+    let secs = (s1.mono_ns - s0.mono_ns) as f64 / 1e9;
+    let ra = ioscope::model::readahead::compute(Some(&s0), &s1, secs).expect("a readahead model");
+    let dev = format!("{}:{}", lo.major, lo.minor);
+    let (ra_pages, used, wasted) = ra
+        .devices
+        .iter()
+        .filter(|d| d.dev == dev)
+        .fold((0, 0, 0), |a, d| (a.0 + d.ra_pages, a.1 + d.used_pages, a.2 + d.wasted_pages));
+    let disk = device_read_bytes(&d0, &d1);
+    eprintln!(
+        "{test}: read ahead {} bytes (used {}, wasted {} pages), the device read {disk}",
+        ra_pages * PAGE,
+        used,
+        wasted
+    );
+    assert!(ra_pages * PAGE <= disk, "read ahead {} bytes, the device read {disk}", ra_pages * PAGE);
+    assert!(used * PAGE <= disk && wasted * PAGE <= disk, "used {used}, wasted {wasted} pages");
+}

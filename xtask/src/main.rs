@@ -6,7 +6,6 @@ mod bpf_stats;
 mod cache_overhead;
 mod churn;
 mod churn_worker;
-mod column_writer;
 mod dist;
 mod ebpf;
 mod empty_program;

@@ -50,6 +50,9 @@ pub const RA_USE_BUCKETS: usize = 24;
 pub const RA_TRIGGERS: usize = 4;
 /// Most folios one access event walks (a read batch is at most 31 folios).
 pub const RA_WALK_MAX: u32 = 64;
+/// Most folios one read bio marks read from disk ([`RaPage::disk`]): 512 KiB of 4 KiB folios,
+/// beyond the default 128 KiB window; a bio's folios past it count as a hole's.
+pub const RA_BIO_WALK_MAX: u32 = 128;
 /// Most pages a read may have taken without an `mm_filemap_get_pages` event of its own (see
 /// [`use_from`]).
 pub const RA_GAP_MAX: u64 = 64;
@@ -209,6 +212,11 @@ pub struct RaPage {
     /// bpf_ktime_get_ns() at insertion.
     pub inserted_ns: u64,
     pub pages: u64,
+    /// 1 once the disk read it: a read bio covered it, or the bio program is not attached (then
+    /// every inserted folio counts as read). A folio still at 0 when used or evicted was never
+    /// read from disk (a hole's, zero-filled by the filesystem): neither read ahead, used nor
+    /// wasted ([`RaFileStats::hole_pages`]).
+    pub disk: u64,
 }
 
 /// A thread's last readahead window: pages `start..end` of file (dev, ino), and the pages
@@ -339,13 +347,20 @@ pub struct RaFileStats {
     pub windows: u64,
     /// Sum of the windows' sizes (pages): with `windows`, the mean window of an interval.
     pub window_pages: u64,
-    /// Pages inserted inside a window, then used, then evicted unused.
+    /// Pages inserted inside a window and read from disk (with the bio program: when a read bio
+    /// covers them; without it: when inserted), then those used, then those evicted unused.
     pub ra_pages: u64,
     pub used_pages: u64,
     pub wasted_pages: u64,
     /// Readahead pages not remembered because [`RA_PAGES_MAP`] was full (neither used nor wasted
     /// will ever be known for them).
     pub untracked_pages: u64,
+    /// Pages inserted inside a window that no read bio covered yet (a wrapping count: a bio or a
+    /// hole's end subtracts them). Only the bio program's attach makes it non-zero.
+    pub unread_pages: u64,
+    /// Pages inserted inside a window, then used or evicted without a read bio ever covering them:
+    /// a hole's, zero-filled by the filesystem, which the disk never read.
+    pub hole_pages: u64,
     /// The last window's size, the file's `ra_pages` (its maximum window) and `mmap_miss`.
     pub last_window: u32,
     pub max_window: u32,
@@ -370,6 +385,8 @@ impl RaFileStats {
         used_pages: 0,
         wasted_pages: 0,
         untracked_pages: 0,
+        unread_pages: 0,
+        hole_pages: 0,
         last_window: 0,
         max_window: 0,
         mmap_miss: 0,
@@ -386,6 +403,13 @@ impl RaFileStats {
             .saturating_sub(self.used_pages)
             .saturating_sub(self.wasted_pages)
             .saturating_sub(self.untracked_pages)
+    }
+
+    /// Folios the probes still remember for this file: those read ahead and pending, and those
+    /// no read bio covered yet ([`Self::unread_pages`]).
+    #[inline(always)]
+    pub fn remembered(&self) -> u64 {
+        self.pending().wrapping_add(self.unread_pages)
     }
 }
 
@@ -533,6 +557,7 @@ mod tests {
             ..RaFileStats::ZERO
         };
         assert_eq!(s.pending(), 6);
+        assert_eq!(RaFileStats { unread_pages: 3, ..s }.remembered(), 9);
     }
 
     #[test]
@@ -545,7 +570,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<RaWindow>(), 48);
         assert_eq!(
             core::mem::size_of::<RaFileStats>(),
-            8 * 8 + 4 * 4 + RA_TRIGGERS * 4 + 8 + RA_USE_BUCKETS * 8
+            10 * 8 + 4 * 4 + RA_TRIGGERS * 4 + 8 + RA_USE_BUCKETS * 8
         );
     }
 

@@ -87,6 +87,12 @@ fn touch_as(c: &mut FileCounters, tgid: u32) {
     }
 }
 
+/// Whether userspace attached `file_bio_queue_btf`: disk reads are then counted per read bio.
+#[inline(always)]
+pub fn bio_on() -> bool {
+    FILE_BIO_ON.get(0).is_some_and(|on| *on != 0)
+}
+
 /// `readahead:page_cache_sync_ra`: a read missed; remembers which pages it asked for.
 #[tracepoint]
 pub fn file_sync_ra(ctx: TracePointContext) -> u32 {
@@ -295,6 +301,7 @@ pub fn file_bio_queue_btf(ctx: BtfTracePointContext) -> i32 {
     let Some((dev, ino, index)) = found else { return 0 };
     let shift = bio_field!(page_shift) & 31;
     let pages = (u64::from(size) + (1 << shift) - 1) >> shift;
+    crate::readahead::on_read_bio(dev, ino, index, pages);
     let tid = bpf_get_current_pid_tgid() as u32;
     let demand = match FILE_LAST_INSERT.get_ptr(&tid) {
         // SAFETY: this thread's own record, used only by the thread itself.

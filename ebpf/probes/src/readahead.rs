@@ -21,8 +21,8 @@ use ioscope_common::page_cache::{CacheScratch, NO_ORDER};
 use ioscope_common::readahead::{
     binds, in_window, is_readahead, use_bucket, use_from, RaBind, RaFileKey, RaFileStats, RaLastRead,
     RaLayout, RaNoWindow, RaPage, RaPageKey, RaReadMemo, RaShared, RaThreadBind, RaTotals, RaWindow,
-    NO_REQ_COUNT, RA_BINDS_MAX, RA_FILES_MAX, RA_LAST_READ_MAX, RA_MAPPINGS_MAX, RA_PAGES_MAX, RA_TRIGGERS,
-    RA_WALK_MAX, RA_WINDOWS_MAX,
+    NO_REQ_COUNT, RA_BINDS_MAX, RA_BIO_WALK_MAX, RA_FILES_MAX, RA_LAST_READ_MAX, RA_MAPPINGS_MAX,
+    RA_PAGES_MAX, RA_TRIGGERS, RA_WALK_MAX, RA_WINDOWS_MAX,
 };
 
 #[unsafe(no_mangle)]
@@ -383,20 +383,25 @@ fn try_add(ctx: &TracePointContext) -> Result<u32, i64> {
     let Some(f) = file(dev, ino) else { return Ok(0) };
     let order = if order > 20 { 0 } else { order };
     let pages = 1u64 << order;
-    if f.pending() == 0 {
+    if f.remembered() == 0 {
         bump_epoch();
     }
-    add(&mut f.ra_pages, pages);
+    // With the bio program on, the folio counts as read ahead once a read bio covers it
+    // (on_read_bio): a hole's folio is zero-filled without one.
+    let by_bio = crate::files::bio_on();
     let key = RaPageKey { dev, _pad: 0, ino, index };
     // SAFETY: helper without preconditions.
-    let page = RaPage { inserted_ns: unsafe { bpf_ktime_get_ns() }, pages };
+    let page = RaPage { inserted_ns: unsafe { bpf_ktime_get_ns() }, pages, disk: u64::from(!by_bio) };
     if RA_PAGES.insert(&key, &page, 0).is_err() {
+        // Whether the disk reads it is never known: counted read ahead and untracked, as before.
+        add(&mut f.ra_pages, pages);
         add(&mut f.untracked_pages, pages);
         entry_changed();
         if let Some(t) = totals() {
             t.untracked_pages += pages;
         }
     } else {
+        add(if by_bio { &mut f.unread_pages } else { &mut f.ra_pages }, pages);
         f.orders_seen |= 1 << order;
         pending_changed(pages);
     }
@@ -417,7 +422,7 @@ fn try_delete(ctx: &TracePointContext) -> Result<u32, i64> {
     // SAFETY: offsets from the format file.
     let (dev, ino) = unsafe { (field::<u32>(ctx, folio_dev)?, field::<u64>(ctx, folio_ino)?) };
     let Some(f) = file(dev, ino) else { return Ok(0) };
-    if f.pending() == 0 {
+    if f.remembered() == 0 {
         return Ok(0);
     }
     // SAFETY: offset from the format file.
@@ -426,11 +431,64 @@ fn try_delete(ctx: &TracePointContext) -> Result<u32, i64> {
     // SAFETY: a plain copy of the value.
     if let Some(p) = unsafe { RA_PAGES.get(&key) }.copied() {
         if RA_PAGES.remove(&key).is_ok() {
-            add(&mut f.wasted_pages, p.pages);
+            if p.disk == 0 {
+                hole(f, p.pages);
+            } else {
+                add(&mut f.wasted_pages, p.pages);
+            }
             pending_changed(p.pages.wrapping_neg());
         }
     }
     Ok(0)
+}
+
+/// A remembered folio used or evicted before any read bio covered it: a hole's, zero-filled
+/// without the disk; neither read ahead, used nor wasted.
+#[inline(always)]
+fn hole(f: &mut RaFileStats, pages: u64) {
+    add(&mut f.unread_pages, pages.wrapping_neg());
+    add(&mut f.hole_pages, pages);
+}
+
+/// A read bio of `pages` pages from the folio at `index` of file (dev, ino) (the bio program,
+/// crate::files): the remembered folios it covers were read from disk and count as read ahead
+/// from now on. Costs one array read while nothing is remembered anywhere, a hash lookup more
+/// while this file has no folio waiting for its bio; otherwise a lookup per folio of the bio (at
+/// most RA_BIO_WALK_MAX).
+#[inline(always)]
+pub fn on_read_bio(dev: u32, ino: u64, index: u64, pages: u64) {
+    if !any_pending() {
+        return;
+    }
+    let Some(f) = file(dev, ino) else { return };
+    if f.unread_pages == 0 {
+        return;
+    }
+    let end = index.wrapping_add(pages);
+    let (mut at, mut n, mut read) = (index, 0u32, 0u64);
+    while n < RA_BIO_WALK_MAX && at < end {
+        let key = RaPageKey { dev, _pad: 0, ino, index: at };
+        let step = match RA_PAGES.get_ptr_mut(&key) {
+            Some(p) => {
+                // SAFETY: a pointer into the map's value; the folio is locked under its I/O, so
+                // no other program uses or evicts it meanwhile.
+                let p = unsafe { &mut *p };
+                if p.disk == 0 {
+                    p.disk = 1;
+                    read += p.pages;
+                }
+                p.pages
+            }
+            None => 1,
+        };
+        at += if step == 0 { 1 } else { step };
+        n += 1;
+    }
+    if read != 0 {
+        add(&mut f.ra_pages, read);
+        add(&mut f.unread_pages, read.wrapping_neg());
+        entry_changed();
+    }
 }
 
 #[tracepoint]
@@ -454,7 +512,7 @@ pub fn any_pending() -> bool {
 #[inline(always)]
 pub fn use_mapped(dev: u32, ino: u64, index: u64, last: u64) {
     let Some(f) = file(dev, ino) else { return };
-    if f.pending() != 0 {
+    if f.remembered() != 0 {
         use_range(f, dev, ino, index, last);
     }
 }
@@ -467,7 +525,7 @@ fn try_range(ctx: &TracePointContext, mapped: bool) -> Result<u32, i64> {
     // SAFETY: offsets from the format file.
     let (dev, ino) = unsafe { (field::<u32>(ctx, l.range_dev)?, field::<u64>(ctx, l.range_ino)?) };
     let Some(f) = file(dev, ino) else { return Ok(0) };
-    if f.pending() == 0 {
+    if f.remembered() == 0 {
         return Ok(0);
     }
     // SAFETY: offsets from the format file.
@@ -521,14 +579,14 @@ pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, las
             key = *k;
         }
     }
-    let mut f = if key.ino == 0 { None } else { file(key.dev, key.ino).filter(|f| f.pending() != 0) };
+    let mut f = if key.ino == 0 { None } else { file(key.dev, key.ino).filter(|f| f.remembered() != 0) };
     if f.is_none() {
         let Some(k) = bind_moved(tid, mapping, index, last) else {
             s.ra_memo = idle;
             return;
         };
         key = k;
-        f = file(key.dev, key.ino).filter(|f| f.pending() != 0);
+        f = file(key.dev, key.ino).filter(|f| f.remembered() != 0);
     }
     let Some(f) = f else {
         s.ra_memo = idle;
@@ -582,7 +640,7 @@ fn try_fault(ctx: &TracePointContext) -> Result<u32, i64> {
     // SAFETY: offsets from the format file.
     let (dev, ino) = unsafe { (field::<u32>(ctx, l.fault_dev)?, field::<u64>(ctx, l.fault_ino)?) };
     let Some(f) = file(dev, ino) else { return Ok(0) };
-    if f.pending() == 0 {
+    if f.remembered() == 0 {
         return Ok(0);
     }
     // SAFETY: offset from the format file.
@@ -631,11 +689,15 @@ fn take(f: &mut RaFileStats, dev: u32, ino: u64, index: u64, now: u64) -> u64 {
         // Another CPU used or evicted it first.
         return 0;
     }
+    pending_changed(p.pages.wrapping_neg());
+    if p.disk == 0 {
+        hole(f, p.pages);
+        return p.pages;
+    }
     add(&mut f.used_pages, p.pages);
     let b = use_bucket(now.saturating_sub(p.inserted_ns));
     if b < f.use_hist.len() {
         add(&mut f.use_hist[b], 1);
     }
-    pending_changed(p.pages.wrapping_neg());
     p.pages
 }
