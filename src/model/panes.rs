@@ -333,6 +333,54 @@ mod tests {
         assert_eq!(fallback_note(&panes, &["cache"]), "", "not live: its own message says why");
     }
 
+    /// The files' split of reads is live by its own program only: the readahead pane's program on
+    /// the same function says nothing of it.
+    #[test]
+    fn the_files_split_of_reads_counts_only_its_own_program() {
+        let on = |program: &str, attached: bool, error: Option<&str>| BpfProgramStatus {
+            program: program.into(),
+            mechanism: "kprobe".into(),
+            fallback_for: Some("readahead:page_cache_sync_ra".into()),
+            ..prog("page_cache_sync_ra", attached, error)
+        };
+        let status = |programs: Vec<BpfProgramStatus>| BpfStatus {
+            enabled: true,
+            reason: None,
+            programs: programs.into(),
+        };
+        let refused = status(vec![
+            on("readahead_sync_ra_kprobe", true, None),
+            on("file_sync_ra_fentry", false, Some("fentry refused: error 524; kprobe: not found")),
+        ]);
+        let panes = compute(&refused);
+        let p = find(&panes, "files_readahead").unwrap();
+        assert!(!p.live);
+        assert_eq!(
+            p.reason.as_deref(),
+            Some(
+                "needs tracepoint readahead:page_cache_sync_ra (kernel 6.18+): fentry refused: error 524; \
+                 kprobe: not found"
+            )
+        );
+        let attached =
+            status(vec![on("readahead_sync_ra_kprobe", true, None), on("file_sync_ra_kprobe", true, None)]);
+        let panes = compute(&attached);
+        let p = find(&panes, "files_readahead").unwrap();
+        assert!(p.live && p.fallback, "{p:?}");
+        assert_eq!(p.sources, ["kprobe page_cache_sync_ra (fallback for readahead:page_cache_sync_ra)"]);
+        // The tracepoint program (6.18+).
+        let tp = status(vec![prog("readahead:page_cache_sync_ra", true, None)]);
+        assert!(
+            !find(&compute(&tp), "files_readahead").unwrap().live,
+            "readahead_page_cache_sync_ra is not it"
+        );
+        let tp = status(vec![BpfProgramStatus {
+            program: "file_sync_ra".into(),
+            ..prog("readahead:page_cache_sync_ra", true, None)
+        }]);
+        assert!(find(&compute(&tp), "files_readahead").unwrap().live);
+    }
+
     #[test]
     fn with_ebpf_off_every_pane_gives_ebpfs_reason() {
         let status = BpfStatus { enabled: false, reason: Some("not root".into()), programs: vec![].into() };
