@@ -825,7 +825,7 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
         let (seq_files, seq_view, seq_read) = views(&seq_r, &seq);
         let (rnd_files, rnd_view, rnd_read) = views(&rnd_r, &rnd);
         let detail = format!(
-            "readahead pages, files view vs readahead view: cold sequential read of {seq} {seq_files} vs              {seq_view} ({seq_read} read); {PREADS} random 4 KiB preads of {rnd} {rnd_files} vs {rnd_view}              ({rnd_read} read); pane sources {}",
+            "readahead pages, files view vs readahead view: cold sequential read of {seq} {seq_files} vs {seq_view} ({seq_read} read); {PREADS} random 4 KiB preads of {rnd} {rnd_files} vs {rnd_view} ({rnd_read} read); pane sources {}",
             pane["sources"]
         );
         (agree(seq_files, seq_view)
