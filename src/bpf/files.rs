@@ -15,6 +15,7 @@ use ioscope_common::files::{
 use ioscope_common::page_cache::DioMemo;
 
 use super::kernel_btf::KernelBtf;
+use super::kfunc::{Hook, Kprobes};
 use super::tracefs;
 use crate::sample::{BpfProgramStatus, FileProcess};
 
@@ -249,6 +250,48 @@ const PROGRAMS: [(&str, &str, &str); 5] = [
     ("file_iomap_writeback", "iomap", "iomap_writeback_folio"),
 ];
 
+/// `file_sync_ra`'s fallbacks where `readahead:page_cache_sync_ra` is missing (before Linux 6.18):
+/// for each readahead fallback on `page_cache_sync_ra()` (super::readahead_fn, 6.1+'s
+/// `(ractl, req_count)`; super::readahead_510, 5.10's `(ractl, ra, req_count)`), the files
+/// program for the same signature (ebpf/probes/src/files.rs) and its kprobe variant. The files
+/// program runs where the readahead one was planned, from the same BTF check, so the two views'
+/// split of read pages into demand and readahead rests on the same read misses.
+pub const SYNC_RA_FALLBACKS: [(&str, &str, Kprobes); 2] = [
+    ("readahead_sync_ra_fentry", "file_sync_ra_fentry", Kprobes { entry: "file_sync_ra_kprobe", ret: None }),
+    ("readahead_sync_ra_510", "file_sync_ra_510", Kprobes { entry: "file_sync_ra_510_kprobe", ret: None }),
+];
+
+/// `file_sync_ra`'s fallback chosen for this kernel: its program, kprobe variant and function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncRaPlan {
+    pub program: &'static str,
+    pub kprobes: Kprobes,
+    pub function: &'static str,
+}
+
+/// The fallback of `file_sync_ra` when its tracepoint is missing (`ready` is its error): the one
+/// matching the readahead fallback planned for `page_cache_sync_ra` in `ra_planned`. Without one,
+/// `ready` gets why (`ra_refused`: the readahead probe's own refusal, which names the kernel's
+/// reason).
+pub fn plan_sync_ra(
+    ready: &mut Result<(), String>,
+    ra_planned: &[super::readahead_fn::Planned],
+    ra_refused: Option<&str>,
+) -> Option<SyncRaPlan> {
+    let Err(why) = ready else { return None };
+    let chosen = ra_planned.iter().find_map(|p| {
+        let (_, program, kprobes) = SYNC_RA_FALLBACKS.iter().find(|(ra, _, _)| *ra == p.fallback.program)?;
+        Some(SyncRaPlan { program, kprobes: *kprobes, function: p.function })
+    });
+    if chosen.is_none() {
+        *why = match ra_refused {
+            Some(r) => r.to_string(),
+            None => format!("{why}; no fentry fallback planned"),
+        };
+    }
+    chosen
+}
+
 /// Attaches `writeback_single_inode`, `file_sync_ra`, `file_iomap_iter` and the filesystems'
 /// writeback programs (`file_ext4_writepages`, `file_iomap_writeback`) when their layouts are
 /// known, and takes the FILE_IO map. The map is read even without them: the page-cache programs
@@ -256,15 +299,24 @@ const PROGRAMS: [(&str, &str, &str); 5] = [
 /// `file_iomap_iter` runs as its BTF tracepoint twin when `iomap_btf` is given and the twin loads.
 /// `dio_has_direction`: the `iomap_dio_rw_begin` BTF twin is attached and tells the direction
 /// itself (see IomapBtfLayout::dio_direction): then `file_iomap_iter` is not attached (nor listed).
+/// `sync_ra`: `file_sync_ra`'s planned fallback ([`plan_sync_ra`]) with the BTF carrying the
+/// kernel's functions and whether fentry is refused on request: fentry, else its kprobe variant.
 pub fn attach(
     ebpf: &mut Ebpf,
     ready: [Result<(), String>; 5],
     iomap_btf: Option<&aya::Btf>,
     dio_has_direction: bool,
+    sync_ra: (Option<SyncRaPlan>, Option<&aya::Btf>, bool),
 ) -> (Vec<BpfProgramStatus>, Option<FileMaps>) {
     let mut statuses = Vec::new();
     for ((program, category, event), r) in PROGRAMS.into_iter().zip(ready) {
         if program == ITER_PROGRAM.0 && dio_has_direction {
+            continue;
+        }
+        if let (true, Err(_), (Some(plan), Some(btf), no_trampoline)) =
+            (program == PROGRAMS[1].0, &r, sync_ra)
+        {
+            statuses.push(attach_sync_ra(ebpf, plan, btf, no_trampoline, &format!("{category}:{event}")));
             continue;
         }
         if let (Some(btf), true, Ok(())) = (iomap_btf, program == ITER_PROGRAM.0, &r) {
@@ -294,15 +346,58 @@ pub fn attach(
     }
 }
 
+/// `file_sync_ra`'s fallback `plan` attached for `tracepoint`, as the readahead fallbacks are.
+fn attach_sync_ra(
+    ebpf: &mut Ebpf,
+    plan: SyncRaPlan,
+    btf: &aya::Btf,
+    no_trampoline: bool,
+    tracepoint: &str,
+) -> BpfProgramStatus {
+    let mut status = BpfProgramStatus {
+        program: plan.program.to_string(),
+        tracepoint: plan.function.to_string(),
+        attached: true,
+        mechanism: Hook::Fentry.name().to_string(),
+        fallback_for: Some(tracepoint.to_string()),
+        ..Default::default()
+    };
+    let hook = (plan.program, Hook::Fentry);
+    match super::kfunc::attach_fallback(ebpf, hook, plan.function, btf, Some(plan.kprobes), no_trampoline) {
+        Ok(attached) => {
+            if let Some(a) = attached.first() {
+                status.program = a.program.to_string();
+                status.mechanism = a.mechanism.to_string();
+            }
+        }
+        Err(e) => {
+            status.attached = false;
+            status.error = Some(e);
+        }
+    }
+    status
+}
+
 /// The loads [`attach`] will ask for when every first choice holds (see super::preload), with the
 /// same arguments.
 pub fn loads<'a>(
     ready: &[Result<(), String>; 5],
     iomap_btf: Option<&'a aya::Btf>,
     dio_has_direction: bool,
+    sync_ra: (Option<SyncRaPlan>, Option<&'a aya::Btf>, bool),
 ) -> Vec<super::preload::Planned<'a>> {
     use super::preload::How;
     let mut loads = Vec::new();
+    if let (Err(_), (Some(plan), Some(btf), no_trampoline)) = (&ready[1], sync_ra) {
+        let hook = (plan.program, Hook::Fentry);
+        loads.extend(super::kfunc::fallback_loads(
+            hook,
+            plan.function,
+            btf,
+            Some(plan.kprobes),
+            no_trampoline,
+        ));
+    }
     for ((program, _, event), _) in PROGRAMS.into_iter().zip(ready).filter(|(_, r)| r.is_ok()) {
         match (program == ITER_PROGRAM.0, iomap_btf) {
             (true, _) if dio_has_direction => {}

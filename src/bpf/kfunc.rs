@@ -190,9 +190,9 @@ pub fn attach_fallback(
 mod tests {
     use super::*;
 
-    /// Every fentry/fexit fallback (the page-cache ones, 6.1+'s and 5.10's readahead ones) has its
-    /// kprobe variant, a kretprobe too for a fexit, each a program of that kind in the embedded
-    /// object: a kernel without trampolines (arm64 before 6.0) loses no pane for want of one.
+    /// Every fentry/fexit fallback (the page-cache ones, 6.1+'s and 5.10's readahead ones, the
+    /// files' split of reads on both signatures) has its kprobe variant, a kretprobe too for a
+    /// fexit, each a program of that kind in the embedded object: a kernel without trampolines (arm64 before 6.0) loses no pane for want of one.
     #[test]
     fn every_function_fallback_has_its_kprobe_variant_in_the_object() {
         use aya_obj::ProgramSection as S;
@@ -204,8 +204,10 @@ mod tests {
             .iter()
             .chain(&super::super::readahead_510::RA_FALLBACKS)
             .map(|f| (f.program, Hook::Fentry, f.kprobes));
-        let all: Vec<_> = page_cache.chain(readahead).collect();
-        assert_eq!(all.len(), 13);
+        let files =
+            super::super::files::SYNC_RA_FALLBACKS.iter().map(|(_, p, k)| (*p, Hook::Fentry, Some(*k)));
+        let all: Vec<_> = page_cache.chain(readahead).chain(files).collect();
+        assert_eq!(all.len(), 15);
         for (program, hook, kprobes) in all {
             match (hook, section(program)) {
                 (Hook::Fentry, Some(S::FEntry { .. })) | (Hook::Fexit, Some(S::FExit { .. })) => {}

@@ -187,7 +187,8 @@ impl BpfCollector {
         // HZ is measured across the (slow) load: a first jiffies reading now.
         let jiffies_before = page_cache::jiffies_now();
         let (mut cache_layout, mut cache_layouts) = page_cache::layout(&tracefs, &options.hidden_tracepoints);
-        let (mut file_layout, wsi_ready, file_notes) = files::layout(&tracefs);
+        let (mut file_layout, mut wsi_ready, file_notes) = files::layout(&tracefs);
+        let mut file_sync_ra = None;
         let (mut ra_layout, mut ra_layouts) = readahead::layout(&tracefs, &options.hidden_tracepoints);
         let sync_plan_hidden = options.hidden_tracepoints.clone();
 
@@ -263,6 +264,10 @@ impl BpfCollector {
                     }
                 }
                 (ra_fn_layout, ra_fallbacks) = (layout, planned);
+                // The files' split of read pages on the same function (files::SYNC_RA_FALLBACKS).
+                let ra_sync = readahead::PROBES.iter().position(|(p, _, _)| *p == "readahead_sync_ra");
+                let ra_refused = ra_sync.and_then(|i| ra_layouts[i].as_ref().err().cloned());
+                file_sync_ra = files::plan_sync_ra(&mut wsi_ready[1], &ra_fallbacks, ra_refused.as_deref());
                 // Faults seen by the page-cache fallbacks use readahead pages too.
                 let on_faults = ["filemap_fault", "filemap_map_pages"];
                 if cache_fallbacks.iter().any(|p| on_faults.contains(&p.fallback.probe)) {
@@ -345,7 +350,12 @@ impl BpfCollector {
             block::loads(&block_ready, &block_events, block_btf, options.refuse_block_twin.as_deref())
                 .into_iter()
                 .chain(cache_loads.iter().cloned())
-                .chain(files::loads(&wsi_ready, iomap_btf, dio_direction_expected))
+                .chain(files::loads(
+                    &wsi_ready,
+                    iomap_btf,
+                    dio_direction_expected,
+                    (file_sync_ra, ra_btf, options.no_trampoline),
+                ))
                 .chain(bio_plan.as_ref().ok().and(btf.as_ref()).map(|k| {
                     (files::BIO_PROGRAM.to_string(), preload::How::BtfTracePoint(files::BIO_EVENT, k.aya()))
                 }))
@@ -407,7 +417,13 @@ impl BpfCollector {
                 (p.program == page_cache::DIO_BTF.1 || page_cache::DIO_FENTRY.contains(&p.program.as_str()))
                     && p.attached
             });
-        let (file_statuses, files) = files::attach(&mut ebpf, wsi_ready, iomap_btf, dio_has_direction);
+        let (file_statuses, files) = files::attach(
+            &mut ebpf,
+            wsi_ready,
+            iomap_btf,
+            dio_has_direction,
+            (file_sync_ra, ra_btf, options.no_trampoline),
+        );
         programs.extend(file_statuses);
         let bio_btf = match (&bio_plan, &btf) {
             (Ok(_), Some(k)) => Ok(k.aya()),

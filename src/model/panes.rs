@@ -16,7 +16,7 @@ use crate::sample::{BpfProgramStatus, BpfStatus};
 /// One pane's (or figure's) state.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PaneStatus {
-    /// Stable id: `devices_bpf`, `io_processes`, `cache`, `files`, `files_writeback_ext4`,
+    /// Stable id: `devices_bpf`, `io_processes`, `cache`, `files`, `files_readahead`, `files_writeback_ext4`,
     /// `files_writeback_iomap`, `direct_io`, `readahead`, `cgroups_io`, `cgroups_cache`, `syncs`,
     /// `syncs_io_uring`.
     pub pane: &'static str,
@@ -57,6 +57,8 @@ const PANES: &[(&str, &str, &[Need])] = &[
         "files: disk reads and dirtied bytes",
         &[&["filemap:mm_filemap_add_to_page_cache"], &["writeback:writeback_dirty_folio"]],
     ),
+    // Only the files' own program on it counts (not the readahead pane's): see [`only`].
+    ("files_readahead", "files: readahead split of reads", &[&["readahead:page_cache_sync_ra"]]),
     ("files_writeback_ext4", "files: writeback on ext4", &[&["ext4:ext4_writepages_result"]]),
     (
         "files_writeback_iomap",
@@ -90,6 +92,13 @@ const PANES: &[(&str, &str, &[Need])] = &[
         &[&["io_uring:io_uring_submit_req", "io_uring:io_uring_submit_sqe"], &["io_uring:io_uring_complete"]],
     ),
 ];
+
+/// The programs that count for `pane` (by name prefix) where other panes' programs sit on the
+/// same event: the files' split of reads is `file_sync_ra`'s (or its fallbacks'), not
+/// `readahead_sync_ra`'s.
+fn only(pane: &str) -> Option<&'static str> {
+    (pane == "files_readahead").then_some("file_sync_ra")
+}
 
 /// The kernel release that brought an event, for the reason's hint; None when it is older than
 /// any kernel ioscope runs on.
@@ -146,8 +155,12 @@ fn compute_afresh(status: &BpfStatus) -> Vec<PaneStatus> {
                 fn stands_for(p: &BpfProgramStatus) -> &str {
                     p.fallback_for.as_deref().unwrap_or(&p.tracepoint)
                 }
-                let on_it: Vec<_> =
-                    status.programs.iter().filter(|p| need.contains(&stands_for(p))).collect();
+                let on_it: Vec<_> = status
+                    .programs
+                    .iter()
+                    .filter(|p| need.contains(&stands_for(p)))
+                    .filter(|p| only(pane).is_none_or(|prefix| p.program.starts_with(prefix)))
+                    .collect();
                 // No program on it at all: a recording from an ioscope that did not have one.
                 if on_it.is_empty() {
                     continue;
@@ -318,6 +331,54 @@ mod tests {
         );
         assert_eq!(fallback_note(&panes, &["devices_bpf"]), "", "fed by its tracepoint");
         assert_eq!(fallback_note(&panes, &["cache"]), "", "not live: its own message says why");
+    }
+
+    /// The files' split of reads is live by its own program only: the readahead pane's program on
+    /// the same function says nothing of it.
+    #[test]
+    fn the_files_split_of_reads_counts_only_its_own_program() {
+        let on = |program: &str, attached: bool, error: Option<&str>| BpfProgramStatus {
+            program: program.into(),
+            mechanism: "kprobe".into(),
+            fallback_for: Some("readahead:page_cache_sync_ra".into()),
+            ..prog("page_cache_sync_ra", attached, error)
+        };
+        let status = |programs: Vec<BpfProgramStatus>| BpfStatus {
+            enabled: true,
+            reason: None,
+            programs: programs.into(),
+        };
+        let refused = status(vec![
+            on("readahead_sync_ra_kprobe", true, None),
+            on("file_sync_ra_fentry", false, Some("fentry refused: error 524; kprobe: not found")),
+        ]);
+        let panes = compute(&refused);
+        let p = find(&panes, "files_readahead").unwrap();
+        assert!(!p.live);
+        assert_eq!(
+            p.reason.as_deref(),
+            Some(
+                "needs tracepoint readahead:page_cache_sync_ra (kernel 6.18+): fentry refused: error 524; \
+                 kprobe: not found"
+            )
+        );
+        let attached =
+            status(vec![on("readahead_sync_ra_kprobe", true, None), on("file_sync_ra_kprobe", true, None)]);
+        let panes = compute(&attached);
+        let p = find(&panes, "files_readahead").unwrap();
+        assert!(p.live && p.fallback, "{p:?}");
+        assert_eq!(p.sources, ["kprobe page_cache_sync_ra (fallback for readahead:page_cache_sync_ra)"]);
+        // The tracepoint program (6.18+).
+        let tp = status(vec![prog("readahead:page_cache_sync_ra", true, None)]);
+        assert!(
+            !find(&compute(&tp), "files_readahead").unwrap().live,
+            "readahead_page_cache_sync_ra is not it"
+        );
+        let tp = status(vec![BpfProgramStatus {
+            program: "file_sync_ra".into(),
+            ..prog("readahead:page_cache_sync_ra", true, None)
+        }]);
+        assert!(find(&compute(&tp), "files_readahead").unwrap().live);
     }
 
     #[test]

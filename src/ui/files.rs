@@ -197,7 +197,7 @@ pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a FileModel> {
 pub fn title(model: &Model, state: &UiState) -> String {
     let fallback = crate::model::panes::fallback_note(
         &model.bpf.panes,
-        &["files", "files_writeback_ext4", "files_writeback_iomap", "direct_io"],
+        &["files", "files_readahead", "files_writeback_ext4", "files_writeback_iomap", "direct_io"],
     );
     let mut t = format!(
         "Files{fallback}  sort {}{}",
@@ -261,11 +261,12 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
         _ => String::new(),
     };
     // Figures this kernel cannot give, named before the legend (not shown as zeros).
-    let missing: Vec<String> = ["direct_io", "files_writeback_ext4", "files_writeback_iomap"]
-        .iter()
-        .filter_map(|id| crate::model::panes::not_live(&model.bpf.panes, id))
-        .map(|p| format!("no {}: {}; ", p.title.trim_start_matches("files: "), format::text(&p.needs())))
-        .collect();
+    let missing: Vec<String> =
+        ["files_readahead", "direct_io", "files_writeback_ext4", "files_writeback_iomap"]
+            .iter()
+            .filter_map(|id| crate::model::panes::not_live(&model.bpf.panes, id))
+            .map(|p| format!("no {}: {}; ", p.title.trim_start_matches("files: "), format::text(&p.needs())))
+            .collect();
     let foot_text = format!(
         "{}{} files with I/O; read = pages read into the cache (ra = readahead), wb = written back, dio = direct I/O, \
          blk = block requests mapped by extent{sampled}",

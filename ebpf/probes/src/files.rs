@@ -4,9 +4,9 @@
 
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
-    macros::{btf_tracepoint, map, tracepoint},
+    macros::{btf_tracepoint, fentry, map, tracepoint},
     maps::{Array, LruHashMap, LruPerCpuHashMap, PerCpuArray},
-    programs::{BtfTracePointContext, TracePointContext},
+    programs::{BtfTracePointContext, FEntryContext, TracePointContext},
 };
 use ioscope_common::files::{
     bdi_dev, demand_pages, folio_bytes_before_eof, is_demand, BioLayout, DemandRecord, DioPending,
@@ -116,6 +116,35 @@ fn try_sync_ra(ctx: &TracePointContext) -> Result<u32, i64> {
     };
     set_demand(r);
     Ok(0)
+}
+
+/// `file_sync_ra`'s fallback (before Linux 6.18): the entry of `page_cache_sync_ra(ractl,
+/// req_count)` (6.1+), where the tracepoint is raised first thing; the record's fields are read
+/// from `ractl` as the readahead fallbacks read them (crate::readahead_fn::ractl_file).
+#[fentry(function = "page_cache_sync_ra")]
+pub fn file_sync_ra_fentry(ctx: FEntryContext) -> i32 {
+    // Both arguments read first, at constant offsets from the context.
+    let ractl: *const u8 = ctx.arg(0);
+    let req_count: u64 = ctx.arg(1);
+    on_sync_ra::<Plain>(ractl, req_count);
+    0
+}
+
+/// `file_sync_ra`'s fallback on 5.10: the entry of `page_cache_sync_ra(ractl, ra, req_count)`.
+#[fentry(function = "page_cache_sync_ra")]
+pub fn file_sync_ra_510(ctx: FEntryContext) -> i32 {
+    let ractl: *const u8 = ctx.arg(0);
+    let req_count: u64 = ctx.arg(2);
+    on_sync_ra::<Plain>(ractl, req_count);
+    0
+}
+
+/// A read miss on `ractl` (read with `M`; the kprobe variants in crate::kprobe_fallbacks pass
+/// [`Probe`]) asked for `req_count` pages: what `file_sync_ra` records from the tracepoint.
+#[inline(always)]
+pub(crate) fn on_sync_ra<M: Mem>(ractl: *const u8, req_count: u64) {
+    let Some((dev, ino, index, _)) = crate::readahead_fn::ractl_file::<M>(ractl) else { return };
+    set_demand(DemandRecord { dev, _pad: 0, ino, index, req_count });
 }
 
 /// `filemap:mm_filemap_fault` (from the page-cache program on it): a fault asks for one page. While

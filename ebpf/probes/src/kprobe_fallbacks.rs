@@ -1,5 +1,5 @@
 //! kprobe and kretprobe variants of the fentry/fexit fallbacks (page_cache.rs, read_fn.rs,
-//! readahead_fn.rs, readahead_510.rs), for kernels that have kprobes but refuse fentry/fexit (no BPF trampoline:
+//! readahead_fn.rs, readahead_510.rs, files.rs), for kernels that have kprobes but refuse fentry/fexit (no BPF trampoline:
 //! arm64 before 6.0, kernels built without it, or a function the trampoline cannot take).
 //! Userspace attaches them only when the fentry/fexit program is refused (src/bpf/kfunc.rs).
 //!
@@ -16,6 +16,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 
+use crate::files::on_sync_ra;
 use crate::kernel::Probe;
 use crate::page_cache::{fault, fn_layout_configured, get_pages_done, map_pages};
 use crate::read_fn::buffered_read_done;
@@ -160,5 +161,21 @@ pub fn readahead_async_ra_510_kprobe(ctx: ProbeContext) -> u32 {
 pub fn readahead_ra_order_510_kprobe(ctx: ProbeContext) -> u32 {
     let (Some(ractl), Some(nr)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) else { return 0 };
     readahead_510::ra_order::<Probe>(ractl as *const u8, nr);
+    0
+}
+
+/// `file_sync_ra_fentry`'s variant: `page_cache_sync_ra(ractl, req_count)` (6.1+).
+#[kprobe(function = "page_cache_sync_ra")]
+pub fn file_sync_ra_kprobe(ctx: ProbeContext) -> u32 {
+    let (Some(ractl), Some(req_count)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) else { return 0 };
+    on_sync_ra::<Probe>(ractl as *const u8, req_count);
+    0
+}
+
+/// `file_sync_ra_510`'s variant (5.10): `page_cache_sync_ra(ractl, ra, req_count)`.
+#[kprobe(function = "page_cache_sync_ra")]
+pub fn file_sync_ra_510_kprobe(ctx: ProbeContext) -> u32 {
+    let (Some(ractl), Some(req_count)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(2)) else { return 0 };
+    on_sync_ra::<Probe>(ractl as *const u8, req_count);
     0
 }

@@ -11,6 +11,7 @@
 //!
 //! Also its own workload helpers: `lab-guest mmap-read FILE [random]` touches random pages of a
 //! mapping of FILE (with MADV_RANDOM when asked), as tests/live/live_readahead.rs's child does;
+//! `pread-random FILE` reads 4 KiB at far-apart pages of FILE;
 //! `fsync-write FILE MIB` writes MIB MiB and times its fsync (FILE.took, ns), as
 //! tests/live/live_syncs.rs's worker; `read-move FILE CGROUP_DIR FILE2` reads FILE, moves itself into
 //! the cgroup (no exec) and reads FILE2, as tests/live/live_cgroups.rs's moved child;
@@ -48,6 +49,7 @@ const CGROUP2: &str = "/sys/fs/cgroup";
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some("pread-random") => pread_random(&args[1]),
         Some("mmap-read") => mmap_read(&args[1], args.get(2).is_some_and(|a| a == "random")),
         Some("fsync-write") => {
             fsync_write(&args[1], args[2].parse().expect("MiB"), args.get(3).is_some_and(|a| a == "uring"))
@@ -789,6 +791,52 @@ fn run_features(s: &mut Suite, mon: &Monitor) {
         (ra >= pages * 95 / 100 && used * 100 >= ra * 95).then_some(detail.clone()).ok_or(detail)
     });
 
+    // One meaning of readahead (issue 37 point 3), on every kernel: the files view's split of the
+    // pages read (its `file_sync_ra` program or that program's fallback) agrees with the readahead
+    // view's for the cold sequential read above and for 4 KiB random reads, each a miss that asked
+    // for its one page (demand, not readahead).
+    let rnd = format!("{EXT4}/rand64");
+    let prep = run_pid("dd", &["if=/dev/zero", &format!("of={rnd}"), "bs=1M", "count=64"])
+        .and_then(|_| drop_caches());
+    let (preads, rnd_r) = mon.around(|| run_pid("/bin/lab-guest", &["pread-random", &rnd]));
+    s.always("files_readahead_agrees", || {
+        prep.clone()?;
+        preads.as_ref().map_err(Clone::clone)?;
+        let pane = status
+            .and_then(|r| r["bpf"]["panes"].as_array().cloned())
+            .and_then(|p| p.into_iter().find(|p| p["pane"] == "files_readahead"))
+            .ok_or("bpf.panes[] has no files_readahead")?;
+        if pane["live"] != true {
+            return Err(format!("files_readahead is not live: {}", pane["reason"]));
+        }
+        let views = |r: &[Value], path: &str| {
+            let files_ra = sum_counts(r, "files", "readahead_bytes", |f| f["path"] == path) / PAGE;
+            let read = sum_counts(r, "files", "disk_read_bytes", |f| f["path"] == path) / PAGE;
+            let ra_view: u64 = r
+                .iter()
+                .filter_map(|r| r["readahead"]["files"].as_array().cloned())
+                .flatten()
+                .filter(|f| f["path"] == path)
+                .map(|f| f["ra_pages"].as_u64().unwrap_or(0))
+                .sum();
+            (files_ra, ra_view, read)
+        };
+        let agree = |a: u64, b: u64| a.abs_diff(b) as f64 <= 0.1 * b.max(a) as f64 + 16.0;
+        let (seq_files, seq_view, seq_read) = views(&seq_r, &seq);
+        let (rnd_files, rnd_view, rnd_read) = views(&rnd_r, &rnd);
+        let detail = format!(
+            "readahead pages, files view vs readahead view: cold sequential read of {seq} {seq_files} vs {seq_view} ({seq_read} read); {PREADS} random 4 KiB preads of {rnd} {rnd_files} vs {rnd_view} ({rnd_read} read); pane sources {}",
+            pane["sources"]
+        );
+        (agree(seq_files, seq_view)
+            && agree(rnd_files, rnd_view)
+            && seq_files >= seq_read * 9 / 10
+            && rnd_read >= PREADS * 9 / 10
+            && rnd_read - rnd_files.min(rnd_read) >= PREADS * 9 / 10)
+            .then_some(detail.clone())
+            .ok_or(detail)
+    });
+
     // mmap read-around: random touches waste most of it; MADV_RANDOM cuts it several-fold.
     let map = format!("{EXT4}/mmap256");
     let prep = run_pid("dd", &["if=/dev/zero", &format!("of={map}"), "bs=1M", "count=256"])
@@ -1157,6 +1205,23 @@ fn read_move(path: &str, cgroup: &str, path2: &str) {
 
 /// Touches TOUCHES random pages of a shared read-only mapping of the file (with MADV_RANDOM when
 /// asked), as tests/live/live_readahead.rs's child does (xtask/src/mmap_touch.rs).
+/// How many 4 KiB reads `lab-guest pread-random` makes.
+const PREADS: u64 = 256;
+
+/// [`PREADS`] reads of 4 KiB at pages of FILE far apart, none the first page nor next to the one
+/// before: each a read miss the kernel reads as asked (no readahead window).
+fn pread_random(path: &str) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path).expect(path);
+    let pages = f.metadata().expect(path).len() / PAGE;
+    let mut buf = vec![0u8; PAGE as usize];
+    for i in 0..PREADS {
+        // Page 1 + 61·i mod (pages − 1): distinct (61 is prime to 16383), 61 pages apart.
+        let page = 1 + (i * 61) % (pages - 1);
+        f.read_exact_at(&mut buf, page * PAGE).expect(path);
+    }
+}
+
 fn mmap_read(path: &str, random: bool) {
     mmap_touch::touch_random_pages(&std::fs::File::open(path).expect(path), random);
 }
