@@ -166,11 +166,11 @@ pub const FEATURES: &[Feature] = &[
         label: "Files: disk reads per file",
         pane: Some("files"),
         cells: [
-            Works("filemap:mm_filemap_add_to_page_cache (no `order`: a page each)"),
-            Works("filemap:mm_filemap_add_to_page_cache"),
-            Works("filemap:mm_filemap_add_to_page_cache"),
-            Works("filemap:mm_filemap_add_to_page_cache"),
-            Works("filemap:mm_filemap_add_to_page_cache"),
+            Works("filemap:mm_filemap_add_to_page_cache (pages entering the cache, holes' included: no `enum req_op` for the read bios)"),
+            Works("block:block_bio_queue (BTF: pages of the read bios)"),
+            Works("block:block_bio_queue (BTF: pages of the read bios)"),
+            Works("block:block_bio_queue (BTF: pages of the read bios)"),
+            Works("block:block_bio_queue (BTF: pages of the read bios)"),
         ],
     },
     Feature {
