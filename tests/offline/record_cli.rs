@@ -158,7 +158,7 @@ fn record_streams_into_a_fifo_and_to_stdout() {
             std::thread::spawn(move || std::fs::read(fifo).unwrap())
         };
         let mut args =
-            vec!["record", "--no-bpf", "-i", "0.1", "-d", "0.5", "-o", fifo.to_str().unwrap(), "--stream"];
+            vec!["record", "--no-bpf", "-i", "0.1", "-d", "1.5", "-o", fifo.to_str().unwrap(), "--stream"];
         if force {
             args.push("--force");
         }
@@ -399,7 +399,7 @@ fn record_never_writes_through_a_planted_link() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("already exists") && err.contains("--force"), "{err}");
     let (code, err, _) = run_bounded(
-        &["record", "--no-bpf", "-i", "0.1", "-d", "0.3", "-o", h, "--force"],
+        &["record", "--no-bpf", "-i", "0.1", "-d", "1.5", "-o", h, "--force"],
         Duration::from_secs(20),
     );
     assert_eq!(code, Some(0), "{err}");
