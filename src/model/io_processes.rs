@@ -86,7 +86,9 @@ fn row(
     let reads = delta(p.read_requests, c.read_requests);
     let writes = delta(p.write_requests, c.write_requests);
     let others = delta(p.other_requests, c.other_requests);
-    if reads + writes + others == 0 {
+    // An exited process shows once even when its last request came before the previous sample
+    // (it exited between the two): the interval it exits in names it, at its rate there.
+    if reads + writes + others == 0 && !c.exited {
         return None;
     }
     let read_bytes = delta(p.read_bytes, c.read_bytes);
@@ -194,8 +196,11 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].pid, rows[0].write_iops, rows[0].exited), (4242, 200.0, true));
         assert_eq!((rows[1].comm.as_str(), rows[1].kind), ("kworker/u8:1", "writeback"));
-        // Idle pairs are left out; no interval, no rows.
-        assert!(compute(Some(&cur), &cur, 1.0).is_empty());
+        // Idle pairs are left out, except a process that exited: it shows once, at its rate
+        // there (its last request came before the previous sample); no interval, no rows.
+        let idle = compute(Some(&cur), &cur, 1.0);
+        assert_eq!(idle.len(), 1);
+        assert_eq!((idle[0].pid, idle[0].write_iops, idle[0].exited), (4242, 0.0, true));
         assert!(compute(None, &cur, 1.0).is_empty());
     }
 
