@@ -363,18 +363,9 @@ fn attach_sync_ra(
         ..Default::default()
     };
     let hook = (plan.program, Hook::Fentry);
-    match super::kfunc::attach_fallback(ebpf, hook, plan.function, btf, Some(plan.kprobes), no_trampoline) {
-        Ok(attached) => {
-            if let Some(a) = attached.first() {
-                status.program = a.program.to_string();
-                status.mechanism = a.mechanism.to_string();
-            }
-        }
-        Err(e) => {
-            status.attached = false;
-            status.error = Some(e);
-        }
-    }
+    let attached =
+        super::kfunc::attach_fallback(ebpf, hook, plan.function, btf, Some(plan.kprobes), no_trampoline);
+    super::kfunc::note_attached(&mut status, attached);
     status
 }
 

@@ -149,6 +149,26 @@ pub fn fallback_loads<'a>(
     }
 }
 
+/// Records in `status` what [`attach_fallback`] attached (the program and mechanism that run) or
+/// why nothing did.
+pub fn note_attached(
+    status: &mut crate::sample::BpfProgramStatus,
+    attached: std::result::Result<Vec<Attached>, String>,
+) {
+    match attached {
+        Ok(attached) => {
+            if let Some(a) = attached.first() {
+                status.program = a.program.to_string();
+                status.mechanism = a.mechanism.to_string();
+            }
+        }
+        Err(e) => {
+            status.attached = false;
+            status.error = Some(e);
+        }
+    }
+}
+
 /// Attaches fallback `program` as `hook` on `function`, else, when that is refused (or
 /// `no_trampoline` refuses it on purpose), its `kprobes` variant. Ok: the programs attached, the
 /// one doing the work first (a kretprobe's entry kprobe second); Err: why neither attached.

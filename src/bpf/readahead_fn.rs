@@ -173,25 +173,15 @@ pub fn attach(
         ..Default::default()
     };
     let fb = plan.fallback;
-    match kfunc::attach_fallback(
+    let attached = kfunc::attach_fallback(
         ebpf,
         (fb.program, Hook::Fentry),
         plan.function,
         btf,
         fb.kprobes,
         no_trampoline,
-    ) {
-        Ok(attached) => {
-            if let Some(a) = attached.first() {
-                status.program = a.program.to_string();
-                status.mechanism = a.mechanism.to_string();
-            }
-        }
-        Err(e) => {
-            status.attached = false;
-            status.error = Some(e);
-        }
-    }
+    );
+    kfunc::note_attached(&mut status, attached);
     Some(status)
 }
 
