@@ -364,7 +364,8 @@ fn the_v1_memory_limit_is_shown() {
     impl Drop for Dirs {
         fn drop(&mut self) {
             if let Some(c) = self.1.as_mut() {
-                let _ = c.kill();
+                // The reader loops in its own process group: kill the loop and its dd.
+                unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
                 let _ = c.wait();
             }
             std::thread::sleep(std::time::Duration::from_millis(200));
@@ -380,16 +381,18 @@ fn the_v1_memory_limit_is_shown() {
     std::fs::create_dir(&v2).unwrap();
     std::fs::write(v1.join("memory.limit_in_bytes"), (300u64 << 20).to_string()).unwrap();
     let lo = LoopDevice::new(128);
-    // One long-lived reader (its cgroups are looked up through one of its processes): 512-byte
-    // direct reads of the whole device, about 30 s, killed when ioscope is done.
+    // One reader for as long as both ioscope runs take (its cgroups are looked up through one of
+    // its processes): 512-byte direct reads of the whole device, again and again, killed (with its
+    // process group) when ioscope is done. A single pass (about 30 s idle) ended before the second
+    // run under CI's load, and the text then had no row for the cgroup.
     let script = format!(
         "echo $$ > {}/cgroup.procs && echo $$ > {}/cgroup.procs && \
-         exec dd if={} of=/dev/null bs=512 iflag=direct status=none",
+         while :; do dd if={} of=/dev/null bs=512 iflag=direct status=none; done",
         v2.display(),
         v1.display(),
         lo.path.display()
     );
-    dirs.1 = Some(Command::new("bash").args(["-c", &script]).spawn().unwrap());
+    dirs.1 = Some(Command::new("bash").args(["-c", &script]).process_group(0).spawn().unwrap());
     let out = Command::new(env!("CARGO_BIN_EXE_ioscope"))
         .args(["--batch", "--json", "--interval", "1", "-n", "3"])
         .output()
