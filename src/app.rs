@@ -1,8 +1,9 @@
 //! The live TUI: the shared event loop ([`event_loop`]) over models from the sampler.
 //!
-//! Sampling runs on its own thread (reading procfs and eBPF maps blocks), owning the `Sampler` and
-//! sending each `Sample` over a channel. Only this loop changes app state: it keeps the previous
-//! sample, derives the Model, feeds the sparkline history and redraws.
+//! Sampling runs on its own thread (reading procfs and eBPF maps blocks) on the sampling clock,
+//! owning the `Sampler` and sending each `Sample` over a channel. Only this loop changes app
+//! state: it folds each sample into a Model (its [`Stream`]), feeds the sparkline history and
+//! redraws.
 
 use std::sync::mpsc as std_mpsc;
 use std::thread;
@@ -14,8 +15,9 @@ use ratatui::Frame;
 use tokio::sync::mpsc;
 
 use crate::bpf::BpfCollector;
+use crate::collect::clock::Clock;
 use crate::collect::{Sampler, SystemRoot};
-use crate::model::Model;
+use crate::model::{Model, Stream};
 use crate::record::live;
 use crate::sample::Sample;
 use crate::ui::baseline::Baseline;
@@ -48,13 +50,14 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
     let signals = event_loop::Signals::hook()?;
     let mut state = UiState::new(opts.interval, opts.color);
     state.utc_offset_s = crate::util::local_utc_offset_s();
-    let (sample_tx, samples) = mpsc::channel::<Sample>(4);
+    let (sample_tx, samples) = mpsc::channel::<Sampled>(4);
     let commands = spawn_sampler(opts.bpf, state.interval, sample_tx)?;
     let mut live = Live {
         state,
         samples,
         commands,
-        prev: None,
+        stream: Stream::new(),
+        skipped: 0,
         latest: None,
         shown: None,
         latest_seq: 0,
@@ -72,9 +75,11 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
 /// The live screen: models from the sampling thread.
 struct Live {
     state: UiState,
-    samples: mpsc::Receiver<Sample>,
+    samples: mpsc::Receiver<Sampled>,
     commands: std_mpsc::Sender<Duration>,
-    prev: Option<Sample>,
+    stream: Stream,
+    /// The clock's deadlines skipped so far (told in a notice when it grows).
+    skipped: u64,
     /// `latest` is the newest model; `shown` is what is on screen (they differ while paused).
     /// Counted rather than compared (a model holding NaN never equals itself).
     latest: Option<Model>,
@@ -92,16 +97,15 @@ impl Screen for Live {
     }
 
     async fn next(&mut self) -> anyhow::Result<Step> {
-        let cur = self.samples.recv().await.context("the sampling thread stopped")?;
-        if let Some(outcome) = live::on_sample(&mut self.recorder, &cur) {
+        let Sampled { sample, skipped } = self.samples.recv().await.context("the sampling thread stopped")?;
+        if let Some(outcome) = live::on_sample(&mut self.recorder, &sample) {
             show_recording(&mut self.state, outcome);
         }
-        let model = match &self.prev {
-            Some(p) => Model::between(p, &cur),
-            None => Model::compute(None, &cur, Duration::ZERO),
-        };
-        self.prev = Some(cur);
-        self.latest = Some(model);
+        if skipped > self.skipped {
+            self.state.message = Some(late_notice(skipped - self.skipped, skipped));
+            self.skipped = skipped;
+        }
+        self.latest = Some(self.stream.advance(sample));
         self.latest_seq += 1;
         Ok(Step::Redraw)
     }
@@ -120,7 +124,7 @@ impl Screen for Live {
             Action::ToggleRecording => {
                 let outcome = live::toggle(
                     &mut self.recorder,
-                    self.prev.as_ref(),
+                    self.stream.latest().map(|s| &**s),
                     state.interval.as_secs_f64(),
                     state.utc_offset_s,
                     self.record_dir.as_deref(),
@@ -179,52 +183,67 @@ fn show_recording(state: &mut UiState, outcome: live::Outcome) {
     }
 }
 
+/// A sample from the sampling thread, with the clock's count of skipped deadlines so far.
+struct Sampled {
+    sample: Sample,
+    skipped: u64,
+}
+
+/// The notice when sampling fell behind its clock.
+fn late_notice(now: u64, all: u64) -> String {
+    format!("a sample took longer than the interval: {now} skipped ({all} since start)")
+}
+
 /// Starts the sampling thread. It takes a sample at once, the second one after
-/// `min(FIRST_INTERVAL, interval)`, then one per interval; a new interval arrives on the returned
-/// channel and counts from the last sample. It ends when the UI drops either channel.
+/// `min(FIRST_INTERVAL, interval)` (or as soon as eBPF has loaded, if later), then one on each of
+/// the clock's deadlines ([`Clock`]); a new interval arrives on the returned channel and counts
+/// from the last deadline. It ends when the UI drops either channel.
 fn spawn_sampler(
     bpf: bool,
     interval: Duration,
-    samples: mpsc::Sender<Sample>,
+    samples: mpsc::Sender<Sampled>,
 ) -> anyhow::Result<std_mpsc::Sender<Duration>> {
     let (tx, commands) = std_mpsc::channel::<Duration>();
     thread::Builder::new()
         .name("ioscope-sampler".into())
         .spawn(move || {
-            let send = |sample: Sample| samples.blocking_send(sample).is_ok();
+            let send = |sample: Sample, clock: &Clock| {
+                samples.blocking_send(Sampled { sample, skipped: clock.skipped() }).is_ok()
+            };
             // The first sample is taken before eBPF loads (BTF parsing and attaching take a while),
             // so the gauges are on screen at once; eBPF figures join from the next sample on.
             let startup = if bpf { "starting…" } else { "--no-bpf" };
             let mut sampler = Sampler::new(SystemRoot::live(), BpfCollector::disabled(startup));
-            let mut taken = Instant::now();
-            if !send(sampler.sample()) {
+            let mut clock = Clock::new(Instant::now(), interval);
+            if !send(sampler.sample(), &clock) {
                 return;
             }
             if bpf {
                 sampler = Sampler::new(SystemRoot::live(), BpfCollector::start());
             }
-            let mut interval = interval;
-            let mut wait = FIRST_INTERVAL.min(interval);
+            // The second deadline: soon after the first (at once if loading eBPF took longer).
+            clock.set_interval(FIRST_INTERVAL.min(interval), Instant::now());
+            let mut first = true;
             loop {
-                let mut deadline = taken + wait;
-                loop {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break;
-                    }
+                let deadline = clock.next(Instant::now());
+                let now = Instant::now();
+                if now < deadline {
                     match commands.recv_timeout(deadline - now) {
                         Ok(d) => {
-                            interval = d;
-                            deadline = taken + d;
+                            clock.set_interval(d, Instant::now());
+                            first = false;
+                            continue;
                         }
-                        Err(std_mpsc::RecvTimeoutError::Timeout) => break,
+                        Err(std_mpsc::RecvTimeoutError::Timeout) => {}
                         Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
                     }
                 }
-                wait = interval;
-                taken = Instant::now();
-                if !send(sampler.sample()) {
+                clock.tick();
+                if !send(sampler.sample(), &clock) {
                     return;
+                }
+                if std::mem::take(&mut first) {
+                    clock.set_interval(interval, Instant::now());
                 }
             }
         })

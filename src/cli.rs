@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::output::headless::{Format, HeadlessOptions};
+use crate::headless::HeadlessOptions;
+use crate::output::headless::Format;
 use crate::util::{parse_count, parse_interval, wants_color};
 
 #[derive(Debug, Parser)]

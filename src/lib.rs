@@ -9,6 +9,7 @@ pub mod bpf;
 pub mod cli;
 pub mod collect;
 pub mod compare;
+pub mod headless;
 pub mod model;
 pub mod output;
 pub mod privilege;

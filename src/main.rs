@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ioscope::cli::{self, Cli, Mode};
-use ioscope::{app, output, privilege};
+use ioscope::{app, headless, privilege};
 
 fn main() -> ExitCode {
     // Before anything opens a file or sizes a cache by the limit (see raise_fd_limit).
@@ -28,7 +28,7 @@ fn run() -> ExitCode {
         Mode::Interactive { interval, color, bpf, record_dir } => {
             interactive(app::AppOptions { interval, color, bpf, record_dir })
         }
-        Mode::Headless(opts) => output::headless::run(&opts),
+        Mode::Headless(opts) => headless::run(&opts),
         Mode::Record(opts) => ioscope::record::recorder::run(&opts),
         Mode::Replay(opts) => ioscope::replay::run(&opts),
         Mode::Compare(opts) => ioscope::compare::run(&opts),

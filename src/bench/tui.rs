@@ -17,8 +17,9 @@ use super::engine::Progress;
 use super::runner::{self, BenchReport, Event, Plan, STOP};
 use super::view::{self, BenchView, Running};
 use crate::bpf::BpfCollector;
+use crate::collect::clock::Clock;
 use crate::collect::{Sampler, SystemRoot};
-use crate::model::Model;
+use crate::model::{Model, Stream};
 use crate::sample::Sample;
 use crate::ui::event_loop::{self, Screen, Step};
 use crate::ui::UiState;
@@ -66,7 +67,7 @@ async fn run_async(plan: &Plan, color: bool) -> anyhow::Result<BenchReport> {
         events_open: true,
         samples,
         progress,
-        prev: None,
+        stream: Stream::new(),
         model: None,
         job_started: Instant::now(),
     };
@@ -91,7 +92,7 @@ struct BenchScreen {
     events_open: bool,
     samples: mpsc::Receiver<Sample>,
     progress: Arc<Progress>,
-    prev: Option<Sample>,
+    stream: Stream,
     model: Option<Model>,
     job_started: Instant,
 }
@@ -130,11 +131,7 @@ impl Screen for BenchScreen {
                 }
             },
             s = self.samples.recv() => if let Some(cur) = s {
-                self.model = Some(match &self.prev {
-                    Some(p) => Model::between(p, &cur),
-                    None => Model::compute(None, &cur, Duration::ZERO),
-                });
-                self.prev = Some(cur);
+                self.model = Some(self.stream.advance(cur));
             },
         }
         Ok(Step::Redraw)
@@ -208,18 +205,21 @@ impl Screen for BenchScreen {
     }
 }
 
-/// Samples the machine every second for the memory and devices panes, with eBPF when allowed.
+/// Samples the machine every second (on the sampling clock's deadlines) for the memory and devices
+/// panes, with eBPF when allowed.
 fn spawn_sampler(tx: mpsc::Sender<Sample>) -> anyhow::Result<()> {
     thread::Builder::new()
         .name("ioscope-sampler".into())
         .spawn(move || {
             let mut sampler = Sampler::new(SystemRoot::live(), BpfCollector::start());
+            let mut clock = Clock::new(Instant::now(), SAMPLE_EVERY);
             loop {
-                let t = Instant::now();
                 if tx.blocking_send(sampler.sample()).is_err() {
                     return;
                 }
-                thread::sleep(SAMPLE_EVERY.saturating_sub(t.elapsed()));
+                let deadline = clock.next(Instant::now());
+                thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                clock.tick();
             }
         })
         .context("starting the sampling thread")?;

@@ -11,6 +11,7 @@ pub use processes::ProcessReader;
 pub use read::Files;
 
 pub mod cgroups;
+pub mod clock;
 pub mod disks;
 pub mod host;
 pub mod memory;

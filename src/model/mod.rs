@@ -19,13 +19,13 @@ pub mod devices;
 pub mod files;
 pub mod flatten;
 pub mod io_processes;
-pub mod json_memo;
 pub mod memory;
 pub mod page_cache;
 pub mod panes;
 pub mod processes;
 pub mod psi;
 pub mod readahead;
+pub mod stream;
 pub mod syncs;
 
 pub use block_health::BlockHealthModel;
@@ -34,6 +34,7 @@ pub use io_processes::IoProcessModel;
 pub use memory::{MemoryModel, VmRates};
 pub use processes::ProcessModel;
 pub use psi::{PsiModel, PsiView};
+pub use stream::{Carried, Stream};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Model {
@@ -87,17 +88,14 @@ pub struct HeaderModel {
 pub struct BpfModel {
     pub enabled: bool,
     pub reason: Option<String>,
-    #[serde(serialize_with = "json_memo::programs")]
     pub programs: std::sync::Arc<Vec<crate::sample::BpfProgramStatus>>,
     /// The block probes' health over the interval; null without them.
     pub block_health: Option<BlockHealthModel>,
     /// Per eBPF-fed pane: live, or what is missing and why (src/model/panes.rs).
-    #[serde(serialize_with = "json_memo::panes")]
     pub panes: std::sync::Arc<Vec<panes::PaneStatus>>,
     /// The eBPF maps' kernel memory, bytes: all of them, and each map's (largest first; empty
     /// when eBPF is off). See src/bpf/map_memory.rs.
     pub maps_bytes: u64,
-    #[serde(serialize_with = "json_memo::maps")]
     pub maps: std::sync::Arc<Vec<crate::sample::BpfMapMemory>>,
 }
 
@@ -105,6 +103,17 @@ impl Model {
     /// Derives the model. `prev` is None for the very first sample: gauges are shown, rates are 0.
     /// `elapsed` is normally `cur.mono_ns - prev.mono_ns`; a zero elapsed yields zero rates.
     pub fn compute(prev: Option<&Sample>, cur: &Sample, elapsed: Duration) -> Model {
+        Model::compute_carrying(prev, cur, elapsed, &mut Carried::default())
+    }
+
+    /// [`Model::compute`], reusing parts of the last Model whose inputs did not change (what
+    /// `carried` holds; see [`Carried`]). The result is the same as [`Model::compute`]'s.
+    pub fn compute_carrying(
+        prev: Option<&Sample>,
+        cur: &Sample,
+        elapsed: Duration,
+        carried: &mut Carried,
+    ) -> Model {
         let secs = elapsed.as_secs_f64();
         let io_processes = io_processes::compute(prev, cur, secs);
         let cache_processes = page_cache::processes(prev, cur, secs);
@@ -129,7 +138,7 @@ impl Model {
                 reason: cur.bpf.status.reason.clone(),
                 programs: cur.bpf.status.programs.clone(),
                 block_health: block_health::compute(prev, cur, secs),
-                panes: panes::compute(&cur.bpf.status),
+                panes: panes::compute_reusing(&cur.bpf.status, &mut carried.panes),
                 maps_bytes: cur.bpf.maps.iter().map(|m| m.bytes).sum(),
                 maps: cur.bpf.maps.clone(),
             },
@@ -138,7 +147,7 @@ impl Model {
             cache_processes,
             files: files::compute(prev, cur, secs),
             block_files: files::block_files(prev, cur),
-            readahead: readahead::compute(prev, cur, secs),
+            readahead: readahead::compute_reusing(prev, cur, secs, &mut carried.readahead),
             cgroups,
             syncs: syncs::compute(prev, cur, secs),
             unavailable: cur.unavailable.clone(),

@@ -6,7 +6,6 @@
 //! met when a program on any of its alternatives attached (an alternative is what a program's
 //! status names in `tracepoint`: a tracepoint "category:event", or a fallback's own name).
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -113,32 +112,35 @@ fn since(event: &str) -> Option<&'static str> {
     }
 }
 
-/// Every pane's state under this eBPF status. The status's program list is shared by all the
-/// samples of a run, so the last answer is kept and handed out again while the list (the same
-/// allocation), `enabled` and `reason` are the same: each answer is ~50 strings.
+/// Every pane's state under this eBPF status.
 pub fn compute(status: &BpfStatus) -> Arc<Vec<PaneStatus>> {
-    type Memo = (Arc<Vec<BpfProgramStatus>>, bool, Option<String>, Arc<Vec<PaneStatus>>);
-    thread_local! {
-        static LAST: RefCell<Option<Memo>> = const { RefCell::new(None) };
-    }
-    LAST.with_borrow_mut(|last| {
-        if let Some((programs, enabled, reason, panes)) = last.as_ref() {
-            if Arc::ptr_eq(programs, &status.programs)
-                && *enabled == status.enabled
-                && *reason == status.reason
-            {
-                return panes.clone();
-            }
-        }
-        let panes = Arc::new(compute_afresh(status));
-        // Not kept past its sample when it is large: every pane repeats the reason eBPF is off.
-        *last = (status.reason.as_ref().is_none_or(|r| r.len() <= MEMO_REASON_MAX))
-            .then(|| (status.programs.clone(), status.enabled, status.reason.clone(), panes.clone()));
-        panes
-    })
+    Arc::new(compute_afresh(status))
 }
 
-/// The longest reason whose answer [`compute`] keeps (real ones are a few hundred bytes).
+/// The last answer of [`compute_reusing`], handed out again while its inputs are the same. A
+/// stream of Models carries it from one Model to the next (`model::stream`).
+#[derive(Clone, Debug, Default)]
+pub struct PanesMemo {
+    last: Option<(Arc<Vec<BpfProgramStatus>>, bool, Option<String>, Arc<Vec<PaneStatus>>)>,
+}
+
+/// [`compute`], reusing the last answer while the status's program list (the same allocation:
+/// the collector shares it between the samples of a run), `enabled` and `reason` are the same:
+/// each answer is ~50 strings.
+pub fn compute_reusing(status: &BpfStatus, memo: &mut PanesMemo) -> Arc<Vec<PaneStatus>> {
+    if let Some((programs, enabled, reason, panes)) = memo.last.as_ref() {
+        if Arc::ptr_eq(programs, &status.programs) && *enabled == status.enabled && *reason == status.reason {
+            return panes.clone();
+        }
+    }
+    let panes = compute(status);
+    // Not kept past its sample when it is large: every pane repeats the reason eBPF is off.
+    memo.last = (status.reason.as_ref().is_none_or(|r| r.len() <= MEMO_REASON_MAX))
+        .then(|| (status.programs.clone(), status.enabled, status.reason.clone(), panes.clone()));
+    panes
+}
+
+/// The longest reason whose answer [`compute_reusing`] keeps (real ones are a few hundred bytes).
 const MEMO_REASON_MAX: usize = 4096;
 
 fn compute_afresh(status: &BpfStatus) -> Vec<PaneStatus> {
@@ -397,15 +399,17 @@ mod tests {
             reason: None,
             programs: vec![prog("block:block_rq_issue", true, None)].into(),
         };
-        let first = compute(&status);
-        assert!(Arc::ptr_eq(&first, &compute(&status)), "the same status: the same answer");
+        let memo = &mut PanesMemo::default();
+        let first = compute_reusing(&status, memo);
+        assert!(Arc::ptr_eq(&first, &compute_reusing(&status, memo)), "the same status: the same answer");
+        assert!(!Arc::ptr_eq(&first, &compute(&status)), "no memo: computed afresh");
         status.reason = Some("a map could not be read".into());
-        let other = compute(&status);
+        let other = compute_reusing(&status, memo);
         assert!(!Arc::ptr_eq(&first, &other));
         assert_eq!(*other, compute_afresh(&status));
         // Another list (another run, a recording's sample) is computed afresh.
         status.programs = Arc::new(vec![prog("block:block_rq_issue", false, Some("not found"))]);
-        let changed = compute(&status);
+        let changed = compute_reusing(&status, memo);
         assert!(!find(&changed, "devices_bpf").unwrap().live);
         assert!(find(&first, "devices_bpf").unwrap().live);
     }

@@ -3,7 +3,6 @@
 //! formulas are src/model/README.md's "Readahead" section; every count is a difference of the probes'
 //! cumulative counters between two samples.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -137,6 +136,18 @@ fn grown(prev: u64, cur: u64) -> u64 {
 }
 
 pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<ReadaheadModel> {
+    compute_reusing(prev, cur, secs, &mut SteadyRows::default())
+}
+
+/// [`compute`], reusing the rows of files that did not change since the Model `steady` was
+/// carried from (see [`steady_row`]); `steady` is then this Model's. A stream of Models carries
+/// it from one Model to the next (`model::stream`).
+pub fn compute_reusing(
+    prev: Option<&Sample>,
+    cur: &Sample,
+    secs: f64,
+    steady: &mut SteadyRows,
+) -> Option<ReadaheadModel> {
     let c = cur.bpf.readahead.as_ref()?;
     let empty = ReadaheadSample::default();
     // The first sample after attach: counts since attach are not an interval's.
@@ -150,18 +161,16 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Option<Readahe
     // Indexed: thousands of files after a burst of new ones (a search per file was quadratic).
     let index: HashMap<(u32, u64), &Arc<RaFileSample>> =
         p.files.iter().map(|o| ((o.dev, o.ino), o)).collect();
-    let last_steady = STEADY.with(|m| std::mem::take(&mut *m.borrow_mut()));
-    let mut steady = HashMap::new();
+    let last_steady = std::mem::take(&mut steady.rows);
     for f in &c.files {
         let m = match index.get(&(f.dev, f.ino)) {
-            Some(before) if Arc::ptr_eq(before, f) => steady_row(&last_steady, &mut steady, f, cur),
+            Some(before) if Arc::ptr_eq(before, f) => steady_row(&last_steady, &mut steady.rows, f, cur),
             before => Arc::new(file_model(before.map(|b| &***b), f, cur)),
         };
         if m.ra_pages + m.used_pages + m.wasted_pages + m.windows + m.pending_pages > 0 {
             files.push(m);
         }
     }
-    STEADY.with(|m| *m.borrow_mut() = steady);
     for o in &c.others {
         files.push(Arc::new(others_model(o, cur)));
     }
@@ -250,14 +259,14 @@ fn rate(n: u64, secs: f64) -> f64 {
     }
 }
 
-/// The model rows of files whose sample row did not change, by the row's address: see
+/// The last Model's rows of files whose sample row did not change, by the row's address: see
 /// [`steady_row`]. Each entry holds the sample row, so the address is not reused while kept.
-type SteadyRows = HashMap<usize, (Arc<RaFileSample>, u64, Arc<RaFileModel>)>;
-
-thread_local! {
-    /// The last Model's [`steady_row`]s.
-    static STEADY: RefCell<SteadyRows> = RefCell::new(HashMap::new());
+#[derive(Clone, Debug, Default)]
+pub struct SteadyRows {
+    rows: RowsByAddress,
 }
+
+type RowsByAddress = HashMap<usize, (Arc<RaFileSample>, u64, Arc<RaFileModel>)>;
 
 /// The model of a file whose row is the same in both samples (the collector shares a row whose
 /// counters did not move, src/bpf/readahead.rs): every count of the interval is zero, and the row
@@ -266,8 +275,8 @@ thread_local! {
 /// `--interval 0.1` after a burst of program starts), so the row built for the last Model is
 /// used again when those are the same.
 fn steady_row(
-    last: &SteadyRows,
-    kept: &mut SteadyRows,
+    last: &RowsByAddress,
+    kept: &mut RowsByAddress,
     f: &Arc<RaFileSample>,
     cur: &Sample,
 ) -> Arc<RaFileModel> {

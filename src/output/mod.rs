@@ -1,12 +1,11 @@
-//! Headless output: `--once` and `--batch`, as text frames or JSON.
-//!
-//! [`headless::run`] samples the live system; [`headless::report_loop`] is the same loop over any
-//! sample source, clock and writer, so tests drive it with fixture Samples and failing writers.
+//! Output: the reports of `--once` and `--batch` as text frames or JSON ([`headless`]), the panes'
+//! text forms, and the Prometheus/OpenMetrics encoding. It only formats: the modes sample.
 
 pub mod block_text;
 pub mod cgroups_text;
 pub mod files_text;
 pub mod headless;
+pub mod json_memo;
 pub mod page_cache_text;
 pub mod prometheus;
 pub mod readahead_text;

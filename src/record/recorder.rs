@@ -1,4 +1,4 @@
-//! `ioscope record`: sample the live system at a fixed interval and append every Sample to a file,
+//! `ioscope record`: sample the live system on the sampling clock's deadlines and append every Sample to a file,
 //! without a terminal. Stops after `--duration`, on SIGINT/SIGTERM/SIGHUP, or when killed (the file
 //! is valid up to the last whole sample in every case).
 
@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::bpf::{BpfCollector, BpfOptions};
+use crate::collect::clock::Clock;
 use crate::collect::{Sampler, SystemRoot};
 use crate::record::format::RecordingWriter;
 use crate::record::host_facts;
@@ -128,26 +129,28 @@ pub fn run(opts: &RecordOptions) -> anyhow::Result<()> {
     let write_err = |e: std::io::Error| anyhow::anyhow!("cannot write to {}: {e}", opts.output.display());
     writer.write_sample(&first).map_err(write_err)?;
     let start = Instant::now();
-    let mut tick: u32 = 0;
+    let mut clock = Clock::new(start, opts.interval);
     loop {
-        tick += 1;
-        let deadline = start + opts.interval * tick;
+        // Late (a slow sample): the missed deadlines are skipped rather than fired back to back.
+        let deadline = clock.next(Instant::now());
         if opts.duration.is_some_and(|d| deadline > start + d + Duration::from_millis(1)) {
             break;
         }
         if !wait_until(deadline) {
             break;
         }
+        clock.tick();
         let sample = sampler.sample();
         writer.write_sample(&sample).map_err(write_err)?;
-        // Late (a slow sample): skip the missed deadlines rather than firing back to back.
-        let late = start.elapsed().as_secs_f64() / opts.interval.as_secs_f64();
-        tick = tick.max(late.floor() as u32);
     }
     writer.sync().map_err(write_err)?;
     let secs = start.elapsed().as_secs_f64().max(opts.interval.as_secs_f64());
+    let skipped = match clock.skipped() {
+        0 => String::new(),
+        n => format!("; {n} deadlines skipped (a sample took longer than the interval)"),
+    };
     eprintln!(
-        "ioscope: {} samples, {} bytes ({:.1} KB/min) in {}",
+        "ioscope: {} samples, {} bytes ({:.1} KB/min) in {}{skipped}",
         writer.frames(),
         writer.bytes(),
         writer.bytes() as f64 / 1000.0 / secs * 60.0,

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::model::flatten;
-use crate::model::Model;
-use crate::output::headless::{write_report, Format};
+use crate::model::{Model, Stream};
+use crate::output::headless::{Format, Reports};
 use crate::record::Recording;
 use crate::sample::Sample;
 
@@ -178,23 +178,27 @@ pub fn intervals<'a>(
     to: Option<Duration>,
 ) -> impl Iterator<Item = anyhow::Result<(Sample, Model)>> + 'a {
     let mut start_ns: Option<u64> = None;
-    let mut prev: Option<(Sample, Duration)> = None;
+    // The stream's previous sample and its offset.
+    let mut stream = Stream::new();
+    let mut prev_offset: Option<Duration> = None;
     let from = from.unwrap_or_default();
     rec.samples().filter_map(move |s| {
         let s = match s {
-            Ok(s) => s,
+            Ok(s) => std::sync::Arc::new(s),
             Err(e) => return Some(Err(e)),
         };
         let t0 = *start_ns.get_or_insert(s.mono_ns);
         let offset = Duration::from_nanos(s.mono_ns.saturating_sub(t0));
-        let model = match &prev {
-            Some((p, p_offset)) if *p_offset >= from && to.is_none_or(|to| offset <= to) => {
-                Some((s.clone(), Model::between(p, &s)))
-            }
-            _ => None,
-        };
-        prev = Some((s, offset));
-        model.map(Ok)
+        let wanted = prev_offset.is_some_and(|p| p >= from) && to.is_none_or(|to| offset <= to);
+        prev_offset = Some(offset);
+        if wanted {
+            let model = stream.advance(s.clone());
+            Some(Ok((Sample::clone(&s), model)))
+        } else {
+            // Outside the range: no Model, the stream only moves on.
+            stream.restart(Some(s));
+            None
+        }
     })
 }
 
@@ -209,11 +213,13 @@ pub fn print<W: Write>(
     let mut written = 0usize;
     let mut csv_columns: Option<Vec<String>> = None;
     let t0 = rec.sample(0)?.wall_unix_ms;
+    let mut text = Reports::new(Format::Text);
+    let mut json = Reports::new(Format::JsonLines);
     for model in models(&mut rec, from, to) {
         let model = model?;
         match output {
-            ReplayOutput::Text => write_report(&mut out, &model, Format::Text, written == 0)?,
-            ReplayOutput::Json => write_report(&mut out, &model, Format::JsonLines, written == 0)?,
+            ReplayOutput::Text => text.write(&mut out, &model)?,
+            ReplayOutput::Json => json.write(&mut out, &model)?,
             ReplayOutput::Csv(pane) => write_csv(&mut out, &model, pane, t0, &mut csv_columns)?,
             ReplayOutput::Tui { .. } | ReplayOutput::OpenMetrics => unreachable!("printed elsewhere"),
         }

@@ -3,17 +3,17 @@
 //! timeline on the bottom line.
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossterm::event::KeyEvent;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::Frame;
 
-use crate::model::Model;
+use crate::model::{Model, Stream};
 use crate::record::Recording;
 use crate::replay::player::{Player, PlayerAction};
 use crate::replay::timeline;
-use crate::sample::Sample;
 use crate::ui::baseline::Baseline;
 use crate::ui::event_loop::{self, Screen, Step};
 use crate::ui::history::HISTORY_LEN;
@@ -32,12 +32,25 @@ pub fn draw(frame: &mut Frame, model: &Model, state: &UiState, player: &Player) 
 
 /// The model shown at `pos`: between the sample before it and it (gauges only at the first one).
 pub fn model_at(rec: &mut Recording, pos: usize) -> anyhow::Result<Model> {
-    if pos == 0 {
-        let s = rec.sample(0)?;
-        return Ok(Model::compute(None, s, Duration::ZERO));
+    model_after(&mut Stream::new(), None, rec, pos)
+}
+
+/// [`model_at`] from a stream whose last sample is that at `shown`: one step on when `pos` is the
+/// next position, else the stream starts again from the sample before `pos`.
+fn model_after(
+    stream: &mut Stream,
+    shown: Option<usize>,
+    rec: &mut Recording,
+    pos: usize,
+) -> anyhow::Result<Model> {
+    if shown.map(|s| s + 1) != Some(pos) {
+        let prev = match pos.checked_sub(1) {
+            Some(p) => Some(Arc::new(rec.sample(p)?.clone())),
+            None => None,
+        };
+        stream.restart(prev);
     }
-    let prev: Sample = rec.sample(pos - 1)?.clone();
-    Ok(Model::between(&prev, rec.sample(pos)?))
+    Ok(stream.advance(rec.sample(pos)?.clone()))
 }
 
 /// The sparklines' gauges of every sample (page cache; dirty + writeback), read once at open. Only
@@ -98,10 +111,11 @@ async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> an
     }
     let gauges = gauges(&mut rec)?;
     let signals = event_loop::Signals::hook()?;
-    let model = model_at(&mut rec, player.pos)?;
+    let mut stream = Stream::new();
+    let model = model_after(&mut stream, None, &mut rec, player.pos)?;
     state.history = history_at(&gauges, player.pos);
     let shown = (player.pos, model);
-    let mut replay = Replay { rec, gauges, state, player, shown, last: Instant::now() };
+    let mut replay = Replay { rec, gauges, state, player, stream, shown, last: Instant::now() };
     event_loop::run(signals, &mut replay).await
 }
 
@@ -111,6 +125,8 @@ struct Replay {
     gauges: Vec<(u32, u32)>,
     state: UiState,
     player: Player,
+    /// The models, fed from the file: one step at a time while playing, started again at a jump.
+    stream: Stream,
     /// The position on screen and its model.
     shown: (usize, Model),
     last: Instant,
@@ -158,7 +174,7 @@ impl Screen for Replay {
         self.player.advance(now - self.last);
         self.last = now;
         if self.shown.0 != self.player.pos {
-            let model = model_at(&mut self.rec, self.player.pos)?;
+            let model = model_after(&mut self.stream, Some(self.shown.0), &mut self.rec, self.player.pos)?;
             self.state.history = history_at(&self.gauges, self.player.pos);
             self.shown = (self.player.pos, model);
         }

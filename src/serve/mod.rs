@@ -1,7 +1,7 @@
-//! `ioscope serve`: a Prometheus exporter. One sampling thread takes a Sample every interval and
-//! derives the Model from the previous one (as the TUI and `--batch` do); the HTTP server answers
-//! `GET /metrics` from the newest of them. A scrape never triggers nor waits for collection: it
-//! encodes the latest state (src/output/prometheus) and returns.
+//! `ioscope serve`: a Prometheus exporter. One sampling thread takes a Sample on each of the
+//! sampling clock's deadlines and folds it into a Model (a `model::Stream`, as every mode does);
+//! the HTTP server answers `GET /metrics` from the newest of them. A scrape never triggers nor
+//! waits for collection: it encodes the latest state (src/output/prometheus) and returns.
 //!
 //! HTTP is hyper's HTTP/1 server on the current-thread tokio runtime. What a bad client can do is
 //! bounded: request heads larger than [`MAX_HEAD_BYTES`] get 431, a head not received within
@@ -34,8 +34,9 @@ use tokio::net::TcpSocket;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::bpf::{BpfCollector, BpfOptions};
+use crate::collect::clock::Clock;
 use crate::collect::{Sampler, SystemRoot};
-use crate::model::Model;
+use crate::model::{Model, Stream};
 use crate::output::prometheus::{self, encode, ExportOptions, Format, SelfStats, Totals};
 use crate::sample::Sample;
 
@@ -119,7 +120,7 @@ pub struct ServeOptions {
 
 /// The newest sample, its Model and the running totals: what every scrape reads.
 struct Snapshot {
-    sample: Sample,
+    sample: Arc<Sample>,
     model: Model,
     totals: Totals,
 }
@@ -128,6 +129,8 @@ struct Snapshot {
 struct Shared {
     latest: Mutex<Option<Arc<Snapshot>>>,
     samples: AtomicU64,
+    /// The sampling clock's deadlines skipped so far (a sample took longer than the interval).
+    skipped: AtomicU64,
     sample_ns: AtomicU64,
     scrapes: AtomicU64,
     scrape_ns: AtomicU64,
@@ -401,6 +404,7 @@ fn respond(req: &Request<Incoming>, shared: &Shared, export: &ExportOptions) -> 
     };
     let stats = SelfStats {
         samples: shared.samples.load(Ordering::Relaxed),
+        samples_skipped: shared.skipped.load(Ordering::Relaxed),
         sample_duration_s: shared.sample_ns.load(Ordering::Relaxed) as f64 * 1e-9,
         scrapes: shared.scrapes.load(Ordering::Relaxed),
         scrape_duration_s: shared.scrape_ns.load(Ordering::Relaxed) as f64 * 1e-9,
@@ -456,34 +460,23 @@ fn spawn_sampler(opts: &ServeOptions, shared: Arc<Shared>) -> anyhow::Result<std
             if export.top_processes == 0 {
                 sampler = sampler.without_processes();
             }
-            let mut prev: Option<Arc<Snapshot>> = None;
-            let start = Instant::now();
-            let mut tick: u32 = 0;
+            let mut stream = Stream::new();
+            let mut totals = Totals::default();
+            let mut clock = Clock::new(Instant::now(), interval);
             loop {
                 let t0 = Instant::now();
-                let cur = sampler.sample();
-                let before = prev.as_ref().map(|p| &p.sample);
-                let model = match before {
-                    Some(p) => Model::between(p, &cur),
-                    None => Model::compute(None, &cur, Duration::ZERO),
-                };
-                let mut totals = prev.as_ref().map(|p| p.totals.clone()).unwrap_or_default();
+                let model = stream.advance(sampler.sample());
+                let sample = stream.latest().expect("just folded in").clone();
                 totals.observe(&model);
-                let snap = Arc::new(Snapshot { sample: cur, model, totals });
-                *shared.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snap.clone());
+                let snap = Arc::new(Snapshot { sample, model, totals: totals.clone() });
+                *shared.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snap);
                 shared.sample_ns.store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 shared.samples.fetch_add(1, Ordering::Relaxed);
-                prev = Some(snap);
                 // The next deadline still ahead (a slow sample skips deadlines, never bunches).
-                tick += 1;
-                let mut deadline = start + interval * tick;
-                let now = Instant::now();
-                if deadline <= now {
-                    tick = ((now - start).as_secs_f64() / interval.as_secs_f64()).ceil() as u32;
-                    deadline = start + interval * tick;
-                }
+                let deadline = clock.next(Instant::now());
+                shared.skipped.store(clock.skipped(), Ordering::Relaxed);
                 match stop.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                    Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => clock.tick(),
                     _ => return,
                 }
             }

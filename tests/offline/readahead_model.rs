@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent};
 use ioscope::model::readahead::{waste_pct, WindowTrend};
-use ioscope::model::Model;
+use ioscope::model::{Model, Stream};
 use ioscope::sample::readahead::{RaFileSample, RaOthers, RaQuiet, RaRecent, RaTrigger, ReadaheadSample};
 use ioscope::sample::{BlockSettings, DiskStat, MemInfo, Sample};
 use ioscope::ui::{Body, UiState};
@@ -65,8 +65,8 @@ fn shared_rows(mono_s: u64, sectors_read: u64, files: Vec<Arc<RaFileSample>>) ->
 }
 
 /// A row the collector shares between samples (its counters did not move: pages still pending)
-/// models as a fresh copy of it does, and from one Model to the next it is the same row, kept
-/// rather than built again; once the device it is on has another name, it is built again.
+/// models as a fresh copy of it does, and from one Model of a stream to the next it is the same
+/// row, kept rather than built again; once the device it is on has another name, it is built again.
 #[test]
 fn a_steady_row_is_modelled_once_and_as_a_fresh_copy_would_be() {
     let mut lib = file(21, Some("/usr/lib/libdb.so"), 40, 8, 0, 32);
@@ -80,8 +80,11 @@ fn a_steady_row_is_modelled_once_and_as_a_fresh_copy_would_be() {
         let find = |ino| ra.files.iter().find(|f| f.ino == ino).expect("the file's row").clone();
         (find(21), find(22))
     };
-    let (lib1, table1) = rows(&Model::between(&s[0], &s[1]));
-    let (lib2, table2) = rows(&Model::between(&s[1], &s[2]));
+    // One stream of Models, as a live mode makes them: it carries the steady row along.
+    let mut stream = Stream::new();
+    stream.advance(s[0].clone());
+    let (lib1, table1) = rows(&stream.advance(s[1].clone()));
+    let (lib2, table2) = rows(&stream.advance(s[2].clone()));
     // The same figures as two separate copies of the row give.
     let fresh = Model::between(&sample(1, 100, vec![lib.clone()]), &sample(2, 200, vec![lib.clone()]));
     let fresh_lib = fresh.readahead.as_ref().unwrap().files.iter().find(|f| f.ino == 21).unwrap().clone();
@@ -95,7 +98,7 @@ fn a_steady_row_is_modelled_once_and_as_a_fresh_copy_would_be() {
     // Another name for the device (loop0 gone, the number reused): built again, with it.
     let mut renamed = s[3].clone();
     renamed.disks[0].name = "loop9".into();
-    let (lib3, _) = rows(&Model::between(&s[2], &renamed));
+    let (lib3, _) = rows(&stream.advance(renamed));
     assert!(!Arc::ptr_eq(&lib2, &lib3));
     assert_eq!(lib3.device, "loop9");
 }

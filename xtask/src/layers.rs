@@ -30,7 +30,7 @@ pub const LAYERS: &[Layer] = &[
     layer("model", &["model"]),
     layer("view", &["ui", "output"]),
     layer("record", &["record"]),
-    layer("mode", &["app", "replay", "compare", "bench", "serve"]),
+    layer("mode", &["app", "headless", "replay", "compare", "bench", "serve"]),
     layer("cli", &["cli"]),
 ];
 

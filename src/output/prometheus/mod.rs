@@ -39,6 +39,9 @@ pub struct SelfStats {
     /// Samples taken since start, and how long the last one took.
     pub samples: u64,
     pub sample_duration_s: f64,
+    /// The sampling clock's deadlines skipped since start (a sample took longer than the
+    /// interval; src/collect/clock.rs).
+    pub samples_skipped: u64,
     /// Scrapes answered before this one, and how long the previous one took to encode.
     pub scrapes: u64,
     pub scrape_duration_s: f64,
@@ -858,6 +861,14 @@ fn exporter(out: &mut Vec<Family>, s: &Sample, stats: Option<&SelfStats>) {
     let Some(st) = stats else { return };
     family(out, Kind::Counter, "ioscope_samples", "", "Samples taken since start.")
         .add(&[], st.samples as f64);
+    family(
+        out,
+        Kind::Counter,
+        "ioscope_samples_skipped",
+        "",
+        "Sampling deadlines skipped since start because a sample took longer than the interval.",
+    )
+    .add(&[], st.samples_skipped as f64);
     family(
         out,
         Kind::Gauge,
