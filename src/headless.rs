@@ -33,10 +33,7 @@ pub fn run(opts: &HeadlessOptions) -> anyhow::Result<()> {
     // One write per report: stdout's own buffer is a line buffer of 1 KiB, which sends a JSON
     // report of tens of kilobytes in dozens of writes.
     let out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    let late = |skipped: u64, all: u64| {
-        eprintln!("ioscope: a sample took longer than the interval: {skipped} skipped ({all} in all)")
-    };
-    match report_loop(|| sampler.sample(), sleep_until, late, out, opts) {
+    match report_loop(|| sampler.sample(), sleep_until, out, opts) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(anyhow::Error::new(e).context("cannot write to standard output")),
         Ok(_) => Ok(()),
@@ -48,13 +45,13 @@ fn sleep_until(deadline: Instant) {
 }
 
 /// Takes a first sample, then one on each of the clock's deadlines ([`Clock`]: fixed, late ones
-/// skipped and told to `late` with the count so far), and writes the Model between each pair. The
-/// rates are exact either way: the Model divides by the samples' own monotonic timestamps, not by
-/// the nominal interval. Returns how many deadlines were skipped.
+/// skipped), and writes the Model between each pair. Returns how many deadlines were skipped.
+/// Nothing else is written (stdout is the reports', stderr stays quiet): a report after skipped
+/// deadlines shows them in its `interval_s`, and its rates are exact either way, the Model
+/// dividing by the samples' own monotonic timestamps, not by the nominal interval.
 pub fn report_loop<W: Write>(
     mut sample: impl FnMut() -> Sample,
     mut sleep_until: impl FnMut(Instant),
-    mut late: impl FnMut(u64, u64),
     mut out: W,
     opts: &HeadlessOptions,
 ) -> io::Result<u64> {
@@ -63,11 +60,7 @@ pub fn report_loop<W: Write>(
     stream.advance(sample());
     let mut reports = Reports::new(opts.format);
     while opts.count.is_none_or(|n| reports.written() < n) {
-        let before = clock.skipped();
         let deadline = clock.next(Instant::now());
-        if clock.skipped() > before {
-            late(clock.skipped() - before, clock.skipped());
-        }
         sleep_until(deadline);
         clock.tick();
         let model = stream.advance(sample());

@@ -29,8 +29,7 @@ fn opts(count: Option<u64>, format: Format) -> HeadlessOptions {
 fn json_lines_one_per_interval_with_the_samples_elapsed_time() {
     let taken = Cell::new(0);
     let mut out = Vec::new();
-    report_loop(one_per_second(&taken), |_| {}, |_, _| {}, &mut out, &opts(Some(3), Format::JsonLines))
-        .unwrap();
+    report_loop(one_per_second(&taken), |_| {}, &mut out, &opts(Some(3), Format::JsonLines)).unwrap();
     let text = String::from_utf8(out).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3);
@@ -46,8 +45,7 @@ fn json_lines_one_per_interval_with_the_samples_elapsed_time() {
 fn once_pretty_json_is_a_single_document() {
     let taken = Cell::new(0);
     let mut out = Vec::new();
-    report_loop(one_per_second(&taken), |_| {}, |_, _| {}, &mut out, &opts(Some(1), Format::JsonPretty))
-        .unwrap();
+    report_loop(one_per_second(&taken), |_| {}, &mut out, &opts(Some(1), Format::JsonPretty)).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert!(v["memory"]["dirty_threshold"].is_u64());
     assert!(String::from_utf8(out).unwrap().lines().count() > 1, "--once --json is pretty-printed");
@@ -57,7 +55,7 @@ fn once_pretty_json_is_a_single_document() {
 fn text_frames_are_separated_by_one_blank_line() {
     let taken = Cell::new(0);
     let mut out = Vec::new();
-    report_loop(one_per_second(&taken), |_| {}, |_, _| {}, &mut out, &opts(Some(2), Format::Text)).unwrap();
+    report_loop(one_per_second(&taken), |_| {}, &mut out, &opts(Some(2), Format::Text)).unwrap();
     let text = String::from_utf8(out).unwrap();
     let second = text.find("\nioscope ").expect("two frames");
     let first = &text[..second + 1];
@@ -78,8 +76,7 @@ impl Write for ClosedPipe {
 #[test]
 fn a_closed_output_stops_the_loop_at_once() {
     let taken = Cell::new(0);
-    let err = report_loop(one_per_second(&taken), |_| {}, |_, _| {}, ClosedPipe, &opts(None, Format::Text))
-        .unwrap_err();
+    let err = report_loop(one_per_second(&taken), |_| {}, ClosedPipe, &opts(None, Format::Text)).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
     assert_eq!(taken.get(), 2, "no sampling after the first failed write");
 }
