@@ -121,22 +121,38 @@ pub fn compute(status: &BpfStatus) -> Arc<Vec<PaneStatus>> {
 /// stream of Models carries it from one Model to the next (`model::stream`).
 #[derive(Clone, Debug, Default)]
 pub struct PanesMemo {
-    last: Option<(Arc<Vec<BpfProgramStatus>>, bool, Option<String>, Arc<Vec<PaneStatus>>)>,
+    last: Option<Answer>,
+}
+
+/// One answer of [`compute_reusing`] and the status it was computed from.
+#[derive(Clone, Debug)]
+struct Answer {
+    programs: Arc<Vec<BpfProgramStatus>>,
+    enabled: bool,
+    reason: Option<String>,
+    panes: Arc<Vec<PaneStatus>>,
 }
 
 /// [`compute`], reusing the last answer while the status's program list (the same allocation:
 /// the collector shares it between the samples of a run), `enabled` and `reason` are the same:
 /// each answer is ~50 strings.
 pub fn compute_reusing(status: &BpfStatus, memo: &mut PanesMemo) -> Arc<Vec<PaneStatus>> {
-    if let Some((programs, enabled, reason, panes)) = memo.last.as_ref() {
-        if Arc::ptr_eq(programs, &status.programs) && *enabled == status.enabled && *reason == status.reason {
-            return panes.clone();
+    if let Some(last) = memo.last.as_ref() {
+        if Arc::ptr_eq(&last.programs, &status.programs)
+            && last.enabled == status.enabled
+            && last.reason == status.reason
+        {
+            return last.panes.clone();
         }
     }
     let panes = compute(status);
     // Not kept past its sample when it is large: every pane repeats the reason eBPF is off.
-    memo.last = (status.reason.as_ref().is_none_or(|r| r.len() <= MEMO_REASON_MAX))
-        .then(|| (status.programs.clone(), status.enabled, status.reason.clone(), panes.clone()));
+    memo.last = (status.reason.as_ref().is_none_or(|r| r.len() <= MEMO_REASON_MAX)).then(|| Answer {
+        programs: status.programs.clone(),
+        enabled: status.enabled,
+        reason: status.reason.clone(),
+        panes: panes.clone(),
+    });
     panes
 }
 
