@@ -13,6 +13,7 @@ pub use read::Files;
 pub mod cgroups;
 pub mod disks;
 pub mod host;
+pub mod identity;
 pub mod memory;
 pub mod processes;
 pub mod psi;

@@ -21,6 +21,7 @@ pub mod flatten;
 pub mod io_processes;
 pub mod json_memo;
 pub mod memory;
+pub mod names;
 pub mod page_cache;
 pub mod panes;
 pub mod processes;
