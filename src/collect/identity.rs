@@ -42,9 +42,19 @@ pub fn format_cmdline(raw: &[u8]) -> String {
 
 type Key = (u32, u64);
 
-/// The worker's answers: (pid, start time), the comm it was asked with, and the command line,
-/// None when the process was gone (or another had its pid) by then.
-type Answers = Arc<Mutex<Vec<(Key, Arc<str>, Option<Arc<str>>)>>>;
+/// The worker's answers: (pid, start time), the comm it was asked with, and what it read.
+type Answers = Arc<Mutex<Vec<(Key, Arc<str>, Answer)>>>;
+
+/// What the worker found.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Line(Arc<str>),
+    /// The process was gone (or another had its pid, or it is a zombie): not asked again.
+    Gone,
+    /// No arguments yet: a process caught inside execve (its new memory has no arguments until
+    /// the kernel copies them in): asked again at the next sample.
+    Later,
+}
 
 /// Command lines read off the sampling thread (see the module comment). A process that execs
 /// keeps its pid and start time: its command line is asked for again when its comm changes.
@@ -85,10 +95,16 @@ impl Cmdlines {
     /// `listed` (pid, start time; sorted).
     pub fn update(&mut self, listed: &[Key]) {
         if let Ok(mut a) = self.answers.lock() {
-            for (key, comm, cmdline) in a.drain(..) {
-                // Gone (None): left in `asked`, not asked again.
-                if let Some(line) = cmdline {
-                    self.known.insert(key, (comm, line));
+            for (key, comm, answer) in a.drain(..) {
+                match answer {
+                    Answer::Line(line) => {
+                        self.known.insert(key, (comm, line));
+                    }
+                    // Left in `asked`: not asked again.
+                    Answer::Gone => {}
+                    Answer::Later => {
+                        self.asked.remove(&key);
+                    }
                 }
             }
         }
@@ -138,21 +154,31 @@ fn work(rx: &Receiver<(PathBuf, Key, Arc<str>)>, answers: &Answers) {
     }
 }
 
-fn read_cmdline(proc: &Path, pid: u32, start_ticks: u64, buf: &mut [u8]) -> Option<Arc<str>> {
+/// PF_KTHREAD in /proc/PID/stat's flags: a kernel thread, whose command line is empty.
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+fn read_cmdline(proc: &Path, pid: u32, start_ticks: u64, buf: &mut [u8]) -> Answer {
     use procfs::FromRead;
     let dir = proc.join(pid.to_string());
-    let mut f = File::open(dir.join("cmdline")).ok()?;
+    let Ok(mut f) = File::open(dir.join("cmdline")) else { return Answer::Gone };
     let mut n = 0;
     while n < buf.len() {
         match f.read(&mut buf[n..]) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
+            Err(_) => return Answer::Gone,
         }
     }
-    let stat = procfs::process::Stat::from_file(dir.join("stat")).ok()?;
-    (stat.starttime == start_ticks).then(|| format_cmdline(&buf[..n]).into())
+    let Ok(stat) = procfs::process::Stat::from_file(dir.join("stat")) else { return Answer::Gone };
+    if stat.starttime != start_ticks || stat.state == 'Z' {
+        return Answer::Gone;
+    }
+    let line = format_cmdline(&buf[..n]);
+    if line.is_empty() && stat.flags & PF_KTHREAD == 0 {
+        return Answer::Later;
+    }
+    Answer::Line(line.into())
 }
 
 /// User names by uid from /etc/passwd (see the module comment), read again when a uid is not

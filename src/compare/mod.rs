@@ -369,7 +369,10 @@ mod tests {
         assert!(!procs.iter().any(|m| m.metric.ends_with(" pid")), "identities are not metrics");
         assert!(!procs.iter().any(|m| m.metric.ends_with("read_bytes_s")), "all-zero metrics are left out");
         let t = text(&Comparison { panes, ..Default::default() }, 2);
-        assert!(t.contains("fio write_bytes_s") && t.contains("db write_bytes_s"), "{t}");
+        // Labels, not JSON keys; bytes in the TUI's units.
+        assert!(t.contains("fio write/s") && t.contains("db write/s"), "{t}");
+        assert!(!t.contains("write_bytes_s"), "{t}");
+        assert!(t.contains("200/s"), "{t}");
         assert!(t.contains("new"), "{t}");
     }
 

@@ -112,7 +112,7 @@ mod tests {
         let mut now = before.clone();
         now.memory.dirty = 400;
         now.memory.cached = 1100;
-        let base = Baseline { model: before };
+        let base = Baseline { model: before.clone() };
         let d = deltas(Pane::Memory, &base, &now);
         let names: Vec<&str> = d.iter().map(|m| m.metric.as_str()).collect();
         assert_eq!(names, ["dirty", "cached"]);

@@ -131,7 +131,7 @@ fn batch_prints_count_text_frames() {
     for h in &headers {
         assert!(h.contains(" interval "), "{h}");
     }
-    for section in ["Memory: ", "Dirty: ", "PSI: ", "eBPF: ", "Device ", "PID COMM"] {
+    for section in ["Memory: ", "Dirty: ", "PSI: ", "eBPF: ", "Device ", "PID USER"] {
         assert_eq!(text.matches(section).count(), 2, "{section:?} in {text}");
     }
 }

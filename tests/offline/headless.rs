@@ -179,7 +179,7 @@ fn frame_device_rows_hide_only_idle_virtual_devices() {
 #[test]
 fn frame_lists_the_ten_busiest_processes_busiest_first() {
     let f = format_frame_at(&frame_model(), "t");
-    let rows: Vec<&str> = f.lines().skip_while(|l| !l.trim_start().starts_with("PID COMM")).skip(1).collect();
+    let rows: Vec<&str> = f.lines().skip_while(|l| !l.trim_start().starts_with("PID USER")).skip(1).collect();
     let pids: Vec<&str> = rows.iter().take(10).map(|r| r.split_whitespace().next().unwrap()).collect();
     assert_eq!(pids, ["100", "12", "11", "10", "9", "8", "7", "6", "5", "4"]);
     assert!(rows[0].contains("postgres") && rows[0].contains("2.0M/s"), "{}", rows[0]);
