@@ -263,8 +263,8 @@ fn io_rate(p: &ProcessModel) -> f64 {
 fn process_table(s: &mut String, processes: &[ProcessModel]) {
     let _ = writeln!(
         s,
-        "{:>8} {:<10} {:<16} {:>11} {:>11} {:>11}  {}",
-        "PID", "USER", "COMM", "READ/s", "WRITE/s", "CACHE/s", "COMMAND"
+        "{:>8} {:<10} {:<16} {:>11} {:>11} {:>11}  COMMAND",
+        "PID", "USER", "COMM", "READ/s", "WRITE/s", "CACHE/s"
     );
     let mut busy: Vec<&ProcessModel> = processes.iter().filter(|p| io_rate(p) > 0.0).collect();
     // Busiest first; ties by pid so the order is stable from frame to frame.
