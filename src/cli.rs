@@ -22,7 +22,7 @@ use crate::util::{parse_count, parse_interval, wants_color};
                   them, ioscope re-runs itself through sudo unless --no-bpf is given."
 )]
 pub struct Cli {
-    /// Seconds between samples (fractions allowed, 0.1 to 3600).
+    /// Time between samples: seconds (fractions allowed) or 500ms, 1s, 2m; 0.1 s to 1 h.
     #[arg(short, long, value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
     pub interval: Duration,
 
@@ -138,7 +138,8 @@ fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mo
 }
 
 /// Turns a clap error into the single line we print: clap's text without the "error: " prefix, the
-/// usage block or the tips, followed by a pointer to --help.
+/// usage block or the tips, then clap's suggestion for a misspelt flag, subcommand or value ("did
+/// you mean '--interval'?"), then a pointer to --help.
 pub fn one_line_error(err: &clap::Error) -> String {
     let rendered = err.render().to_string();
     let mut parts: Vec<&str> = Vec::new();
@@ -152,7 +153,24 @@ pub fn one_line_error(err: &clap::Error) -> String {
     }
     let msg = parts.join(" ");
     let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-    format!("ioscope: {msg} (see 'ioscope --help')")
+    match suggestion(err) {
+        Some(s) => format!("ioscope: {msg}; did you mean {s}? (see 'ioscope --help')"),
+        None => format!("ioscope: {msg} (see 'ioscope --help')"),
+    }
+}
+
+/// What clap found close to a misspelt flag, subcommand or value, quoted: `'--interval'`.
+fn suggestion(err: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    [ContextKind::SuggestedArg, ContextKind::SuggestedSubcommand, ContextKind::SuggestedValue]
+        .iter()
+        .find_map(|&kind| match err.get(kind)? {
+            ContextValue::String(s) => Some(format!("'{s}'")),
+            ContextValue::Strings(v) if !v.is_empty() => {
+                Some(v.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(" or "))
+            }
+            _ => None,
+        })
 }
 
 #[cfg(test)]
@@ -215,7 +233,39 @@ mod tests {
         let line = one_line_error(&err);
         assert!(!line.contains('\n'), "{line}");
         assert!(line.starts_with("ioscope: invalid value 'abc' for '--interval <SECONDS>'"), "{line}");
-        assert!(line.contains("is not a number of seconds"), "{line}");
+        assert!(line.contains("'abc' is not a time (use seconds, 250ms, 90s, 5m, 2h or h:mm:ss)"), "{line}");
+    }
+
+    #[test]
+    fn a_misspelt_flag_or_subcommand_gets_a_did_you_mean() {
+        let line = one_line_error(&parse(&["--intervl", "1"]).unwrap_err());
+        assert_eq!(
+            line,
+            "ioscope: unexpected argument '--intervl' found; did you mean '--interval'? (see 'ioscope --help')"
+        );
+        let line = one_line_error(&parse(&["record", "-o", "x", "--duraton", "5"]).unwrap_err());
+        assert!(line.contains("did you mean '--duration'?"), "{line}");
+        let line = one_line_error(&parse(&["replay", "x", "--csv", "memry"]).unwrap_err());
+        assert!(line.contains("did you mean 'memory'?"), "{line}");
+        // Nothing close: no suggestion.
+        let line = one_line_error(&parse(&["--zzzzzz"]).unwrap_err());
+        assert!(!line.contains("did you mean"), "{line}");
+    }
+
+    #[test]
+    fn interval_takes_a_unit_as_duration_does() {
+        let Mode::Headless(h) = parse(&["--once", "-i", "1s"]).unwrap() else { panic!("expected headless") };
+        assert_eq!(h.interval, Duration::from_secs(1));
+        let Mode::Headless(h) = parse(&["--once", "-i", "250ms"]).unwrap() else {
+            panic!("expected headless")
+        };
+        assert_eq!(h.interval, Duration::from_millis(250));
+        let Mode::Record(r) = parse(&["record", "-o", "x", "-i", "2s", "-d", "90s"]).unwrap() else {
+            panic!("expected record")
+        };
+        assert_eq!((r.interval, r.duration), (Duration::from_secs(2), Some(Duration::from_secs(90))));
+        let line = one_line_error(&parse(&["-i", "10ms"]).unwrap_err());
+        assert!(line.contains("must be between 0.1 and 3600 seconds (100ms to 1h)"), "{line}");
     }
 
     #[test]

@@ -19,11 +19,11 @@ pub const MAX_INTERVAL_S: f64 = 3600.0;
 /// sysexits-free tools use it.
 pub const USAGE_EXIT_CODE: i32 = 2;
 
-/// Parses a length of time: plain seconds ("90", "0.5"), with a unit ("90s", "5m", "2h"), or a
-/// clock-like "m:ss" / "h:mm:ss".
+/// Parses a length of time: plain seconds ("90", "0.5"), with a unit ("250ms", "90s", "5m", "2h"),
+/// or a clock-like "m:ss" / "h:mm:ss".
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let bad = || format!("'{s}' is not a time (use seconds, 90s, 5m, 2h or h:mm:ss)");
+    let bad = || format!("'{s}' is not a time (use seconds, 250ms, 90s, 5m, 2h or h:mm:ss)");
     let secs = if t.contains(':') {
         let parts: Vec<&str> = t.split(':').collect();
         if parts.len() > 3 {
@@ -41,6 +41,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         total
     } else {
         let (num, mult) = match t.char_indices().last() {
+            _ if t.ends_with("ms") => (&t[..t.len() - 2], 0.001),
             Some((i, 's')) => (&t[..i], 1.0),
             Some((i, 'm')) => (&t[..i], 60.0),
             Some((i, 'h')) => (&t[..i], 3600.0),
@@ -61,14 +62,14 @@ pub fn wants_color(no_color_flag: bool, no_color_env: Option<&OsStr>) -> bool {
     !(no_color_flag || env_says_no)
 }
 
-/// Parses `--interval`: seconds as a decimal number within [MIN_INTERVAL_S, MAX_INTERVAL_S].
+/// Parses `--interval`: a time as [`parse_duration`] takes it ("1", "0.5", "500ms", "1s", "2m")
+/// within [MIN_INTERVAL_S, MAX_INTERVAL_S].
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    // The range check also rejects NaN (every comparison with NaN is false) and infinities.
-    if !(MIN_INTERVAL_S..=MAX_INTERVAL_S).contains(&secs) {
-        return Err(format!("must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S} seconds"));
+    let d = parse_duration(s)?;
+    if !(MIN_INTERVAL_S..=MAX_INTERVAL_S).contains(&d.as_secs_f64()) {
+        return Err(format!("must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S} seconds (100ms to 1h)"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// Parses `-n`: a whole number of reports, at least one.
@@ -265,11 +266,25 @@ mod tests {
     }
 
     #[test]
+    fn interval_takes_the_spellings_a_duration_takes() {
+        assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_interval("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_interval("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_interval("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_interval("0:30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_interval("50ms").unwrap_err(), "must be between 0.1 and 3600 seconds (100ms to 1h)");
+        assert_eq!(parse_interval("2h").unwrap_err(), "must be between 0.1 and 3600 seconds (100ms to 1h)");
+    }
+
+    #[test]
     fn interval_rejects_zero_text_nan_and_out_of_range() {
         for bad in ["0", "0.09", "3600.5", "-1", "abc", "", "NaN", "inf"] {
             assert!(parse_interval(bad).is_err(), "{bad:?} should be rejected");
         }
-        assert_eq!(parse_interval("abc").unwrap_err(), "'abc' is not a number of seconds");
+        assert_eq!(
+            parse_interval("1x").unwrap_err(),
+            "'1x' is not a time (use seconds, 250ms, 90s, 5m, 2h or h:mm:ss)"
+        );
     }
 
     #[test]
@@ -281,7 +296,8 @@ mod tests {
         assert_eq!(parse_duration("1:30"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("1:02:03"), Ok(Duration::from_secs(3723)));
         assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
-        for bad in ["", "x", "-1", "5d", "1:2:3:4", "1:75", "0:75", "1:-5", "inf", "NaN"] {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", "x", "-1", "5d", "ms", "5 ms", "1:2:3:4", "1:75", "0:75", "1:-5", "inf", "NaN"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
     }

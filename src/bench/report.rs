@@ -12,7 +12,7 @@ use super::spec::size_label;
 pub const COLUMNS: [(&str, usize); 17] = [
     ("job", 20),
     ("mode", 8),
-    ("MB/s", 8),
+    ("MiB/s", 8),
     ("IOPS", 8),
     ("p50", 7),
     ("p99", 7),
@@ -85,7 +85,7 @@ pub fn job_cells(r: &JobResult, show_job: bool) -> Vec<String> {
     vec![
         job,
         mode,
-        number(r.mb_s),
+        number(r.mib_s()),
         number(r.iops),
         latency(r.lat_p50_us),
         latency(r.lat_p99_us),
@@ -168,7 +168,8 @@ pub fn format_report(rep: &BenchReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\nMB/s = 10^6 bytes/s; disk = bytes the device moved; amp = disk / application bytes; req-sz, qd, %util \
+        "\nSizes and rates in binary units (K = KiB, M = MiB, G = GiB): MiB/s = 2^20 bytes/s of the application; \
+         disk = bytes the device moved; amp = disk / application bytes; req-sz, qd, %util \
          at the device (iostat's areq-sz, aqu-sz, %util); hit% = reads served without the disk; dirtied = pages \
          dirtied machine-wide; CPU% = I/O threads' CPU, % of one core."
     );
@@ -202,7 +203,7 @@ pub fn settings_diff(a: &Settings, b: &Settings) -> Vec<String> {
     out
 }
 
-/// `--compare`: for every job present in both runs, before → after and the % change of MB/s, IOPS,
+/// `--compare`: for every job present in both runs, before → after and the % change of MiB/s, IOPS,
 /// p99 and disk bytes; the settings that changed first, the jobs only one side has last.
 pub fn format_compare(before: &BenchReport, after: &BenchReport) -> String {
     let mut out = String::new();
@@ -218,7 +219,7 @@ pub fn format_compare(before: &BenchReport, after: &BenchReport) -> String {
     let _ = writeln!(
         out,
         "{:<20} {:<8} {:>8} {:>8} {:>7}  {:>8} {:>8} {:>7}  {:>7} {:>7} {:>7}  {:>7} {:>7} {:>7}",
-        "job", "mode", "MB/s", "→", "Δ", "IOPS", "→", "Δ", "p99", "→", "Δ", "disk", "→", "Δ"
+        "job", "mode", "MiB/s", "→", "Δ", "IOPS", "→", "Δ", "p99", "→", "Δ", "disk", "→", "Δ"
     );
     let key = |r: &JobResult| r.spec().map(|s| (s.key(), s.mode));
     for a in &before.jobs {
@@ -235,8 +236,8 @@ pub fn format_compare(before: &BenchReport, after: &BenchReport) -> String {
         let _ = writeln!(
             out,
             "{job:<20} {mode:<8} {:>8} {:>8} {:>7}  {:>8} {:>8} {:>7}  {:>7} {:>7} {:>7}  {:>7} {:>7} {:>7}",
-            number(a.mb_s),
-            number(b.mb_s),
+            number(a.mib_s()),
+            number(b.mib_s()),
             delta_cell(a.mb_s, b.mb_s),
             number(a.iops),
             number(b.iops),
@@ -265,7 +266,7 @@ pub fn format_compare(before: &BenchReport, after: &BenchReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\nΔ = (after − before) / before. Higher MB/s and IOPS are better; lower p99 is better."
+        "\nΔ = (after − before) / before. Higher MiB/s and IOPS are better; lower p99 is better."
     );
     out
 }
@@ -370,6 +371,9 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         let i = lines.iter().position(|l| l.starts_with("read 4K qd1")).expect(&text);
         assert!(lines[i].contains("direct") && lines[i].contains("2610"), "{}", lines[i]);
+        // 2.61 MB/s (JSON's decimal mb_s) is 2.49 MiB/s, the unit of the disk column beside it.
+        assert!(lines[i].split_whitespace().nth(4) == Some("2.49"), "{}", lines[i]);
+        assert!(text.contains(" MiB/s ") && !text.contains("MB/s"), "{text}");
         assert!(lines[i + 1].contains("direct: IOPS-bound"), "{}", lines[i + 1]);
         assert!(lines[i + 2].trim_start().starts_with("buffered"), "{}", lines[i + 2]);
         assert!(text.contains("not run: tmpfs refuses O_DIRECT"));

@@ -37,7 +37,8 @@ pub struct RunFigures {
     pub interrupted: bool,
 }
 
-/// JSON: `jobs[]`. Throughputs use decimal MB (10⁶ bytes), like the stories ("2.6 MB/s").
+/// JSON: `jobs[]`. `mb_s` is in decimal MB (10⁶ bytes) per second; the text and the TUI show
+/// [`JobResult::mib_s`] (binary, like every other size they show).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct JobResult {
@@ -180,19 +181,25 @@ impl JobResult {
         r
     }
 
+    /// The application's throughput in MiB/s (2²⁰ bytes): what the table shows.
+    pub fn mib_s(&self) -> f64 {
+        self.mb_s * 1e6 / MIB
+    }
+
     pub fn spec(&self) -> Option<JobSpec> {
         Some(JobSpec { rw: self.rw?, bs: self.bs, mode: self.mode?, qd: self.qd })
     }
 }
 
-/// Decimal bytes for the verdict lines: "1.9 GB", "512 MB", "4.1 kB" (the stories' units).
-pub fn decimal_bytes(b: f64) -> String {
-    let (v, unit) = if b >= 1e9 {
-        (b / 1e9, "GB")
-    } else if b >= 1e6 {
-        (b / 1e6, "MB")
-    } else if b >= 1e3 {
-        (b / 1e3, "kB")
+/// Bytes for the verdict lines in binary units, as the table's columns: "1.8 GiB", "512 MiB",
+/// "4.0 KiB".
+pub fn binary_bytes(b: f64) -> String {
+    let (v, unit) = if b >= GIB {
+        (b / GIB, "GiB")
+    } else if b >= MIB {
+        (b / MIB, "MiB")
+    } else if b >= 1024.0 {
+        (b / 1024.0, "KiB")
     } else {
         return format!("{} B", b.round() as u64);
     };
@@ -216,6 +223,9 @@ pub fn grouped(n: f64) -> String {
     out
 }
 
+const MIB: f64 = 1_048_576.0;
+const GIB: f64 = 1_073_741_824.0;
+
 /// A size in binary units for request sizes: "1 KiB", "512 KiB", "1 MiB", "27.5 KiB".
 fn kib(kb: f64) -> String {
     if kb >= 1024.0 {
@@ -235,7 +245,7 @@ fn kib(kb: f64) -> String {
 /// What bound a job, from its numbers alone (prefixed "stopped after N s;" for a job Ctrl-C cut
 /// short). The rules, first match wins:
 /// 1. not run / no I/O; no block device under the file (tmpfs): memory speed;
-/// 2. the final fsync took ≥ 25 % of the job: "fsync at end took 4.2 s: 1.9 GB dirty" (or, with
+/// 2. the final fsync took ≥ 25 % of the job: "fsync at end took 4.2 s: 1.8 GiB dirty" (or, with
 ///    nothing dirty, the device's cache flush and the journal);
 /// 3. buffered or mmap reads with under 1 % of the bytes read from disk: "served from page cache";
 /// 4. buffered writes without fsync, under 10 % written to disk: "absorbed by the page cache";
@@ -298,7 +308,7 @@ fn verdict_line(r: &JobResult) -> String {
         }
         let dirty = r
             .dirty_before_fsync_bytes
-            .map(|d| format!(": {} dirty", decimal_bytes(d as f64)))
+            .map(|d| format!(": {} dirty", binary_bytes(d as f64)))
             .unwrap_or_default();
         return format!(
             "fsync at end took {:.1} s{dirty} ({:.0}% of the job)",
@@ -317,7 +327,7 @@ fn verdict_line(r: &JobResult) -> String {
         return format!(
             "served from page cache: {} disk reads for {} read",
             grouped(r.disk_reads as f64),
-            decimal_bytes(r.bytes as f64)
+            binary_bytes(r.bytes as f64)
         );
     }
     if has_device
@@ -329,16 +339,16 @@ fn verdict_line(r: &JobResult) -> String {
     {
         return format!(
             "absorbed by the page cache: {} written, {} reached the disk (the rest is dirty)",
-            decimal_bytes(r.bytes as f64),
-            decimal_bytes(r.disk_write_bytes as f64)
+            binary_bytes(r.bytes as f64),
+            binary_bytes(r.disk_write_bytes as f64)
         );
     }
     if has_device && !is_write && r.disk_read_bytes as f64 >= 1.5 * r.bytes as f64 {
         return format!(
             "read amplification {:.1}×: the disk read {} for {} used (readahead in {} requests)",
             r.disk_read_bytes as f64 / r.bytes as f64,
-            decimal_bytes(r.disk_read_bytes as f64),
-            decimal_bytes(r.bytes as f64),
+            binary_bytes(r.disk_read_bytes as f64),
+            binary_bytes(r.bytes as f64),
             kib(r.dev_req_kb)
         );
     }
@@ -348,7 +358,7 @@ fn verdict_line(r: &JobResult) -> String {
             return format!(
                 "readahead-fed: {bs} reads served from pages read ahead in {} requests ({} from disk)",
                 kib(r.dev_req_kb),
-                decimal_bytes(r.disk_read_bytes as f64)
+                binary_bytes(r.disk_read_bytes as f64)
             );
         }
         return format!(
@@ -361,8 +371,8 @@ fn verdict_line(r: &JobResult) -> String {
         let requests = (r.disk_reads + r.disk_writes) as f64 / r.runtime_s.max(1e-9);
         if r.dev_req_kb >= LARGE_REQUEST_KB {
             return format!(
-                "throughput-bound: {} MB/s at the device in {} requests, {:.0}% busy",
-                grouped(r.disk_bytes as f64 / r.runtime_s.max(1e-9) / 1e6),
+                "throughput-bound: {} MiB/s at the device in {} requests, {:.0}% busy",
+                grouped(r.disk_bytes as f64 / r.runtime_s.max(1e-9) / MIB),
                 kib(r.dev_req_kb),
                 r.dev_util
             );
@@ -494,7 +504,7 @@ mod tests {
         let s = sample(10, 10, 0, 0, 0, 0, 0);
         let r = on_loop0(spec(Rw::RandRead, 4096, Mode::Buffered, 1), &f, &s, &s);
         assert_eq!(r.cache_hit_pct, Some(100.0));
-        assert_eq!(r.verdict, "served from page cache: 0 disk reads for 4.1 MB read");
+        assert_eq!(r.verdict, "served from page cache: 0 disk reads for 3.9 MiB read");
         // 4 KiB random reads where readahead fetched 128 KiB each: 32× the bytes.
         let after = sample(10 + 1000, 10 + 1000 * 256, 0, 0, 400, 400, 0);
         let r = on_loop0(spec(Rw::RandRead, 4096, Mode::Buffered, 1), &f, &s, &after);
@@ -502,7 +512,7 @@ mod tests {
         assert_eq!(r.amplification, Some(32.0));
         assert_eq!(
             r.verdict,
-            "read amplification 32.0×: the disk read 131 MB for 4.1 MB used (readahead in 128 KiB requests)"
+            "read amplification 32.0×: the disk read 125 MiB for 3.9 MiB used (readahead in 128 KiB requests)"
         );
     }
 
@@ -521,7 +531,7 @@ mod tests {
         let r = on_loop0(spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &f, &before, &after);
         assert_eq!(r.pages_dirtied, 1900 * 256);
         assert_eq!(r.dev_req_kb, 512.0);
-        assert_eq!(r.verdict, "fsync at end took 4.2 s: 1.9 GB dirty (70% of the job)");
+        assert_eq!(r.verdict, "fsync at end took 4.2 s: 1.8 GiB dirty (70% of the job)");
         let clean = RunFigures { dirty_before_fsync_bytes: Some(0), ..f.clone() };
         let r2 = on_loop0(spec(Rw::Write, 1 << 20, Mode::Direct, 1), &clean, &before, &after);
         assert_eq!(
@@ -547,13 +557,13 @@ mod tests {
         );
         assert_eq!(
             r.verdict,
-            "readahead-fed: 4K reads served from pages read ahead in 512 KiB requests (1.0 GB from disk)"
+            "readahead-fed: 4K reads served from pages read ahead in 512 KiB requests (1000 MiB from disk)"
         );
         let quick = RunFigures { fsync_s: 0.0, dirty_before_fsync_bytes: None, elapsed_s: 1.0, ..f.clone() };
         let r = on_loop0(spec(Rw::Write, 1 << 20, Mode::Buffered, 1), &quick, &before, &before);
         assert_eq!(
             r.verdict,
-            "absorbed by the page cache: 2.0 GB written, 0 B reached the disk (the rest is dirty)"
+            "absorbed by the page cache: 1.9 GiB written, 0 B reached the disk (the rest is dirty)"
         );
     }
 
@@ -570,7 +580,7 @@ mod tests {
         let before = sample(0, 0, 0, 0, 0, 0, 0);
         let after = sample(400, 400 * 2048, 0, 0, 990, 990, 0);
         let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &after);
-        assert_eq!(r.verdict, "throughput-bound: 419 MB/s at the device in 1 MiB requests, 99% busy");
+        assert_eq!(r.verdict, "throughput-bound: 400 MiB/s at the device in 1 MiB requests, 99% busy");
         // The same at 50 % busy and QD1: latency-bound.
         let after = sample(400, 400 * 2048, 0, 0, 500, 500, 0);
         let r = on_loop0(spec(Rw::Read, 1 << 20, Mode::Direct, 1), &f, &before, &after);
@@ -600,8 +610,10 @@ mod tests {
         assert_eq!(grouped(2610.4), "2,610");
         assert_eq!(grouped(999.0), "999");
         assert_eq!(grouped(1_234_567.0), "1,234,567");
-        assert_eq!(decimal_bytes(1_900_000_000.0), "1.9 GB");
-        assert_eq!(decimal_bytes(512.0), "512 B");
+        assert_eq!(binary_bytes(1_900_000_000.0), "1.8 GiB");
+        assert_eq!(binary_bytes(64.0 * MIB), "64.0 MiB");
+        assert_eq!(binary_bytes(4096.0), "4.0 KiB");
+        assert_eq!(binary_bytes(512.0), "512 B");
         assert_eq!(kib(27.5), "27.5 KiB");
         assert_eq!(kib(1024.0), "1 MiB");
     }

@@ -113,7 +113,7 @@ fn draw_progress(frame: &mut Frame, area: Rect, view: &BenchView, theme: &Theme)
         let filled = (frac * width as f64).round() as usize;
         let secs = r.elapsed_s.max(1e-9);
         format!(
-            " ▶ {} {}  [{}{}] {:.1}/{:.0}s  {} IOPS  {} MB/s",
+            " ▶ {} {}  [{}{}] {:.1}/{:.0}s  {} IOPS  {} MiB/s",
             r.spec.key(),
             r.spec.mode.name(),
             "█".repeat(filled),
@@ -121,7 +121,7 @@ fn draw_progress(frame: &mut Frame, area: Rect, view: &BenchView, theme: &Theme)
             r.elapsed_s,
             view.runtime_s,
             report::number(r.ops as f64 / secs),
-            report::number(r.bytes as f64 / secs / 1e6),
+            report::number(r.bytes as f64 / secs / 1_048_576.0),
         )
     } else if view.finished {
         format!(" finished: {} jobs; q quits and prints the table", view.results.len())
@@ -137,7 +137,7 @@ fn report_bytes(b: u64) -> String {
 
 /// The columns that fit in `width`, dropping the least important first.
 fn visible_columns(width: u16) -> Vec<usize> {
-    // Most important first: job, mode, MB/s, IOPS, p99, disk, hit%, p50, fsync, req-sz, qd,
+    // Most important first: job, mode, MiB/s, IOPS, p99, disk, hit%, p50, fsync, req-sz, qd,
     // amp, max, p99.9, CPU%, %util, dirtied.
     const PRIORITY: [usize; 17] = [0, 1, 2, 3, 5, 8, 12, 4, 15, 10, 11, 9, 7, 6, 14, 16, 13];
     let mut used = 0usize;

@@ -14,6 +14,7 @@ pub mod cgroups;
 pub mod clock;
 pub mod disks;
 pub mod host;
+pub mod identity;
 pub mod memory;
 pub mod processes;
 pub mod psi;

@@ -83,6 +83,10 @@ pub struct ProcessReader {
     /// pids it last gave.
     proc_dir: Option<PidDir>,
     pids: Vec<u32>,
+    /// The processes' command lines (kept readers only: read by a worker thread, see
+    /// [`super::identity`]) and user names.
+    cmdlines: Option<super::identity::Cmdlines>,
+    users: super::identity::UserNames,
 }
 
 /// A directory stream listing the numeric entries of /proc (the pids), kept open and rewound
@@ -157,6 +161,8 @@ struct OpenProcess {
     /// readability changes when it execs a setuid program or drops privileges).
     io: Option<File>,
     ppid: u32,
+    /// The owner of /proc/PID when first read.
+    uid: Option<u32>,
     /// The threads' own counters as last read, and the process's `own` and `own_slack`.
     tasks: Tasks,
     last_own: Option<ProcIoCounters>,
@@ -193,6 +199,8 @@ impl ProcessReader {
             passes: 0,
             proc_dir: None,
             pids: Vec::new(),
+            cmdlines: (max_open > 0).then(super::identity::Cmdlines::new),
+            users: super::identity::UserNames::new(Path::new("/etc/passwd")),
         }
     }
 
@@ -227,9 +235,24 @@ impl ProcessReader {
         };
         let last = std::mem::take(&mut self.last);
         self.reread_ancestors_of_gone(proc, &last, &mut out);
+        self.identify(proc, &mut out);
         self.last.clone_from(&out);
         self.last_ns = now_ns;
         out
+    }
+
+    /// Each process's user name and command line (as far as read: see [`super::identity`]).
+    fn identify(&mut self, proc: &Path, out: &mut [ProcessIo]) {
+        if let Some(c) = self.cmdlines.as_mut() {
+            let keys: Vec<(u32, u64)> = out.iter().map(|p| (p.pid, p.start_ticks)).collect();
+            c.update(&keys);
+            for p in out.iter_mut() {
+                p.cmdline = c.get(proc, p.pid, p.start_ticks, &p.comm);
+            }
+        }
+        for p in out.iter_mut() {
+            p.user = p.uid.map(|uid| self.users.name(uid));
+        }
     }
 
     /// The samples between full passes: re-reads the moving and the active, carries the rest.
@@ -278,7 +301,10 @@ impl ProcessReader {
         if self.max_open > 0 {
             let last = std::mem::take(&mut self.last);
             self.reread_ancestors_of_gone(proc, &last, &mut out);
+            self.identify(proc, &mut out);
             self.last.clone_from(&out);
+        } else {
+            self.identify(proc, &mut out);
         }
         out
     }
@@ -381,6 +407,7 @@ impl ProcessReader {
         // ')' (e.g. "a) b") parses correctly.
         let stat = Stat::from_file(dir.join("stat")).ok()?;
         let ppid = u32::try_from(stat.ppid).unwrap_or(0);
+        let uid = std::fs::metadata(&dir).ok().map(|m| std::os::unix::fs::MetadataExt::uid(&m));
         let io_file = File::open(dir.join("io")).ok();
         let io = io_file.as_ref().and_then(|f| read_io(f, &mut self.buf));
         let mut tasks = Tasks::default();
@@ -403,6 +430,7 @@ impl ProcessReader {
                     still: 0,
                     io: if io.is_some() { io_file } else { None },
                     ppid,
+                    uid,
                     tasks,
                     last_own: own.clone(),
                     last_slack: own_slack.clone(),
@@ -419,6 +447,9 @@ impl ProcessReader {
             ppid,
             own,
             own_slack,
+            uid,
+            user: None,
+            cmdline: None,
         })
     }
 }
@@ -489,6 +520,9 @@ fn reread(entry: &mut OpenProcess, pid: u32, proc: &Path, buf: &mut Vec<u8>) -> 
         ppid: entry.ppid,
         own: entry.last_own.clone(),
         own_slack: entry.last_slack.clone(),
+        uid: entry.uid,
+        user: None,
+        cmdline: None,
     })
 }
 

@@ -12,7 +12,6 @@ use serde::Serialize;
 
 use crate::model::compare::{compare_accumulated, Accumulator, MetricComparison, PaneComparison};
 use crate::record::RecordingHeader;
-use crate::ui::format::num;
 
 pub mod tui;
 
@@ -237,6 +236,8 @@ fn table(c: &Comparison, top: usize) -> String {
     };
     s += &side("A", &c.a);
     s += &side("B", &c.b);
+    s += UNITS_NOTE;
+    s += "\n";
     if !c.settings_changed.is_empty() {
         s += "\nSettings that differ\n";
         for ch in &c.settings_changed {
@@ -259,14 +260,15 @@ fn table(c: &Comparison, top: usize) -> String {
             s += "  (no activity on either side)\n";
         }
         for m in pane.metrics.iter().take(top) {
+            let v = |x: f64| crate::ui::format::quantity(x * m.scale, m.unit);
             s += &format!(
                 "  {:<38} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n",
-                crate::ui::format::shorten_middle(&escape(&m.metric), 38),
-                num(m.a_avg),
-                num(m.a_p95),
-                num(m.b_avg),
-                num(m.b_p95),
-                if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) },
+                crate::ui::format::shorten_middle(&escape(&m.label), 38),
+                v(m.a_avg),
+                v(m.a_p95),
+                v(m.b_avg),
+                v(m.b_p95),
+                if m.delta > 0.0 { format!("+{}", v(m.delta)) } else { v(m.delta) },
                 change_text(m)
             );
         }
@@ -278,6 +280,10 @@ fn table(c: &Comparison, top: usize) -> String {
           its pane (per device); ~ marks a change within the intervals' noise (ranked last).\n";
     s
 }
+
+/// The units of the values, said once under the sides.
+pub const UNITS_NOTE: &str =
+    "Units: sizes and byte rates in K/M/G = KiB/MiB/GiB; counts in k/M/G = 10³/10⁶/10⁹";
 
 /// The change column: "+12%", "-100%", "new" (A was 0), with "~" after a change within its noise.
 pub fn change_text(m: &MetricComparison) -> String {
@@ -294,12 +300,12 @@ pub fn change_text(m: &MetricComparison) -> String {
 
 fn title(pane: &str) -> &'static str {
     match pane {
-        "memory" => "Memory (bytes; rates per second)",
+        "memory" => "Memory (sizes; rates per second)",
         "psi" => "Pressure (PSI: % and ms per interval)",
         "devices" => "Devices (iostat -x)",
         "cache" => "Page cache (eBPF: pages per interval; per comm, rates per second)",
         "syncs" => "Sync calls (eBPF: per comm; per comm, call and file)",
-        _ => "Processes (summed by comm, per second)",
+        _ => "Processes (summed by name, per second)",
     }
 }
 
@@ -363,7 +369,10 @@ mod tests {
         assert!(!procs.iter().any(|m| m.metric.ends_with(" pid")), "identities are not metrics");
         assert!(!procs.iter().any(|m| m.metric.ends_with("read_bytes_s")), "all-zero metrics are left out");
         let t = text(&Comparison { panes, ..Default::default() }, 2);
-        assert!(t.contains("fio write_bytes_s") && t.contains("db write_bytes_s"), "{t}");
+        // Labels, not JSON keys; bytes in the TUI's units.
+        assert!(t.contains("fio write/s") && t.contains("db write/s"), "{t}");
+        assert!(!t.contains("write_bytes_s"), "{t}");
+        assert!(t.contains("200/s"), "{t}");
         assert!(t.contains("new"), "{t}");
     }
 

@@ -14,7 +14,7 @@ use ratatui::Frame;
 use crate::compare::Comparison;
 use crate::model::compare::MetricComparison;
 use crate::ui::event_loop::{self, Screen, Step};
-use crate::ui::format::{self, num};
+use crate::ui::format;
 use crate::ui::theme::{Level, Theme};
 
 use crate::model::compare::PANES;
@@ -88,7 +88,8 @@ fn next_pane(cur: Option<usize>, by: usize) -> Option<usize> {
 }
 
 fn matches(m: &MetricComparison, filter: &str) -> bool {
-    filter.is_empty() || m.metric.to_lowercase().contains(&filter.to_lowercase())
+    let f = filter.to_lowercase();
+    filter.is_empty() || m.label.to_lowercase().contains(&f) || m.metric.to_lowercase().contains(&f)
 }
 
 /// The scrolled body: settings that differ, then each pane's heading and metrics.
@@ -134,7 +135,8 @@ pub fn body_lines(c: &Comparison, view: &CompareView, width: u16) -> Vec<Line<'s
         }
         for m in shown {
             let change = crate::compare::change_text(m);
-            let delta = if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) };
+            let v = |x: f64| format::quantity(x * m.scale, m.unit);
+            let delta = if m.delta > 0.0 { format!("+{}", v(m.delta)) } else { v(m.delta) };
             // Big changes stand out (by score: doubling at full share is 0.69); the direction's
             // meaning depends on the metric; a change within its noise is dimmed.
             let style = match m.score {
@@ -146,11 +148,11 @@ pub fn body_lines(c: &Comparison, view: &CompareView, width: u16) -> Vec<Line<'s
             lines.push(Line::from(vec![
                 Span::raw(format!(
                     "  {:<name_w$} {:>9} {:>9} {:>9} {:>9} ",
-                    format::shorten_middle(&crate::untrusted::escape(&m.metric), name_w),
-                    num(m.a_avg),
-                    num(m.a_p95),
-                    num(m.b_avg),
-                    num(m.b_p95)
+                    format::shorten_middle(&crate::untrusted::escape(&m.label), name_w),
+                    v(m.a_avg),
+                    v(m.a_p95),
+                    v(m.b_avg),
+                    v(m.b_p95)
                 )),
                 Span::styled(format!("{delta:>9} {change:>8}"), style),
             ]));
@@ -209,7 +211,7 @@ pub fn draw(frame: &mut Frame, c: &Comparison, view: &mut CompareView) {
     };
     let info = Line::from(Span::styled(
         format!(
-            " ioscope compare: {scope}{filter}   avg/p95 per interval, delta = B − A, change = delta / A, ~ within noise"
+            " ioscope compare: {scope}{filter}   avg/p95 per interval, delta = B − A, change = delta / A, ~ within noise, K/M/G = KiB/MiB/GiB"
         ),
         theme.dim(),
     ));

@@ -21,9 +21,16 @@ pub struct PaneComparison {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct MetricComparison {
+    /// The metric's key: the Model's JSON key, after the device's or process's name.
     pub metric: String,
-    /// What the values are in: "B/s", "/s", "ms", "%", "B" or "" (a count).
+    /// What a person reads for it ([`metric_label`]): "paged out/s", "loop2 write/s".
+    pub label: String,
+    /// What the values are in, once multiplied by `scale`: "B/s", "/s", "ms", "%", "B" or ""
+    /// (a count).
     pub unit: &'static str,
+    /// The values' factor to `unit`: 1024 for a key in kB/KiB (`pgpgout_kb_s`, `wareq_sz`), else 1.
+    /// The values themselves stay in the key's unit.
+    pub scale: f64,
     pub a_avg: f64,
     pub a_p95: f64,
     pub b_avg: f64,
@@ -53,6 +60,7 @@ fn skipped(key: &str) -> bool {
             | "minor"
             | "pid"
             | "ppid"
+            | "uid"
             | "total"
             | "dirty_expire_centisecs"
             | "dirty_writeback_centisecs"
@@ -123,6 +131,86 @@ impl Unit {
     }
 }
 
+/// What a person reads for a metric's key (see [`MetricComparison::metric`]): the name before
+/// the last space (a device, a process's name, a sync call's file) kept, the JSON key after it
+/// as the TUI labels that figure: `rates.pgpgout_kb_s` → "paged out/s", `loop2 wkb_s` →
+/// "loop2 write/s", `fio read_bytes_s` → "fio read/s". A key without a label of its own loses
+/// its unit suffix for a plain one (`_bytes_s`, `_kb_s`, `_s` → "/s"; `_pct` → " %"; `_ms` →
+/// " ms") and its underscores.
+pub fn metric_label(key: &str) -> String {
+    let (who, k) = match key.rsplit_once(' ') {
+        Some((who, k)) => (Some(who), k),
+        None => (None, key),
+    };
+    let named = match k {
+        "rates.pgpgin_kb_s" => "paged in/s",
+        "rates.pgpgout_kb_s" => "paged out/s",
+        "rates.majfault_s" => "major faults/s",
+        "rates.refault_file_s" => "refaults/s",
+        "rates.scan_s" => "pages scanned/s",
+        "rates.steal_s" => "pages stolen/s",
+        "rates.dirtied_pages_s" => "pages dirtied/s",
+        "rates.written_pages_s" => "pages written/s",
+        "active_file" => "active(file)",
+        "inactive_file" => "inactive(file)",
+        "slab_reclaimable" => "slab reclaimable",
+        "dirty_background_threshold" => "background writeback threshold",
+        "dirty_threshold" => "throttle threshold",
+        "rkb_s" | "read_bytes_s" | "bpf.read_bytes_s" => "read/s",
+        "wkb_s" | "write_bytes_s" | "bpf.write_bytes_s" => "write/s",
+        "dkb_s" => "discard/s",
+        "r_s" | "bpf.read_iops" => "r/s",
+        "w_s" | "bpf.write_iops" => "w/s",
+        "d_s" => "discards/s",
+        "f_s" => "flushes/s",
+        "bpf.other_iops" => "other requests/s",
+        "rrqm_s" => "rrqm/s",
+        "wrqm_s" => "wrqm/s",
+        "rareq_sz" => "rareq-sz",
+        "wareq_sz" => "wareq-sz",
+        "dareq_sz" => "dareq-sz",
+        "aqu_sz" => "aqu-sz",
+        "r_await" | "w_await" | "d_await" | "f_await" => k,
+        "util" => "%util",
+        "in_flight" => "in flight",
+        "cancelled_write_bytes_s" => "cancelled/s",
+        "cache_estimate_bytes_s" => "cache est./s",
+        "hit_pct" => "hit %",
+        "calls_s" => "calls/s",
+        "mean_ms" => "mean ms",
+        _ => "",
+    };
+    let mut label = if named.is_empty() { plain_label(k) } else { named.to_string() };
+    // The eBPF's own count of a device's requests, beside diskstats' (same label otherwise).
+    if k.starts_with("bpf.") && !named.is_empty() {
+        label = format!("{label} (eBPF)");
+    }
+    match who {
+        Some(w) => format!("{w} {label}"),
+        None => label,
+    }
+}
+
+/// A key's plain label: dots and underscores as spaces, its unit suffix as a unit.
+fn plain_label(k: &str) -> String {
+    let k = k.trim_start_matches("rates.");
+    let (stem, unit) = [
+        ("_bytes_s", "/s"),
+        ("_kb_s", "/s"),
+        ("_pages_s", " pages/s"),
+        ("_ms_s", " ms/s"),
+        ("_s", "/s"),
+        ("_avg10", " % (avg10)"),
+        ("_pct", " %"),
+        ("_ms", " ms"),
+        ("_us", " µs"),
+    ]
+    .iter()
+    .find_map(|(suffix, unit)| k.strip_suffix(suffix).map(|s| (s, *unit)))
+    .unwrap_or((k, ""));
+    format!("{}{unit}", stem.replace(['_', '.'], " "))
+}
+
 /// How one interval's value of a metric counts towards its side's average.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Weight {
@@ -166,10 +254,11 @@ fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64, Weigh
             push_by("devices", format!("{} {k}", d.name), v, w);
         }
     }
-    let mut by_comm: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
+    // By the name people read: a kworker's workqueue changes from one sample to the next.
+    let mut by_comm: BTreeMap<std::borrow::Cow<'_, str>, BTreeMap<String, f64>> = BTreeMap::new();
     for p in &m.processes {
         for (k, v) in numbers(&to_value(p), "") {
-            *by_comm.entry(&p.comm).or_default().entry(k).or_default() += v;
+            *by_comm.entry(p.name()).or_default().entry(k).or_default() += v;
         }
     }
     for (comm, metrics) in by_comm {
@@ -185,9 +274,10 @@ fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64, Weigh
     }
     // Per comm, what adds up across processes (per-second rates), and the hit % of their
     // accesses together.
-    let mut cache_by_comm: BTreeMap<&str, (BTreeMap<String, f64>, u64, u64)> = BTreeMap::new();
+    let mut cache_by_comm: BTreeMap<std::borrow::Cow<'_, str>, (BTreeMap<String, f64>, u64, u64)> =
+        BTreeMap::new();
     for p in &m.cache_processes {
-        let e = cache_by_comm.entry(&p.comm).or_default();
+        let e = cache_by_comm.entry(super::names::person_name(&p.comm)).or_default();
         for (k, v) in numbers(&to_value(p), "").into_iter().filter(|(k, _)| k.ends_with("_s")) {
             *e.0.entry(k).or_default() += v;
         }
@@ -212,7 +302,8 @@ fn for_each_sync_metric(m: &Model, mut push: impl FnMut(&'static str, String, f6
     let mut sums: BTreeMap<String, (u64, f64)> = BTreeMap::new();
     for r in m.syncs.iter().filter(|r| r.calls_interval > 0) {
         let total_s = r.interval_mean_s * r.calls_interval as f64;
-        for key in [r.comm.clone(), format!("{} {} {}", r.comm, r.syscall, r.target())] {
+        let comm = super::names::person_name(&r.comm);
+        for key in [comm.to_string(), format!("{comm} {} {}", r.syscall, r.target())] {
             let e = sums.entry(key).or_default();
             e.0 += r.calls_interval;
             e.1 += total_s;
@@ -537,7 +628,9 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
                     let present_only = va.present_only || vb.present_only;
                     let m = MetricComparison {
                         metric: k.clone(),
+                        label: metric_label(k),
                         unit: unit.label(),
+                        scale,
                         a_avg,
                         a_p95,
                         b_avg,
@@ -711,6 +804,31 @@ mod tests {
         assert!(db.within_noise && !fio.within_noise, "{db:?} {fio:?}");
         assert_eq!((db.a_sd, db.a_avg, db.b_avg), (500.0, 500.0, 600.0));
         assert!(fio_rank < db_rank);
+    }
+
+    #[test]
+    fn metric_labels_are_what_the_panes_say_not_json_keys() {
+        for (key, label) in [
+            ("rates.pgpgout_kb_s", "paged out/s"),
+            ("rates.dirtied_pages_s", "pages dirtied/s"),
+            ("dirty_threshold", "throttle threshold"),
+            ("cached", "cached"),
+            ("io.some_avg10", "io some % (avg10)"),
+            ("io.full_stall_ms", "io full stall ms"),
+            ("loop2 dkb_s", "loop2 discard/s"),
+            ("loop2 wkb_s", "loop2 write/s"),
+            ("vda wareq_sz", "vda wareq-sz"),
+            ("vda util", "vda %util"),
+            ("vda r_await", "vda r_await"),
+            ("vda bpf.write_iops", "vda w/s (eBPF)"),
+            ("vda bpf.lat_p99_ms", "vda bpf lat p99 ms"),
+            ("tmux: server write_bytes_s", "tmux: server write/s"),
+            ("[loop2] cache_estimate_bytes_s", "[loop2] cache est./s"),
+            ("postgres hit_pct", "postgres hit %"),
+            ("postgres fsync /var/lib/pg/wal calls_s", "postgres fsync /var/lib/pg/wal calls/s"),
+        ] {
+            assert_eq!(metric_label(key), label, "{key}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Disk I/O per submitting process and disk (biotop-like), from the block probes: the process that
 //! asked for the I/O (block_io_start runs in its context), not the kworker that later issued it.
-//! Kernel threads' own I/O (flusher writeback, journal commits) is shown as `writeback`.
+//! Kernel threads' own I/O (flusher writeback, journal commits) is shown as `writeback`, a loop
+//! device's worker's (its reads and writes of the backing file) as `loop`.
 //!
 //! Formulas: rates are Δcounter / Δt of the (pid, disk) pair's cumulative counters; a pair absent
 //! from the previous sample started from zero within the interval (the kernel map creates it at its
@@ -24,13 +25,17 @@ use crate::sample::{BlockProcessCounters, Sample};
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct IoProcessModel {
     pub pid: u32,
+    /// The submitter's comm; a kworker's as /proc/PID/comm shows it when the process list has it
+    /// (with the workqueue it last ran: `kworker/u8:5-loop2`), which names it for people
+    /// ([`super::names::person_name`]: `[loop2]`).
     pub comm: String,
     /// The disk's name from /proc/diskstats (or "major:minor" when it is not listed).
     pub device: String,
     pub major: u32,
     pub minor: u32,
-    /// "process", or "writeback" for a kernel thread (flusher, journal): I/O done on behalf of
-    /// others, such as dirty pages written back.
+    /// "process"; "loop" for a loop device's worker (a kworker whose workqueue is `loopN`: the
+    /// loop device's I/O on its backing file); "writeback" for another kernel thread (flusher,
+    /// journal): I/O done on behalf of others, such as dirty pages written back.
     pub kind: &'static str,
     /// cgroup v2 id of the submitter (0 when unknown), and its path ("" when unknown).
     pub cgroup_id: u64,
@@ -59,6 +64,9 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<IoProcessM
         prev.bpf.io_processes.iter().map(|p| ((p.pid, p.major, p.minor), p)).collect();
     let names: HashMap<(u32, u32), &str> =
         cur.disks.iter().map(|d| ((d.major, d.minor), d.name.as_str())).collect();
+    // A kworker's comm in the block maps is the bare `kworker/u8:5`; /proc's says what it ran.
+    let proc_comm =
+        |pid: u32| cur.processes.binary_search_by_key(&pid, |p| p.pid).ok().map(|i| &*cur.processes[i].comm);
     let zero = BlockProcessCounters::default();
     let mut rows: Vec<IoProcessModel> = cur
         .bpf
@@ -66,7 +74,16 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<IoProcessM
         .iter()
         .filter_map(|c| {
             let p = before.get(&(c.pid, c.major, c.minor)).copied().unwrap_or(&zero);
-            row(p, c, secs, &names)
+            let mut r = row(p, c, secs, &names)?;
+            if c.kernel_thread && c.comm.starts_with("kworker/") {
+                if let Some(comm) = proc_comm(c.pid).filter(|n| n.starts_with(c.comm.as_str())) {
+                    r.comm = comm.to_string();
+                }
+                if super::names::is_loop_worker_comm(&r.comm) {
+                    r.kind = "loop";
+                }
+            }
+            Some(r)
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -202,6 +219,28 @@ mod tests {
         assert_eq!(idle.len(), 1);
         assert_eq!((idle[0].pid, idle[0].write_iops, idle[0].exited), (4242, 0.0, true));
         assert!(compute(None, &cur, 1.0).is_empty());
+    }
+
+    #[test]
+    fn a_loop_worker_is_named_by_its_device_and_not_writeback() {
+        let mut worker = counters(90, "kworker/u8:5", 100, 100 * 131_072, 0, 0);
+        worker.kernel_thread = true;
+        let mut flusher = counters(77, "kworker/u8:1", 0, 0, 10, 1 << 20);
+        flusher.kernel_thread = true;
+        let mut cur = sample(vec![worker, flusher]);
+        for (pid, comm) in [(77, "kworker/u8:1-flush-254:0"), (90, "kworker/u8:5+loop2")] {
+            cur.processes.push(crate::sample::ProcessIo { pid, comm: comm.into(), ..Default::default() });
+        }
+        let rows = compute(Some(&sample(vec![])), &cur, 1.0);
+        let row = |pid| rows.iter().find(|r| r.pid == pid).unwrap();
+        assert_eq!((row(90).comm.as_str(), row(90).kind), ("kworker/u8:5+loop2", "loop"));
+        assert_eq!(crate::model::names::person_name(&row(90).comm), "[loop2]");
+        assert_eq!((row(77).comm.as_str(), row(77).kind), ("kworker/u8:1-flush-254:0", "writeback"));
+        // Another process under the pid since (its comm is not the worker's): the block map's name.
+        cur.processes[1].comm = "bash".into();
+        let rows = compute(Some(&sample(vec![])), &cur, 1.0);
+        let w = rows.iter().find(|r| r.pid == 90).unwrap();
+        assert_eq!((w.comm.as_str(), w.kind), ("kworker/u8:5", "writeback"));
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod files;
 pub mod flatten;
 pub mod io_processes;
 pub mod memory;
+pub mod names;
 pub mod page_cache;
 pub mod panes;
 pub mod processes;

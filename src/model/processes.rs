@@ -35,12 +35,26 @@ pub struct ProcessModel {
     pub exited: bool,
     /// On an exited row, the children of `ppid` seen before that left in the interval.
     pub exited_pids: Vec<u32>,
+    /// The process's effective uid (the owner of /proc/PID) and its name from /etc/passwd (the
+    /// uid as a number when not there); null when not read (older recordings, exited rows).
+    pub uid: Option<u32>,
+    pub user: Option<std::sync::Arc<str>>,
+    /// /proc/PID/cmdline, arguments joined by spaces (`postgres: checkpointer`, `fio --name=a`);
+    /// "" for a kernel thread; null until read (off the sampling thread: a process's first
+    /// sample may lack it). Untrusted text, escaped by every view.
+    pub cmdline: Option<std::sync::Arc<str>>,
 }
 
 /// The comm of an exited row whose children's names are not known or differ.
 pub const EXITED: &str = "<exited>";
 
 impl ProcessModel {
+    /// The name a person reads: the comm, a kworker's without its varying workqueue
+    /// ([`super::names::person_name`]).
+    pub fn name(&self) -> std::borrow::Cow<'_, str> {
+        super::names::person_name(&self.comm)
+    }
+
     /// Whether the process did I/O in the interval: any rate above zero.
     pub fn active(&self) -> bool {
         [self.read_bytes_s, self.write_bytes_s, self.rchar_s, self.wchar_s, self.cancelled_write_bytes_s]
@@ -97,6 +111,9 @@ pub fn compute(prev: Option<&Sample>, cur: &Sample, secs: f64) -> Vec<ProcessMod
             comm: c.comm.clone(),
             io_readable: c.io.is_some(),
             ppid: c.ppid,
+            uid: c.uid,
+            user: c.user.clone(),
+            cmdline: c.cmdline.clone(),
             ..Default::default()
         };
         let mut exited = None;
@@ -166,6 +183,9 @@ fn exited_row(
         exited_pids: gone.iter().map(|g| g.pid).collect(),
         ..Default::default()
     };
+    if let [one] = gone {
+        (row.uid, row.user, row.cmdline) = (one.uid, one.user.clone(), one.cmdline.clone());
+    }
     fill_rates(&mut row, &ProcIoCounters::default(), &added, secs);
     // Syscall counts alone (no bytes) make no row: the rates are of bytes.
     row.active().then_some(row)

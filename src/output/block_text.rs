@@ -60,8 +60,8 @@ pub fn append(s: &mut String, m: &Model) {
         "PID", "SUBMITTER", "DISK", "KIND", "READ/s", "WRITE/s", "R/s", "W/s", "LAT_ms", "P99_ms"
     );
     for p in m.io_processes.iter().take(TOP_SUBMITTERS) {
-        let comm = crate::untrusted::escape(&p.comm);
-        let comm = if p.exited { format!("{comm} (exited)") } else { comm.into_owned() };
+        let comm = crate::untrusted::escape(&crate::model::names::person_name(&p.comm)).into_owned();
+        let comm = if p.exited { format!("{comm} (exited)") } else { comm };
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         let _ = writeln!(
             s,

@@ -38,7 +38,7 @@ pub fn append(s: &mut String, m: &Model) {
             if r.running > 0 && r.running_written_bytes == 0 {
                 "-".to_string()
             } else {
-                r.written_bytes.to_string()
+                crate::ui::format::human_bytes(r.written_bytes as f64)
             },
             secs(r.others_throttled_s),
             shown(&r.target())

@@ -1,12 +1,16 @@
 //! The `--batch` text frame: what the TUI shows, as plain lines a log or `grep` can take, like
-//! `top -b`. Sizes use the TUI's human units (binary: K = KiB, M = MiB, G = GiB); the device columns
-//! are iostat -x's, with its two decimals and kB = 1024 bytes.
+//! `top -b`. Sizes use the TUI's human units (binary: K = KiB, M = MiB, G = GiB, said once in the
+//! header line), the device columns too (iostat -x's, as the TUI shows them: read/s and write/s in
+//! bytes per second, request sizes in bytes); counts per second in the TUI's k (1000).
 
 use std::fmt::Write as _;
 
 use crate::model::{DeviceModel, Model, ProcessModel, PsiView};
-use crate::ui::format::{human_bytes, uptime};
+use crate::ui::format::{human_bytes, uptime, Units};
 use crate::untrusted::shown as esc;
+
+/// The frame's units, said once in its header line.
+pub const UNITS: &str = "(K/M/G = KiB/MiB/GiB)";
 
 /// How many processes the frame lists (the busiest by read+write bytes per second).
 pub const TOP_PROCESSES: usize = 10;
@@ -35,7 +39,7 @@ fn frame(m: &Model, time: &str) -> String {
     };
     let _ = writeln!(
         s,
-        "ioscope {time}  host {}  kernel {}  up {}  interval {:.2} s",
+        "ioscope {time}  host {}  kernel {}  up {}  interval {:.2} s  {UNITS}",
         esc(&hostname),
         esc(&kernel),
         uptime(h.uptime_s),
@@ -124,10 +128,10 @@ fn paging_line(s: &mut String, m: &Model) {
     let r = &m.memory.rates;
     let _ = writeln!(
         s,
-        "Paging: in {:.1} kB/s, out {:.1} kB/s, major faults {:.1}/s, file refaults {:.1}/s, \
+        "Paging: in {}, out {}, major faults {:.1}/s, file refaults {:.1}/s, \
          scanned {:.1}/s, stolen {:.1}/s, dirtied {:.1} pages/s, written {:.1} pages/s",
-        r.pgpgin_kb_s,
-        r.pgpgout_kb_s,
+        rate(r.pgpgin_kb_s * 1024.0),
+        rate(r.pgpgout_kb_s * 1024.0),
         r.majfault_s,
         r.refault_file_s,
         r.scan_s,
@@ -211,8 +215,8 @@ fn device_table(s: &mut String, devices: &[DeviceModel]) {
         "Device",
         "r/s",
         "w/s",
-        "rkB/s",
-        "wkB/s",
+        "read/s",
+        "write/s",
         "rrqm/s",
         "wrqm/s",
         "rareq-sz",
@@ -223,22 +227,26 @@ fn device_table(s: &mut String, devices: &[DeviceModel]) {
         "%util"
     );
     let mut any = false;
+    let (count, ms) =
+        (|v| crate::ui::format::count(v, Units::Human), |v| crate::ui::format::millis(v, Units::Human));
+    // The model's kB are KiB (sysstat's kB = 1024 bytes): shown in bytes, as the TUI does.
+    let kib = |v: f64| human_bytes(v * 1024.0);
     for d in devices.iter().filter(|d| shown(d)) {
         any = true;
         let _ = writeln!(
             s,
-            "{:<12} {:>8.2} {:>8.2} {:>10.2} {:>10.2} {:>7.2} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7.2} {:>6.1}",
+            "{:<12} {:>8} {:>8} {:>10} {:>10} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7.2} {:>6.1}",
             esc(&d.name),
-            d.r_s,
-            d.w_s,
-            d.rkb_s,
-            d.wkb_s,
-            d.rrqm_s,
-            d.wrqm_s,
-            d.rareq_sz,
-            d.wareq_sz,
-            d.r_await,
-            d.w_await,
+            count(d.r_s),
+            count(d.w_s),
+            kib(d.rkb_s),
+            kib(d.wkb_s),
+            count(d.rrqm_s),
+            count(d.wrqm_s),
+            kib(d.rareq_sz),
+            kib(d.wareq_sz),
+            ms(d.r_await),
+            ms(d.w_await),
             d.aqu_sz,
             d.util
         );
@@ -253,19 +261,26 @@ fn io_rate(p: &ProcessModel) -> f64 {
 }
 
 fn process_table(s: &mut String, processes: &[ProcessModel]) {
-    let _ = writeln!(s, "{:>8} {:<16} {:>11} {:>11} {:>11}", "PID", "COMM", "READ/s", "WRITE/s", "CACHE/s");
+    let _ = writeln!(
+        s,
+        "{:>8} {:<10} {:<16} {:>11} {:>11} {:>11}  COMMAND",
+        "PID", "USER", "COMM", "READ/s", "WRITE/s", "CACHE/s"
+    );
     let mut busy: Vec<&ProcessModel> = processes.iter().filter(|p| io_rate(p) > 0.0).collect();
     // Busiest first; ties by pid so the order is stable from frame to frame.
     busy.sort_by(|a, b| io_rate(b).total_cmp(&io_rate(a)).then(a.pid.cmp(&b.pid)));
     for p in busy.iter().take(TOP_PROCESSES) {
+        let user = p.user.as_deref().map_or_else(|| "-".to_string(), |u| crate::ui::format::name(u, 10));
         let _ = writeln!(
             s,
-            "{:>8} {:<16} {:>11} {:>11} {:>11}",
+            "{:>8} {:<10} {:<16} {:>11} {:>11} {:>11}  {}",
             if p.exited && p.pid == 0 { "-".to_string() } else { p.pid.to_string() },
+            user,
             esc(&crate::ui::processes::comm_label(p)),
             rate(p.read_bytes_s),
             rate(p.write_bytes_s),
-            rate(p.cache_estimate_bytes_s)
+            rate(p.cache_estimate_bytes_s),
+            command(p)
         );
     }
     if busy.is_empty() {
@@ -279,6 +294,19 @@ fn process_table(s: &mut String, processes: &[ProcessModel]) {
         );
     }
 }
+
+/// The command line (escaped, at most [`COMMAND_WIDTH`] characters); a kernel thread's (empty)
+/// as `[comm]`, as ps shows it; "-" when not read.
+fn command(p: &ProcessModel) -> String {
+    match p.cmdline.as_deref() {
+        None => "-".into(),
+        Some("") => format!("[{}]", esc(&p.comm)),
+        Some(c) => crate::ui::format::name(c, COMMAND_WIDTH),
+    }
+}
+
+/// The widest command line the process table prints.
+pub const COMMAND_WIDTH: usize = 80;
 
 /// Bytes in the TUI's human units (binary, K = KiB), so the two outputs read the same.
 fn bytes(n: u64) -> String {

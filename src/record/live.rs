@@ -68,11 +68,11 @@ impl LiveRecorder {
     /// Ends the recording (fsync) and says where it is.
     pub fn finish(mut self) -> String {
         let _ = self.writer.sync();
+        // The path once, absolute (the recording directory is), in the command that replays it.
         format!(
-            "recorded {} samples ({} bytes) to {}; replay with: ioscope replay {}",
+            "recorded {} samples, {}: ioscope replay {}",
             self.writer.frames(),
-            self.writer.bytes(),
-            self.path.display(),
+            crate::ui::format::human_bytes(self.writer.bytes() as f64),
             self.path.display()
         )
     }

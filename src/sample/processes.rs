@@ -31,6 +31,18 @@ pub struct ProcessIo {
     /// three times, until io stands still); None when it did not move.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub own_slack: Option<ProcIoCounters>,
+    /// The owner of /proc/PID: the process's effective uid (root for a process that is not
+    /// dumpable, as ps and htop show it). None when not read (older recordings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    /// `uid`'s name from /etc/passwd, or the uid as a number (`collect::identity`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<std::sync::Arc<str>>,
+    /// /proc/PID/cmdline, the arguments joined by spaces (at most 4096 bytes; empty for a kernel
+    /// thread); None until read (it is read off the sampling thread, so a process's first samples
+    /// may lack it) or when it could not be. Untrusted: whatever the process wrote there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<std::sync::Arc<str>>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -9,7 +9,7 @@ use ratatui::Frame;
 
 use crate::model::compare::{compare_models, MetricComparison};
 use crate::model::Model;
-use crate::ui::format::{self, num};
+use crate::ui::format;
 use crate::ui::state::{Pane, UiState};
 use crate::ui::theme::Theme;
 
@@ -39,6 +39,7 @@ pub fn deltas(pane: Pane, baseline: &Baseline, model: &Model) -> Vec<MetricCompa
                 let prefix = if p.pane == "psi" { "psi " } else { "" };
                 p.metrics.into_iter().map(move |mut m| {
                     m.metric = format!("{prefix}{}", m.metric);
+                    m.label = format!("{prefix}{}", m.label);
                     m
                 })
             })
@@ -78,11 +79,12 @@ pub fn render(
     let header = Row::new(["metric", "baseline", "now", "delta", "change"]).style(theme.table_header());
     let body = rows.iter().map(|m| {
         let change = m.change_pct.map_or_else(|| "new".to_string(), |p| format!("{p:+.0}%"));
-        let delta = if m.delta > 0.0 { format!("+{}", num(m.delta)) } else { num(m.delta) };
+        let v = |x: f64| format::quantity(x * m.scale, m.unit);
+        let delta = if m.delta > 0.0 { format!("+{}", v(m.delta)) } else { v(m.delta) };
         Row::new([
-            format::name(&m.metric, name_w as usize),
-            format!("{:>9}", num(m.a_avg)),
-            format!("{:>9}", num(m.b_avg)),
+            format::name(&m.label, name_w as usize),
+            format!("{:>9}", v(m.a_avg)),
+            format!("{:>9}", v(m.b_avg)),
             format!("{delta:>9}"),
             format!("{change:>8}"),
         ])
@@ -110,11 +112,18 @@ mod tests {
         let mut now = before.clone();
         now.memory.dirty = 400;
         now.memory.cached = 1100;
-        let base = Baseline { model: before };
+        let base = Baseline { model: before.clone() };
         let d = deltas(Pane::Memory, &base, &now);
         let names: Vec<&str> = d.iter().map(|m| m.metric.as_str()).collect();
         assert_eq!(names, ["dirty", "cached"]);
         assert_eq!((d[0].a_avg, d[0].b_avg, d[0].change_pct), (100.0, 400.0, Some(300.0)));
+        let mut busy = before.clone();
+        busy.memory.rates.pgpgout_kb_s = 1024.0;
+        let d = deltas(Pane::Memory, &Baseline { model: busy }, &now);
+        let paged = d.iter().find(|m| m.metric == "rates.pgpgout_kb_s").unwrap();
+        assert_eq!(paged.label, "paged out/s", "a label, not the JSON key");
+        // 1024 kB/s (KiB) shown in the TUI's units: 1.0M/s.
+        assert_eq!(format::quantity(paged.a_avg * paged.scale, paged.unit), "1.0M/s");
         assert!(deltas(Pane::Devices, &base, &now).is_empty());
     }
 }

@@ -178,7 +178,19 @@ pub fn shorten_middle(s: &str, max: usize) -> String {
     out
 }
 
-/// A compact number: three significant figures with K/M/G (powers of 1000) for big ones.
+/// A value of a metric in `unit` (compare's units: "B/s", "B", "/s", "ms", "%", ""): bytes in the
+/// TUI's binary units with the sign kept ("-1.5M/s", "27.0K"), anything else [`num`].
+pub fn quantity(x: f64, unit: &str) -> String {
+    let sign = if x < 0.0 { "-" } else { "" };
+    match unit {
+        "B/s" => format!("{sign}{}/s", human_bytes(x.abs())),
+        "B" => format!("{sign}{}", human_bytes(x.abs())),
+        _ => num(x),
+    }
+}
+
+/// A compact number: three significant figures with k/M/G (powers of 1000, the TUI's k for
+/// counts, so a K is always KiB) for big ones.
 pub fn num(x: f64) -> String {
     let a = x.abs();
     let (v, unit) = if a >= 1e9 {
@@ -186,7 +198,7 @@ pub fn num(x: f64) -> String {
     } else if a >= 1e6 {
         (x / 1e6, "M")
     } else if a >= 1e3 {
-        (x / 1e3, "K")
+        (x / 1e3, "k")
     } else {
         (x, "")
     };
@@ -282,7 +294,10 @@ mod tests {
         assert_eq!(num(1.234), "1.23");
         assert_eq!(num(12.34), "12.3");
         assert_eq!(num(123.4), "123");
-        assert_eq!(num(2_600.0), "2.60K");
+        assert_eq!(num(2_600.0), "2.60k");
+        assert_eq!(quantity(-1.5 * 1024.0 * 1024.0, "B/s"), "-1.5M/s");
+        assert_eq!(quantity(27.0 * 1024.0, "B"), "27.0K");
+        assert_eq!(quantity(2_600.0, "/s"), "2.60k");
         assert_eq!(num(-104_857_600.0), "-105M");
     }
 }

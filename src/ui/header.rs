@@ -107,7 +107,9 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
             theme,
         );
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    let psi = Line::from(spans);
+    let psi_width = psi.width();
+    frame.render_widget(Paragraph::new(psi), area);
 
     let mut flags = Vec::new();
     if state.editing_filter() {
@@ -133,7 +135,12 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
         flags.push(Span::raw(" "));
     }
     if let Some(msg) = &state.message {
-        flags.push(Span::styled(format!(" {} ", format::name(msg, 100)), theme.banner()));
+        // Right of the PSI figures, never over them: cut in the middle (a path's end stays) to the
+        // room they leave, at least 24 columns.
+        let used: usize = flags.iter().map(Span::width).sum();
+        let room = (area.width as usize).saturating_sub(psi_width + used + 4).max(24);
+        let text = format::shorten_middle(&format::text(msg), room.min(160));
+        flags.push(Span::styled(format!(" {text} "), theme.banner()));
         flags.push(Span::raw(" "));
     }
     if !flags.is_empty() {

@@ -180,11 +180,14 @@ pub fn io_columns(rows: &[&IoProcessModel], state: &UiState) -> Vec<Column> {
     comm.cells = rows
         .iter()
         .map(|p| {
-            // Writeback by kernel threads is dimmed and marked: work done on behalf of others.
+            // Writeback by kernel threads is dimmed and marked: work done on behalf of others. A
+            // loop device's worker is named by its device (`[loop2]`), not marked writeback.
+            let name = crate::model::names::person_name(&p.comm);
             let (text, style) = match (p.kind, p.exited) {
-                ("writeback", _) => (format!("{} [wb]", p.comm), theme.dim()),
-                (_, true) => (format!("{} (exited)", p.comm), Style::new()),
-                _ => (p.comm.clone(), Style::new()),
+                ("writeback", _) => (format!("{name} [wb]"), theme.dim()),
+                ("loop", _) => (name.into_owned(), theme.dim()),
+                (_, true) => (format!("{name} (exited)"), Style::new()),
+                _ => (name.into_owned(), Style::new()),
             };
             (text, style)
         })

@@ -249,7 +249,6 @@ fn render_history(frame: &mut Frame, area: Rect, state: &UiState, theme: Theme) 
     }
     let h = &state.history;
     let series = [("cached", &h.cached, theme.cached()), ("dirty+wb", &h.dirty, theme.dirty())];
-    let label_w = 12u16;
     let areas: Vec<Rect> = if area.height >= 4 {
         Layout::vertical([Constraint::Fill(1); 2]).split(area).to_vec()
     } else {
@@ -257,6 +256,12 @@ fn render_history(frame: &mut Frame, area: Rect, state: &UiState, theme: Theme) 
     };
     for ((name, data, style), a) in series.into_iter().zip(areas) {
         let a = Rect { height: a.height.min(8), ..a };
+        // The label is 12 wide, wider for a raw peak ("peak 8393342"), and a space always parts it
+        // from the sparkline: the peak in the window the sparkline would have at width 12.
+        let peak_text = |peak: u64| format!("peak {}", format::bytes(peak as f64, state.units));
+        let probe =
+            History::last(data, a.width.saturating_sub(12) as usize).iter().copied().max().unwrap_or(0);
+        let label_w = (peak_text(probe).chars().count() as u16 + 1).max(12);
         let [label_area, spark_area] =
             Layout::horizontal([Constraint::Length(label_w), Constraint::Fill(1)]).areas(a);
         // Newest point at the right edge: drawn right to left from a newest-first list.
@@ -265,8 +270,7 @@ fn render_history(frame: &mut Frame, area: Rect, state: &UiState, theme: Theme) 
         let peak = points.iter().copied().max().unwrap_or(0);
         let mut label = vec![Line::from(Span::styled(name, theme.dim()))];
         if a.height >= 2 {
-            let peak_text = format!("peak {}", format::bytes(peak as f64, state.units));
-            label.push(Line::from(Span::styled(peak_text, theme.dim())));
+            label.push(Line::from(Span::styled(peak_text(peak), theme.dim())));
         }
         frame.render_widget(Paragraph::new(label), label_area);
         let spark = Sparkline::default()

@@ -154,9 +154,10 @@ fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
     ]
 }
 
-/// A row's comm; an exited row says so and whose children it was.
+/// A row's name for people ([`ProcessModel::name`]); an exited row says so and whose children it
+/// was.
 pub fn comm_label(p: &ProcessModel) -> String {
-    match (p.exited, &*p.comm) {
+    match (p.exited, &*p.name()) {
         (false, comm) => comm.to_string(),
         (true, crate::model::processes::EXITED) => {
             format!("{} of {}", crate::model::processes::EXITED, p.ppid)

@@ -389,3 +389,35 @@ fn journal_commits_do_not_inflate_the_write_iops() {
     assert!(diskstats >= 600.0, "{diskstats} writes in diskstats: the journal did not commit each write");
     assert!((bpf - diskstats).abs() <= 0.02 * diskstats, "eBPF {bpf:.0} writes vs diskstats {diskstats:.0}");
 }
+
+/// A loop device's worker reads the loop device's backing file from the disk below: its rows are
+/// kind `loop` with /proc's comm (`kworker/u8:5-loop3`, shown as `[loop3]`), never `writeback`.
+#[test]
+fn a_loop_devices_worker_is_kind_loop_not_writeback() {
+    let _group = common::live_group(module_path!());
+    let Some(_serial) = start_test() else { return };
+    let lo = LoopDevice::new(32);
+    let dev = lo.path.to_str().unwrap().to_string();
+    common::run("dd", &["if=/dev/urandom", &format!("of={dev}"), "bs=1M", "count=32", "oflag=direct"]);
+    let backing = std::fs::read_to_string(format!("/sys/block/{}/loop/backing_file", lo.name)).unwrap();
+    common::drop_file_cache(std::path::Path::new(backing.trim()));
+
+    let Some((_ioscope, mut lines)) = start_ioscope(40) else { return };
+    run_pid("dd", &[&format!("if={dev}"), "of=/dev/null", "bs=1M", "iflag=direct"]);
+    let workqueue =
+        |comm: &str| comm.ends_with(&format!("-{}", lo.name)) || comm.ends_with(&format!("+{}", lo.name));
+    let mut loop_rows = Vec::new();
+    for line in lines.by_ref().take(8) {
+        let report: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        for p in report["io_processes"].as_array().unwrap() {
+            let comm = p["comm"].as_str().unwrap();
+            if workqueue(comm) {
+                assert_eq!(p["kind"], "loop", "{p}");
+                loop_rows.push(p.clone());
+            }
+            assert!(p["kind"] != "loop" || comm.contains("-loop") || comm.contains("+loop"), "{p}");
+        }
+    }
+    let read: f64 = loop_rows.iter().map(|p| p["read_bytes_s"].as_f64().unwrap()).sum();
+    assert!(read > 0.0, "no row of {}'s worker reading its backing file: {loop_rows:?}", lo.name);
+}

@@ -24,7 +24,10 @@ fn usage_errors_exit_2_with_one_clear_line() {
     let cases: &[(&[&str], &str)] = &[
         (&["--bogus"], "unexpected argument '--bogus'"),
         (&["--interval", "0"], "must be between 0.1 and 3600 seconds"),
-        (&["--interval", "abc"], "'abc' is not a number of seconds"),
+        (&["--interval", "abc"], "'abc' is not a time (use seconds, 250ms, 90s, 5m, 2h or h:mm:ss)"),
+        (&["-i", "10ms", "--once"], "must be between 0.1 and 3600 seconds (100ms to 1h)"),
+        (&["--intervl", "1"], "unexpected argument '--intervl' found; did you mean '--interval'?"),
+        (&["record", "-o", "x.rec", "--duraton", "5"], "did you mean '--duration'?"),
         (&["--interval", "4000", "--once"], "must be between 0.1 and 3600 seconds"),
         (&["-n", "2"], "-n/--count only makes sense with --batch"),
         (&["--json"], "--json needs --once"),
@@ -128,7 +131,7 @@ fn batch_prints_count_text_frames() {
     for h in &headers {
         assert!(h.contains(" interval "), "{h}");
     }
-    for section in ["Memory: ", "Dirty: ", "PSI: ", "eBPF: ", "Device ", "PID COMM"] {
+    for section in ["Memory: ", "Dirty: ", "PSI: ", "eBPF: ", "Device ", "PID USER"] {
         assert_eq!(text.matches(section).count(), 2, "{section:?} in {text}");
     }
 }

@@ -107,6 +107,7 @@ fn frame_model() -> Model {
     m.memory.dirty_background_threshold = 200 * MIB;
     m.memory.dirty_source = "ratio";
     m.memory.dirty_background_source = "bytes";
+    m.memory.rates.pgpgout_kb_s = 2048.0;
     m.psi.io =
         Some(PsiView { some_avg10: 12.5, full_avg10: Some(3.25), some_stall_ms: 40.0, full_stall_ms: None });
     m.devices = vec![
@@ -124,7 +125,11 @@ fn frame_model() -> Model {
         device("sdb", false, true),
     ];
     m.processes = (1..=12).map(|i| process(i, "worker", 0.0, i as f64 * 1024.0)).collect();
-    m.processes.push(process(100, "postgres", 2.0 * MIB as f64, 0.0));
+    m.processes.push(ProcessModel {
+        user: Some("postgres".into()),
+        cmdline: Some("postgres: checkpointer \x1b[2J".into()),
+        ..process(100, "postgres", 2.0 * MIB as f64, 0.0)
+    });
     m.processes.push(process(200, "sleepy", 0.0, 0.0));
     m.processes.push(ProcessModel { io_readable: false, ..process(300, "sshd", 0.0, 0.0) });
     m.bpf.reason = Some("--no-bpf was given".into());
@@ -137,7 +142,7 @@ fn frame_header_memory_and_psi_lines() {
     let lines: Vec<&str> = f.lines().collect();
     assert_eq!(
         lines[0],
-        "ioscope 2026-11-22 12:00:00  host db1  kernel 6.18.0  up 1d 01:01  interval 1.00 s"
+        "ioscope 2026-11-22 12:00:00  host db1  kernel 6.18.0  up 1d 01:01  interval 1.00 s  (K/M/G = KiB/MiB/GiB)"
     );
     assert!(lines[1].starts_with("Memory: total 8.0G, "), "{}", lines[1]);
     // 100 MiB dirty against a 400 MiB throttle threshold: 25 %.
@@ -149,6 +154,8 @@ fn frame_header_memory_and_psi_lines() {
         "{}",
         lines[2]
     );
+    // /proc/vmstat's kB/s in the TUI's units: 2048 KiB/s is 2.0M/s.
+    assert!(lines[3].starts_with("Paging: in 0/s, out 2.0M/s, major faults 0.0/s"), "{}", lines[3]);
     assert!(lines[4]
         .starts_with("PSI:    io some 12.50% full 3.25% (avg10), stalled 40.0 ms; memory not available"));
     assert_eq!(lines[5], "eBPF:   off: --no-bpf was given");
@@ -161,34 +168,25 @@ fn frame_device_rows_hide_only_idle_virtual_devices() {
         f.lines().skip_while(|l| !l.starts_with("Device")).skip(1).take_while(|l| !l.is_empty()).collect();
     let names: Vec<&str> = rows.iter().map(|r| r.split_whitespace().next().unwrap()).collect();
     assert_eq!(names, ["nvme0n1", "loop1", "sdb"]);
-    // iostat column order: r/s w/s rkB/s wkB/s rrqm/s wrqm/s rareq-sz wareq-sz r_await w_await aqu-sz %util
+    // iostat column order in the TUI's units: r/s w/s read/s write/s rrqm/s wrqm/s rareq-sz
+    // wareq-sz r_await w_await aqu-sz %util; 100,000 kB/s (KiB) is 97.7 MiB/s, 27.03 KiB 27.0K.
+    assert!(f.lines().any(|l| l.starts_with("Device") && l.contains("read/s") && !l.contains("kB")));
     let cols: Vec<&str> = rows[0].split_whitespace().skip(1).collect();
-    assert_eq!(
-        cols,
-        [
-            "0.00",
-            "3700.00",
-            "0.00",
-            "100000.00",
-            "0.00",
-            "0.00",
-            "0.00",
-            "27.03",
-            "0.00",
-            "1.50",
-            "5.55",
-            "100.0"
-        ]
-    );
+    assert_eq!(cols, ["0", "3700", "0", "97.7M", "0", "0", "0", "27.0K", "0", "1.50", "5.55", "100.0"]);
+    assert!(!f.contains("kB/s"), "no kB/s beside the TUI's units:\n{f}");
 }
 
 #[test]
 fn frame_lists_the_ten_busiest_processes_busiest_first() {
     let f = format_frame_at(&frame_model(), "t");
-    let rows: Vec<&str> = f.lines().skip_while(|l| !l.trim_start().starts_with("PID COMM")).skip(1).collect();
+    let rows: Vec<&str> = f.lines().skip_while(|l| !l.trim_start().starts_with("PID USER")).skip(1).collect();
     let pids: Vec<&str> = rows.iter().take(10).map(|r| r.split_whitespace().next().unwrap()).collect();
     assert_eq!(pids, ["100", "12", "11", "10", "9", "8", "7", "6", "5", "4"]);
     assert!(rows[0].contains("postgres") && rows[0].contains("2.0M/s"), "{}", rows[0]);
+    // USER and COMMAND: the names from the model, escaped; "-" where not read.
+    assert_eq!(rows[0].split_whitespace().nth(1), Some("postgres"), "{}", rows[0]);
+    assert!(rows[0].ends_with("  postgres: checkpointer \\x1b[2J"), "{}", rows[0]);
+    assert!(rows[1].ends_with("  -"), "{}", rows[1]);
     assert!(!f.contains("sleepy"), "idle processes are not listed");
     assert_eq!(rows[10], "(1 processes with unreadable /proc/PID/io: not ours without root, or gone)");
 }

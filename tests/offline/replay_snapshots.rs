@@ -268,7 +268,7 @@ fn compare_small_vs_large_writes_tui() {
     let mut devices =
         ioscope::compare::tui::CompareView { pane: Some(2), filter: "loop".into(), ..Default::default() };
     let screen = compare_screen(80, 24, &mut devices);
-    assert!(screen.contains("wareq_sz") && !screen.contains("Memory"), "{screen}");
+    assert!(screen.contains("wareq-sz") && !screen.contains("Memory"), "{screen}");
     insta::assert_snapshot!("compare_devices_loop_80x24", screen);
 }
 

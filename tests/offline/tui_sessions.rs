@@ -113,7 +113,9 @@ fn live_tui_r_records_the_session() {
     t.wait_for("the baseline view", |s| s.contains("Δ vs baseline"));
     t.keys(&["R"]);
     let s = t.wait_for("the stop notice", |s| s.contains("recorded") && !s.contains("● REC"));
-    assert!(s.contains("replay with"), "{s}");
+    // The notice sits right of the PSI figures, never over them, and ends with the file's name.
+    let line = s.lines().find(|l| l.contains("recorded")).expect("the notice's line");
+    assert!(line.contains("PSI") && line.contains(".rec"), "{line}");
     t.keys(&["q"]);
     t.wait_for("a clean exit", |s| s.contains("IOSCOPE-EXIT=0"));
     let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
@@ -211,7 +213,7 @@ fn live_tui_r_skips_planted_fifos_and_refuses_a_world_writable_directory() {
     t.wait_for("the REC indicator", |s| s.contains("● REC "));
     t.keys(&["R"]);
     let s = t.wait_for("the stop notice", |s| s.contains("recorded") && !s.contains("● REC"));
-    assert!(s.contains(&format!("to {}/ioscope-", dir.path().display())), "{s}");
+    assert!(s.contains(&format!("ioscope replay {}/ioscope-", dir.path().display())), "{s}");
     t.keys(&["q"]);
     t.wait_for("a clean exit", |s| s.contains("IOSCOPE-EXIT=0"));
     let files: Vec<_> = std::fs::read_dir(dir.path())

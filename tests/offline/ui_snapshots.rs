@@ -235,3 +235,20 @@ fn block_io_processes_zoomed_160x48() {
     s.views.panes.zoomed = true;
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
 }
+
+/// Raw units: the sparklines' peak label ("peak 16320875315", wider than the label's 12 columns)
+/// is whole and a space parts it from its sparkline.
+#[test]
+fn raw_units_peak_label_is_apart_from_its_sparkline() {
+    let mut s = state();
+    s.units = ui::Units::Raw;
+    let text = screen(&busy_box::busy(), &s, 160, 48);
+    let peaks: Vec<&str> = text.lines().filter(|l| l.contains("peak ")).collect();
+    assert_eq!(peaks.len(), 2, "{text}");
+    for l in peaks {
+        let after = l.split("peak ").nth(1).unwrap();
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        assert!(digits.len() > 7, "a raw byte count: {l}");
+        assert_eq!(after.chars().nth(digits.len()), Some(' '), "{l}");
+    }
+}
