@@ -7,7 +7,6 @@ use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::model::Model;
-use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 use crate::untrusted::shown;
 
@@ -56,12 +55,12 @@ const NOTES: [&str; 4] = [
     "dirty gauge: │ background writeback starts, ┃ writers are throttled.",
 ];
 
-pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, state: &UiState) {
-    let theme = Theme { color: state.color };
-    let replay_keys: &[(&str, &str)] = if state.replay { &REPLAY_KEYS } else { &[] };
+/// The help over `area`; `replay`: the player's keys instead of the live-only ones.
+pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, theme: Theme, replay: bool) {
+    let replay_keys: &[(&str, &str)] = if replay { &REPLAY_KEYS } else { &[] };
     let mut lines: Vec<Line> = replay_keys
         .iter()
-        .chain(KEYS.iter().filter(|(k, _)| !(state.replay && LIVE_ONLY.contains(k))))
+        .chain(KEYS.iter().filter(|(k, _)| !(replay && LIVE_ONLY.contains(k))))
         .map(|(k, what)| {
             Line::from(vec![Span::styled(format!("{k:>11}  "), theme.table_header()), Span::raw(*what)])
         })
@@ -97,8 +96,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, state: &UiSt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ui::state::Action;
-    use crate::ui::Pane;
+    use crate::ui::stack::Pane;
+    use crate::ui::state::{Action, UiState};
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     use std::collections::HashSet;
     use std::time::Duration;
@@ -157,7 +156,7 @@ mod tests {
     /// A state in which every binding has something to act on.
     fn busy_state() -> UiState {
         let mut s = UiState::new(Duration::from_secs(1), true);
-        s.views.panes.focus = Pane::Processes;
+        s.views.stack.focus = Pane::Processes;
         s.filter = "fio".into();
         s.views.processes.selection.select_index(3);
         s

@@ -315,25 +315,6 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[
     ("model", &["files", "json_memo", "mod"]),
     ("replay", &["mod", "openmetrics"]),
     ("sample", &["cgroups", "mod"]),
-    (
-        "ui",
-        &[
-            "baseline",
-            "cgroups",
-            "devices",
-            "files",
-            "io_processes",
-            "page_cache",
-            "panes",
-            "processes",
-            "readahead",
-            "rows",
-            "state",
-            "syncs",
-            "table",
-        ],
-    ),
-    ("ui", &["help", "mod"]),
 ];
 
 /// One import of a file by another file of the same folder.
