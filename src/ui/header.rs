@@ -136,7 +136,7 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &Status, them
         flags.push(Span::styled(format!(" filter: {}", state.filter.with_cursor(true)), theme.banner()));
         flags.push(Span::raw(" "));
     } else if !state.filter.is_empty() {
-        flags.push(Span::styled(format!(" filter: {} ", format::shorten(&state.filter, 16)), theme.banner()));
+        flags.push(Span::styled(format!(" filter: {} ", format::shorten(state.filter, 16)), theme.banner()));
         flags.push(Span::raw(" "));
     }
     if state.paused {

@@ -869,4 +869,64 @@ mod tests {
         s.handle_key(key('C'));
         assert_eq!(s.cgroup_filter, None);
     }
+
+    /// The keys a view offers for the footer, as the footer writes them.
+    fn offered(keys: &[(&str, &str)]) -> Vec<KeyCode> {
+        keys.iter()
+            .flat_map(|(k, _)| k.split_whitespace())
+            .flat_map(|token| match token {
+                "↑↓" => vec![KeyCode::Up, KeyCode::Down],
+                "1-4" => ('1'..='4').map(KeyCode::Char).collect(),
+                "Tab" => vec![KeyCode::Tab],
+                "Enter" => vec![KeyCode::Enter],
+                "Esc" => vec![KeyCode::Esc],
+                t if t.chars().count() == 1 => vec![KeyCode::Char(t.chars().next().unwrap())],
+                t => panic!("a key the test cannot press: {t:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_key_a_view_offers_does_something_while_it_is_on_screen() {
+        let m = Model::default();
+        let panes = [
+            (Pane::Memory, ProcessTable::Proc),
+            (Pane::Devices, ProcessTable::Proc),
+            (Pane::Processes, ProcessTable::Proc),
+            (Pane::Processes, ProcessTable::Submitters),
+            (Pane::PageCache, ProcessTable::Proc),
+        ];
+        for (pane, table) in panes {
+            let fresh = || {
+                let mut s = state();
+                s.views.stack.focus = pane;
+                s.views.stack.process_table = table;
+                s
+            };
+            let s = fresh();
+            let keys = offered(s.pane_view(pane).keys()).into_iter().chain(offered(s.views.stack.keys()));
+            for code in keys {
+                let mut s = fresh();
+                assert_ne!(s.handle_key(KeyEvent::from(code)), Action::None, "{pane:?} {table:?}: {code:?}");
+            }
+        }
+        let full: [(Body, char, &dyn View); 6] = [
+            (Body::ProbeHealth, 'e', &ProbeHealthView),
+            (Body::Files, 'f', &FilesView::default()),
+            (Body::Readahead, 'w', &ReadaheadView::default()),
+            (Body::Cgroups, 'c', &CgroupsView::default()),
+            (Body::Syncs, 'y', &SyncsView::default()),
+            (Body::DeviceDetail, '\n', &crate::ui::device_detail::DeviceDetailView::default()),
+        ];
+        for (body, opens, view) in full {
+            for code in offered(view.keys()) {
+                let mut s = state();
+                let open = if opens == '\n' { KeyCode::Enter } else { KeyCode::Char(opens) };
+                s.handle_key(KeyEvent::from(open));
+                s.clamp_selection(&m);
+                assert_eq!(s.body, body);
+                assert_ne!(s.handle_key(KeyEvent::from(code)), Action::None, "{body:?}: {code:?}");
+            }
+        }
+    }
 }
