@@ -13,7 +13,7 @@ use super::result::JobResult;
 use super::spec::{size_label, JobSpec};
 use crate::model::Model;
 use crate::ui::theme::Theme;
-use crate::ui::{devices, memory, UiState};
+use crate::ui::{self, Pane, UiState};
 
 /// The job running now and its live counters.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,9 +68,10 @@ pub fn draw(frame: &mut Frame, view: &BenchView, model: Option<&Model>, ui: &UiS
     let wanted_table = view.table_lines() as u16 + 1 + view.notes.len().min(3) as u16;
     let panes_min = match model {
         Some(m) if body.height >= 30 => {
-            memory::wanted_height(m, ui, body.width) + devices::wanted_height(m, ui)
+            ui::pane_height(Pane::Memory, m, ui, body.width)
+                + ui::pane_height(Pane::Devices, m, ui, body.width)
         }
-        Some(m) if body.height >= 16 => devices::wanted_height(m, ui),
+        Some(m) if body.height >= 16 => ui::pane_height(Pane::Devices, m, ui, body.width),
         _ => 0,
     };
     // The table takes what it needs (at least 6 lines, so results show up at once), the panes
@@ -241,14 +242,16 @@ fn draw_panes(frame: &mut Frame, area: Rect, model: &Model, ui: &UiState) {
             .border_style(theme.dim())
             .title(Span::styled(format!(" {title} "), theme.title(false)))
     };
-    let mem_h = memory::wanted_height(model, ui, area.width);
-    let dev_h = devices::wanted_height(model, ui);
+    let mem_h = ui::pane_height(Pane::Memory, model, ui, area.width);
+    let dev_h = ui::pane_height(Pane::Devices, model, ui, area.width);
     if area.height >= mem_h + dev_h {
         let [m, d] = Layout::vertical([Constraint::Length(mem_h), Constraint::Fill(1)]).areas(area);
-        memory::render(frame, m, model, ui, pane("Memory: the system's reaction"));
-        devices::render(frame, d, model, ui, pane(&devices::title(model, ui)));
+        ui::draw_pane(frame, m, Pane::Memory, pane("Memory: the system's reaction"), model, ui);
+        let title = ui::pane_title(Pane::Devices, model, ui);
+        ui::draw_pane(frame, d, Pane::Devices, pane(&title), model, ui);
     } else {
-        devices::render(frame, area, model, ui, pane(&devices::title(model, ui)));
+        let title = ui::pane_title(Pane::Devices, model, ui);
+        ui::draw_pane(frame, area, Pane::Devices, pane(&title), model, ui);
     }
 }
 

@@ -4,13 +4,12 @@
 
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Row, Table};
+use ratatui::widgets::{Paragraph, Row, Table};
 use ratatui::Frame;
 
 use crate::model::compare::{compare_models, MetricComparison};
 use crate::model::Model;
 use crate::ui::format;
-use crate::ui::state::{Pane, UiState};
 use crate::ui::theme::Theme;
 
 /// The model marked with `b`.
@@ -19,22 +18,13 @@ pub struct Baseline {
     pub model: Model,
 }
 
-/// The compare groups each pane shows.
-fn groups(pane: Pane) -> &'static [&'static str] {
-    match pane {
-        Pane::Memory => &["memory", "psi"],
-        Pane::Devices => &["devices"],
-        Pane::Processes => &["processes", "syncs"],
-        Pane::PageCache => &["cache"],
-    }
-}
-
-/// The pane's metrics that differ between the baseline and now, biggest relative change first.
-pub fn deltas(pane: Pane, baseline: &Baseline, model: &Model) -> Vec<MetricComparison> {
+/// A pane's metrics (those of the compare `groups` it shows) that differ between the baseline and
+/// now, biggest relative change first.
+pub fn deltas(groups: &[&str], baseline: &Baseline, model: &Model) -> Vec<MetricComparison> {
     let mut out: Vec<MetricComparison> =
         compare_models(std::slice::from_ref(&baseline.model), std::slice::from_ref(model))
             .into_iter()
-            .filter(|p| groups(pane).contains(&p.pane.as_str()))
+            .filter(|p| groups.contains(&p.pane.as_str()))
             .flat_map(|p| {
                 let prefix = if p.pane == "psi" { "psi " } else { "" };
                 p.metrics.into_iter().map(move |mut m| {
@@ -50,26 +40,23 @@ pub fn deltas(pane: Pane, baseline: &Baseline, model: &Model) -> Vec<MetricCompa
 }
 
 /// The title suffix of a pane showing deltas.
-pub fn title(name: &str, baseline: &Baseline, state: &UiState) -> String {
+pub fn title(name: &str, baseline: &Baseline, utc_offset_s: i64) -> String {
     format!(
         "{name}  Δ vs baseline {} (b clears)",
-        format::clock(baseline.model.header.wall_unix_ms, state.utc_offset_s)
+        format::clock(baseline.model.header.wall_unix_ms, utc_offset_s)
     )
 }
 
+/// Draws the deltas of a pane showing the compare `groups` in `inner` (below the pane's rule).
 pub fn render(
     frame: &mut Frame,
-    area: Rect,
-    pane: Pane,
+    inner: Rect,
+    groups: &[&str],
     model: &Model,
     baseline: &Baseline,
-    state: &UiState,
-    block: Block,
+    theme: Theme,
 ) {
-    let theme = Theme { color: state.color };
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let rows = deltas(pane, baseline, model);
+    let rows = deltas(groups, baseline, model);
     if rows.is_empty() {
         let msg = Line::from(Span::styled("no change since the baseline", theme.dim()));
         frame.render_widget(Paragraph::new(msg), inner);
@@ -113,17 +100,17 @@ mod tests {
         now.memory.dirty = 400;
         now.memory.cached = 1100;
         let base = Baseline { model: before.clone() };
-        let d = deltas(Pane::Memory, &base, &now);
+        let d = deltas(&["memory", "psi"], &base, &now);
         let names: Vec<&str> = d.iter().map(|m| m.metric.as_str()).collect();
         assert_eq!(names, ["dirty", "cached"]);
         assert_eq!((d[0].a_avg, d[0].b_avg, d[0].change_pct), (100.0, 400.0, Some(300.0)));
         let mut busy = before.clone();
         busy.memory.rates.pgpgout_kb_s = 1024.0;
-        let d = deltas(Pane::Memory, &Baseline { model: busy }, &now);
+        let d = deltas(&["memory", "psi"], &Baseline { model: busy }, &now);
         let paged = d.iter().find(|m| m.metric == "rates.pgpgout_kb_s").unwrap();
         assert_eq!(paged.label, "paged out/s", "a label, not the JSON key");
         // 1024 kB/s (KiB) shown in the TUI's units: 1.0M/s.
         assert_eq!(format::quantity(paged.a_avg * paged.scale, paged.unit), "1.0M/s");
-        assert!(deltas(Pane::Devices, &base, &now).is_empty());
+        assert!(deltas(&["devices"], &base, &now).is_empty());
     }
 }

@@ -11,12 +11,12 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::model::cgroups::CgroupModel;
-use crate::model::Model;
 use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
-use crate::ui::state::{Action, UiState};
 use crate::ui::table;
-use crate::ui::theme::{Level, Theme};
+use crate::ui::theme::Level;
+pub use crate::ui::view::CgroupFilter;
+use crate::ui::view::{Context, View, ViewAction};
 
 /// The view's sort key; `s` cycles through them in this order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -93,30 +93,6 @@ fn sync_longest(c: &CgroupModel) -> f64 {
     c.sync_max_s.unwrap_or(0.0).max(c.sync_running_s)
 }
 
-/// The panes' limit to one cgroup (Enter in the view): its id, and its name for the titles.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CgroupFilter {
-    pub id: u64,
-    pub name: String,
-}
-
-/// Whether a process row passes the cgroup limit: by the row's own cgroup id where it has one
-/// (eBPF rows), else by the cgroup's processes in the interval (/proc rows).
-pub fn admits(model: &Model, state: &UiState, pid: u32, cgroup_id: Option<u64>) -> bool {
-    let Some(f) = &state.cgroup_filter else { return true };
-    match cgroup_id {
-        Some(id) => id == f.id,
-        None => model.cgroups.iter().find(|c| c.id == f.id).is_some_and(|c| c.pids.contains(&pid)),
-    }
-}
-
-/// Appends "cgroup NAME (C clears)" to a process pane's title while the panes are limited.
-pub fn title_note(title: &mut String, state: &UiState) {
-    if let Some(f) = &state.cgroup_filter {
-        title.push_str(&format!("  cgroup {} (C clears)", crate::ui::format::text(&f.name)));
-    }
-}
-
 impl crate::ui::table::SortColumn for CgroupSort {
     fn next(self) -> CgroupSort {
         CgroupSort::next(self)
@@ -132,34 +108,87 @@ pub struct CgroupsView {
     pub rows: Vec<(u64, String)>,
 }
 
-/// The view's keys while it is on screen: Esc closes, Enter limits the panes to the selected
-/// cgroup, `s`/`r` sort, j/k/arrows/PgUp/PgDn/g/G select (`c` opens and closes it, `C` clears
-/// the panes' cgroup limit, `/` is the general filter).
-pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
-    match code {
-        KeyCode::Esc => state.close(),
-        KeyCode::Enter => {
-            let rows = &state.views.cgroups.rows;
-            if let Some((id, name)) =
-                rows.get(state.views.cgroups.selection.index().min(rows.len().saturating_sub(1)))
-            {
-                state.cgroup_filter = Some(CgroupFilter { id: *id, name: name.clone() });
-                state.close();
-                state.views.processes.selection.reset();
-                state.views.page_cache.selection.reset();
-            }
-        }
-        KeyCode::Char('s') => state.views.cgroups.sort.next_column(),
-        KeyCode::Char('r') => state.views.cgroups.sort.reverse(),
-        code if state.views.cgroups.selection.step_key(code) => {}
-        _ => return None,
+impl CgroupsView {
+    /// Whether the sort puts the biggest value first.
+    fn descending(&self) -> bool {
+        (self.sort.column != CgroupSort::Name) != self.sort.reversed
     }
-    Some(Action::Redraw)
+
+    /// The rows shown: matching the filter (name, path or kind), sorted; ties by path.
+    pub fn visible<'a>(&self, ctx: &Context<'a>) -> Vec<&'a CgroupModel> {
+        let needle = ctx.filter.to_lowercase();
+        let mut rows: Vec<&CgroupModel> = ctx
+            .model
+            .cgroups
+            .iter()
+            .filter(|c| {
+                needle.is_empty()
+                    || c.path.to_lowercase().contains(&needle)
+                    || c.name.name.to_lowercase().contains(&needle)
+                    || c.name.kind.contains(&needle)
+            })
+            .collect();
+        let sort = self.sort.column;
+        let descending = self.descending();
+        rows.sort_by(|a, b| {
+            let ord = match sort {
+                CgroupSort::Name => label(a).cmp(&label(b)),
+                _ => sort.key(a).total_cmp(&sort.key(b)),
+            };
+            let ord = if descending { ord.reverse() } else { ord };
+            ord.then(a.path.cmp(&b.path))
+        });
+        rows
+    }
 }
 
-/// What Enter picks from: the rows on screen (id, name), as of the last model.
-pub fn rows_for_keys(model: &Model, state: &UiState) -> Vec<(u64, String)> {
-    visible(model, state).iter().map(|c| (c.id, label(c))).collect()
+impl View for CgroupsView {
+    fn title(&self, ctx: &Context) -> String {
+        let arrow = if self.descending() { "▼" } else { "▲" };
+        let mut title = format!(
+            "cgroups  c/Esc back  Enter: limit the panes to it  sort {} {arrow}",
+            self.sort.column.label()
+        );
+        if !ctx.filter.is_empty() || ctx.editing_filter {
+            title.push_str(&format!("  filter \"{}\"", ctx.filter));
+        }
+        title
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Context) {
+        render(self, frame, area, ctx)
+    }
+
+    /// Esc closes, Enter limits the panes to the selected cgroup, `s`/`r` sort,
+    /// j/k/arrows/PgUp/PgDn/g/G select (`c` opens and closes the view, `C` clears the panes'
+    /// cgroup limit, `/` is the general filter).
+    fn handle_key(&mut self, code: KeyCode) -> Option<ViewAction> {
+        match code {
+            KeyCode::Esc => return Some(ViewAction::Close),
+            KeyCode::Enter => {
+                let rows = &self.rows;
+                if let Some((id, name)) = rows.get(self.selection.index().min(rows.len().saturating_sub(1))) {
+                    return Some(ViewAction::LimitToCgroup(CgroupFilter { id: *id, name: name.clone() }));
+                }
+            }
+            KeyCode::Char('s') => self.sort.next_column(),
+            KeyCode::Char('r') => self.sort.reverse(),
+            code if self.selection.step_key(code) => {}
+            _ => return None,
+        }
+        Some(ViewAction::Redraw)
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[("↑↓", "cgroup"), ("Enter", "limit the panes to it"), ("s r", "sort / reverse"), ("c Esc", "back")]
+    }
+
+    /// The rows on screen (id, name), what Enter picks from, and the selection by cgroup id.
+    fn follow(&mut self, ctx: &Context) {
+        self.rows = self.visible(ctx).iter().map(|c| (c.id, label(c))).collect();
+        let ids: Vec<String> = self.rows.iter().map(|(id, _)| id.to_string()).collect();
+        self.selection.follow(ids);
+    }
 }
 
 /// The name shown for a cgroup: the parsed name, or its path when it says nothing more.
@@ -171,54 +200,15 @@ pub fn label(c: &CgroupModel) -> String {
     }
 }
 
-/// The rows shown: matching the filter (name, path or kind), sorted; ties by path.
-pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a CgroupModel> {
-    let needle = state.filter.to_lowercase();
-    let mut rows: Vec<&CgroupModel> = model
-        .cgroups
-        .iter()
-        .filter(|c| {
-            needle.is_empty()
-                || c.path.to_lowercase().contains(&needle)
-                || c.name.name.to_lowercase().contains(&needle)
-                || c.name.kind.contains(&needle)
-        })
-        .collect();
-    let sort = state.views.cgroups.sort.column;
-    let descending = (sort != CgroupSort::Name) != state.views.cgroups.sort.reversed;
-    rows.sort_by(|a, b| {
-        let ord = match sort {
-            CgroupSort::Name => label(a).cmp(&label(b)),
-            _ => sort.key(a).total_cmp(&sort.key(b)),
-        };
-        let ord = if descending { ord.reverse() } else { ord };
-        ord.then(a.path.cmp(&b.path))
-    });
-    rows
-}
-
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
-    let theme = Theme { color: state.color };
-    let arrow = if (state.views.cgroups.sort.column != CgroupSort::Name) != state.views.cgroups.sort.reversed
-    {
-        "▼"
-    } else {
-        "▲"
-    };
-    let mut title = format!(
-        "▶ cgroups  c/Esc back  Enter: limit the panes to it  sort {} {arrow}",
-        state.views.cgroups.sort.column.label()
-    );
-    if !state.filter.is_empty() || state.editing_filter() {
-        title.push_str(&format!("  filter \"{}\"", state.filter));
-    }
+fn render(view: &CgroupsView, frame: &mut Frame, area: Rect, ctx: &Context) {
+    let (model, theme) = (ctx.model, ctx.theme);
     let block = Block::new()
         .borders(Borders::TOP)
         .border_style(theme.dim())
-        .title(Span::styled(format!("{title} "), theme.title(true)));
+        .title(Span::styled(format!("▶ {} ", view.title(ctx)), theme.title(true)));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let rows = visible(model, state);
+    let rows = view.visible(ctx);
     if rows.is_empty() {
         let io = crate::model::panes::not_live(&model.bpf.panes, "cgroups_io");
         let msg = if !model.bpf.enabled {
@@ -233,8 +223,8 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
             )
         } else if model.interval_s == 0.0 {
             "rates pending: the first interval is not over yet".to_string()
-        } else if !state.filter.is_empty() {
-            format!("no cgroup matches \"{}\"", state.filter)
+        } else if !ctx.filter.is_empty() {
+            format!("no cgroup matches \"{}\"", ctx.filter)
         } else {
             "no cgroup did disk or page-cache I/O in this interval".to_string()
         };
@@ -260,131 +250,132 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     table::render(
         frame,
         table_area,
-        cgroup_columns(&rows, state),
+        view.columns(&rows, ctx),
         &theme,
-        Some(state.views.cgroups.selection.index().min(rows.len() - 1)),
+        Some(view.selection.index().min(rows.len() - 1)),
     );
     if let Some(area) = note_area {
         frame.render_widget(Paragraph::new(Span::styled(missing.join("; "), theme.dim())), area);
     }
 }
 
-fn cgroup_columns(rows: &[&CgroupModel], state: &UiState) -> Vec<Column> {
-    let theme = Theme { color: state.color };
-    let u = state.units;
-    let descending =
-        (state.views.cgroups.sort.column != CgroupSort::Name) != state.views.cgroups.sort.reversed;
-    let marker = if descending { "▼" } else { "▲" };
-    let title = |name: &str, sorts: &[CgroupSort]| -> String {
-        if sorts.contains(&state.views.cgroups.sort.column) {
-            format!("{name}{marker}")
-        } else {
-            name.to_string()
-        }
-    };
-    let col = |name: String, priority: u8, f: &dyn Fn(&CgroupModel) -> String| -> Column {
-        let mut c = Column::new(name, priority);
-        c.cells = rows.iter().map(|r| (f(r), Style::new())).collect();
-        c
-    };
-    let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
-    let dash = || "-".to_string();
-    let mut name = Column::new(title("cgroup", &[CgroupSort::Name]), 0).left().min_width(16);
-    name.cells = rows.iter().map(|c| (format::shorten(&label(c), 64), Style::new())).collect();
-    let mut kind = Column::new("kind", 2).left();
-    kind.cells = rows.iter().map(|c| (c.name.kind.to_string(), theme.dim())).collect();
-    let mut hit = Column::new("hit%", 0);
-    hit.cells = rows
-        .iter()
-        .map(|c| match c.hit_pct {
-            Some(h) => (format::percent(h), theme.level(Level::of(100.0 - h, 20.0, 50.0))),
-            None => (dash(), theme.dim()),
-        })
-        .collect();
-    let mut throttled = Column::new(title("thr ms/s", &[CgroupSort::Throttled]), 1);
-    throttled.cells = rows
-        .iter()
-        .map(|c| {
-            let style = if c.throttled_ms_s > 0.0 {
-                theme.level(Level::of(c.throttled_ms_s, 1.0, 100.0))
+impl CgroupsView {
+    fn columns(&self, rows: &[&CgroupModel], ctx: &Context) -> Vec<Column> {
+        let theme = ctx.theme;
+        let u = ctx.units;
+        let marker = if self.descending() { "▼" } else { "▲" };
+        let title = |name: &str, sorts: &[CgroupSort]| -> String {
+            if sorts.contains(&self.sort.column) {
+                format!("{name}{marker}")
             } else {
-                theme.dim()
-            };
-            (format::count(c.throttled_ms_s, u), style)
-        })
-        .collect();
-    let psi = |v: Option<&crate::model::PsiView>| v.map_or_else(dash, |p| format::percent(p.some_avg10));
-    let secs = crate::ui::syncs::secs;
-    let mut sync_max = Column::new(title("sync max", &[CgroupSort::Sync]), 1);
-    sync_max.cells = rows
-        .iter()
-        .map(|c| {
-            let long = crate::ui::syncs::LONG_CALL_S;
-            let style = |s: f64| theme.level(Level::of(s, 0.1, long));
-            match c.sync_max_s {
-                _ if c.sync_running > 0 && c.sync_running_s >= c.sync_max_s.unwrap_or(0.0) => {
-                    (format!("▶{}", secs(c.sync_running_s)), style(c.sync_running_s))
-                }
-                Some(max) => (secs(max), style(max)),
+                name.to_string()
+            }
+        };
+        let col = |name: String, priority: u8, f: &dyn Fn(&CgroupModel) -> String| -> Column {
+            let mut c = Column::new(name, priority);
+            c.cells = rows.iter().map(|r| (f(r), Style::new())).collect();
+            c
+        };
+        let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
+        let dash = || "-".to_string();
+        let mut name = Column::new(title("cgroup", &[CgroupSort::Name]), 0).left().min_width(16);
+        name.cells = rows.iter().map(|c| (format::shorten(&label(c), 64), Style::new())).collect();
+        let mut kind = Column::new("kind", 2).left();
+        kind.cells = rows.iter().map(|c| (c.name.kind.to_string(), theme.dim())).collect();
+        let mut hit = Column::new("hit%", 0);
+        hit.cells = rows
+            .iter()
+            .map(|c| match c.hit_pct {
+                Some(h) => (format::percent(h), theme.level(Level::of(100.0 - h, 20.0, 50.0))),
                 None => (dash(), theme.dim()),
-            }
-        })
-        .collect();
-    vec![
-        name,
-        kind,
-        col(title(&rate("read"), &[CgroupSort::Read, CgroupSort::Bytes]), 0, &|c| {
-            format::bytes(c.read_bytes_s, u)
-        }),
-        col(title(&rate("write"), &[CgroupSort::Write, CgroupSort::Bytes]), 0, &|c| {
-            format::bytes(c.write_bytes_s, u)
-        }),
-        col(title("r/s", &[CgroupSort::Iops]), 1, &|c| format::count(c.read_iops, u)),
-        col(title("w/s", &[CgroupSort::Iops]), 1, &|c| format::count(c.write_iops, u)),
-        hit,
-        col(title("miss pg/s", &[CgroupSort::Misses]), 1, &|c| format::count(c.misses_s, u)),
-        col(title("dirtied pg/s", &[CgroupSort::Dirtied]), 1, &|c| format::count(c.dirtied_pages_s, u)),
-        throttled,
-        col("syncs".into(), 2, &|c| {
-            if c.sync_calls + u64::from(c.sync_running) == 0 {
-                dash()
-            } else {
-                format::count(c.sync_calls as f64, u)
-            }
-        }),
-        col("sync p99".into(), 1, &|c| c.sync_p99_s.map_or_else(dash, secs)),
-        sync_max,
-        col(title("io psi", &[CgroupSort::IoPressure]), 2, &|c| psi(c.io_pressure.as_ref())),
-        col("mem psi".into(), 3, &|c| psi(c.memory_pressure.as_ref())),
-        col(rate("io.stat rd"), 3, &|c| {
-            c.io_stat.as_ref().map_or_else(dash, |i| format::bytes(i.read_bytes_s, u))
-        }),
-        col(rate("io.stat wr"), 3, &|c| {
-            c.io_stat.as_ref().map_or_else(dash, |i| format::bytes(i.write_bytes_s, u))
-        }),
-        col("file".into(), 4, &|c| c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.file as f64, u))),
-        col("mem limit".into(), 4, &|c| {
-            c.memory
-                .as_ref()
-                .map_or_else(dash, |m| m.limit.map_or("none".into(), |l| format::bytes(l as f64, u)))
-        }),
-        col("dirty".into(), 4, &|c| {
-            c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.dirty as f64, u))
-        }),
-        col("wback".into(), 4, &|c| {
-            c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.writeback as f64, u))
-        }),
-        col("procs".into(), 5, &|c| c.pids.len().to_string()),
-        col("path".into(), 6, &|c| format::shorten(&c.path, 60)).left(),
-    ]
+            })
+            .collect();
+        let mut throttled = Column::new(title("thr ms/s", &[CgroupSort::Throttled]), 1);
+        throttled.cells = rows
+            .iter()
+            .map(|c| {
+                let style = if c.throttled_ms_s > 0.0 {
+                    theme.level(Level::of(c.throttled_ms_s, 1.0, 100.0))
+                } else {
+                    theme.dim()
+                };
+                (format::count(c.throttled_ms_s, u), style)
+            })
+            .collect();
+        let psi = |v: Option<&crate::model::PsiView>| v.map_or_else(dash, |p| format::percent(p.some_avg10));
+        let secs = crate::ui::syncs::secs;
+        let mut sync_max = Column::new(title("sync max", &[CgroupSort::Sync]), 1);
+        sync_max.cells = rows
+            .iter()
+            .map(|c| {
+                let long = crate::ui::syncs::LONG_CALL_S;
+                let style = |s: f64| theme.level(Level::of(s, 0.1, long));
+                match c.sync_max_s {
+                    _ if c.sync_running > 0 && c.sync_running_s >= c.sync_max_s.unwrap_or(0.0) => {
+                        (format!("▶{}", secs(c.sync_running_s)), style(c.sync_running_s))
+                    }
+                    Some(max) => (secs(max), style(max)),
+                    None => (dash(), theme.dim()),
+                }
+            })
+            .collect();
+        vec![
+            name,
+            kind,
+            col(title(&rate("read"), &[CgroupSort::Read, CgroupSort::Bytes]), 0, &|c| {
+                format::bytes(c.read_bytes_s, u)
+            }),
+            col(title(&rate("write"), &[CgroupSort::Write, CgroupSort::Bytes]), 0, &|c| {
+                format::bytes(c.write_bytes_s, u)
+            }),
+            col(title("r/s", &[CgroupSort::Iops]), 1, &|c| format::count(c.read_iops, u)),
+            col(title("w/s", &[CgroupSort::Iops]), 1, &|c| format::count(c.write_iops, u)),
+            hit,
+            col(title("miss pg/s", &[CgroupSort::Misses]), 1, &|c| format::count(c.misses_s, u)),
+            col(title("dirtied pg/s", &[CgroupSort::Dirtied]), 1, &|c| format::count(c.dirtied_pages_s, u)),
+            throttled,
+            col("syncs".into(), 2, &|c| {
+                if c.sync_calls + u64::from(c.sync_running) == 0 {
+                    dash()
+                } else {
+                    format::count(c.sync_calls as f64, u)
+                }
+            }),
+            col("sync p99".into(), 1, &|c| c.sync_p99_s.map_or_else(dash, secs)),
+            sync_max,
+            col(title("io psi", &[CgroupSort::IoPressure]), 2, &|c| psi(c.io_pressure.as_ref())),
+            col("mem psi".into(), 3, &|c| psi(c.memory_pressure.as_ref())),
+            col(rate("io.stat rd"), 3, &|c| {
+                c.io_stat.as_ref().map_or_else(dash, |i| format::bytes(i.read_bytes_s, u))
+            }),
+            col(rate("io.stat wr"), 3, &|c| {
+                c.io_stat.as_ref().map_or_else(dash, |i| format::bytes(i.write_bytes_s, u))
+            }),
+            col("file".into(), 4, &|c| {
+                c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.file as f64, u))
+            }),
+            col("mem limit".into(), 4, &|c| {
+                c.memory
+                    .as_ref()
+                    .map_or_else(dash, |m| m.limit.map_or("none".into(), |l| format::bytes(l as f64, u)))
+            }),
+            col("dirty".into(), 4, &|c| {
+                c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.dirty as f64, u))
+            }),
+            col("wback".into(), 4, &|c| {
+                c.memory.as_ref().map_or_else(dash, |m| format::bytes(m.writeback as f64, u))
+            }),
+            col("procs".into(), 5, &|c| c.pids.len().to_string()),
+            col("path".into(), 6, &|c| format::shorten(&c.path, 60)).left(),
+        ]
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::cgroup_names;
-    use crate::ui::state::Body;
-    use std::time::Duration;
+    use crate::model::Model;
 
     fn cg(id: u64, path: &str, read: f64, write: f64, pids: &[u32]) -> CgroupModel {
         CgroupModel {
@@ -410,35 +401,28 @@ mod tests {
         }
     }
 
-    fn ids(m: &Model, s: &UiState) -> Vec<u64> {
-        visible(m, s).iter().map(|c| c.id).collect()
-    }
-
-    fn press(s: &mut UiState, code: KeyCode) {
-        s.handle_key(crossterm::event::KeyEvent::new(code, crossterm::event::KeyModifiers::NONE));
+    fn ids(m: &Model, v: &CgroupsView, filter: &str) -> Vec<u64> {
+        let h = crate::ui::history::History::default();
+        v.visible(&Context { filter, ..Context::new(m, &h) }).iter().map(|c| c.id).collect()
     }
 
     #[test]
-    fn sorts_filters_and_limits_the_panes() {
+    fn sorts_filters_and_enter_asks_to_limit_the_panes() {
         let m = model();
-        let mut s = UiState::new(Duration::from_secs(1), false);
-        assert_eq!(ids(&m, &s), [2, 3, 1]);
-        press(&mut s, KeyCode::Char('c'));
-        assert!(s.body == Body::Cgroups);
-        press(&mut s, KeyCode::Char('s')); // read
-        assert_eq!(ids(&m, &s), [3, 1, 2]);
-        press(&mut s, KeyCode::Char('r'));
-        assert_eq!(ids(&m, &s), [2, 1, 3]);
-        s.filter = "docker".into();
-        assert_eq!(ids(&m, &s), [3]);
-        s.clamp_selection(&m);
-        // Enter: the panes show only the selected cgroup's processes.
-        press(&mut s, KeyCode::Enter);
-        assert!(s.body != Body::Cgroups);
-        assert_eq!(s.cgroup_filter, Some(CgroupFilter { id: 3, name: "docker 0123456789ab".into() }));
-        assert!(admits(&m, &s, 31, None) && !admits(&m, &s, 20, None));
-        assert!(admits(&m, &s, 99, Some(3)) && !admits(&m, &s, 30, Some(2)));
-        press(&mut s, KeyCode::Char('C'));
-        assert!(admits(&m, &s, 20, None));
+        let h = crate::ui::history::History::default();
+        let mut v = CgroupsView::default();
+        assert_eq!(ids(&m, &v, ""), [2, 3, 1]);
+        v.handle_key(KeyCode::Char('s')); // read
+        assert_eq!(ids(&m, &v, ""), [3, 1, 2]);
+        v.handle_key(KeyCode::Char('r'));
+        assert_eq!(ids(&m, &v, ""), [2, 1, 3]);
+        assert_eq!(ids(&m, &v, "docker"), [3]);
+        v.follow(&Context { filter: "docker", ..Context::new(&m, &h) });
+        let limit = CgroupFilter { id: 3, name: "docker 0123456789ab".into() };
+        assert_eq!(v.handle_key(KeyCode::Enter), Some(ViewAction::LimitToCgroup(limit.clone())));
+        let ctx = Context { cgroup_filter: Some(&limit), ..Context::new(&m, &h) };
+        assert!(ctx.admits(31, None) && !ctx.admits(20, None));
+        assert!(ctx.admits(99, Some(3)) && !ctx.admits(30, Some(2)));
+        assert_eq!(v.handle_key(KeyCode::Esc), Some(ViewAction::Close));
     }
 }

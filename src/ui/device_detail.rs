@@ -16,27 +16,47 @@ use crate::model::files::FileModel;
 use crate::model::{DeviceModel, Model};
 use crate::ui::columns::{self, Column};
 use crate::ui::format::{self, Units};
-use crate::ui::io_processes;
-use crate::ui::rows;
-use crate::ui::state::UiState;
+use crate::ui::io_processes::{IoProcessesView, IoSort};
+use crate::ui::table::Sort;
 use crate::ui::theme::{Level, Theme};
+use crate::ui::view::{Context, View};
 
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
-    let theme = Theme { color: state.color };
-    let devices = rows::visible_devices(model, state);
-    let Some(d) =
-        devices.get(state.views.devices.selection.index().min(devices.len().saturating_sub(1))).copied()
-    else {
+/// The detail of the device selected in the devices pane (the context's): no state of its own but
+/// the sort of its submitters' table, the eBPF process table's.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DeviceDetailView {
+    pub submitters: Sort<IoSort>,
+}
+
+impl View for DeviceDetailView {
+    fn title(&self, ctx: &Context) -> String {
+        match ctx.device {
+            Some(d) => {
+                format!("{}  block layer (eBPF)  Enter/Esc back  j/k other device", format::text(&d.name))
+            }
+            None => "Device detail".to_string(),
+        }
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Context) {
+        render(self, frame, area, ctx)
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[("j k", "other device"), ("f", "its files"), ("Enter Esc", "back")]
+    }
+}
+
+fn render(view: &DeviceDetailView, frame: &mut Frame, area: Rect, ctx: &Context) {
+    let (model, theme) = (ctx.model, ctx.theme);
+    let Some(d) = ctx.device else {
         let block = title_block("Device detail", &theme);
         let inner = block.inner(area);
         frame.render_widget(block, area);
         frame.render_widget(Paragraph::new(Span::styled("no device to show", theme.dim())), inner);
         return;
     };
-    let block = title_block(
-        &format!("{}  block layer (eBPF)  Enter/Esc back  j/k other device", format::text(&d.name)),
-        &theme,
-    );
+    let block = title_block(&view.title(ctx), &theme);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(b) = d.bpf.as_ref().and_then(|b| b.block.as_ref()) else {
@@ -44,7 +64,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())).wrap(Wrap { trim: true }), inner);
         return;
     };
-    let summary = summary_lines(d, b, state);
+    let summary = summary_lines(d, b, ctx);
     // The summary, latency table and flags always fit first; the histograms get what is left.
     let fixed = summary.len() as u16 + 4 + 2;
     let hist_h = histogram_height(b, inner.width >= WIDE).min(inner.height.saturating_sub(fixed));
@@ -58,32 +78,29 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     ])
     .areas(inner);
     frame.render_widget(Paragraph::new(summary), top);
-    let table = columns::table(latency_columns(b, state.units), lat.width, theme.table_header());
+    let table = columns::table(latency_columns(b, ctx.units), lat.width, theme.table_header());
     frame.render_widget(table, lat);
-    frame.render_widget(Paragraph::new(flag_lines(b, state)).wrap(Wrap { trim: true }), flags);
-    render_histograms(frame, hists, b, state);
+    frame.render_widget(Paragraph::new(flag_lines(b, ctx)).wrap(Wrap { trim: true }), flags);
+    render_histograms(frame, hists, b, ctx);
     // Which files the requests were for (block requests mapped by extent), then who sent them.
     let top = top_files(model, &d.name);
     // Title, header, rows, and a blank line before the submitters.
     let files_h = if top.is_empty() || subs.height < 10 { 0 } else { top.len() as u16 + 3 };
     let [files_area, subs] = Layout::vertical([Constraint::Length(files_h), Constraint::Fill(1)]).areas(subs);
     if files_h > 0 {
-        render_top_files(frame, files_area, model, &top, state);
+        render_top_files(frame, files_area, model, &top, ctx);
     }
     // Who sends the I/O to this device (the per-submitter view, filtered to it).
     if subs.height >= 3 {
-        let rows: Vec<_> =
-            io_processes::visible(model, state).into_iter().filter(|p| p.device == d.name).collect();
+        let submitters = IoProcessesView { sort: view.submitters, ..Default::default() };
+        let rows: Vec<_> = submitters.visible(ctx).into_iter().filter(|p| p.device == d.name).collect();
         let [title, table_area] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(subs);
         let text =
             if rows.is_empty() { "no submitter in this interval" } else { "submitters (b: all disks)" };
         frame.render_widget(Paragraph::new(Span::styled(text, theme.table_header())), title);
         if !rows.is_empty() {
-            let table = columns::table(
-                io_processes::io_columns(&rows, state),
-                table_area.width,
-                theme.table_header(),
-            );
+            let table =
+                columns::table(submitters.columns(&rows, ctx), table_area.width, theme.table_header());
             frame.render_widget(table, table_area);
         }
     }
@@ -108,8 +125,8 @@ pub fn top_files<'a>(model: &'a Model, disk: &str) -> Vec<&'a FileModel> {
     v
 }
 
-fn render_top_files(frame: &mut Frame, area: Rect, model: &Model, top: &[&FileModel], state: &UiState) {
-    let theme = Theme { color: state.color };
+fn render_top_files(frame: &mut Frame, area: Rect, model: &Model, top: &[&FileModel], ctx: &Context) {
+    let theme = ctx.theme;
     let [title, table_area, _] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(top.len() as u16 + 1),
@@ -127,7 +144,7 @@ fn render_top_files(frame: &mut Frame, area: Rect, model: &Model, top: &[&FileMo
     };
     let text = format!("files by disk bytes (block requests mapped by extent{sampled}; f: all)");
     frame.render_widget(Paragraph::new(Span::styled(text, theme.table_header())), title);
-    let u = state.units;
+    let u = ctx.units;
     let total: u64 = model
         .files
         .iter()
@@ -209,9 +226,8 @@ fn why_nothing(model: &Model, d: &DeviceModel) -> String {
     )
 }
 
-fn summary_lines(d: &DeviceModel, b: &BlockDeviceModel, state: &UiState) -> Vec<Line<'static>> {
-    let theme = Theme { color: state.color };
-    let u = state.units;
+fn summary_lines(d: &DeviceModel, b: &BlockDeviceModel, ctx: &Context) -> Vec<Line<'static>> {
+    let (theme, u) = (ctx.theme, ctx.units);
     let kb = |v: f64| format::human_bytes(v * 1024.0);
     // Each line fits 80 columns: the area is exactly as tall as the number of lines.
     let mut lines = vec![Line::from(format!(
@@ -297,9 +313,8 @@ fn latency_columns(b: &BlockDeviceModel, u: Units) -> Vec<Column> {
     ]
 }
 
-fn flag_lines(b: &BlockDeviceModel, state: &UiState) -> Vec<Line<'static>> {
-    let u = state.units;
-    let theme = Theme { color: state.color };
+fn flag_lines(b: &BlockDeviceModel, ctx: &Context) -> Vec<Line<'static>> {
+    let (theme, u) = (ctx.theme, ctx.units);
     let mut spans = vec![Span::styled("flags ", theme.table_header())];
     for f in &b.flags {
         let text = format!("{} {}/s {}% ", f.flag, format::count(f.iops, u), format::percent(f.share_pct));
@@ -329,7 +344,7 @@ fn size_label(bytes: u64) -> String {
 type HistSpec<'a> = (&'a str, &'a [u64], &'a [u64], fn(u64) -> String);
 
 /// Read and write histograms side by side (device time, request size, and queue time when wide).
-fn render_histograms(frame: &mut Frame, area: Rect, b: &BlockDeviceModel, state: &UiState) {
+fn render_histograms(frame: &mut Frame, area: Rect, b: &BlockDeviceModel, ctx: &Context) {
     let wide = area.width >= WIDE;
     let mut specs: Vec<HistSpec> = vec![
         ("device time", &b.read.device_hist, &b.write.device_hist, us_label),
@@ -340,7 +355,7 @@ fn render_histograms(frame: &mut Frame, area: Rect, b: &BlockDeviceModel, state:
     }
     let areas = Layout::horizontal(vec![Constraint::Ratio(1, specs.len() as u32); specs.len()]).split(area);
     for (i, (name, read, write, label)) in specs.into_iter().enumerate() {
-        let lines = histogram_lines(name, read, write, label, areas[i].width, area.height, state);
+        let lines = histogram_lines(name, read, write, label, areas[i].width, area.height, ctx.theme);
         frame.render_widget(Paragraph::new(lines), areas[i]);
     }
 }
@@ -354,9 +369,8 @@ pub fn histogram_lines(
     label: fn(u64) -> String,
     width: u16,
     height: u16,
-    state: &UiState,
+    theme: Theme,
 ) -> Vec<Line<'static>> {
-    let theme = Theme { color: state.color };
     let n = read.len().max(write.len());
     let get = |h: &[u64], i: usize| h.get(i).copied().unwrap_or(0);
     let nonzero: Vec<usize> = (0..n).filter(|&i| get(read, i) + get(write, i) > 0).collect();

@@ -4,17 +4,16 @@
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::model::{DeviceModel, Model};
 use crate::sample::BlockSettings;
 use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
-use crate::ui::rows;
-use crate::ui::state::UiState;
 use crate::ui::table;
-use crate::ui::theme::{Level, Theme};
+use crate::ui::theme::Level;
+use crate::ui::view::{Context, View, ViewAction};
 
 /// %util from which a device is highlighted. Only meaningful for single-queue devices: a device
 /// serving requests in parallel can show 100 % with capacity to spare (marked with `*`).
@@ -24,8 +23,6 @@ const UTIL_CRIT: f64 = 90.0;
 /// Most device rows the pane asks for when sharing the screen (more scroll, or zoom).
 const MAX_SHARED_ROWS: u16 = 8;
 
-/// Rows the pane wants: title, table header, one per visible device (at least one line for a
-/// message), capped when sharing the screen.
 /// The devices pane's own state: the selected device (by name; the detail view shows it) and
 /// which devices are listed.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -37,76 +34,115 @@ pub struct DevicesView {
     pub show_idle_virtual: bool,
 }
 
-pub fn wanted_height(model: &Model, state: &UiState) -> u16 {
-    let n = rows::visible_devices(model, state).len().max(1) as u16;
-    2 + n.min(MAX_SHARED_ROWS)
-}
+impl DevicesView {
+    /// Whole disks (plus partitions with `P`), hiding virtual devices that did no I/O (unless
+    /// `i`). Model order is kept: it follows /proc/diskstats, so rows do not jump between samples.
+    pub fn visible<'a>(&self, model: &'a Model) -> Vec<&'a DeviceModel> {
+        model
+            .devices
+            .iter()
+            .filter(|d| self.show_partitions || !d.is_partition)
+            .filter(|d| self.show_idle_virtual || !(d.is_virtual && d.idle))
+            .collect()
+    }
 
-pub fn title(model: &Model, state: &UiState) -> String {
-    let hidden = rows::hidden_devices(model, state);
-    let mut t = String::from("Devices");
-    if model.interval_s == 0.0 {
-        t.push_str("  rates pending");
+    /// How many devices the toggles hide (shown in the pane title so nothing vanishes silently).
+    pub fn hidden(&self, model: &Model) -> usize {
+        model.devices.len() - self.visible(model).len()
     }
-    if hidden > 0 {
-        t.push_str(&format!("  {hidden} hidden (P partitions, i idle virtual)"));
-    }
-    let disagree: Vec<&str> = model
-        .devices
-        .iter()
-        .filter(|d| d.bpf.as_ref().and_then(|b| b.crosscheck.as_ref()).is_some_and(|x| x.mismatch))
-        .map(|d| d.name.as_str())
-        .collect();
-    if !disagree.is_empty() {
-        t.push_str(&format!("  ≠ eBPF and diskstats disagree: {} (Enter, e)", disagree.join(" ")));
-    } else if model.bpf.enabled {
-        t.push_str("  Enter: eBPF detail");
-    }
-    t
-}
 
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
-    let theme = Theme { color: state.color };
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let devices = rows::visible_devices(model, state);
-    if devices.is_empty() {
-        let msg = if model.devices.is_empty() { "no block devices reported" } else { "all devices hidden" };
-        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
-        return;
+    /// The selected device among those listed (the last when the selection is past them).
+    pub fn selected<'a>(&self, model: &'a Model) -> Option<&'a DeviceModel> {
+        let devices = self.visible(model);
+        devices.get(self.selection.index().min(devices.len().saturating_sub(1))).copied()
     }
-    let (stats_area, settings_area) = if state.views.panes.zoomed {
-        // Zoomed: the settings get their own table below the statistics, whatever the width.
-        let stats_h = (devices.len() as u16 + 1).min(inner.height.saturating_sub(4).max(2));
-        let [a, _, b] =
-            Layout::vertical([Constraint::Length(stats_h), Constraint::Length(1), Constraint::Fill(1)])
-                .areas(inner);
-        (a, Some(b))
-    } else {
-        (inner, None)
-    };
-    let with_settings = settings_area.is_none();
-    table::render(
-        frame,
-        stats_area,
-        stat_columns(model, &devices, state, with_settings),
-        &theme,
-        state_selection(state),
-    );
-    if let Some(area) = settings_area {
-        let [title_area, table_area] =
-            Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
-        frame.render_widget(
-            Paragraph::new(Line::from(Span::styled("Queue settings (/sys/block/*/queue)", theme.dim()))),
-            title_area,
-        );
-        table::render(frame, table_area, settings_columns(&devices), &theme, state_selection(state));
+
+    /// Rows the pane wants: title, table header, one per visible device (at least one line for a
+    /// message), capped when sharing the screen.
+    pub fn wanted_height(&self, model: &Model) -> u16 {
+        let n = self.visible(model).len().max(1) as u16;
+        2 + n.min(MAX_SHARED_ROWS)
     }
 }
 
-fn state_selection(state: &UiState) -> Option<usize> {
-    (state.views.panes.focus == crate::ui::state::Pane::Devices)
-        .then_some(state.views.devices.selection.index())
+impl View for DevicesView {
+    fn title(&self, ctx: &Context) -> String {
+        let model = ctx.model;
+        let hidden = self.hidden(model);
+        let mut t = String::from("Devices");
+        if model.interval_s == 0.0 {
+            t.push_str("  rates pending");
+        }
+        if hidden > 0 {
+            t.push_str(&format!("  {hidden} hidden (P partitions, i idle virtual)"));
+        }
+        let disagree: Vec<&str> = model
+            .devices
+            .iter()
+            .filter(|d| d.bpf.as_ref().and_then(|b| b.crosscheck.as_ref()).is_some_and(|x| x.mismatch))
+            .map(|d| d.name.as_str())
+            .collect();
+        if !disagree.is_empty() {
+            t.push_str(&format!("  ≠ eBPF and diskstats disagree: {} (Enter, e)", disagree.join(" ")));
+        } else if model.bpf.enabled {
+            t.push_str("  Enter: eBPF detail");
+        }
+        t
+    }
+
+    fn render(&self, frame: &mut Frame, inner: Rect, ctx: &Context) {
+        let (model, theme) = (ctx.model, ctx.theme);
+        let devices = self.visible(model);
+        if devices.is_empty() {
+            let msg =
+                if model.devices.is_empty() { "no block devices reported" } else { "all devices hidden" };
+            frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
+            return;
+        }
+        let (stats_area, settings_area) = if ctx.zoomed {
+            // Zoomed: the settings get their own table below the statistics, whatever the width.
+            let stats_h = (devices.len() as u16 + 1).min(inner.height.saturating_sub(4).max(2));
+            let [a, _, b] =
+                Layout::vertical([Constraint::Length(stats_h), Constraint::Length(1), Constraint::Fill(1)])
+                    .areas(inner);
+            (a, Some(b))
+        } else {
+            (inner, None)
+        };
+        let with_settings = settings_area.is_none();
+        let selected = ctx.focused.then_some(self.selection.index());
+        table::render(frame, stats_area, stat_columns(model, &devices, ctx, with_settings), &theme, selected);
+        if let Some(area) = settings_area {
+            let [title_area, table_area] =
+                Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
+            frame.render_widget(
+                Paragraph::new(Line::from(Span::styled("Queue settings (/sys/block/*/queue)", theme.dim()))),
+                title_area,
+            );
+            table::render(frame, table_area, settings_columns(&devices), &theme, selected);
+        }
+    }
+
+    /// `P`, `i` and the selection (the stack gives the pane `P` and `i` whatever has the focus).
+    fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
+        use crossterm::event::KeyCode;
+        match code {
+            KeyCode::Char('P') => self.show_partitions = !self.show_partitions,
+            KeyCode::Char('i') => self.show_idle_virtual = !self.show_idle_virtual,
+            code if self.selection.step_key(code) => {}
+            _ => return None,
+        }
+        Some(ViewAction::Redraw)
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[("↑↓", "device"), ("Enter", "eBPF detail"), ("P", "partitions"), ("i", "idle virtual")]
+    }
+
+    fn follow(&mut self, ctx: &Context) {
+        let names: Vec<String> = self.visible(ctx.model).iter().map(|d| d.name.clone()).collect();
+        self.selection.follow(names);
+    }
 }
 
 /// Builds a column from one formatter applied to every device.
@@ -123,14 +159,9 @@ fn col(
 
 /// The iostat -x columns. `with_settings` adds the queue settings as low-priority columns (they show
 /// when the pane is wide enough).
-fn stat_columns(
-    model: &Model,
-    devices: &[&DeviceModel],
-    state: &UiState,
-    with_settings: bool,
-) -> Vec<Column> {
-    let theme = Theme { color: state.color };
-    let u = state.units;
+fn stat_columns(model: &Model, devices: &[&DeviceModel], ctx: &Context, with_settings: bool) -> Vec<Column> {
+    let theme = ctx.theme;
+    let u = ctx.units;
     let pending = model.interval_s == 0.0;
     let plain = |s: String| (s, Style::new());
     // Rates are meaningless before the first interval: shown as "-" rather than a false 0.
@@ -249,4 +280,37 @@ fn settings_columns(devices: &[&DeviceModel]) -> Vec<Column> {
         col("hwq", 2, devices, |d| s(d, &|b| setting(b.hw_queues))),
         col("lbs", 2, devices, |d| s(d, &|b| setting(b.logical_block_size))),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(name: &str, is_partition: bool, is_virtual: bool, idle: bool) -> DeviceModel {
+        DeviceModel { name: name.into(), is_partition, is_virtual, idle, ..Default::default() }
+    }
+
+    #[test]
+    fn devices_hide_partitions_and_idle_virtual_by_default() {
+        let m = Model {
+            devices: vec![
+                dev("vda", false, false, false),
+                dev("vda1", true, false, false),
+                dev("loop0", false, true, true),
+                dev("loop1", false, true, false),
+                dev("nvme0n1", false, false, true),
+            ],
+            ..Default::default()
+        };
+        let mut v = DevicesView::default();
+        let names = |v: &DevicesView| v.visible(&m).iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        // An idle physical disk stays; a busy loop device stays.
+        assert_eq!(names(&v), vec!["vda", "loop1", "nvme0n1"]);
+        assert_eq!(v.hidden(&m), 2);
+        assert_eq!(v.handle_key(crossterm::event::KeyCode::Char('P')), Some(ViewAction::Redraw));
+        assert_eq!(names(&v), vec!["vda", "vda1", "loop1", "nvme0n1"]);
+        v.handle_key(crossterm::event::KeyCode::Char('i'));
+        assert_eq!(names(&v), vec!["vda", "vda1", "loop0", "loop1", "nvme0n1"]);
+        assert_eq!(v.hidden(&m), 0);
+    }
 }

@@ -8,18 +8,15 @@ use std::cmp::Ordering;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::model::files::FileModel;
-use crate::model::Model;
 use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
-use crate::ui::rows;
-use crate::ui::state::{Action, UiState};
 use crate::ui::table;
 use crate::ui::table::{Selection, Sort, SortColumn};
-use crate::ui::theme::Theme;
+use crate::ui::view::{pane_block, Context, View, ViewAction};
 
 /// The files view's sort key; `s` cycles through them in this order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,35 +95,14 @@ pub struct FilesView {
     pub selection: Selection,
 }
 
-/// The view's keys while it is on screen: `s`/`r` sort (back to the first row), the arrows and
-/// PgUp/PgDn/g/G select; `f`, Esc and the rest are the general keys.
-pub fn handle_key(state: &mut UiState, code: crossterm::event::KeyCode) -> Option<Action> {
-    use crossterm::event::KeyCode;
-    match code {
-        KeyCode::Char('s') => {
-            state.views.files.sort.next_column();
-            state.views.files.selection.reset();
-        }
-        KeyCode::Char('r') => state.views.files.sort.reverse(),
-        code if state.views.files.selection.step_key(code) => {}
-        _ => return None,
-    }
-    Some(Action::Redraw)
-}
-
-/// The identities (`dev:ino`) of the rows on screen, in order (what the selection follows).
-pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
-    visible(model, state).iter().map(|f| format!("{}:{}", f.dev, f.ino)).collect()
-}
-
 /// What the view is limited to, fixed when it was opened.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum FileScope {
     #[default]
     All,
-    /// The device selected in the devices pane (opened from its detail view).
+    /// The device selected in the devices pane (opened from its detail view): the context's.
     SelectedDevice,
-    /// The process selected in the process pane.
+    /// The process selected in the process pane: the context's.
     SelectedProcess,
 }
 
@@ -137,150 +113,175 @@ enum ScopeFilter {
     Pid(u32),
 }
 
-fn scope_filter(model: &Model, state: &UiState) -> ScopeFilter {
-    match state.views.files.scope {
-        FileScope::All => ScopeFilter::All,
-        FileScope::SelectedDevice => {
-            let devices = rows::visible_devices(model, state);
-            match devices.get(state.views.devices.selection.index().min(devices.len().saturating_sub(1))) {
-                Some(d) => ScopeFilter::Device(d.name.clone()),
-                None => ScopeFilter::All,
+impl FilesView {
+    fn scope_filter(&self, ctx: &Context) -> ScopeFilter {
+        match self.scope {
+            FileScope::All => ScopeFilter::All,
+            FileScope::SelectedDevice => {
+                ctx.device.map_or(ScopeFilter::All, |d| ScopeFilter::Device(d.name.clone()))
             }
-        }
-        FileScope::SelectedProcess => {
-            let pid = if state.views.processes.io_view {
-                let v = crate::ui::io_processes::visible(model, state);
-                v.get(state.views.processes.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
-            } else {
-                let v = rows::visible_processes(model, state);
-                v.get(state.views.processes.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
-            };
-            pid.map_or(ScopeFilter::All, ScopeFilter::Pid)
+            FileScope::SelectedProcess => ctx.pid.map_or(ScopeFilter::All, ScopeFilter::Pid),
         }
     }
-}
 
-/// The rows shown: in scope, matching the filter (path, device or process), sorted.
-pub fn visible<'a>(model: &'a Model, state: &UiState) -> Vec<&'a FileModel> {
-    let scope = scope_filter(model, state);
-    let needle = state.filter.to_lowercase();
-    let mut rows: Vec<&FileModel> = model
-        .files
-        .iter()
-        .filter(|f| match &scope {
-            ScopeFilter::All => true,
-            ScopeFilter::Device(d) => &f.device == d || f.block_disk.as_ref() == Some(d),
-            ScopeFilter::Pid(pid) => f.processes.iter().any(|p| p.pid == *pid),
-        })
-        .filter(|f| {
-            needle.is_empty()
-                || f.name().to_lowercase().contains(&needle)
-                || f.device.to_lowercase().contains(&needle)
-                || f.processes
-                    .iter()
-                    .any(|p| p.comm.to_lowercase().contains(&needle) || p.pid.to_string() == needle)
-        })
-        .collect();
-    let sort = state.views.files.sort.column;
-    rows.sort_by(|a, b| {
-        let o = if sort == FileSort::Path {
-            a.name().cmp(&b.name())
-        } else {
-            sort.key(b).partial_cmp(&sort.key(a)).unwrap_or(Ordering::Equal)
-        };
-        let o = if state.views.files.sort.reversed { o.reverse() } else { o };
-        o.then_with(|| a.name().cmp(&b.name()))
-    });
-    rows
-}
-
-pub fn title(model: &Model, state: &UiState) -> String {
-    let fallback = crate::model::panes::fallback_note(
-        &model.bpf.panes,
-        &["files", "files_readahead", "files_writeback_ext4", "files_writeback_iomap", "direct_io"],
-    );
-    let mut t = format!(
-        "Files{fallback}  sort {}{}",
-        state.views.files.sort.column.label(),
-        if state.views.files.sort.reversed { " (rev)" } else { "" }
-    );
-    match scope_filter(model, state) {
-        ScopeFilter::All => {}
-        ScopeFilter::Device(d) => t.push_str(&format!("  device {}", format::text(&d))),
-        ScopeFilter::Pid(p) => t.push_str(&format!("  pid {p}")),
-    }
-    if !state.filter.is_empty() || state.editing_filter() {
-        t.push_str(&format!("  filter \"{}\"", state.filter));
-    }
-    t.push_str("  (f/Esc close, s r sort)");
-    t
-}
-
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
-    let theme = Theme { color: state.color };
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let msg = |m: String| Paragraph::new(Span::styled(m, theme.dim()));
-    if !model.bpf.enabled {
-        let why = model.bpf.reason.clone().unwrap_or_default();
-        frame
-            .render_widget(msg(format!("per-file I/O needs the eBPF probes: {}", format::text(&why))), inner);
-        return;
-    }
-    if !crate::model::files::available(model) {
-        frame.render_widget(
-            msg("no per-file data: these samples were taken without per-file attribution".into()),
-            inner,
-        );
-        return;
-    }
-    if model.interval_s == 0.0 {
-        frame.render_widget(msg("per-file rates pending: first interval not over yet".into()), inner);
-        return;
-    }
-    let rows = visible(model, state);
-    let [table_area, foot] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(inner);
-    if rows.is_empty() {
-        let m = if state.filter.is_empty() {
-            "no file had disk I/O in this interval".to_string()
-        } else {
-            format!("no file matches \"{}\"", state.filter)
-        };
-        frame.render_widget(msg(m), table_area);
-    } else {
-        table::render(
-            frame,
-            table_area,
-            file_columns(&rows, state, inner.width),
-            &theme,
-            Some(state.views.files.selection.index().min(rows.len() - 1)),
-        );
-    }
-    let sampled = match model.block_files.as_ref().and_then(|b| b.sampled_pct) {
-        Some(p) if p < 99.95 => format!(" ({p:.0}% of requests sampled)"),
-        _ => String::new(),
-    };
-    // Figures this kernel cannot give, named before the legend (not shown as zeros).
-    let missing: Vec<String> =
-        ["files_readahead", "direct_io", "files_writeback_ext4", "files_writeback_iomap"]
+    /// The rows shown: in scope, matching the filter (path, device or process), sorted.
+    pub fn visible<'a>(&self, ctx: &Context<'a>) -> Vec<&'a FileModel> {
+        let scope = self.scope_filter(ctx);
+        let needle = ctx.filter.to_lowercase();
+        let mut rows: Vec<&FileModel> = ctx
+            .model
+            .files
             .iter()
-            .filter_map(|id| crate::model::panes::not_live(&model.bpf.panes, id))
-            .map(|p| format!("no {}: {}; ", p.title.trim_start_matches("files: "), format::text(&p.needs())))
+            .filter(|f| match &scope {
+                ScopeFilter::All => true,
+                ScopeFilter::Device(d) => &f.device == d || f.block_disk.as_ref() == Some(d),
+                ScopeFilter::Pid(pid) => f.processes.iter().any(|p| p.pid == *pid),
+            })
+            .filter(|f| {
+                needle.is_empty()
+                    || f.name().to_lowercase().contains(&needle)
+                    || f.device.to_lowercase().contains(&needle)
+                    || f.processes
+                        .iter()
+                        .any(|p| p.comm.to_lowercase().contains(&needle) || p.pid.to_string() == needle)
+            })
             .collect();
-    let foot_text = format!(
+        let sort = self.sort.column;
+        rows.sort_by(|a, b| {
+            let o = if sort == FileSort::Path {
+                a.name().cmp(&b.name())
+            } else {
+                sort.key(b).partial_cmp(&sort.key(a)).unwrap_or(Ordering::Equal)
+            };
+            let o = if self.sort.reversed { o.reverse() } else { o };
+            o.then_with(|| a.name().cmp(&b.name()))
+        });
+        rows
+    }
+}
+
+impl View for FilesView {
+    fn title(&self, ctx: &Context) -> String {
+        let model = ctx.model;
+        let fallback = crate::model::panes::fallback_note(
+            &model.bpf.panes,
+            &["files", "files_readahead", "files_writeback_ext4", "files_writeback_iomap", "direct_io"],
+        );
+        let mut t = format!(
+            "Files{fallback}  sort {}{}",
+            self.sort.column.label(),
+            if self.sort.reversed { " (rev)" } else { "" }
+        );
+        match self.scope_filter(ctx) {
+            ScopeFilter::All => {}
+            ScopeFilter::Device(d) => t.push_str(&format!("  device {}", format::text(&d))),
+            ScopeFilter::Pid(p) => t.push_str(&format!("  pid {p}")),
+        }
+        if !ctx.filter.is_empty() || ctx.editing_filter {
+            t.push_str(&format!("  filter \"{}\"", ctx.filter));
+        }
+        t.push_str("  (f/Esc close, s r sort)");
+        t
+    }
+
+    /// Draws its rule like a focused pane's, with the `f` key.
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Context) {
+        let (model, theme) = (ctx.model, ctx.theme);
+        let block = pane_block('f', &self.title(ctx), true, theme);
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        let msg = |m: String| Paragraph::new(Span::styled(m, theme.dim()));
+        if !model.bpf.enabled {
+            let why = model.bpf.reason.clone().unwrap_or_default();
+            frame.render_widget(
+                msg(format!("per-file I/O needs the eBPF probes: {}", format::text(&why))),
+                inner,
+            );
+            return;
+        }
+        if !crate::model::files::available(model) {
+            frame.render_widget(
+                msg("no per-file data: these samples were taken without per-file attribution".into()),
+                inner,
+            );
+            return;
+        }
+        if model.interval_s == 0.0 {
+            frame.render_widget(msg("per-file rates pending: first interval not over yet".into()), inner);
+            return;
+        }
+        let rows = self.visible(ctx);
+        let [table_area, foot] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(inner);
+        if rows.is_empty() {
+            let m = if ctx.filter.is_empty() {
+                "no file had disk I/O in this interval".to_string()
+            } else {
+                format!("no file matches \"{}\"", ctx.filter)
+            };
+            frame.render_widget(msg(m), table_area);
+        } else {
+            table::render(
+                frame,
+                table_area,
+                file_columns(&rows, ctx, inner.width),
+                &theme,
+                Some(self.selection.index().min(rows.len() - 1)),
+            );
+        }
+        let sampled = match model.block_files.as_ref().and_then(|b| b.sampled_pct) {
+            Some(p) if p < 99.95 => format!(" ({p:.0}% of requests sampled)"),
+            _ => String::new(),
+        };
+        // Figures this kernel cannot give, named before the legend (not shown as zeros).
+        let missing: Vec<String> =
+            ["files_readahead", "direct_io", "files_writeback_ext4", "files_writeback_iomap"]
+                .iter()
+                .filter_map(|id| crate::model::panes::not_live(&model.bpf.panes, id))
+                .map(|p| {
+                    format!("no {}: {}; ", p.title.trim_start_matches("files: "), format::text(&p.needs()))
+                })
+                .collect();
+        let foot_text = format!(
         "{}{} files with I/O; read = pages read into the cache (ra = readahead), wb = written back, dio = direct I/O, \
          blk = block requests mapped by extent{sampled}",
         missing.concat(),
         crate::model::files::file_rows(&model.files)
     );
-    frame.render_widget(msg(format::shorten(&foot_text, inner.width as usize)), foot);
+        frame.render_widget(msg(format::shorten(&foot_text, inner.width as usize)), foot);
+    }
+
+    /// `s`/`r` sort (back to the first row), the arrows and PgUp/PgDn/g/G select; `f`, Esc and the
+    /// rest are the general keys.
+    fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
+        use crossterm::event::KeyCode;
+        match code {
+            KeyCode::Char('s') => {
+                self.sort.next_column();
+                self.selection.reset();
+            }
+            KeyCode::Char('r') => self.sort.reverse(),
+            code if self.selection.step_key(code) => {}
+            _ => return None,
+        }
+        Some(ViewAction::Redraw)
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[("↑↓", "file"), ("s r", "sort / reverse"), ("f Esc", "close")]
+    }
+
+    /// The identities (`dev:ino`) of the rows on screen, in order.
+    fn follow(&mut self, ctx: &Context) {
+        let keys: Vec<String> = self.visible(ctx).iter().map(|f| format!("{}:{}", f.dev, f.ino)).collect();
+        self.selection.follow(keys);
+    }
 }
 
 /// The processes column is cut to this many characters.
 const PROCESSES_WIDTH: usize = 36;
 
-fn file_columns(rows: &[&FileModel], state: &UiState, width: u16) -> Vec<Column> {
-    let u = state.units;
+fn file_columns(rows: &[&FileModel], ctx: &Context, width: u16) -> Vec<Column> {
+    let u = ctx.units;
     let plain = |s: String| (s, Style::new());
     let col = |name: &str, priority: u8, f: &dyn Fn(&FileModel) -> String| {
         let mut c = Column::new(name, priority).min_width(7);

@@ -8,7 +8,7 @@ use ratatui::Frame;
 
 use crate::model::{Model, PsiView};
 use crate::ui::format;
-use crate::ui::state::UiState;
+use crate::ui::line_input::LineInput;
 use crate::ui::theme::{Level, Theme};
 
 /// Lines the header takes.
@@ -19,16 +19,38 @@ pub const HEIGHT: u16 = 2;
 const PSI_WARN: f64 = 5.0;
 const PSI_CRIT: f64 = 20.0;
 
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
-    let theme = Theme { color: state.color };
+/// What the header shows while the live session is being recorded (`R`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecordingIndicator {
+    pub path: String,
+    pub frames: u64,
+    pub bytes: u64,
+}
+
+/// The session's state the header shows, beside the model.
+pub struct Status<'a> {
+    pub theme: Theme,
+    /// The sampling interval asked for.
+    pub interval: std::time::Duration,
+    /// Local time zone offset for the clock, seconds east of UTC.
+    pub utc_offset_s: i64,
+    pub filter: &'a LineInput,
+    pub editing_filter: bool,
+    pub paused: bool,
+    pub recording: Option<&'a RecordingIndicator>,
+    /// A one-line notice (e.g. why recording could not start).
+    pub message: Option<&'a str>,
+}
+
+pub fn render(frame: &mut Frame, area: Rect, model: &Model, status: &Status) {
+    let theme = status.theme;
     let [line1, line2] = Layout::vertical([Constraint::Length(1); 2]).areas(area);
-    render_identity(frame, line1, model, state, theme);
-    render_psi(frame, line2, model, state, theme);
+    render_identity(frame, line1, model, status, theme);
+    render_psi(frame, line2, model, status, theme);
 }
 
 /// Shown before the first sample arrives, so the screen is never blank at start.
-pub fn render_starting(frame: &mut Frame, area: Rect, state: &UiState) {
-    let theme = Theme { color: state.color };
+pub fn render_starting(frame: &mut Frame, area: Rect, theme: Theme) {
     let line = Line::from(vec![
         Span::styled(" ioscope ", theme.title(false)),
         Span::raw(" taking the first sample…"),
@@ -36,7 +58,7 @@ pub fn render_starting(frame: &mut Frame, area: Rect, state: &UiState) {
     frame.render_widget(Paragraph::new(line), area);
 }
 
-fn render_identity(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, theme: Theme) {
+fn render_identity(frame: &mut Frame, area: Rect, model: &Model, state: &Status, theme: Theme) {
     let h = &model.header;
     let sep = if area.width >= 100 { "  " } else { " " };
     let interval = if model.interval_s > 0.0 {
@@ -88,7 +110,7 @@ fn bpf_span(model: &Model, room: usize, theme: Theme) -> Span<'static> {
     Span::styled(format::shorten(&bpf_text(model), room.max(8)), style)
 }
 
-fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, theme: Theme) {
+fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &Status, theme: Theme) {
     let wide = area.width >= 110;
     let mut spans = vec![Span::styled(" PSI ", theme.dim())];
     if let Some(why) = model.unavailable(crate::sample::Unavailable::PSI) {
@@ -112,18 +134,18 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
     frame.render_widget(Paragraph::new(psi), area);
 
     let mut flags = Vec::new();
-    if state.editing_filter() {
+    if state.editing_filter {
         flags.push(Span::styled(format!(" filter: {}", state.filter.with_cursor(true)), theme.banner()));
         flags.push(Span::raw(" "));
     } else if !state.filter.is_empty() {
-        flags.push(Span::styled(format!(" filter: {} ", format::shorten(&state.filter, 16)), theme.banner()));
+        flags.push(Span::styled(format!(" filter: {} ", format::shorten(state.filter, 16)), theme.banner()));
         flags.push(Span::raw(" "));
     }
     if state.paused {
         flags.push(Span::styled(" PAUSED ", theme.banner()));
         flags.push(Span::raw(" "));
     }
-    if let Some(rec) = &state.recording {
+    if let Some(rec) = state.recording {
         let size = format::human_bytes(rec.bytes as f64);
         // The file name only where it does not hide the PSI figures.
         let text = if area.width >= 140 {
@@ -134,7 +156,7 @@ fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, the
         flags.push(Span::styled(text, theme.level(Level::Critical)));
         flags.push(Span::raw(" "));
     }
-    if let Some(msg) = &state.message {
+    if let Some(msg) = state.message {
         // Right of the PSI figures, never over them: cut in the middle (a path's end stays) to the
         // room they leave, at least 24 columns.
         let used: usize = flags.iter().map(Span::width).sum();

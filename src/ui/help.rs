@@ -7,7 +7,6 @@ use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::model::Model;
-use crate::ui::state::UiState;
 use crate::ui::theme::Theme;
 use crate::untrusted::shown;
 
@@ -56,12 +55,12 @@ const NOTES: [&str; 4] = [
     "dirty gauge: │ background writeback starts, ┃ writers are throttled.",
 ];
 
-pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, state: &UiState) {
-    let theme = Theme { color: state.color };
-    let replay_keys: &[(&str, &str)] = if state.replay { &REPLAY_KEYS } else { &[] };
+/// The help over `area`; `replay`: the player's keys instead of the live-only ones.
+pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, theme: Theme, replay: bool) {
+    let replay_keys: &[(&str, &str)] = if replay { &REPLAY_KEYS } else { &[] };
     let mut lines: Vec<Line> = replay_keys
         .iter()
-        .chain(KEYS.iter().filter(|(k, _)| !(state.replay && LIVE_ONLY.contains(k))))
+        .chain(KEYS.iter().filter(|(k, _)| !(replay && LIVE_ONLY.contains(k))))
         .map(|(k, what)| {
             Line::from(vec![Span::styled(format!("{k:>11}  "), theme.table_header()), Span::raw(*what)])
         })
@@ -92,112 +91,4 @@ pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, state: &UiSt
     frame.render_widget(Clear, popup);
     let block = Block::bordered().title(Span::styled(" ioscope help ", theme.title(true)));
     frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), popup);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ui::state::Action;
-    use crate::ui::Pane;
-    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use std::collections::HashSet;
-    use std::time::Duration;
-
-    /// How the help writes a key.
-    fn name(key: &KeyEvent) -> String {
-        if key.modifiers.contains(KeyModifiers::CONTROL) {
-            if let KeyCode::Char(c) = key.code {
-                return format!("Ctrl-{}", c.to_ascii_uppercase());
-            }
-        }
-        match key.code {
-            KeyCode::Char(' ') => "Space".into(),
-            KeyCode::Char(c) => c.to_string(),
-            KeyCode::Tab => "Tab".into(),
-            KeyCode::BackTab => "S-Tab".into(),
-            KeyCode::Esc => "Esc".into(),
-            KeyCode::Enter => "Enter".into(),
-            KeyCode::Up => "↑".into(),
-            KeyCode::Down => "↓".into(),
-            KeyCode::PageUp => "PgUp".into(),
-            KeyCode::PageDown => "PgDn".into(),
-            KeyCode::Home => "Home".into(),
-            KeyCode::End => "End".into(),
-            KeyCode::F(n) => format!("F{n}"),
-            other => format!("{other:?}"),
-        }
-    }
-
-    fn all_keys() -> Vec<KeyEvent> {
-        let mut codes: Vec<KeyCode> = (' '..='~').map(KeyCode::Char).collect();
-        codes.extend([
-            KeyCode::Tab,
-            KeyCode::BackTab,
-            KeyCode::Esc,
-            KeyCode::Enter,
-            KeyCode::Backspace,
-            KeyCode::Up,
-            KeyCode::Down,
-            KeyCode::Left,
-            KeyCode::Right,
-            KeyCode::PageUp,
-            KeyCode::PageDown,
-            KeyCode::Home,
-            KeyCode::End,
-            KeyCode::Delete,
-            KeyCode::Insert,
-        ]);
-        codes.extend((1..=12).map(KeyCode::F));
-        let mut keys: Vec<KeyEvent> =
-            codes.into_iter().map(|c| KeyEvent::new(c, KeyModifiers::NONE)).collect();
-        keys.push(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-        keys
-    }
-
-    /// A state in which every binding has something to act on.
-    fn busy_state() -> UiState {
-        let mut s = UiState::new(Duration::from_secs(1), true);
-        s.views.panes.focus = Pane::Processes;
-        s.filter = "fio".into();
-        s.views.processes.selection.select_index(3);
-        s
-    }
-
-    fn documented_tokens() -> HashSet<String> {
-        KEYS.iter()
-            .flat_map(|(k, what)| k.split_whitespace().chain(what.split_whitespace()))
-            .map(|t| t.trim_matches(|c: char| matches!(c, ',' | ';' | '(' | ')')).to_string())
-            .collect()
-    }
-
-    #[test]
-    fn every_bound_key_is_in_the_help() {
-        let documented = documented_tokens();
-        for key in all_keys() {
-            if busy_state().handle_key(key) != Action::None {
-                assert!(documented.contains(&name(&key)), "{} is bound but not in the help", name(&key));
-            }
-        }
-    }
-
-    #[test]
-    fn every_key_in_the_help_does_something() {
-        let by_name: Vec<(String, KeyEvent)> = all_keys().into_iter().map(|k| (name(&k), k)).collect();
-        for (keys, _) in KEYS {
-            for token in keys.split_whitespace() {
-                // Ctrl-Z belongs to the event loops (job control), not to the panes' keys.
-                if token == "Ctrl-Z" {
-                    let z = KeyEvent::new(
-                        crossterm::event::KeyCode::Char('z'),
-                        crossterm::event::KeyModifiers::CONTROL,
-                    );
-                    assert!(crate::ui::terminal::is_suspend_key(&z));
-                    continue;
-                }
-                let key = by_name.iter().find(|(n, _)| n == token).map(|(_, k)| *k);
-                let key = key.unwrap_or_else(|| panic!("help names a key {token:?} the test cannot press"));
-                assert_ne!(busy_state().handle_key(key), Action::None, "{token} does nothing");
-            }
-        }
-    }
 }

@@ -4,14 +4,14 @@
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, RenderDirection, Sparkline};
+use ratatui::widgets::{Paragraph, RenderDirection, Sparkline};
 use ratatui::Frame;
 
-use crate::model::{MemoryModel, Model};
+use crate::model::MemoryModel;
 use crate::ui::format::{self, Units};
 use crate::ui::history::History;
-use crate::ui::state::UiState;
 use crate::ui::theme::{Level, Theme};
+use crate::ui::view::{Context, View};
 
 /// Refaults of file pages per second from which the figure is highlighted: pages evicted and read
 /// back soon after mean the page cache is too small for the working set (thrashing).
@@ -26,29 +26,43 @@ const GAUGE_HEADROOM: f64 = 1.25;
 
 const GAP: &str = "  ";
 
-/// Rows the pane needs at `width` (block title included) without sparkline growth.
-pub fn wanted_height(model: &Model, state: &UiState, width: u16) -> u16 {
-    let memory = crate::ui::page_cache::memory_for_display(model);
-    let top = text_lines(&memory, model.interval_s, state, width).len() as u16;
-    let extra = (crate::ui::page_cache::memory_lines(model, state).len()
-        + crate::ui::syncs::memory_lines(model, state).len()) as u16;
-    1 + top + extra + 1
+/// The memory pane: no state of its own (its sparklines draw the context's history).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MemoryView;
+
+impl MemoryView {
+    /// Rows the pane needs at `width` (block title included) without sparkline growth.
+    pub fn wanted_height(&self, ctx: &Context, width: u16) -> u16 {
+        let model = ctx.model;
+        let memory = crate::ui::page_cache::memory_for_display(model);
+        let top = text_lines(&memory, model.interval_s, ctx, width).len() as u16;
+        let extra = (crate::ui::page_cache::memory_lines(ctx).len()
+            + crate::ui::syncs::memory_lines(ctx).len()) as u16;
+        1 + top + extra + 1
+    }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
-    let theme = Theme { color: state.color };
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
+impl View for MemoryView {
+    fn title(&self, _ctx: &Context) -> String {
+        "Memory".to_string()
+    }
+
+    fn render(&self, frame: &mut Frame, inner: Rect, ctx: &Context) {
+        render(frame, inner, ctx)
+    }
+}
+
+fn render(frame: &mut Frame, inner: Rect, ctx: &Context) {
+    let model = ctx.model;
     // The kernel's own dirty thresholds when eBPF saw them; the throttling warning below the gauge.
     let memory = crate::ui::page_cache::memory_for_display(model);
-    let mut lines = text_lines(&memory, model.interval_s, state, inner.width);
+    let mut lines = text_lines(&memory, model.interval_s, ctx, inner.width);
     let after_gauge = lines
         .iter()
         .position(|l| l.spans.first().is_some_and(|s| s.content.starts_with("dirty+wb")))
         .map_or(lines.len(), |i| i + 1);
-    let extra = crate::ui::page_cache::memory_lines(model, state)
-        .into_iter()
-        .chain(crate::ui::syncs::memory_lines(model, state));
+    let extra =
+        crate::ui::page_cache::memory_lines(ctx).into_iter().chain(crate::ui::syncs::memory_lines(ctx));
     for (i, l) in extra.enumerate() {
         lines.insert(after_gauge + i, l);
     }
@@ -56,13 +70,13 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     let [text_area, spark_area] =
         Layout::vertical([Constraint::Length(text_h), Constraint::Fill(1)]).areas(inner);
     frame.render_widget(Paragraph::new(lines), text_area);
-    render_history(frame, spark_area, state, theme);
+    render_history(frame, spark_area, ctx);
 }
 
 /// The text part: meminfo, the dirty gauge and its legend, the vmstat rates.
-fn text_lines(m: &MemoryModel, interval_s: f64, state: &UiState, width: u16) -> Vec<Line<'static>> {
-    let theme = Theme { color: state.color };
-    let u = state.units;
+fn text_lines(m: &MemoryModel, interval_s: f64, ctx: &Context, width: u16) -> Vec<Line<'static>> {
+    let theme = ctx.theme;
+    let u = ctx.units;
     let b = |v: u64| format::bytes(v as f64, u);
     let item = |label: &str, value: String, style: Style| {
         vec![Span::styled(format!("{label} "), theme.dim()), Span::styled(value, style)]
@@ -243,11 +257,12 @@ fn rate_items(m: &MemoryModel, u: Units, theme: Theme) -> Vec<Vec<Span<'static>>
 /// on the label) so a trend shows even when the value is a sliver of RAM or of the thresholds; the
 /// gauge above already draws dirty memory against the thresholds. Side by side on one line, or
 /// stacked when there is room.
-fn render_history(frame: &mut Frame, area: Rect, state: &UiState, theme: Theme) {
+fn render_history(frame: &mut Frame, area: Rect, ctx: &Context) {
+    let theme = ctx.theme;
     if area.height == 0 || area.width < 20 {
         return;
     }
-    let h = &state.history;
+    let h = ctx.history;
     let series = [("cached", &h.cached, theme.cached()), ("dirty+wb", &h.dirty, theme.dirty())];
     let areas: Vec<Rect> = if area.height >= 4 {
         Layout::vertical([Constraint::Fill(1); 2]).split(area).to_vec()
@@ -258,7 +273,7 @@ fn render_history(frame: &mut Frame, area: Rect, state: &UiState, theme: Theme) 
         let a = Rect { height: a.height.min(8), ..a };
         // The label is 12 wide, wider for a raw peak ("peak 8393342"), and a space always parts it
         // from the sparkline: the peak in the window the sparkline would have at width 12.
-        let peak_text = |peak: u64| format!("peak {}", format::bytes(peak as f64, state.units));
+        let peak_text = |peak: u64| format!("peak {}", format::bytes(peak as f64, ctx.units));
         let probe =
             History::last(data, a.width.saturating_sub(12) as usize).iter().copied().max().unwrap_or(0);
         let label_w = (peak_text(probe).chars().count() as u16 + 1).max(12);

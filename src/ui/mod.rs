@@ -7,8 +7,7 @@
 //! `z` gives the focused pane the whole body.
 
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
+use ratatui::widgets::Block;
 use ratatui::Frame;
 
 use crate::model::Model;
@@ -28,21 +27,23 @@ pub mod io_processes;
 pub mod line_input;
 pub mod memory;
 pub mod page_cache;
-pub mod panes;
 pub mod probe_health;
 pub mod processes;
 pub mod readahead;
-pub mod rows;
+pub mod stack;
 pub mod state;
 pub mod syncs;
 pub mod table;
 pub mod terminal;
 pub mod theme;
+pub mod view;
 
 pub use format::Units;
 pub use history::History;
-pub use state::{Action, Body, Overlay, Pane, ProcSort, UiState};
-use theme::Theme;
+pub use processes::ProcSort;
+pub use stack::Pane;
+pub use state::{Action, Body, Overlay, UiState};
+use view::{draw_block, pane_block, Context, View};
 
 /// Fewest process rows (title and header included) the stacked layout leaves.
 const MIN_PROCESS_HEIGHT: u16 = 5;
@@ -70,25 +71,30 @@ pub fn scrub(buf: &mut ratatui::buffer::Buffer) {
 pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [header_area, body] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
-    header::render(frame, header_area, model, state);
-    match state.body {
-        Body::Files => {
-            let title = files::title(model, state);
-            let block = pane_block('f', &title, true, state);
-            files::render(frame, body, model, state, block);
-        }
-        Body::Syncs => syncs::render(frame, body, model, state),
-        Body::Readahead => readahead::render(frame, body, model, state),
-        Body::Cgroups => cgroups::render(frame, body, model, state),
-        Body::ProbeHealth => probe_health::render(frame, body, model, state),
-        Body::DeviceDetail => device_detail::render(frame, body, model, state),
-        Body::Panes if state.views.panes.zoomed => {
-            render_pane(frame, body, state.views.panes.focus, model, state)
-        }
-        Body::Panes => draw_stacked(frame, body, model, state),
+    header::render(frame, header_area, model, &state.status());
+    let ctx = Context { screen: area, ..state.context(model) };
+    let views = &state.views;
+    let full: Option<&dyn View> = match state.body {
+        Body::Files => Some(&views.files),
+        Body::Syncs => Some(&views.syncs),
+        Body::Readahead => Some(&views.readahead),
+        Body::Cgroups => Some(&views.cgroups),
+        Body::ProbeHealth => Some(&views.probe_health),
+        Body::DeviceDetail | Body::Stack => None,
+    };
+    if let Some(view) = full {
+        view.render(frame, body, &ctx.with_focus(true));
+    } else if state.body == Body::DeviceDetail {
+        // Its submitters are sorted like the eBPF process table.
+        let detail = device_detail::DeviceDetailView { submitters: views.io_processes.sort };
+        detail.render(frame, body, &ctx.with_focus(true));
+    } else if views.stack.zoomed {
+        render_pane(frame, body, views.stack.focus, &ctx, state);
+    } else {
+        draw_stack(frame, body, &ctx, state);
     }
     if state.shows(Overlay::Help) {
-        help::render(frame, area, Some(model), state);
+        help::render(frame, area, Some(model), ctx.theme, state.replay);
     }
 }
 
@@ -97,15 +103,16 @@ pub fn draw_starting(frame: &mut Frame, state: &UiState) {
     let area = frame.area();
     let [header_area, _] =
         Layout::vertical([Constraint::Length(header::HEIGHT), Constraint::Fill(1)]).areas(area);
-    header::render_starting(frame, header_area, state);
+    let theme = theme::Theme { color: state.color };
+    header::render_starting(frame, header_area, theme);
     if state.shows(Overlay::Help) {
-        help::render(frame, area, None, state);
+        help::render(frame, area, None, theme, state.replay);
     }
 }
 
-fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
-    let mut mem_h = memory::wanted_height(model, state, body.width);
-    let mut dev_h = devices::wanted_height(model, state);
+fn draw_stack(frame: &mut Frame, body: Rect, ctx: &Context, state: &UiState) {
+    let mut mem_h = state.views.memory.wanted_height(ctx, body.width);
+    let mut dev_h = state.views.devices.wanted_height(ctx.model);
     if state.baseline.is_some() {
         // Deltas are a metric per row: a device has a dozen, so give them room.
         dev_h = dev_h.max(body.height / 3);
@@ -121,60 +128,55 @@ fn draw_stacked(frame: &mut Frame, body: Rect, model: &Model, state: &UiState) {
     let [mem, dev, procs] =
         Layout::vertical([Constraint::Length(mem_h), Constraint::Length(dev_h), Constraint::Fill(1)])
             .areas(body);
-    render_pane(frame, mem, Pane::Memory, model, state);
-    render_pane(frame, dev, Pane::Devices, model, state);
+    render_pane(frame, mem, Pane::Memory, ctx, state);
+    render_pane(frame, dev, Pane::Devices, ctx, state);
     // Processes and page cache share the rest: both when there is room for two, else the one
     // that has the focus (processes by default; `4` shows the cache).
     if procs.height >= 2 * MIN_PROCESS_HEIGHT + 2 {
         let [p, c] = Layout::vertical([Constraint::Fill(1); 2]).areas(procs);
-        render_pane(frame, p, Pane::Processes, model, state);
-        render_pane(frame, c, Pane::PageCache, model, state);
-    } else if state.views.panes.focus == Pane::PageCache {
-        render_pane(frame, procs, Pane::PageCache, model, state);
+        render_pane(frame, p, Pane::Processes, ctx, state);
+        render_pane(frame, c, Pane::PageCache, ctx, state);
+    } else if state.views.stack.focus == Pane::PageCache {
+        render_pane(frame, procs, Pane::PageCache, ctx, state);
     } else {
-        render_pane(frame, procs, Pane::Processes, model, state);
+        render_pane(frame, procs, Pane::Processes, ctx, state);
     }
 }
 
-fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, model: &Model, state: &UiState) {
-    let (key, title) = match pane {
-        Pane::Memory => ('1', "Memory".to_string()),
-        Pane::Devices => ('2', devices::title(model, state)),
-        Pane::Processes if state.views.processes.io_view => ('3', io_processes::title(model, state)),
-        Pane::Processes => ('3', processes::title(model, state)),
-        Pane::PageCache => ('4', page_cache::title(model, state)),
-    };
-    if let Some(baseline) = &state.baseline {
-        let title = baseline::title(&title, baseline, state);
-        let block = pane_block(key, &title, state.views.panes.focus == pane, state);
-        return baseline::render(frame, area, pane, model, baseline, state, block);
+/// One pane of the stack: its rule with its key and title, then its view (or its deltas against
+/// the baseline).
+fn render_pane(frame: &mut Frame, area: Rect, pane: Pane, ctx: &Context, state: &UiState) {
+    let ctx = ctx.with_focus(state.views.stack.focus == pane);
+    let view = state.pane_view(pane);
+    let title = view.title(&ctx);
+    if let Some(base) = &state.baseline {
+        let title = baseline::title(&title, base, state.utc_offset_s);
+        let inner = draw_block(frame, area, pane_block(pane.key(), &title, ctx.focused, ctx.theme));
+        return baseline::render(frame, inner, pane.compare_groups(), ctx.model, base, ctx.theme);
     }
-    let block = pane_block(key, &title, state.views.panes.focus == pane, state);
+    let inner = draw_block(frame, area, pane_block(pane.key(), &title, ctx.focused, ctx.theme));
+    view.render(frame, inner, &ctx);
+}
+
+/// A pane of the stack drawn alone in `area` under a rule of its own (`ioscope bench` shows the
+/// memory and devices panes beside its runs): its height at `width` is [`pane_height`].
+pub fn draw_pane(frame: &mut Frame, area: Rect, pane: Pane, block: Block, model: &Model, state: &UiState) {
+    let ctx = state.context(model).with_focus(state.views.stack.focus == pane);
+    let inner = draw_block(frame, area, block);
+    state.pane_view(pane).render(frame, inner, &ctx);
+}
+
+/// The rows the memory or devices pane asks for at `width` (0 for the others, which take what is
+/// left), rule included.
+pub fn pane_height(pane: Pane, model: &Model, state: &UiState, width: u16) -> u16 {
     match pane {
-        Pane::Memory => memory::render(frame, area, model, state, block),
-        Pane::Devices => devices::render(frame, area, model, state, block),
-        Pane::Processes if state.views.processes.io_view => {
-            io_processes::render(frame, area, model, state, block)
-        }
-        Pane::Processes => processes::render(frame, area, model, state, block),
-        Pane::PageCache => page_cache::render(frame, area, model, state, block),
+        Pane::Memory => state.views.memory.wanted_height(&state.context(model), width),
+        Pane::Devices => state.views.devices.wanted_height(model),
+        Pane::Processes | Pane::PageCache => 0,
     }
 }
 
-/// A top rule carrying the pane's title: its focus key, name and state. The focused pane is marked
-/// with ▶ as well as by style, so focus shows without colour.
-fn pane_block(key: char, title: &str, focused: bool, state: &UiState) -> Block<'static> {
-    let theme = Theme { color: state.color };
-    let marker = if focused { '▶' } else { ' ' };
-    // Titles name devices, processes and cgroups.
-    let title = &*crate::untrusted::escape(title);
-    let name_end = title.find("  ").unwrap_or(title.len());
-    let (name, rest) = title.split_at(name_end);
-    Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Line::from(vec![
-        Span::styled(format!("{marker}{key} {name} "), theme.title(focused)),
-        Span::styled(
-            if rest.is_empty() { String::new() } else { format!(" {} ", rest.trim_start()) },
-            theme.dim(),
-        ),
-    ]))
+/// The title of a pane of the stack, as its rule shows it.
+pub fn pane_title(pane: Pane, model: &Model, state: &UiState) -> String {
+    state.pane_view(pane).title(&state.context(model))
 }

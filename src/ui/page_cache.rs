@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::model::page_cache::{PageCacheModel, PageCacheProcessModel};
@@ -16,10 +16,10 @@ use crate::model::panes::{self, PaneStatus};
 use crate::model::{MemoryModel, Model, ProcessModel};
 use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
-use crate::ui::rows;
-use crate::ui::state::{Pane, UiState};
+use crate::ui::processes::matches_filter;
 use crate::ui::table;
 use crate::ui::theme::{Level, Theme};
+use crate::ui::view::{Context, View, ViewAction};
 
 /// Hit rates below these are highlighted (only for processes doing a fair amount of access).
 const HIT_WARN: f64 = 90.0;
@@ -89,28 +89,30 @@ pub struct PageCacheView {
     pub selection: crate::ui::table::Selection,
 }
 
-fn ascending(state: &UiState) -> bool {
-    state.views.page_cache.sort.column.ascending_by_default() != state.views.page_cache.sort.reversed
-}
+impl PageCacheView {
+    fn ascending(&self) -> bool {
+        self.sort.column.ascending_by_default() != self.sort.reversed
+    }
 
-/// The eBPF rows shown: matching the filter, sorted; ties by pid.
-pub fn visible_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a PageCacheProcessModel> {
-    let mut rows: Vec<&PageCacheProcessModel> = model
-        .cache_processes
-        .iter()
-        .filter(|p| {
-            let probe = ProcessModel { pid: p.pid, comm: p.comm.as_str().into(), ..Default::default() };
-            rows::matches_filter(&probe, &state.filter)
-                && crate::ui::cgroups::admits(model, state, p.pid, Some(p.cgroup_id))
-        })
-        .collect();
-    let asc = ascending(state);
-    rows.sort_by(|a, b| {
-        let ord = compare(a, b, state.views.page_cache.sort.column);
-        let ord = if asc { ord } else { ord.reverse() };
-        ord.then(a.pid.cmp(&b.pid))
-    });
-    rows
+    /// The eBPF rows shown: matching the filter, sorted; ties by pid.
+    pub fn visible_rows<'a>(&self, ctx: &Context<'a>) -> Vec<&'a PageCacheProcessModel> {
+        let model = ctx.model;
+        let mut rows: Vec<&PageCacheProcessModel> = model
+            .cache_processes
+            .iter()
+            .filter(|p| {
+                let probe = ProcessModel { pid: p.pid, comm: p.comm.as_str().into(), ..Default::default() };
+                matches_filter(&probe, ctx.filter) && ctx.admits(p.pid, Some(p.cgroup_id))
+            })
+            .collect();
+        let asc = self.ascending();
+        rows.sort_by(|a, b| {
+            let ord = compare(a, b, self.sort.column);
+            let ord = if asc { ord } else { ord.reverse() };
+            ord.then(a.pid.cmp(&b.pid))
+        });
+        rows
+    }
 }
 
 fn compare(a: &PageCacheProcessModel, b: &PageCacheProcessModel, sort: PageCacheSort) -> Ordering {
@@ -133,13 +135,14 @@ fn compare(a: &PageCacheProcessModel, b: &PageCacheProcessModel, sort: PageCache
 }
 
 /// Rows of the fallback: processes whose /proc/PID/io shows reads, by estimated cache reads.
-fn estimate_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a ProcessModel> {
-    let mut rows: Vec<&ProcessModel> = model
+fn estimate_rows<'a>(ctx: &Context<'a>) -> Vec<&'a ProcessModel> {
+    let mut rows: Vec<&ProcessModel> = ctx
+        .model
         .processes
         .iter()
         .filter(|p| p.io_readable && p.rchar_s + p.read_bytes_s > 0.0)
-        .filter(|p| rows::matches_filter(p, &state.filter))
-        .filter(|p| crate::ui::cgroups::admits(model, state, p.pid, None))
+        .filter(|p| matches_filter(p, ctx.filter))
+        .filter(|p| ctx.admits(p.pid, None))
         .collect();
     rows.sort_by(|a, b| {
         (b.cache_estimate_bytes_s + b.read_bytes_s)
@@ -149,66 +152,84 @@ fn estimate_rows<'a>(model: &'a Model, state: &UiState) -> Vec<&'a ProcessModel>
     rows
 }
 
-/// The identities (pids) of the rows the pane lists now, in order (what the selection follows).
-pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
-    match model.cache {
-        Some(_) => visible_rows(model, state).iter().map(|p| p.pid.to_string()).collect(),
-        None => estimate_rows(model, state).iter().map(|p| p.pid.to_string()).collect(),
-    }
-}
-
-pub fn title(model: &Model, state: &UiState) -> String {
-    let mut t = match model.cache {
-        Some(_) => {
-            let arrow = if ascending(state) { "▲" } else { "▼" };
-            let fallback = panes::fallback_note(&model.bpf.panes, &["cache", "direct_io"]);
-            format!("Page cache  eBPF{fallback}  sort {} {arrow}", state.views.page_cache.sort.column.label())
-        }
-        None if model.interval_s == 0.0 => "Page cache".to_string(),
-        None if model.bpf.enabled => {
-            "Page cache  estimate from /proc/PID/io (page-cache probes off)".to_string()
-        }
-        None => "Page cache  estimate from /proc/PID/io (eBPF off)".to_string(),
-    };
-    if !state.filter.is_empty() {
-        t.push_str(&format!("  filter \"{}\"", state.filter));
-    }
-    crate::ui::cgroups::title_note(&mut t, state);
-    t
-}
-
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
-    let theme = Theme { color: state.color };
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let Some(cache) = &model.cache else {
-        render_estimate(frame, inner, model, state, theme);
-        return;
-    };
-    let lines = system_lines(
-        cache,
-        panes::not_live(&model.bpf.panes, "cache"),
-        model.interval_s,
-        state.units,
-        theme,
-        inner.width,
-    );
-    let top_h = (lines.len() as u16).min(inner.height);
-    let [top, table_area] = Layout::vertical([Constraint::Length(top_h), Constraint::Fill(1)]).areas(inner);
-    frame.render_widget(Paragraph::new(lines), top);
-    let rows = visible_rows(model, state);
-    if rows.is_empty() {
-        let msg = if !state.filter.is_empty() {
-            format!("no process matches \"{}\"", state.filter)
-        } else {
-            "no process used the page cache in this interval".to_string()
+impl View for PageCacheView {
+    fn title(&self, ctx: &Context) -> String {
+        let model = ctx.model;
+        let mut t = match model.cache {
+            Some(_) => {
+                let arrow = if self.ascending() { "▲" } else { "▼" };
+                let fallback = panes::fallback_note(&model.bpf.panes, &["cache", "direct_io"]);
+                format!("Page cache  eBPF{fallback}  sort {} {arrow}", self.sort.column.label())
+            }
+            None if model.interval_s == 0.0 => "Page cache".to_string(),
+            None if model.bpf.enabled => {
+                "Page cache  estimate from /proc/PID/io (page-cache probes off)".to_string()
+            }
+            None => "Page cache  estimate from /proc/PID/io (eBPF off)".to_string(),
         };
-        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), table_area);
-        return;
+        if !ctx.filter.is_empty() {
+            t.push_str(&format!("  filter \"{}\"", ctx.filter));
+        }
+        ctx.cgroup_note(&mut t);
+        t
     }
-    let selected =
-        (state.views.panes.focus == Pane::PageCache).then_some(state.views.page_cache.selection.index());
-    table::render(frame, table_area, cache_columns(&rows, state), &theme, selected);
+
+    fn render(&self, frame: &mut Frame, inner: Rect, ctx: &Context) {
+        let (model, theme) = (ctx.model, ctx.theme);
+        let Some(cache) = &model.cache else {
+            self.render_estimate(frame, inner, ctx);
+            return;
+        };
+        let lines = system_lines(
+            cache,
+            panes::not_live(&model.bpf.panes, "cache"),
+            model.interval_s,
+            ctx.units,
+            theme,
+            inner.width,
+        );
+        let top_h = (lines.len() as u16).min(inner.height);
+        let [top, table_area] =
+            Layout::vertical([Constraint::Length(top_h), Constraint::Fill(1)]).areas(inner);
+        frame.render_widget(Paragraph::new(lines), top);
+        let rows = self.visible_rows(ctx);
+        if rows.is_empty() {
+            let msg = if !ctx.filter.is_empty() {
+                format!("no process matches \"{}\"", ctx.filter)
+            } else {
+                "no process used the page cache in this interval".to_string()
+            };
+            frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), table_area);
+            return;
+        }
+        let selected = ctx.focused.then_some(self.selection.index());
+        table::render(frame, table_area, self.cache_columns(&rows, ctx), &theme, selected);
+    }
+
+    /// `s`, `r` and the selection.
+    fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
+        use crossterm::event::KeyCode;
+        match code {
+            KeyCode::Char('s') => self.sort.next_column(),
+            KeyCode::Char('r') => self.sort.reverse(),
+            code if self.selection.step_key(code) => {}
+            _ => return None,
+        }
+        Some(ViewAction::Redraw)
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[("↑↓", "process"), ("s r", "sort / reverse")]
+    }
+
+    /// The identities (pids) of the rows the pane lists now, in order.
+    fn follow(&mut self, ctx: &Context) {
+        let keys: Vec<String> = match ctx.model.cache {
+            Some(_) => self.visible_rows(ctx).iter().map(|p| p.pid.to_string()).collect(),
+            None => estimate_rows(ctx).iter().map(|p| p.pid.to_string()).collect(),
+        };
+        self.selection.follow(keys);
+    }
 }
 
 /// The cachestat-like line, and the cross-check's warning when the figures do not add up.
@@ -291,103 +312,107 @@ fn flow(items: Vec<Vec<Span<'static>>>, width: u16) -> Vec<Line<'static>> {
     lines
 }
 
-fn cache_columns(rows: &[&PageCacheProcessModel], state: &UiState) -> Vec<Column> {
-    let theme = Theme { color: state.color };
-    let u = state.units;
-    let arrow = if ascending(state) { "▲" } else { "▼" };
-    let title = |name: &str, sort: Option<PageCacheSort>| -> String {
-        if sort == Some(state.views.page_cache.sort.column) {
-            format!("{name}{arrow}")
-        } else {
-            name.to_string()
-        }
-    };
-    let col = |name: String, priority: u8, f: &dyn Fn(&PageCacheProcessModel) -> (String, Style)| {
-        let mut c = Column::new(name, priority);
-        c.cells = rows.iter().map(|p| f(p)).collect();
-        c
-    };
-    let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
-    let plain = |s: String| (s, Style::new());
-    let mut pid = Column::new(title("pid", Some(PageCacheSort::Pid)), 0).min_width(7);
-    pid.cells = rows.iter().map(|p| plain(p.pid.to_string())).collect();
-    let mut comm = Column::new(title("comm", Some(PageCacheSort::Comm)), 0).left().min_width(15);
-    comm.cells = rows.iter().map(|p| plain(p.comm.clone())).collect();
-    vec![
-        pid,
-        comm,
-        col(title("acc/s", Some(PageCacheSort::Accesses)), 0, &|p| plain(format::count(p.accesses_s, u))),
-        col(title("miss/s", Some(PageCacheSort::Misses)), 0, &|p| plain(format::count(p.misses_s, u))),
-        col(title("hit%", Some(PageCacheSort::HitPct)), 0, &|p| match p.hit_pct {
-            Some(h) => (format!("{h:.1}"), theme.level(hit_level(h, p.accesses_s))),
-            None => ("-".into(), theme.dim()),
-        }),
-        col(rate("from cache"), 1, &|p| plain(format::bytes(p.cache_read_bytes_s, u))),
-        col(rate("from disk"), 1, &|p| plain(format::bytes(p.disk_read_bytes_s, u))),
-        col(title("dirtied/s", Some(PageCacheSort::Dirtied)), 1, &|p| plain(format::count(p.dirtied_s, u))),
-        col(title("throttled ms/s", Some(PageCacheSort::Throttled)), 1, &|p| {
-            let style = if p.throttled_ms > 0.0 { theme.level(Level::Critical) } else { Style::new() };
-            (format::count(p.throttled_ms_s, u), style)
-        }),
-        col("note".into(), 2, &|p| {
-            let mut notes = Vec::new();
-            if p.direct_io {
-                notes.push(format!(
-                    "direct I/O r {} w {}",
-                    format::bytes(p.dio_read_bytes_s, u),
-                    format::bytes(p.dio_write_bytes_s, u)
-                ));
+impl PageCacheView {
+    fn cache_columns(&self, rows: &[&PageCacheProcessModel], ctx: &Context) -> Vec<Column> {
+        let theme = ctx.theme;
+        let u = ctx.units;
+        let arrow = if self.ascending() { "▲" } else { "▼" };
+        let title = |name: &str, sort: Option<PageCacheSort>| -> String {
+            if sort == Some(self.sort.column) {
+                format!("{name}{arrow}")
+            } else {
+                name.to_string()
             }
-            if p.exited {
-                notes.push("exited".into());
-            }
-            (notes.join(", "), theme.dim())
-        })
-        .left(),
-    ]
-}
+        };
+        let col = |name: String, priority: u8, f: &dyn Fn(&PageCacheProcessModel) -> (String, Style)| {
+            let mut c = Column::new(name, priority);
+            c.cells = rows.iter().map(|p| f(p)).collect();
+            c
+        };
+        let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
+        let plain = |s: String| (s, Style::new());
+        let mut pid = Column::new(title("pid", Some(PageCacheSort::Pid)), 0).min_width(7);
+        pid.cells = rows.iter().map(|p| plain(p.pid.to_string())).collect();
+        let mut comm = Column::new(title("comm", Some(PageCacheSort::Comm)), 0).left().min_width(15);
+        comm.cells = rows.iter().map(|p| plain(p.comm.clone())).collect();
+        vec![
+            pid,
+            comm,
+            col(title("acc/s", Some(PageCacheSort::Accesses)), 0, &|p| plain(format::count(p.accesses_s, u))),
+            col(title("miss/s", Some(PageCacheSort::Misses)), 0, &|p| plain(format::count(p.misses_s, u))),
+            col(title("hit%", Some(PageCacheSort::HitPct)), 0, &|p| match p.hit_pct {
+                Some(h) => (format!("{h:.1}"), theme.level(hit_level(h, p.accesses_s))),
+                None => ("-".into(), theme.dim()),
+            }),
+            col(rate("from cache"), 1, &|p| plain(format::bytes(p.cache_read_bytes_s, u))),
+            col(rate("from disk"), 1, &|p| plain(format::bytes(p.disk_read_bytes_s, u))),
+            col(title("dirtied/s", Some(PageCacheSort::Dirtied)), 1, &|p| {
+                plain(format::count(p.dirtied_s, u))
+            }),
+            col(title("throttled ms/s", Some(PageCacheSort::Throttled)), 1, &|p| {
+                let style = if p.throttled_ms > 0.0 { theme.level(Level::Critical) } else { Style::new() };
+                (format::count(p.throttled_ms_s, u), style)
+            }),
+            col("note".into(), 2, &|p| {
+                let mut notes = Vec::new();
+                if p.direct_io {
+                    notes.push(format!(
+                        "direct I/O r {} w {}",
+                        format::bytes(p.dio_read_bytes_s, u),
+                        format::bytes(p.dio_write_bytes_s, u)
+                    ));
+                }
+                if p.exited {
+                    notes.push("exited".into());
+                }
+                (notes.join(", "), theme.dim())
+            })
+            .left(),
+        ]
+    }
 
-fn render_estimate(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, theme: Theme) {
-    if model.interval_s == 0.0 {
-        let msg = "rates pending: the first interval is not over yet";
-        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), area);
-        return;
+    fn render_estimate(&self, frame: &mut Frame, area: Rect, ctx: &Context) {
+        let (model, theme) = (ctx.model, ctx.theme);
+        if model.interval_s == 0.0 {
+            let msg = "rates pending: the first interval is not over yet";
+            frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), area);
+            return;
+        }
+        let [note, table_area] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
+        let why = match (&model.bpf.reason, model.bpf.enabled) {
+            (Some(r), _) => r.as_str(),
+            (None, true) => "the page-cache probes are not attached",
+            (None, false) => "eBPF is off",
+        };
+        frame.render_widget(
+            Paragraph::new(Span::styled(
+                format!(
+                    "no hit rate without eBPF ({}); cache est. = rchar − read_bytes, an estimate",
+                    format::text(why)
+                ),
+                theme.dim(),
+            )),
+            note,
+        );
+        let rows = estimate_rows(ctx);
+        if rows.is_empty() {
+            let msg = "no process read in this interval";
+            frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), table_area);
+            return;
+        }
+        let u = ctx.units;
+        let plain = |s: String| (s, Style::new());
+        let mut pid = Column::new("pid", 0).min_width(7);
+        pid.cells = rows.iter().map(|p| plain(p.pid.to_string())).collect();
+        let mut comm = Column::new("comm", 0).left().min_width(15);
+        comm.cells = rows.iter().map(|p| plain(p.comm.to_string())).collect();
+        let mut est = Column::new("cache est./s", 0);
+        est.cells = rows.iter().map(|p| plain(format::bytes(p.cache_estimate_bytes_s, u))).collect();
+        let mut disk = Column::new("from disk/s", 0);
+        disk.cells = rows.iter().map(|p| plain(format::bytes(p.read_bytes_s, u))).collect();
+        let selected = ctx.focused.then_some(self.selection.index());
+        table::render(frame, table_area, vec![pid, comm, est, disk], &theme, selected);
     }
-    let [note, table_area] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
-    let why = match (&model.bpf.reason, model.bpf.enabled) {
-        (Some(r), _) => r.as_str(),
-        (None, true) => "the page-cache probes are not attached",
-        (None, false) => "eBPF is off",
-    };
-    frame.render_widget(
-        Paragraph::new(Span::styled(
-            format!(
-                "no hit rate without eBPF ({}); cache est. = rchar − read_bytes, an estimate",
-                format::text(why)
-            ),
-            theme.dim(),
-        )),
-        note,
-    );
-    let rows = estimate_rows(model, state);
-    if rows.is_empty() {
-        let msg = "no process read in this interval";
-        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), table_area);
-        return;
-    }
-    let u = state.units;
-    let plain = |s: String| (s, Style::new());
-    let mut pid = Column::new("pid", 0).min_width(7);
-    pid.cells = rows.iter().map(|p| plain(p.pid.to_string())).collect();
-    let mut comm = Column::new("comm", 0).left().min_width(15);
-    comm.cells = rows.iter().map(|p| plain(p.comm.to_string())).collect();
-    let mut est = Column::new("cache est./s", 0);
-    est.cells = rows.iter().map(|p| plain(format::bytes(p.cache_estimate_bytes_s, u))).collect();
-    let mut disk = Column::new("from disk/s", 0);
-    disk.cells = rows.iter().map(|p| plain(format::bytes(p.read_bytes_s, u))).collect();
-    let selected =
-        (state.views.panes.focus == Pane::PageCache).then_some(state.views.page_cache.selection.index());
-    table::render(frame, table_area, vec![pid, comm, est, disk], &theme, selected);
 }
 
 /// The memory model the memory pane draws: the kernel's own dirty thresholds (from
@@ -408,10 +433,10 @@ pub fn memory_for_display(model: &Model) -> std::borrow::Cow<'_, MemoryModel> {
 
 /// Lines the memory pane adds: the throttling warning (writers paused in the interval), or when
 /// the last throttling was.
-pub fn memory_lines(model: &Model, state: &UiState) -> Vec<Line<'static>> {
-    let theme = Theme { color: state.color };
+pub fn memory_lines(ctx: &Context) -> Vec<Line<'static>> {
+    let (model, theme) = (ctx.model, ctx.theme);
     let Some(c) = &model.cache else { return Vec::new() };
-    let u = state.units;
+    let u = ctx.units;
     if c.throttled_processes > 0 && model.interval_s > 0.0 {
         let mut text = format!(
             "⚠ WRITERS THROTTLED: {} process{} paused {} ms ({} ms/s) in balance_dirty_pages",

@@ -13,8 +13,8 @@ use crate::model::block_health::LostCounter;
 use crate::model::Model;
 use crate::ui::columns::{self, Column};
 use crate::ui::format;
-use crate::ui::state::UiState;
 use crate::ui::theme::{Level, Theme};
+use crate::ui::view::{Context, View};
 
 /// Map fill from which the view warns (the map is bounded; when full, requests go untracked).
 const FILL_WARN: f64 = 50.0;
@@ -22,12 +22,30 @@ const FILL_CRIT: f64 = 90.0;
 /// Maps listed by their kernel memory (the largest; the rest are summed on one row).
 const MEMORY_ROWS: usize = 8;
 
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
-    let theme = Theme { color: state.color };
+/// The probe health view (`e`): no state of its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProbeHealthView;
+
+impl View for ProbeHealthView {
+    fn title(&self, _ctx: &Context) -> String {
+        "eBPF probe health  e/Esc back".to_string()
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Context) {
+        render(frame, area, &self.title(ctx), ctx)
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[("Enter", "device detail"), ("e Esc", "back")]
+    }
+}
+
+fn render(frame: &mut Frame, area: Rect, title: &str, ctx: &Context) {
+    let (model, theme) = (ctx.model, ctx.theme);
     let block = Block::new()
         .borders(Borders::TOP)
         .border_style(theme.dim())
-        .title(Span::styled("▶ eBPF probe health  e/Esc back ", theme.title(true)));
+        .title(Span::styled(format!("▶ {title} "), theme.title(true)));
     let inner = block.inner(area);
     frame.render_widget(block, area);
 
@@ -77,7 +95,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         return;
     }
 
-    let u = state.units;
+    let u = ctx.units;
     // Programs: the block probes' event counts where known (the foundation's counter has none).
     let events = |name: &str| health.and_then(|h| h.programs.iter().find(|p| p.program == name));
     let mut cols = vec![

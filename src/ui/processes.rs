@@ -1,157 +1,287 @@
 //! Process pane: per-process I/O rates from /proc/PID/io, sortable and filterable.
 
+use std::cmp::Ordering;
+
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::model::{Model, ProcessModel};
+use crate::model::ProcessModel;
 use crate::ui::columns::Column;
 use crate::ui::format;
-use crate::ui::rows;
-use crate::ui::state::{Pane, ProcSort, UiState};
-use crate::ui::table;
-use crate::ui::theme::Theme;
+use crate::ui::table::{self, Selection, Sort, SortColumn};
+use crate::ui::view::{Context, View, ViewAction};
 
-/// The process pane's own state: the /proc and eBPF (`d`) tables' sort columns, one direction
-/// flag for both, `a`, and the selected row (by pid; by pid and device in the eBPF table).
+/// The process pane's sort key. `s` cycles through them in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProcSort {
+    /// read_bytes + write_bytes per second: who makes the disk busy.
+    #[default]
+    Disk,
+    Read,
+    Write,
+    Rchar,
+    Wchar,
+    Cancelled,
+    CacheEstimate,
+    Pid,
+    Comm,
+}
+
+impl ProcSort {
+    pub const ORDER: [ProcSort; 9] = [
+        ProcSort::Disk,
+        ProcSort::Read,
+        ProcSort::Write,
+        ProcSort::Rchar,
+        ProcSort::Wchar,
+        ProcSort::Cancelled,
+        ProcSort::CacheEstimate,
+        ProcSort::Pid,
+        ProcSort::Comm,
+    ];
+
+    fn next_in_order(self) -> ProcSort {
+        let i = ProcSort::ORDER.iter().position(|s| *s == self).unwrap_or(0);
+        ProcSort::ORDER[(i + 1) % ProcSort::ORDER.len()]
+    }
+
+    /// Rates sort biggest first, pid and name in ascending order; `r` flips either.
+    pub fn descending_by_default(self) -> bool {
+        !matches!(self, ProcSort::Pid | ProcSort::Comm)
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ProcSort::Disk => "read+write",
+            ProcSort::Read => "read",
+            ProcSort::Write => "write",
+            ProcSort::Rchar => "rchar",
+            ProcSort::Wchar => "wchar",
+            ProcSort::Cancelled => "cancelled",
+            ProcSort::CacheEstimate => "cache est.",
+            ProcSort::Pid => "pid",
+            ProcSort::Comm => "comm",
+        }
+    }
+}
+
+impl SortColumn for ProcSort {
+    fn next(self) -> ProcSort {
+        self.next_in_order()
+    }
+}
+
+/// The /proc process table's own state: sort, `a`, and the selected row (by pid).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProcessesView {
-    pub sort: ProcSort,
-    pub io_sort: crate::ui::io_processes::IoSort,
-    /// True when the sort runs against the column's natural direction.
-    pub reversed: bool,
-    /// `d`: disk I/O per submitter (eBPF) instead of /proc/PID/io.
-    pub io_view: bool,
+    pub sort: Sort<ProcSort>,
     /// `a`: processes without any I/O in the interval too.
     pub show_all: bool,
-    pub selection: crate::ui::table::Selection,
+    pub selection: Selection,
 }
 
 impl ProcessesView {
-    /// Whether the /proc table's sort puts the biggest value first.
+    /// Whether the sort puts the biggest value first.
     pub fn descending(&self) -> bool {
-        self.sort.descending_by_default() != self.reversed
+        self.sort.column.descending_by_default() != self.sort.reversed
     }
 
-    /// `s`: the next column of the table on screen, in its natural direction.
-    pub fn next_sort(&mut self) {
-        if self.io_view {
-            self.io_sort = self.io_sort.next();
-        } else {
-            self.sort = self.sort.next();
-        }
-        self.reversed = false;
-    }
-}
-
-/// The identities of the rows on screen, in order (what the selection follows).
-pub fn row_keys(model: &Model, state: &UiState) -> Vec<String> {
-    if state.views.processes.io_view {
-        crate::ui::io_processes::visible(model, state)
+    /// Processes with I/O (all with `a`), or, when a filter is set, every process that matches it,
+    /// idle or not (the user asked for it by name). Sorted by the chosen column; ties by pid for
+    /// stable rows.
+    pub fn visible<'a>(&self, ctx: &Context<'a>) -> Vec<&'a ProcessModel> {
+        let model = ctx.model;
+        let mut rows: Vec<&ProcessModel> = model
+            .processes
             .iter()
-            .map(|p| format!("{}:{}", p.pid, p.device))
-            .collect()
-    } else {
-        // An exited row is told apart from its child's own row (same pid) and from others (pid 0).
-        rows::visible_processes(model, state)
-            .iter()
-            .map(|p| if p.exited { format!("x{}:{}", p.ppid, p.pid) } else { p.pid.to_string() })
-            .collect()
-    }
-}
-
-pub fn title(model: &Model, state: &UiState) -> String {
-    let arrow = if state.views.processes.descending() { "▼" } else { "▲" };
-    let mut t = format!("Processes  sort {} {arrow}", state.views.processes.sort.label());
-    if !state.filter.is_empty() || state.editing_filter() {
-        t.push_str(&format!("  filter \"{}\"", state.filter));
-        if state.editing_filter() {
-            t.push_str(" (Enter keep, Esc clear)");
-        }
-    } else if !state.views.processes.show_all {
-        let idle = model.processes.iter().filter(|p| !rows::has_io(p)).count();
-        if idle > 0 {
-            t.push_str(&format!("  {idle} without I/O hidden (a)"));
-        }
-    }
-    crate::ui::cgroups::title_note(&mut t, state);
-    t
-}
-
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, block: Block) {
-    let theme = Theme { color: state.color };
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let procs = rows::visible_processes(model, state);
-    if procs.is_empty() {
-        let msg = if model.interval_s == 0.0 {
-            "rates pending: the first interval is not over yet".to_string()
-        } else if !state.filter.is_empty() {
-            format!("no process matches \"{}\"", state.filter)
-        } else {
-            "no process did I/O in this interval (a: show all)".to_string()
-        };
-        frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
-        return;
-    }
-    let selected =
-        (state.views.panes.focus == Pane::Processes).then_some(state.views.processes.selection.index());
-    table::render(frame, inner, process_columns(&procs, state), &theme, selected);
-}
-
-fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
-    let theme = Theme { color: state.color };
-    let u = state.units;
-    let marker = if state.views.processes.descending() { "▼" } else { "▲" };
-    // The sorted column carries the arrow; read+write marks both of its columns.
-    let title = |name: &str, sorts: &[ProcSort]| -> String {
-        if sorts.contains(&state.views.processes.sort) {
-            format!("{name}{marker}")
-        } else {
-            name.to_string()
-        }
-    };
-    let col = |name: String, priority: u8, f: &dyn Fn(&ProcessModel) -> f64| -> Column {
-        let mut c = Column::new(name, priority);
-        c.cells = procs
-            .iter()
-            .map(|p| {
-                if p.io_readable {
-                    (format::bytes(f(p), u), Style::new())
+            .filter(|p| {
+                if ctx.filter.is_empty() {
+                    self.show_all || has_io(p)
                 } else {
-                    // Another user's process without privileges: unknown, not zero.
-                    ("-".to_string(), theme.dim())
+                    matches_filter(p, ctx.filter)
                 }
             })
+            .filter(|p| ctx.admits(p.pid, None))
             .collect();
-        c
+        let descending = self.descending();
+        rows.sort_by(|a, b| {
+            let ord = compare(a, b, self.sort.column);
+            let ord = if descending { ord.reverse() } else { ord };
+            ord.then(a.pid.cmp(&b.pid))
+        });
+        rows
+    }
+
+    /// The selected row's pid (the last row's when the selection is past them).
+    pub fn selected_pid(&self, ctx: &Context) -> Option<u32> {
+        let v = self.visible(ctx);
+        v.get(self.selection.index().min(v.len().saturating_sub(1))).map(|p| p.pid)
+    }
+}
+
+impl View for ProcessesView {
+    fn title(&self, ctx: &Context) -> String {
+        let arrow = if self.descending() { "▼" } else { "▲" };
+        let mut t = format!("Processes  sort {} {arrow}", self.sort.column.label());
+        if !ctx.filter.is_empty() || ctx.editing_filter {
+            t.push_str(&format!("  filter \"{}\"", ctx.filter));
+            if ctx.editing_filter {
+                t.push_str(" (Enter keep, Esc clear)");
+            }
+        } else if !self.show_all {
+            let idle = ctx.model.processes.iter().filter(|p| !has_io(p)).count();
+            if idle > 0 {
+                t.push_str(&format!("  {idle} without I/O hidden (a)"));
+            }
+        }
+        ctx.cgroup_note(&mut t);
+        t
+    }
+
+    fn render(&self, frame: &mut Frame, inner: Rect, ctx: &Context) {
+        let theme = ctx.theme;
+        let procs = self.visible(ctx);
+        if procs.is_empty() {
+            let msg = if ctx.model.interval_s == 0.0 {
+                "rates pending: the first interval is not over yet".to_string()
+            } else if !ctx.filter.is_empty() {
+                format!("no process matches \"{}\"", ctx.filter)
+            } else {
+                "no process did I/O in this interval (a: show all)".to_string()
+            };
+            frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
+            return;
+        }
+        let selected = ctx.focused.then_some(self.selection.index());
+        table::render(frame, inner, self.columns(&procs, ctx), &theme, selected);
+    }
+
+    /// `s`, `r`, `a` and the selection.
+    fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
+        use crossterm::event::KeyCode;
+        match code {
+            KeyCode::Char('s') => self.sort.next_column(),
+            KeyCode::Char('r') => self.sort.reverse(),
+            KeyCode::Char('a') => self.show_all = !self.show_all,
+            code if self.selection.step_key(code) => {}
+            _ => return None,
+        }
+        Some(ViewAction::Redraw)
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("↑↓", "process"),
+            ("s r", "sort / reverse"),
+            ("a", "idle too"),
+            ("d", "eBPF submitters"),
+            ("f", "its files"),
+        ]
+    }
+
+    /// An exited row is told apart from its child's own row (same pid) and from others (pid 0).
+    fn follow(&mut self, ctx: &Context) {
+        let keys: Vec<String> = self
+            .visible(ctx)
+            .iter()
+            .map(|p| if p.exited { format!("x{}:{}", p.ppid, p.pid) } else { p.pid.to_string() })
+            .collect();
+        self.selection.follow(keys);
+    }
+}
+
+/// True when the process did any I/O in the interval (disk or syscall level).
+pub fn has_io(p: &ProcessModel) -> bool {
+    p.read_bytes_s + p.write_bytes_s + p.rchar_s + p.wchar_s + p.cancelled_write_bytes_s > 0.0
+}
+
+/// True when `filter` is a case-insensitive substring of the comm or a substring of the pid.
+pub fn matches_filter(p: &ProcessModel, filter: &str) -> bool {
+    if filter.is_empty() {
+        return true;
+    }
+    let needle = filter.to_lowercase();
+    p.comm.to_lowercase().contains(&needle) || p.pid.to_string().contains(&needle)
+}
+
+fn compare(a: &ProcessModel, b: &ProcessModel, sort: ProcSort) -> Ordering {
+    let key = |p: &ProcessModel| -> f64 {
+        match sort {
+            ProcSort::Disk => p.read_bytes_s + p.write_bytes_s,
+            ProcSort::Read => p.read_bytes_s,
+            ProcSort::Write => p.write_bytes_s,
+            ProcSort::Rchar => p.rchar_s,
+            ProcSort::Wchar => p.wchar_s,
+            ProcSort::Cancelled => p.cancelled_write_bytes_s,
+            ProcSort::CacheEstimate => p.cache_estimate_bytes_s,
+            ProcSort::Pid => p.pid as f64,
+            ProcSort::Comm => 0.0,
+        }
     };
-    let mut pid = Column::new(title("pid", &[ProcSort::Pid]), 0).min_width(7);
-    pid.cells = procs
-        .iter()
-        .map(|p| match (p.exited, p.pid) {
-            (true, 0) => ("-".to_string(), theme.dim()),
-            (true, pid) => (pid.to_string(), theme.dim()),
-            (false, pid) => (pid.to_string(), Style::new()),
-        })
-        .collect();
-    // comm is at most 15 characters (TASK_COMM_LEN): that width always, so columns do not jump.
-    let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15);
-    comm.cells = procs.iter().map(|p| (comm_label(p), Style::new())).collect();
-    let rate_title =
-        |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
-    vec![
-        pid,
-        comm,
-        col(title(&rate_title("read"), &[ProcSort::Read, ProcSort::Disk]), 0, &|p| p.read_bytes_s),
-        col(title(&rate_title("write"), &[ProcSort::Write, ProcSort::Disk]), 0, &|p| p.write_bytes_s),
-        col(title(&rate_title("rchar"), &[ProcSort::Rchar]), 1, &|p| p.rchar_s),
-        col(title(&rate_title("wchar"), &[ProcSort::Wchar]), 1, &|p| p.wchar_s),
-        col(title(&rate_title("cancelled"), &[ProcSort::Cancelled]), 2, &|p| p.cancelled_write_bytes_s),
-        col(title(&rate_title("cache est."), &[ProcSort::CacheEstimate]), 1, &|p| p.cache_estimate_bytes_s),
-    ]
+    match sort {
+        ProcSort::Comm => a.comm.cmp(&b.comm),
+        _ => key(a).total_cmp(&key(b)),
+    }
+}
+
+impl ProcessesView {
+    fn columns(&self, procs: &[&ProcessModel], ctx: &Context) -> Vec<Column> {
+        let theme = ctx.theme;
+        let u = ctx.units;
+        let marker = if self.descending() { "▼" } else { "▲" };
+        // The sorted column carries the arrow; read+write marks both of its columns.
+        let title = |name: &str, sorts: &[ProcSort]| -> String {
+            if sorts.contains(&self.sort.column) {
+                format!("{name}{marker}")
+            } else {
+                name.to_string()
+            }
+        };
+        let col = |name: String, priority: u8, f: &dyn Fn(&ProcessModel) -> f64| -> Column {
+            let mut c = Column::new(name, priority);
+            c.cells = procs
+                .iter()
+                .map(|p| {
+                    if p.io_readable {
+                        (format::bytes(f(p), u), Style::new())
+                    } else {
+                        // Another user's process without privileges: unknown, not zero.
+                        ("-".to_string(), theme.dim())
+                    }
+                })
+                .collect();
+            c
+        };
+        let mut pid = Column::new(title("pid", &[ProcSort::Pid]), 0).min_width(7);
+        pid.cells = procs
+            .iter()
+            .map(|p| match (p.exited, p.pid) {
+                (true, 0) => ("-".to_string(), theme.dim()),
+                (true, pid) => (pid.to_string(), theme.dim()),
+                (false, pid) => (pid.to_string(), Style::new()),
+            })
+            .collect();
+        // comm is at most 15 characters (TASK_COMM_LEN): that width always, so columns do not jump.
+        let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15);
+        comm.cells = procs.iter().map(|p| (comm_label(p), Style::new())).collect();
+        let rate_title =
+            |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
+        vec![
+            pid,
+            comm,
+            col(title(&rate_title("read"), &[ProcSort::Read, ProcSort::Disk]), 0, &|p| p.read_bytes_s),
+            col(title(&rate_title("write"), &[ProcSort::Write, ProcSort::Disk]), 0, &|p| p.write_bytes_s),
+            col(title(&rate_title("rchar"), &[ProcSort::Rchar]), 1, &|p| p.rchar_s),
+            col(title(&rate_title("wchar"), &[ProcSort::Wchar]), 1, &|p| p.wchar_s),
+            col(title(&rate_title("cancelled"), &[ProcSort::Cancelled]), 2, &|p| p.cancelled_write_bytes_s),
+            col(title(&rate_title("cache est."), &[ProcSort::CacheEstimate]), 1, &|p| {
+                p.cache_estimate_bytes_s
+            }),
+        ]
+    }
 }
 
 /// A row's name for people ([`ProcessModel::name`]); an exited row says so and whose children it
@@ -163,5 +293,86 @@ pub fn comm_label(p: &ProcessModel) -> String {
             format!("{} of {}", crate::model::processes::EXITED, p.ppid)
         }
         (true, comm) => format!("{comm} <exited, of {}>", p.ppid),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Model;
+    use crate::ui::history::History;
+
+    fn proc(pid: u32, comm: &str, read: f64, write: f64) -> ProcessModel {
+        ProcessModel {
+            pid,
+            comm: comm.into(),
+            read_bytes_s: read,
+            write_bytes_s: write,
+            io_readable: true,
+            ..Default::default()
+        }
+    }
+
+    fn pids(rows: &[&ProcessModel]) -> Vec<u32> {
+        rows.iter().map(|p| p.pid).collect()
+    }
+
+    fn model() -> Model {
+        Model {
+            processes: vec![
+                proc(10, "fio", 0.0, 100.0),
+                proc(20, "postgres", 50.0, 10.0),
+                proc(30, "sleep", 0.0, 0.0),
+                proc(40, "Fiona", 200.0, 0.0),
+                proc(1234, "kworker/u8:2", 0.0, 60.0),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn default_sort_is_read_plus_write_descending_and_idle_processes_are_hidden() {
+        let (m, h) = (model(), History::default());
+        let ctx = Context::new(&m, &h);
+        // fio 100, postgres 60 (50+10), Fiona 200, kworker 60: ties broken by pid.
+        assert_eq!(pids(&ProcessesView::default().visible(&ctx)), vec![40, 10, 20, 1234]);
+    }
+
+    #[test]
+    fn reverse_and_other_columns() {
+        let (m, h) = (model(), History::default());
+        let ctx = Context::new(&m, &h);
+        let mut v = ProcessesView::default();
+        v.sort.reversed = true;
+        assert_eq!(pids(&v.visible(&ctx)), vec![20, 1234, 10, 40]);
+        v.sort.reversed = false;
+        v.sort.column = ProcSort::Write;
+        assert_eq!(pids(&v.visible(&ctx)), vec![10, 1234, 20, 40]);
+        v.sort.column = ProcSort::Comm;
+        // Byte order: upper case sorts before lower case.
+        assert_eq!(pids(&v.visible(&ctx)), vec![40, 10, 1234, 20]);
+        v.sort.column = ProcSort::Pid;
+        v.show_all = true;
+        assert_eq!(pids(&v.visible(&ctx)), vec![10, 20, 30, 40, 1234]);
+    }
+
+    #[test]
+    fn filter_matches_comm_case_insensitively_or_pid_and_includes_idle_matches() {
+        let (m, h) = (model(), History::default());
+        let v = ProcessesView::default();
+        let with = |filter: &'static str| pids(&v.visible(&Context { filter, ..Context::new(&m, &h) }));
+        assert_eq!(with("FI"), vec![40, 10]);
+        assert_eq!(with("123"), vec![1234]);
+        assert_eq!(with("sleep"), vec![30], "an idle match is still shown");
+        assert!(with("nothing").is_empty());
+    }
+
+    #[test]
+    fn sort_keys_cycle_through_every_column() {
+        let mut s = ProcSort::default();
+        for want in ProcSort::ORDER.iter().skip(1).chain([&ProcSort::Disk]) {
+            s = SortColumn::next(s);
+            assert_eq!(s, *want);
+        }
     }
 }

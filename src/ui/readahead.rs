@@ -9,10 +9,9 @@ use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use crate::model::readahead::{RaFileModel, ReadaheadModel, HIGH_WASTE_PCT};
-use crate::model::Model;
 use crate::ui::format;
-use crate::ui::state::{Action, UiState};
 use crate::ui::theme::{Level, Theme};
+use crate::ui::view::{Context, View, ViewAction};
 
 /// The readahead view's own state: the selected file (by `dev:ino`) and whether its detail is open.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -22,39 +21,56 @@ pub struct ReadaheadView {
     pub selection: crate::ui::table::Selection,
 }
 
-/// The view's keys while it is on screen: Esc closes (the detail first), Enter opens the selected
-/// file's detail, j/k/arrows/g/G select (`w` opens and closes it).
-pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
-    if crate::ui::rows::list_step(code).is_some() {
-        state.views.readahead.selection.step_key(code);
-        return Some(Action::Redraw);
-    }
-    match code {
-        KeyCode::Esc if state.views.readahead.detail => state.views.readahead.detail = false,
-        KeyCode::Esc => state.close(),
-        KeyCode::Enter => state.views.readahead.detail = !state.views.readahead.detail,
-        _ => return None,
-    }
-    Some(Action::Redraw)
-}
-
-/// The identities of the file rows, in order (what the selection follows).
-pub fn row_keys(model: &Model) -> Vec<String> {
-    let Some(ra) = model.readahead.as_ref() else { return Vec::new() };
-    ra.files.iter().map(|f| format!("{}:{}:{}", f.dev, f.ino, f.label.as_deref().unwrap_or(""))).collect()
-}
-
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
-    let theme = Theme { color: state.color };
-    let keys =
-        if state.views.readahead.detail { "Enter/Esc back" } else { "w/Esc back  ↑↓ file  Enter detail" };
-    let block = Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Span::styled(
+impl View for ReadaheadView {
+    fn title(&self, ctx: &Context) -> String {
+        let keys = if self.detail { "Enter/Esc back" } else { "w/Esc back  ↑↓ file  Enter detail" };
         format!(
-            "▶ Readahead{}  {keys} ",
-            crate::model::panes::fallback_note(&model.bpf.panes, &["readahead"])
-        ),
-        theme.title(true),
-    ));
+            "Readahead{}  {keys}",
+            crate::model::panes::fallback_note(&ctx.model.bpf.panes, &["readahead"])
+        )
+    }
+
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Context) {
+        render(self, frame, area, ctx)
+    }
+
+    /// Esc closes (the detail first), Enter opens the selected file's detail, j/k/arrows/g/G
+    /// select (`w` opens and closes it).
+    fn handle_key(&mut self, code: KeyCode) -> Option<ViewAction> {
+        if crate::ui::table::list_step(code).is_some() {
+            self.selection.step_key(code);
+            return Some(ViewAction::Redraw);
+        }
+        match code {
+            KeyCode::Esc if self.detail => self.detail = false,
+            KeyCode::Esc => return Some(ViewAction::Close),
+            KeyCode::Enter => self.detail = !self.detail,
+            _ => return None,
+        }
+        Some(ViewAction::Redraw)
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[("↑↓", "file"), ("Enter", "detail"), ("w Esc", "back")]
+    }
+
+    /// The identities of the file rows, in order.
+    fn follow(&mut self, ctx: &Context) {
+        let Some(ra) = ctx.model.readahead.as_ref() else {
+            return self.selection.follow(Vec::<String>::new());
+        };
+        self.selection.follow(
+            ra.files.iter().map(|f| format!("{}:{}:{}", f.dev, f.ino, f.label.as_deref().unwrap_or(""))),
+        );
+    }
+}
+
+fn render(view: &ReadaheadView, frame: &mut Frame, area: Rect, ctx: &Context) {
+    let (model, theme) = (ctx.model, ctx.theme);
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(theme.dim())
+        .title(Span::styled(format!("▶ {} ", view.title(ctx)), theme.title(true)));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(ra) = model.readahead.as_ref() else {
@@ -72,10 +88,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), inner);
         return;
     };
-    let selected = state.views.readahead.selection.index().min(ra.files.len().saturating_sub(1));
-    if state.views.readahead.detail {
+    let selected = view.selection.index().min(ra.files.len().saturating_sub(1));
+    if view.detail {
         if let Some(f) = ra.files.get(selected) {
-            return render_detail(frame, inner, f, state);
+            return render_detail(frame, inner, f, ctx);
         }
     }
     let hint_lines = hint_lines(ra, &theme);
@@ -87,9 +103,9 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let [dev_area, hint_area, file_area] =
         Layout::vertical([Constraint::Length(dev_h), Constraint::Length(hint_h), Constraint::Fill(1)])
             .areas(inner);
-    render_devices(frame, dev_area, ra, state);
+    render_devices(frame, dev_area, ra, ctx);
     frame.render_widget(Paragraph::new(hint_lines).wrap(Wrap { trim: true }), hint_area);
-    render_files(frame, file_area, ra, selected, state);
+    render_files(frame, file_area, ra, selected, ctx);
 }
 
 fn hint_lines(ra: &ReadaheadModel, theme: &Theme) -> Vec<Line<'static>> {
@@ -116,9 +132,8 @@ fn waste_style(theme: &Theme, v: Option<f64>) -> ratatui::style::Style {
     }
 }
 
-fn render_devices(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, state: &UiState) {
-    let theme = Theme { color: state.color };
-    let u = state.units;
+fn render_devices(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, ctx: &Context) {
+    let (theme, u) = (ctx.theme, ctx.units);
     let header = Row::new(["Device", "ra_kb", "RA pg/s", "used/s", "wasted/s", "waste%", "RA%rd", "pending"])
         .style(theme.table_header());
     let rows: Vec<Row> = ra
@@ -154,8 +169,8 @@ fn tail(s: &str, max: usize) -> String {
     out
 }
 
-fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: usize, state: &UiState) {
-    let theme = Theme { color: state.color };
+fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: usize, ctx: &Context) {
+    let theme = ctx.theme;
     let wide = area.width >= 120;
     let mut head = vec!["File", "sync", "async", "window", "RA pg", "used", "wasted", "waste%"];
     let mut widths = vec![6u16, 6, 8, 7, 7, 7, 6];
@@ -215,8 +230,8 @@ fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: us
     frame.render_widget(t, area);
 }
 
-fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, state: &UiState) {
-    let theme = Theme { color: state.color };
+fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, ctx: &Context) {
+    let theme = ctx.theme;
     let mut lines = vec![
         Line::from(Span::styled(format::text(&f.path), theme.title(true))),
         Line::from(format!("device {} ({}), inode {}", format::text(&f.device), format::text(&f.dev), f.ino)),

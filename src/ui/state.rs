@@ -1,4 +1,6 @@
-//! Everything the user can change on screen, and the pure key handler that changes it.
+//! Everything the user can change on screen, and the pure key handler that changes it: the owner
+//! of every view's state, which routes a key to the view it is for and applies the
+//! [`ViewAction`] the view returns.
 //!
 //! `handle_key` knows nothing about terminals or models: the event loop feeds it keys and acts on
 //! the returned [`Action`], so every key binding is unit-tested without a terminal.
@@ -8,93 +10,27 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::model::Model;
+use crate::ui::cgroups::CgroupsView;
+use crate::ui::devices::DevicesView;
+use crate::ui::files::{FileScope, FilesView};
 use crate::ui::format::Units;
+pub use crate::ui::header::RecordingIndicator;
+use crate::ui::header::Status;
 use crate::ui::history::History;
-use crate::ui::rows;
+use crate::ui::io_processes::IoProcessesView;
+use crate::ui::memory::MemoryView;
+use crate::ui::page_cache::PageCacheView;
+use crate::ui::probe_health::ProbeHealthView;
+use crate::ui::processes::ProcessesView;
+use crate::ui::readahead::ReadaheadView;
+use crate::ui::stack::{Pane, ProcessTable, StackKey, StackView};
+use crate::ui::syncs::SyncsView;
+use crate::ui::theme::Theme;
+use crate::ui::view::{CgroupFilter, Context, View, ViewAction};
 
 /// The sampling interval steps `+` and `-` move through (seconds): 0.25 s to 60 s.
 pub const INTERVAL_STEPS_MS: [u64; 11] =
     [250, 500, 1000, 2000, 3000, 5000, 10_000, 15_000, 20_000, 30_000, 60_000];
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Pane {
-    Memory,
-    #[default]
-    Devices,
-    Processes,
-    /// Page cache per process (eBPF), or the /proc estimate without it.
-    PageCache,
-}
-
-impl Pane {
-    const ORDER: [Pane; 4] = [Pane::Memory, Pane::Devices, Pane::Processes, Pane::PageCache];
-
-    fn index(self) -> usize {
-        Pane::ORDER.iter().position(|p| *p == self).unwrap_or(0)
-    }
-
-    pub fn next(self) -> Pane {
-        Pane::ORDER[(self.index() + 1) % Pane::ORDER.len()]
-    }
-
-    pub fn previous(self) -> Pane {
-        Pane::ORDER[(self.index() + Pane::ORDER.len() - 1) % Pane::ORDER.len()]
-    }
-}
-
-/// The process pane's sort key. `s` cycles through them in this order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ProcSort {
-    /// read_bytes + write_bytes per second: who makes the disk busy.
-    #[default]
-    Disk,
-    Read,
-    Write,
-    Rchar,
-    Wchar,
-    Cancelled,
-    CacheEstimate,
-    Pid,
-    Comm,
-}
-
-impl ProcSort {
-    const ORDER: [ProcSort; 9] = [
-        ProcSort::Disk,
-        ProcSort::Read,
-        ProcSort::Write,
-        ProcSort::Rchar,
-        ProcSort::Wchar,
-        ProcSort::Cancelled,
-        ProcSort::CacheEstimate,
-        ProcSort::Pid,
-        ProcSort::Comm,
-    ];
-
-    pub fn next(self) -> ProcSort {
-        let i = ProcSort::ORDER.iter().position(|s| *s == self).unwrap_or(0);
-        ProcSort::ORDER[(i + 1) % ProcSort::ORDER.len()]
-    }
-
-    /// Rates sort biggest first, pid and name in ascending order; `r` flips either.
-    pub fn descending_by_default(self) -> bool {
-        !matches!(self, ProcSort::Pid | ProcSort::Comm)
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            ProcSort::Disk => "read+write",
-            ProcSort::Read => "read",
-            ProcSort::Write => "write",
-            ProcSort::Rchar => "rchar",
-            ProcSort::Wchar => "wchar",
-            ProcSort::Cancelled => "cancelled",
-            ProcSort::CacheEstimate => "cache est.",
-            ProcSort::Pid => "pid",
-            ProcSort::Comm => "comm",
-        }
-    }
-}
 
 /// What the event loop must do after a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,21 +48,13 @@ pub enum Action {
     ToggleBaseline,
 }
 
-/// What the header shows while the live session is being recorded (`R`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RecordingIndicator {
-    pub path: String,
-    pub frames: u64,
-    pub bytes: u64,
-}
-
 /// What fills the screen below the header. Views open on top of one another (the files of the
 /// device in the detail view, the probe health over anything); Esc goes back to the one below.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Body {
-    /// The memory, devices, process and cache panes (one of them with `z`).
+    /// The stack: the memory, devices, process and cache panes (one of them with `z`).
     #[default]
-    Panes,
+    Stack,
     /// Enter: the selected device's eBPF block-layer detail (src/ui/device_detail.rs).
     DeviceDetail,
     /// `e`: the eBPF probe health (src/ui/probe_health.rs).
@@ -167,7 +95,7 @@ pub struct UiState {
     /// (case-insensitive), of the pid, or of a path. Empty = no filter.
     pub filter: crate::ui::line_input::LineInput,
     /// Set with Enter in the cgroup view: the process panes show one cgroup's processes (`C`).
-    pub cgroup_filter: Option<crate::ui::cgroups::CgroupFilter>,
+    pub cgroup_filter: Option<CgroupFilter>,
     pub history: History,
     /// Local time zone offset for the header clock, seconds east of UTC (0 in tests).
     pub utc_offset_s: i64,
@@ -184,23 +112,27 @@ pub struct UiState {
 }
 
 /// The views' own states (sort, selection, options), each type defined in its view's module.
-/// Only a view reads or changes its own; what every view shares is in [`UiState`].
+/// A view reads and changes only its own; what every view shares reaches it in a [`Context`].
 #[derive(Clone, Debug, Default)]
 pub struct Views {
-    pub panes: crate::ui::panes::PanesView,
-    pub devices: crate::ui::devices::DevicesView,
-    pub processes: crate::ui::processes::ProcessesView,
-    pub page_cache: crate::ui::page_cache::PageCacheView,
-    pub files: crate::ui::files::FilesView,
-    pub readahead: crate::ui::readahead::ReadaheadView,
-    pub cgroups: crate::ui::cgroups::CgroupsView,
-    pub syncs: crate::ui::syncs::SyncsView,
+    pub stack: StackView,
+    pub memory: MemoryView,
+    pub devices: DevicesView,
+    /// The process pane's two tables (`d` switches, [`StackView::process_table`]).
+    pub processes: ProcessesView,
+    pub io_processes: IoProcessesView,
+    pub page_cache: PageCacheView,
+    pub files: FilesView,
+    pub readahead: ReadaheadView,
+    pub cgroups: CgroupsView,
+    pub syncs: SyncsView,
+    pub probe_health: ProbeHealthView,
 }
 
 impl UiState {
     pub fn new(interval: Duration, color: bool) -> UiState {
         UiState {
-            body: Body::Panes,
+            body: Body::Stack,
             back: Vec::new(),
             overlay: None,
             paused: false,
@@ -287,17 +219,66 @@ impl UiState {
             }
             None => {}
         }
-        let view = match self.body {
-            Body::Files => crate::ui::files::handle_key(self, key.code),
-            Body::Readahead => crate::ui::readahead::handle_key(self, key.code),
-            Body::Cgroups => crate::ui::cgroups::handle_key(self, key.code),
-            Body::Syncs => crate::ui::syncs::handle_key(self, key.code),
-            Body::Panes | Body::DeviceDetail | Body::ProbeHealth => None,
+        let view: Option<&mut dyn View> = match self.body {
+            Body::Files => Some(&mut self.views.files),
+            Body::Readahead => Some(&mut self.views.readahead),
+            Body::Cgroups => Some(&mut self.views.cgroups),
+            Body::Syncs => Some(&mut self.views.syncs),
+            Body::Stack | Body::DeviceDetail | Body::ProbeHealth => None,
         };
-        if let Some(action) = view {
-            return action;
+        if let Some(done) = view.and_then(|v| v.handle_key(key.code)) {
+            return self.apply(done);
         }
         self.global_key(key.code).unwrap_or_else(|| self.session_key(key.code))
+    }
+
+    /// Does what a view's key asked for.
+    fn apply(&mut self, done: ViewAction) -> Action {
+        match done {
+            ViewAction::Redraw => {}
+            ViewAction::Close => self.close(),
+            ViewAction::LimitToCgroup(limit) => {
+                self.cgroup_filter = Some(limit);
+                self.close();
+                self.reset_process_selections();
+                self.views.page_cache.selection.reset();
+            }
+        }
+        Action::Redraw
+    }
+
+    /// Both process tables back to their first row.
+    fn reset_process_selections(&mut self) {
+        self.views.processes.selection.reset();
+        self.views.io_processes.selection.reset();
+    }
+
+    /// The stack's keys (they keep working under the other views): its own, or its panes' through
+    /// the pane's view.
+    fn stack_key(&mut self, code: KeyCode) -> Action {
+        let pane = match self.views.stack.handle_key(code) {
+            StackKey::Redraw => return Action::Redraw,
+            StackKey::None => return Action::None,
+            StackKey::SwitchedProcessTable => {
+                self.reset_process_selections();
+                self.views.processes.sort.reversed = false;
+                self.views.io_processes.sort.reversed = false;
+                return Action::Redraw;
+            }
+            StackKey::Pane(pane) => pane,
+        };
+        let done = match pane {
+            Pane::Memory => self.views.memory.handle_key(code),
+            Pane::Devices => self.views.devices.handle_key(code),
+            // The table on screen first; `a` is the /proc table's whichever is shown.
+            Pane::Processes => match self.views.stack.process_table {
+                ProcessTable::Submitters => self.views.io_processes.handle_key(code),
+                ProcessTable::Proc => None,
+            }
+            .or_else(|| self.views.processes.handle_key(code)),
+            Pane::PageCache => self.views.page_cache.handle_key(code),
+        };
+        done.map_or(Action::None, |done| self.apply(done))
     }
 
     /// Keys that work whatever view is on screen: quit, help, opening and closing views, Esc.
@@ -320,14 +301,14 @@ impl UiState {
                 self.close();
                 self.toggle_device_detail();
             }
-            KeyCode::Enter if matches!(self.body, Body::Panes | Body::DeviceDetail) => {
+            KeyCode::Enter if matches!(self.body, Body::Stack | Body::DeviceDetail) => {
                 self.toggle_device_detail()
             }
-            KeyCode::Esc if self.body != Body::Panes => self.close(),
-            KeyCode::Esc if self.views.panes.zoomed => self.views.panes.zoomed = false,
+            KeyCode::Esc if self.body != Body::Stack => self.close(),
+            KeyCode::Esc if self.views.stack.zoomed => self.views.stack.zoomed = false,
             KeyCode::Esc if !self.filter.is_empty() => {
                 self.filter.clear();
-                self.views.processes.selection.reset();
+                self.reset_process_selections();
             }
             KeyCode::Esc => return Some(Action::None),
             _ => return None,
@@ -336,7 +317,7 @@ impl UiState {
     }
 
     /// The live session's keys (pause, interval, units, baseline, recording); the rest go to the
-    /// panes (src/ui/panes.rs), which keep their keys under the other views.
+    /// stack (src/ui/stack.rs), whose keys keep working under the other views.
     fn session_key(&mut self, code: KeyCode) -> Action {
         match code {
             KeyCode::Char('u') => {
@@ -351,7 +332,7 @@ impl UiState {
             KeyCode::Char('R') => Action::ToggleRecording,
             KeyCode::Char('+') => self.step_interval(true),
             KeyCode::Char('-') => self.step_interval(false),
-            code => crate::ui::panes::handle_key(self, code),
+            code => self.stack_key(code),
         }
     }
 
@@ -363,7 +344,7 @@ impl UiState {
             LineEdit::Kept | LineEdit::Cleared => self.overlay = None,
             LineEdit::Ignored => return Action::None,
         }
-        self.views.processes.selection.reset();
+        self.reset_process_selections();
         self.views.page_cache.selection.reset();
         self.views.files.selection.reset();
         Action::Redraw
@@ -375,19 +356,18 @@ impl UiState {
             self.close();
         } else {
             self.open(Body::DeviceDetail);
-            self.views.panes.focus = Pane::Devices;
+            self.views.stack.focus = Pane::Devices;
         }
     }
 
     /// Opens the files view (scoped to the device in the detail view, or to the selected process
     /// when the process pane has the focus) or closes it.
     fn toggle_files_view(&mut self) {
-        use crate::ui::files::FileScope;
         self.views.files.selection.reset();
         if !self.is_open(Body::Files) {
             self.views.files.scope = if self.is_open(Body::DeviceDetail) {
                 FileScope::SelectedDevice
-            } else if self.views.panes.focus == Pane::Processes {
+            } else if self.views.stack.focus == Pane::Processes {
                 FileScope::SelectedProcess
             } else {
                 FileScope::All
@@ -412,37 +392,88 @@ impl UiState {
         }
     }
 
+    /// What every view may read, for `model`: no view has the focus yet ([`Context::with_focus`]).
+    pub fn context<'a>(&'a self, model: &'a Model) -> Context<'a> {
+        self.context_with(model, &self.views)
+    }
+
+    /// The context with the selections of `views` (those of `self` while they are taken out).
+    fn context_with<'a>(&'a self, model: &'a Model, views: &Views) -> Context<'a> {
+        let mut ctx = Context {
+            theme: Theme { color: self.color },
+            units: self.units,
+            filter: &self.filter,
+            editing_filter: self.editing_filter(),
+            cgroup_filter: self.cgroup_filter.as_ref(),
+            zoomed: views.stack.zoomed,
+            ..Context::new(model, &self.history)
+        };
+        ctx.device = views.devices.selected(model);
+        ctx.pid = match views.stack.process_table {
+            ProcessTable::Proc => views.processes.selected_pid(&ctx),
+            ProcessTable::Submitters => views.io_processes.selected_pid(&ctx),
+        };
+        ctx
+    }
+
+    /// The view of a stack's pane (the process pane's: the table it shows).
+    pub fn pane_view(&self, pane: Pane) -> &dyn View {
+        match pane {
+            Pane::Memory => &self.views.memory,
+            Pane::Devices => &self.views.devices,
+            Pane::Processes if self.views.stack.process_table == ProcessTable::Submitters => {
+                &self.views.io_processes
+            }
+            Pane::Processes => &self.views.processes,
+            Pane::PageCache => &self.views.page_cache,
+        }
+    }
+
+    /// What the header shows of the session.
+    pub fn status(&self) -> Status<'_> {
+        Status {
+            theme: Theme { color: self.color },
+            interval: self.interval,
+            utc_offset_s: self.utc_offset_s,
+            filter: &self.filter,
+            editing_filter: self.editing_filter(),
+            paused: self.paused,
+            recording: self.recording.as_ref(),
+            message: self.message.as_deref(),
+        }
+    }
+
     /// Before each draw: every table's selection follows its row into the rows `model` has now
     /// (rows come, go and re-sort every sample), by the row's identity.
     pub fn clamp_selection(&mut self, model: &Model) {
-        let devices: Vec<String> =
-            rows::visible_devices(model, self).iter().map(|d| d.name.clone()).collect();
-        self.views.devices.selection.follow(devices);
-        let processes = crate::ui::processes::row_keys(model, self);
-        self.views.processes.selection.follow(processes);
-        let cache = crate::ui::page_cache::row_keys(model, self);
-        self.views.page_cache.selection.follow(cache);
+        // Taken out to be changed while the context reads the rest; followed in the order their
+        // rows depend on each other (the files view is scoped to the device's or process's).
+        let mut views = std::mem::take(&mut self.views);
+        views.devices.follow(&self.context_with(model, &views));
+        let ctx = self.context_with(model, &views);
+        match views.stack.process_table {
+            ProcessTable::Proc => views.processes.follow(&ctx),
+            ProcessTable::Submitters => views.io_processes.follow(&ctx),
+        }
+        views.page_cache.follow(&ctx);
+        let ctx = self.context_with(model, &views);
         if self.is_open(Body::Files) {
-            let files = crate::ui::files::row_keys(model, self);
-            self.views.files.selection.follow(files);
+            views.files.follow(&ctx);
         }
         if self.is_open(Body::Readahead) {
-            let rows = crate::ui::readahead::row_keys(model);
-            self.views.readahead.selection.follow(rows);
+            views.readahead.follow(&ctx);
         }
         if self.is_open(Body::Cgroups) {
-            self.views.cgroups.rows = crate::ui::cgroups::rows_for_keys(model, self);
-            let ids: Vec<String> = self.views.cgroups.rows.iter().map(|(id, _)| id.to_string()).collect();
-            self.views.cgroups.selection.follow(ids);
+            views.cgroups.follow(&ctx);
         }
         if self.is_open(Body::Syncs) {
-            let rows = crate::ui::syncs::row_keys(model);
-            self.views.syncs.selection.follow(rows);
+            views.syncs.follow(&ctx);
         }
+        self.views = views;
     }
 }
 
-pub(crate) fn toggle(flag: &mut bool) -> Action {
+fn toggle(flag: &mut bool) -> Action {
     *flag = !*flag;
     Action::Redraw
 }
@@ -457,6 +488,7 @@ pub fn clamp_interval(d: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ui::processes::ProcSort;
 
     fn key(c: char) -> KeyEvent {
         KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
@@ -483,14 +515,14 @@ mod tests {
     #[test]
     fn sort_cycles_through_every_column_and_back() {
         let mut s = state();
-        let mut seen = vec![s.views.processes.sort];
+        let mut seen = vec![s.views.processes.sort.column];
         for _ in 0..8 {
             assert_eq!(s.handle_key(key('s')), Action::Redraw);
-            seen.push(s.views.processes.sort);
+            seen.push(s.views.processes.sort.column);
         }
         assert_eq!(seen, ProcSort::ORDER.to_vec());
         s.handle_key(key('s'));
-        assert_eq!(s.views.processes.sort, ProcSort::Disk);
+        assert_eq!(s.views.processes.sort.column, ProcSort::Disk);
     }
 
     #[test]
@@ -500,9 +532,9 @@ mod tests {
         s.handle_key(key('r'));
         assert!(!s.views.processes.descending());
         s.handle_key(key('s'));
-        assert_eq!(s.views.processes.sort, ProcSort::Read);
+        assert_eq!(s.views.processes.sort.column, ProcSort::Read);
         assert!(s.views.processes.descending());
-        s.views.processes.sort = ProcSort::Pid;
+        s.views.processes.sort.column = ProcSort::Pid;
         assert!(!s.views.processes.descending(), "pid sorts ascending by default");
     }
 
@@ -517,7 +549,7 @@ mod tests {
             assert_eq!(s.handle_key(key(c)), Action::Redraw);
         }
         assert_eq!(s.filter, "fiqs");
-        assert_eq!(s.views.processes.sort, ProcSort::Disk);
+        assert_eq!(s.views.processes.sort.column, ProcSort::Disk);
         s.handle_key(code(KeyCode::Backspace));
         s.handle_key(code(KeyCode::Backspace));
         s.handle_key(key('o'));
@@ -544,23 +576,23 @@ mod tests {
     #[test]
     fn focus_by_tab_backtab_and_digits() {
         let mut s = state();
-        assert_eq!(s.views.panes.focus, Pane::Devices);
+        assert_eq!(s.views.stack.focus, Pane::Devices);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.views.panes.focus, Pane::Processes);
+        assert_eq!(s.views.stack.focus, Pane::Processes);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.views.panes.focus, Pane::PageCache);
+        assert_eq!(s.views.stack.focus, Pane::PageCache);
         s.handle_key(code(KeyCode::Tab));
-        assert_eq!(s.views.panes.focus, Pane::Memory);
+        assert_eq!(s.views.stack.focus, Pane::Memory);
         s.handle_key(code(KeyCode::BackTab));
-        assert_eq!(s.views.panes.focus, Pane::PageCache);
+        assert_eq!(s.views.stack.focus, Pane::PageCache);
         s.handle_key(code(KeyCode::BackTab));
-        assert_eq!(s.views.panes.focus, Pane::Processes);
+        assert_eq!(s.views.stack.focus, Pane::Processes);
         s.handle_key(key('1'));
-        assert_eq!(s.views.panes.focus, Pane::Memory);
+        assert_eq!(s.views.stack.focus, Pane::Memory);
         s.handle_key(key('2'));
-        assert_eq!(s.views.panes.focus, Pane::Devices);
+        assert_eq!(s.views.stack.focus, Pane::Devices);
         s.handle_key(key('3'));
-        assert_eq!(s.views.panes.focus, Pane::Processes);
+        assert_eq!(s.views.stack.focus, Pane::Processes);
     }
 
     #[test]
@@ -568,19 +600,19 @@ mod tests {
         let mut s = state();
         s.filter = "fio".into();
         s.handle_key(key('z'));
-        assert!(s.views.panes.zoomed);
+        assert!(s.views.stack.zoomed);
         s.handle_key(code(KeyCode::Esc));
-        assert!(!s.views.panes.zoomed);
+        assert!(!s.views.stack.zoomed);
         assert_eq!(s.filter, "fio");
         s.handle_key(key('z'));
         s.handle_key(key('z'));
-        assert!(!s.views.panes.zoomed);
+        assert!(!s.views.stack.zoomed);
     }
 
     #[test]
     fn selection_moves_in_the_focused_table_only() {
         let mut s = state();
-        s.views.panes.focus = Pane::Processes;
+        s.views.stack.focus = Pane::Processes;
         s.handle_key(key('j'));
         s.handle_key(code(KeyCode::Down));
         assert_eq!((s.views.processes.selection.index(), s.views.devices.selection.index()), (2, 0));
@@ -588,9 +620,9 @@ mod tests {
         s.handle_key(key('k'));
         s.handle_key(key('k'));
         assert_eq!(s.views.processes.selection.index(), 0, "never below the first row");
-        s.views.panes.focus = Pane::Memory;
+        s.views.stack.focus = Pane::Memory;
         assert_eq!(s.handle_key(key('j')), Action::None);
-        s.views.panes.focus = Pane::Devices;
+        s.views.stack.focus = Pane::Devices;
         s.handle_key(code(KeyCode::End));
         assert!(s.views.devices.selection.index() > 1000);
         s.handle_key(code(KeyCode::Home));
@@ -631,8 +663,9 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let selected_pid =
-            |s: &UiState, m: &Model| rows::visible_processes(m, s)[s.views.processes.selection.index()].pid;
+        let selected_pid = |s: &UiState, m: &Model| {
+            s.views.processes.visible(&s.context(m))[s.views.processes.selection.index()].pid
+        };
         let mut s = state();
         s.handle_key(key('3'));
         let first = model([(1, 300.0), (2, 200.0), (3, 100.0)]);
@@ -647,7 +680,7 @@ mod tests {
         // A new sort column re-sorts the rows on screen: the selection goes with the process.
         s.handle_key(key('s'));
         s.handle_key(key('r'));
-        s.views.processes.sort = ProcSort::Pid;
+        s.views.processes.sort.column = ProcSort::Pid;
         s.clamp_selection(&second);
         assert_eq!(selected_pid(&s, &second), 2);
         // Gone: the selection stays at its place, on the row now there.
@@ -660,7 +693,7 @@ mod tests {
     fn views_open_over_one_another_and_esc_goes_back() {
         let mut s = state();
         s.handle_key(code(KeyCode::Enter));
-        assert_eq!((s.body, s.views.panes.focus), (Body::DeviceDetail, Pane::Devices));
+        assert_eq!((s.body, s.views.stack.focus), (Body::DeviceDetail, Pane::Devices));
         s.handle_key(key('f'));
         assert_eq!(s.body, Body::Files);
         assert_eq!(s.views.files.scope, crate::ui::files::FileScope::SelectedDevice);
@@ -673,7 +706,7 @@ mod tests {
         // Enter in the probe health view: the device detail instead, and back.
         s.handle_key(key('e'));
         s.handle_key(code(KeyCode::Enter));
-        assert_eq!(s.body, Body::Panes);
+        assert_eq!(s.body, Body::Stack);
         s.handle_key(key('e'));
         s.handle_key(code(KeyCode::Enter));
         assert_eq!(s.body, Body::DeviceDetail);
@@ -686,7 +719,7 @@ mod tests {
         s.handle_key(key('w'));
         assert_eq!(s.body, Body::DeviceDetail);
         s.handle_key(code(KeyCode::Esc));
-        assert_eq!(s.body, Body::Panes);
+        assert_eq!(s.body, Body::Stack);
         assert_eq!(s.handle_key(code(KeyCode::Esc)), Action::None);
     }
 
@@ -694,13 +727,13 @@ mod tests {
     fn sort_keys_act_on_the_cache_pane_when_it_has_the_focus() {
         let mut s = state();
         s.handle_key(key('4'));
-        assert_eq!(s.views.panes.focus, Pane::PageCache);
+        assert_eq!(s.views.stack.focus, Pane::PageCache);
         let first = s.views.page_cache.sort.column;
         s.handle_key(key('s'));
         assert_ne!(s.views.page_cache.sort.column, first);
-        assert_eq!(s.views.processes.sort, ProcSort::Disk, "the process sort is untouched");
+        assert_eq!(s.views.processes.sort.column, ProcSort::Disk, "the process sort is untouched");
         s.handle_key(key('r'));
-        assert!(s.views.page_cache.sort.reversed && !s.views.processes.reversed);
+        assert!(s.views.page_cache.sort.reversed && !s.views.processes.sort.reversed);
         s.handle_key(key('j'));
         s.handle_key(key('j'));
         assert_eq!((s.views.page_cache.selection.index(), s.views.processes.selection.index()), (2, 0));
@@ -730,7 +763,7 @@ mod tests {
         s.handle_key(key('?'));
         assert!(s.shows(Overlay::Help));
         assert_eq!(s.handle_key(key('z')), Action::None);
-        assert!(!s.views.panes.zoomed);
+        assert!(!s.views.stack.zoomed);
         s.handle_key(code(KeyCode::Esc));
         assert!(!s.shows(Overlay::Help));
         s.handle_key(key('?'));
@@ -775,5 +808,234 @@ mod tests {
         let mut release = key('q');
         release.kind = KeyEventKind::Release;
         assert_eq!(s.handle_key(release), Action::None);
+    }
+
+    #[test]
+    fn d_switches_the_process_table_each_with_its_own_sort_from_its_natural_order() {
+        let mut s = state();
+        s.handle_key(key('3'));
+        s.handle_key(key('r'));
+        s.handle_key(key('j'));
+        assert!(s.views.processes.sort.reversed);
+        assert_eq!(s.handle_key(key('d')), Action::Redraw);
+        assert_eq!(s.views.stack.process_table, ProcessTable::Submitters);
+        assert!(!s.views.processes.sort.reversed && !s.views.io_processes.sort.reversed);
+        assert_eq!(s.views.io_processes.selection.index(), 0);
+        // s, r and the selection go to the table on screen; a to the /proc table's option.
+        s.handle_key(key('s'));
+        s.handle_key(key('r'));
+        s.handle_key(key('j'));
+        assert_eq!(s.views.io_processes.sort.column, crate::ui::io_processes::IoSort::Read);
+        assert!(s.views.io_processes.sort.reversed);
+        assert_eq!((s.views.io_processes.selection.index(), s.views.processes.selection.index()), (1, 0));
+        assert_eq!(s.views.processes.sort.column, ProcSort::Disk);
+        s.handle_key(key('a'));
+        assert!(s.views.processes.show_all);
+        s.handle_key(key('d'));
+        assert_eq!(s.views.stack.process_table, ProcessTable::Proc);
+        assert!(!s.views.io_processes.sort.reversed, "back to the natural order");
+    }
+
+    #[test]
+    fn enter_in_the_cgroup_view_limits_the_panes_and_c_clears_it() {
+        let cg = |id: u64, path: &str, write: f64, pids: &[u32]| crate::model::cgroups::CgroupModel {
+            id,
+            path: path.into(),
+            name: crate::model::cgroup_names::parse(path),
+            pids: pids.to_vec(),
+            write_bytes_s: write,
+            ..Default::default()
+        };
+        let m = Model {
+            interval_s: 1.0,
+            cgroups: vec![
+                cg(2, "/system.slice/postgresql.service", 500.0, &[20]),
+                cg(3, "/user.slice", 10.0, &[30]),
+            ],
+            ..Default::default()
+        };
+        let mut s = state();
+        s.views.processes.selection.select_index(2);
+        s.handle_key(key('c'));
+        s.clamp_selection(&m);
+        s.handle_key(key('j'));
+        s.clamp_selection(&m);
+        assert_eq!(s.handle_key(code(KeyCode::Enter)), Action::Redraw);
+        assert_eq!(s.body, Body::Stack, "the cgroup view closed");
+        assert_eq!(s.cgroup_filter.as_ref().map(|f| f.id), Some(3));
+        assert_eq!(s.views.processes.selection.index(), 0);
+        let ctx = s.context(&m);
+        assert!(ctx.admits(30, None) && !ctx.admits(20, None));
+        s.handle_key(key('C'));
+        assert_eq!(s.cgroup_filter, None);
+    }
+
+    /// The keys a view offers for the footer, as the footer writes them.
+    fn offered(keys: &[(&str, &str)]) -> Vec<KeyCode> {
+        keys.iter()
+            .flat_map(|(k, _)| k.split_whitespace())
+            .flat_map(|token| match token {
+                "↑↓" => vec![KeyCode::Up, KeyCode::Down],
+                "1-4" => ('1'..='4').map(KeyCode::Char).collect(),
+                "Tab" => vec![KeyCode::Tab],
+                "Enter" => vec![KeyCode::Enter],
+                "Esc" => vec![KeyCode::Esc],
+                t if t.chars().count() == 1 => vec![KeyCode::Char(t.chars().next().unwrap())],
+                t => panic!("a key the test cannot press: {t:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_key_a_view_offers_does_something_while_it_is_on_screen() {
+        let m = Model::default();
+        let panes = [
+            (Pane::Memory, ProcessTable::Proc),
+            (Pane::Devices, ProcessTable::Proc),
+            (Pane::Processes, ProcessTable::Proc),
+            (Pane::Processes, ProcessTable::Submitters),
+            (Pane::PageCache, ProcessTable::Proc),
+        ];
+        for (pane, table) in panes {
+            let fresh = || {
+                let mut s = state();
+                s.views.stack.focus = pane;
+                s.views.stack.process_table = table;
+                s
+            };
+            let s = fresh();
+            let keys = offered(s.pane_view(pane).keys()).into_iter().chain(offered(s.views.stack.keys()));
+            for code in keys {
+                let mut s = fresh();
+                assert_ne!(s.handle_key(KeyEvent::from(code)), Action::None, "{pane:?} {table:?}: {code:?}");
+            }
+        }
+        let full: [(Body, char, &dyn View); 6] = [
+            (Body::ProbeHealth, 'e', &ProbeHealthView),
+            (Body::Files, 'f', &FilesView::default()),
+            (Body::Readahead, 'w', &ReadaheadView::default()),
+            (Body::Cgroups, 'c', &CgroupsView::default()),
+            (Body::Syncs, 'y', &SyncsView::default()),
+            (Body::DeviceDetail, '\n', &crate::ui::device_detail::DeviceDetailView::default()),
+        ];
+        for (body, opens, view) in full {
+            for code in offered(view.keys()) {
+                let mut s = state();
+                let open = if opens == '\n' { KeyCode::Enter } else { KeyCode::Char(opens) };
+                s.handle_key(KeyEvent::from(open));
+                s.clamp_selection(&m);
+                assert_eq!(s.body, body);
+                assert_ne!(s.handle_key(KeyEvent::from(code)), Action::None, "{body:?}: {code:?}");
+            }
+        }
+    }
+}
+
+/// The help lists every key [`UiState::handle_key`] binds, and every key it lists does something.
+#[cfg(test)]
+mod help_lists_the_keys {
+    use super::{Action, UiState};
+    use crate::ui::help::KEYS;
+    use crate::ui::stack::Pane;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use std::collections::HashSet;
+    use std::time::Duration;
+
+    /// How the help writes a key.
+    fn name(key: &KeyEvent) -> String {
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            if let KeyCode::Char(c) = key.code {
+                return format!("Ctrl-{}", c.to_ascii_uppercase());
+            }
+        }
+        match key.code {
+            KeyCode::Char(' ') => "Space".into(),
+            KeyCode::Char(c) => c.to_string(),
+            KeyCode::Tab => "Tab".into(),
+            KeyCode::BackTab => "S-Tab".into(),
+            KeyCode::Esc => "Esc".into(),
+            KeyCode::Enter => "Enter".into(),
+            KeyCode::Up => "↑".into(),
+            KeyCode::Down => "↓".into(),
+            KeyCode::PageUp => "PgUp".into(),
+            KeyCode::PageDown => "PgDn".into(),
+            KeyCode::Home => "Home".into(),
+            KeyCode::End => "End".into(),
+            KeyCode::F(n) => format!("F{n}"),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn all_keys() -> Vec<KeyEvent> {
+        let mut codes: Vec<KeyCode> = (' '..='~').map(KeyCode::Char).collect();
+        codes.extend([
+            KeyCode::Tab,
+            KeyCode::BackTab,
+            KeyCode::Esc,
+            KeyCode::Enter,
+            KeyCode::Backspace,
+            KeyCode::Up,
+            KeyCode::Down,
+            KeyCode::Left,
+            KeyCode::Right,
+            KeyCode::PageUp,
+            KeyCode::PageDown,
+            KeyCode::Home,
+            KeyCode::End,
+            KeyCode::Delete,
+            KeyCode::Insert,
+        ]);
+        codes.extend((1..=12).map(KeyCode::F));
+        let mut keys: Vec<KeyEvent> =
+            codes.into_iter().map(|c| KeyEvent::new(c, KeyModifiers::NONE)).collect();
+        keys.push(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+        keys
+    }
+
+    /// A state in which every binding has something to act on.
+    fn busy_state() -> UiState {
+        let mut s = UiState::new(Duration::from_secs(1), true);
+        s.views.stack.focus = Pane::Processes;
+        s.filter = "fio".into();
+        s.views.processes.selection.select_index(3);
+        s
+    }
+
+    fn documented_tokens() -> HashSet<String> {
+        KEYS.iter()
+            .flat_map(|(k, what)| k.split_whitespace().chain(what.split_whitespace()))
+            .map(|t| t.trim_matches(|c: char| matches!(c, ',' | ';' | '(' | ')')).to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_bound_key_is_in_the_help() {
+        let documented = documented_tokens();
+        for key in all_keys() {
+            if busy_state().handle_key(key) != Action::None {
+                assert!(documented.contains(&name(&key)), "{} is bound but not in the help", name(&key));
+            }
+        }
+    }
+
+    #[test]
+    fn every_key_in_the_help_does_something() {
+        let by_name: Vec<(String, KeyEvent)> = all_keys().into_iter().map(|k| (name(&k), k)).collect();
+        for (keys, _) in KEYS {
+            for token in keys.split_whitespace() {
+                // Ctrl-Z belongs to the event loops (job control), not to the panes' keys.
+                if token == "Ctrl-Z" {
+                    let z = KeyEvent::new(
+                        crossterm::event::KeyCode::Char('z'),
+                        crossterm::event::KeyModifiers::CONTROL,
+                    );
+                    assert!(crate::ui::terminal::is_suspend_key(&z));
+                    continue;
+                }
+                let key = by_name.iter().find(|(n, _)| n == token).map(|(_, k)| *k);
+                let key = key.unwrap_or_else(|| panic!("help names a key {token:?} the test cannot press"));
+                assert_ne!(busy_state().handle_key(key), Action::None, "{token} does nothing");
+            }
+        }
     }
 }

@@ -9,10 +9,9 @@ use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use crate::model::syncs::{running_longer_than, SyncModel};
-use crate::model::Model;
 use crate::ui::format;
-use crate::ui::state::{Action, UiState};
-use crate::ui::theme::{Level, Theme};
+use crate::ui::theme::Level;
+use crate::ui::view::{Context, View, ViewAction};
 
 /// A running call this old gets a line in the memory pane.
 pub const LONG_CALL_S: f64 = 1.0;
@@ -23,25 +22,36 @@ pub struct SyncsView {
     pub selection: crate::ui::table::Selection,
 }
 
-/// The view's keys while it is on screen: Esc closes it and j/k/arrows/g/G select a row (`y`
-/// opens and closes it).
-pub fn handle_key(state: &mut UiState, code: KeyCode) -> Option<Action> {
-    if crate::ui::rows::list_step(code).is_some() {
-        state.views.syncs.selection.step_key(code);
-        return Some(Action::Redraw);
+impl View for SyncsView {
+    fn title(&self, _ctx: &Context) -> String {
+        "Sync calls: NOW = this interval, the rest since ioscope started  y/Esc back".to_string()
     }
-    match code {
-        KeyCode::Esc => {
-            state.close();
-            Some(Action::Redraw)
-        }
-        _ => None,
-    }
-}
 
-/// The identities of the rows, in order (what the selection follows).
-pub fn row_keys(model: &Model) -> Vec<String> {
-    model.syncs.iter().map(|r| format!("{}:{}:{}:{}", r.pid, r.syscall, r.dev, r.ino)).collect()
+    fn render(&self, frame: &mut Frame, area: Rect, ctx: &Context) {
+        render(self, frame, area, ctx)
+    }
+
+    /// Esc closes the view and j/k/arrows/g/G select a row (`y` opens and closes it).
+    fn handle_key(&mut self, code: KeyCode) -> Option<ViewAction> {
+        if crate::ui::table::list_step(code).is_some() {
+            self.selection.step_key(code);
+            return Some(ViewAction::Redraw);
+        }
+        match code {
+            KeyCode::Esc => Some(ViewAction::Close),
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> &'static [(&'static str, &'static str)] {
+        &[("↑↓", "call"), ("y Esc", "back")]
+    }
+
+    /// The identities of the rows, in order.
+    fn follow(&mut self, ctx: &Context) {
+        self.selection
+            .follow(ctx.model.syncs.iter().map(|r| format!("{}:{}:{}:{}", r.pid, r.syscall, r.dev, r.ino)));
+    }
 }
 
 /// Seconds as "840 µs", "12 ms", "4.2 s".
@@ -57,13 +67,12 @@ pub fn secs(s: f64) -> String {
     }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
-    let theme = Theme { color: state.color };
-    let u = state.units;
-    let block = Block::new().borders(Borders::TOP).border_style(theme.dim()).title(Span::styled(
-        "▶ Sync calls: NOW = this interval, the rest since ioscope started  y/Esc back ",
-        theme.title(true),
-    ));
+fn render(view: &SyncsView, frame: &mut Frame, area: Rect, ctx: &Context) {
+    let (model, theme, u) = (ctx.model, ctx.theme, ctx.units);
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .border_style(theme.dim())
+        .title(Span::styled(format!("▶ {} ", view.title(ctx)), theme.title(true)));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let missing = ["syncs", "syncs_io_uring"]
@@ -132,7 +141,7 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         .map(|((_, w, _), _)| if *w == 0 { Constraint::Fill(1) } else { Constraint::Length(*w) })
         .collect();
     let visible = table_area.height.saturating_sub(1) as usize;
-    let selected = state.views.syncs.selection.index().min(model.syncs.len().saturating_sub(1));
+    let selected = view.selection.index().min(model.syncs.len().saturating_sub(1));
     let first = selected.saturating_sub(visible.saturating_sub(1));
     let rows: Vec<Row> = model
         .syncs
@@ -208,18 +217,21 @@ pub fn written(r: &SyncModel, units: format::Units) -> String {
 /// The memory pane's lines: one per sync call running longer than [`LONG_CALL_S`], as "fsync
 /// /data/big.zip by java (4123): 4.2 s so far, 1.9 GB dirty + 1.1 GB writeback" (the system's
 /// dirty memory and memory under writeback: what a sync may wait for).
-pub fn memory_lines(model: &Model, state: &UiState) -> Vec<Line<'static>> {
-    let theme = Theme { color: state.color };
+pub fn memory_lines(ctx: &Context) -> Vec<Line<'static>> {
+    let (model, theme) = (ctx.model, ctx.theme);
     running_longer_than(&model.syncs, LONG_CALL_S)
         .take(3)
         .map(|r| {
             let m = &model.memory;
-            Line::from(Span::styled(long_call_text(r, m.dirty, m.writeback, state), theme.level(Level::Warn)))
+            Line::from(Span::styled(
+                long_call_text(r, m.dirty, m.writeback, ctx.units),
+                theme.level(Level::Warn),
+            ))
         })
         .collect()
 }
 
-fn long_call_text(r: &SyncModel, dirty: u64, writeback: u64, state: &UiState) -> String {
+fn long_call_text(r: &SyncModel, dirty: u64, writeback: u64, u: format::Units) -> String {
     format!(
         "⚠ {} {} by {} ({}): {:.1} s so far, {} dirty + {} writeback",
         format::text(&r.syscall),
@@ -227,8 +239,8 @@ fn long_call_text(r: &SyncModel, dirty: u64, writeback: u64, state: &UiState) ->
         format::text(&r.comm),
         r.pid,
         r.running_s,
-        format::bytes(dirty as f64, state.units),
-        format::bytes(writeback as f64, state.units)
+        format::bytes(dirty as f64, u),
+        format::bytes(writeback as f64, u)
     )
 }
 
@@ -247,9 +259,8 @@ mod tests {
             running_s: 4.21,
             ..Default::default()
         };
-        let state = UiState::new(std::time::Duration::from_secs(1), false);
         assert_eq!(
-            long_call_text(&r, 1_900 << 20, 1_100 << 20, &state),
+            long_call_text(&r, 1_900 << 20, 1_100 << 20, format::Units::Human),
             "⚠ fsync /data/big.zip by java (4123): 4.2 s so far, 1.9G dirty + 1.1G writeback"
         );
         assert_eq!(

@@ -95,7 +95,19 @@ pub fn step_of(code: KeyCode) -> Option<i64> {
     match code {
         KeyCode::PageDown => Some(10),
         KeyCode::PageUp => Some(-10),
-        _ => crate::ui::rows::list_step(code),
+        _ => list_step(code),
+    }
+}
+
+/// How far a list-moving key moves the selection (↓ j, ↑ k, Home g, End G); None for any other key
+/// (the views without pages leave PgUp and PgDn to the panes).
+pub fn list_step(code: KeyCode) -> Option<i64> {
+    match code {
+        KeyCode::Down | KeyCode::Char('j') => Some(1),
+        KeyCode::Up | KeyCode::Char('k') => Some(-1),
+        KeyCode::Home | KeyCode::Char('g') => Some(i64::MIN / 2),
+        KeyCode::End | KeyCode::Char('G') => Some(i64::MAX / 2),
+        _ => None,
     }
 }
 

@@ -74,8 +74,8 @@ fn v1_recording_screen_80x24() {
 #[test]
 fn v1_recording_screen_160x48_processes_sorted_by_write() {
     insta::assert_snapshot!(screen(V1, 2, 160, 48, |s| {
-        s.views.panes.focus = ioscope::ui::Pane::Processes;
-        s.views.processes.sort = ioscope::ui::ProcSort::Write;
+        s.views.stack.focus = ioscope::ui::Pane::Processes;
+        s.views.processes.sort.column = ioscope::ui::ProcSort::Write;
     }));
 }
 
@@ -123,8 +123,8 @@ fn demo_cold_vs_warm_read() {
     assert!(w.rchar_s > 2.0 * c.rchar_s && w.read_bytes_s < 0.05 * w.rchar_s, "warm: {w:?}");
     assert!(warm > cold);
     let filter = |s: &mut UiState| {
-        s.views.processes.sort = ioscope::ui::ProcSort::Rchar;
-        s.views.panes.focus = ioscope::ui::Pane::Processes;
+        s.views.processes.sort.column = ioscope::ui::ProcSort::Rchar;
+        s.views.stack.focus = ioscope::ui::Pane::Processes;
     };
     insta::assert_snapshot!("demo_cold_read_160x48", screen(COLD_WARM, cold, 160, 48, filter));
     insta::assert_snapshot!("demo_warm_read_160x48", screen(COLD_WARM, warm, 160, 48, filter));
@@ -168,7 +168,7 @@ fn demo_dirty_threshold_stall() {
     assert!(m.dirty + m.writeback > m.dirty_background_threshold, "{m:?}");
     insta::assert_snapshot!(
         "demo_dirty_stall_160x48",
-        screen(DIRTY, pos, 160, 48, |s| s.views.panes.focus = ioscope::ui::Pane::Memory)
+        screen(DIRTY, pos, 160, 48, |s| s.views.stack.focus = ioscope::ui::Pane::Memory)
     );
     insta::assert_snapshot!("demo_dirty_stall_80x24", screen(DIRTY, pos, 80, 24, |_| {}));
 }

@@ -16,7 +16,7 @@ fn state() -> UiState {
 #[test]
 fn cache_focused_80x24() {
     let mut s = state();
-    s.views.panes.focus = Pane::PageCache;
+    s.views.stack.focus = Pane::PageCache;
     insta::assert_snapshot!(screen(&cache_box::with_cache(), &s, 80, 24));
 }
 
@@ -28,8 +28,8 @@ fn main_with_cache_160x48() {
 #[test]
 fn cache_zoomed_sorted_by_hit_rate_160x48() {
     let mut s = state();
-    s.views.panes.focus = Pane::PageCache;
-    s.views.panes.zoomed = true;
+    s.views.stack.focus = Pane::PageCache;
+    s.views.stack.zoomed = true;
     s.handle_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char('s')));
     s.handle_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char('s')));
     insta::assert_snapshot!(screen(&cache_box::with_cache(), &s, 160, 48));
@@ -38,21 +38,21 @@ fn cache_zoomed_sorted_by_hit_rate_160x48() {
 #[test]
 fn calm_with_cross_check_mismatch_160x48() {
     let mut s = state();
-    s.views.panes.focus = Pane::PageCache;
+    s.views.stack.focus = Pane::PageCache;
     insta::assert_snapshot!(screen(&cache_box::calm_with_mismatch(), &s, 160, 48));
 }
 
 #[test]
 fn cache_estimate_without_bpf_80x24() {
     let mut s = state();
-    s.views.panes.focus = Pane::PageCache;
+    s.views.stack.focus = Pane::PageCache;
     insta::assert_snapshot!(screen(&busy_box::no_psi_no_bpf(), &s, 80, 24));
 }
 
 #[test]
 fn cache_filtered_80x24() {
     let mut s = state();
-    s.views.panes.focus = Pane::PageCache;
+    s.views.stack.focus = Pane::PageCache;
     s.filter = "postgres".into();
     s.views.page_cache.selection.select_index(1);
     insta::assert_snapshot!(screen(&cache_box::with_cache(), &s, 80, 24));

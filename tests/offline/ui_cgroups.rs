@@ -80,10 +80,10 @@ fn the_view_names_pods_and_services_and_limits_the_panes_to_one() {
     key(&mut s, KeyCode::Down);
     s.clamp_selection(&m);
     key(&mut s, KeyCode::Enter);
-    let other = ioscope::ui::page_cache::visible_rows(&m, &s);
+    let other = s.views.page_cache.visible_rows(&s.context(&m));
     assert!(other.is_empty(), "{other:?}");
     key(&mut s, KeyCode::Char('C'));
-    assert_eq!(ioscope::ui::page_cache::visible_rows(&m, &s).len(), m.cache_processes.len());
+    assert_eq!(s.views.page_cache.visible_rows(&s.context(&m)).len(), m.cache_processes.len());
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn sync_call_latency_per_cgroup_and_what_it_lacks() {
         key(&mut s, KeyCode::Char('s'));
     }
     assert_eq!(s.views.cgroups.sort.column, ioscope::ui::cgroups::CgroupSort::Sync);
-    let rows: Vec<u64> = ioscope::ui::cgroups::visible(&m, &s).iter().map(|c| c.id).collect();
+    let rows: Vec<u64> = s.views.cgroups.visible(&s.context(&m)).iter().map(|c| c.id).collect();
     assert_eq!(rows, [41, 40]);
 }
 

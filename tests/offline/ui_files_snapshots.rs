@@ -33,12 +33,12 @@ fn files_view_160x48() {
 fn files_of_the_device_in_the_detail_view_sorted_by_path_160x48() {
     let m = files_box::with_files();
     let mut s = state();
-    s.views.panes.focus = Pane::Devices;
-    let loop0 = ioscope::ui::rows::visible_devices(&m, &s).iter().position(|d| d.name == "loop0").unwrap();
+    s.views.stack.focus = Pane::Devices;
+    let loop0 = s.views.devices.visible(&m).iter().position(|d| d.name == "loop0").unwrap();
     s.views.devices.selection.select_index(loop0);
     press(&mut s, KeyCode::Enter);
     press(&mut s, KeyCode::Char('f'));
-    let rows = ioscope::ui::files::visible(&m, &s);
+    let rows = s.views.files.visible(&s.context(&m));
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].device, "loop0");
     insta::assert_snapshot!(screen(&m, &s, 160, 48));
@@ -51,26 +51,26 @@ fn files_of_the_device_in_the_detail_view_sorted_by_path_160x48() {
 fn files_of_the_selected_process_and_filters() {
     let m = files_box::with_files();
     let mut s = state();
-    s.views.panes.focus = Pane::Processes;
-    let rows = ioscope::ui::rows::visible_processes(&m, &s);
+    s.views.stack.focus = Pane::Processes;
+    let rows = s.views.processes.visible(&s.context(&m));
     s.views.processes.selection.select_index(rows.iter().position(|p| p.pid == 2301).unwrap());
     press(&mut s, KeyCode::Char('f'));
-    let v = ioscope::ui::files::visible(&m, &s);
+    let v = s.views.files.visible(&s.context(&m));
     assert_eq!(v.iter().map(|f| f.ino).collect::<Vec<_>>(), vec![524_301]);
     assert_eq!(v[0].name(), "259:0:524301", "no path yet: dev:inode");
     // A filter by path, device or process name, from the whole list.
     let mut s = state();
     press(&mut s, KeyCode::Char('f'));
     s.filter = "pg_wal".into();
-    assert_eq!(ioscope::ui::files::visible(&m, &s).len(), 1);
+    assert_eq!(s.views.files.visible(&s.context(&m)).len(), 1);
     s.filter = "fio".into();
-    assert_eq!(ioscope::ui::files::visible(&m, &s)[0].path.as_deref(), Some("/mnt/bench/fio.0.0"));
+    assert_eq!(s.views.files.visible(&s.context(&m))[0].path.as_deref(), Some("/mnt/bench/fio.0.0"));
     s.filter = "loop0".into();
-    assert_eq!(ioscope::ui::files::visible(&m, &s).len(), 1);
+    assert_eq!(s.views.files.visible(&s.context(&m)).len(), 1);
     // `s` sorts by the next column: read.
     s.filter.clear();
     press(&mut s, KeyCode::Char('s'));
-    assert_eq!(ioscope::ui::files::visible(&m, &s)[0].ino, 524_301);
+    assert_eq!(s.views.files.visible(&s.context(&m))[0].ino, 524_301);
     insta::assert_snapshot!(screen(&m, &s, 80, 24));
 }
 
@@ -202,8 +202,8 @@ fn device_detail_lists_the_files_its_requests_were_for_160x48() {
     m.files = ioscope::model::files::compute(Some(&a), &b, 1.0);
     m.block_files = ioscope::model::files::block_files(Some(&a), &b);
     let mut s = state();
-    s.views.panes.focus = Pane::Devices;
-    let vda = ioscope::ui::rows::visible_devices(&m, &s).iter().position(|d| d.name == "vda").unwrap();
+    s.views.stack.focus = Pane::Devices;
+    let vda = s.views.devices.visible(&m).iter().position(|d| d.name == "vda").unwrap();
     s.views.devices.selection.select_index(vda);
     press(&mut s, KeyCode::Enter);
     let top = ioscope::ui::device_detail::top_files(&m, "vda");

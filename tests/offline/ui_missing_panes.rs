@@ -39,7 +39,7 @@ fn on_6_1() -> Model {
 #[test]
 fn the_hit_rate_names_the_missing_tracepoint() {
     let mut s = UiState::new(Duration::from_secs(1), true);
-    s.views.panes.focus = Pane::PageCache;
+    s.views.stack.focus = Pane::PageCache;
     let text = screen(&on_6_1(), &s);
     assert!(text.contains("hit n/a, needs filemap:mm_filemap_get_pages (6.12+)"), "{text}");
 }

@@ -43,8 +43,8 @@ fn help_80x24() {
 #[test]
 fn zoomed_devices_80x24() {
     let mut s = state();
-    s.views.panes.focus = Pane::Devices;
-    s.views.panes.zoomed = true;
+    s.views.stack.focus = Pane::Devices;
+    s.views.stack.zoomed = true;
     s.views.devices.show_partitions = true;
     s.views.devices.show_idle_virtual = true;
     insta::assert_snapshot!(screen(&busy_box::busy(), &s, 80, 24));
@@ -53,15 +53,15 @@ fn zoomed_devices_80x24() {
 #[test]
 fn zoomed_devices_200x60() {
     let mut s = state();
-    s.views.panes.focus = Pane::Devices;
-    s.views.panes.zoomed = true;
+    s.views.stack.focus = Pane::Devices;
+    s.views.stack.zoomed = true;
     insta::assert_snapshot!(screen(&busy_box::busy(), &s, 200, 60));
 }
 
 #[test]
 fn filtered_processes_80x24() {
     let mut s = state();
-    s.views.panes.focus = Pane::Processes;
+    s.views.stack.focus = Pane::Processes;
     s.filter = "FIO".into();
     s.views.processes.selection.select_index(1);
     insta::assert_snapshot!(screen(&busy_box::busy(), &s, 80, 24));
@@ -70,10 +70,10 @@ fn filtered_processes_80x24() {
 #[test]
 fn processes_zoomed_raw_units_sorted_by_pid_120x40() {
     let mut s = state();
-    s.views.panes.focus = Pane::Processes;
-    s.views.panes.zoomed = true;
+    s.views.stack.focus = Pane::Processes;
+    s.views.stack.zoomed = true;
     s.units = ui::Units::Raw;
-    s.views.processes.sort = ui::ProcSort::Pid;
+    s.views.processes.sort.column = ui::ProcSort::Pid;
     s.views.processes.show_all = true;
     insta::assert_snapshot!(screen(&busy_box::busy(), &s, 120, 40));
 }
@@ -130,7 +130,7 @@ fn odd_sizes_do_not_panic() {
     for (w, h) in [(1, 1), (10, 3), (40, 10), (79, 23), (100, 30), (149, 29), (150, 30), (300, 100)] {
         for zoom in [false, true] {
             for help in [false, true] {
-                s.views.panes.zoomed = zoom;
+                s.views.stack.zoomed = zoom;
                 s.overlay = help.then_some(Overlay::Help);
                 terminal(&m, &s, w, h);
             }
@@ -148,7 +148,7 @@ fn block_main_160x48() {
 
 fn detail_state(device: usize) -> UiState {
     let mut s = state();
-    s.views.panes.focus = Pane::Devices;
+    s.views.stack.focus = Pane::Devices;
     s.open(Body::DeviceDetail);
     s.views.devices.selection.select_index(device);
     s
@@ -222,17 +222,17 @@ fn block_probe_health_with_map_memory_160x48() {
 #[test]
 fn block_io_processes_80x24() {
     let mut s = state();
-    s.views.panes.focus = Pane::Processes;
-    s.views.processes.io_view = true;
+    s.views.stack.focus = Pane::Processes;
+    s.views.stack.process_table = ui::stack::ProcessTable::Submitters;
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
 }
 
 #[test]
 fn block_io_processes_zoomed_160x48() {
     let mut s = state();
-    s.views.panes.focus = Pane::Processes;
-    s.views.processes.io_view = true;
-    s.views.panes.zoomed = true;
+    s.views.stack.focus = Pane::Processes;
+    s.views.stack.process_table = ui::stack::ProcessTable::Submitters;
+    s.views.stack.zoomed = true;
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 160, 48));
 }
 

@@ -61,8 +61,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Fail when a module of src/ imports a higher layer's, or peers of one layer import each
-    /// other in a cycle (the layers: xtask/src/layers.rs, src/README.md).
+    /// Fail when a module of src/ imports a higher layer's, peers of one layer import each other
+    /// in a cycle, or files of one folder do (the layers: xtask/src/layers.rs, src/README.md).
     Layers,
     /// Print the kernel support table (markdown) that the README carries.
     SupportTable,
