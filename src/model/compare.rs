@@ -116,7 +116,7 @@ impl Unit {
             (Unit::Pct, 1.0)
         } else if last.ends_with("_ms") || last.ends_with("_ms_avg") || last.ends_with("await") {
             (Unit::Ms, 1.0)
-        } else if last.ends_with("_sz") {
+        } else if last.ends_with("_sz") && last != "aqu_sz" {
             (Unit::Bytes, 1024.0)
         } else if last == "avg_size"
             || (pane == "memory" && !last.ends_with("_s"))

@@ -111,7 +111,8 @@ fn bpf_span(model: &Model, room: usize, theme: Theme) -> Span<'static> {
 }
 
 fn render_psi(frame: &mut Frame, area: Rect, model: &Model, state: &Status, theme: Theme) {
-    let wide = area.width >= 110;
+    // A notice takes the room of the wide PSI form (the figures stay, compact).
+    let wide = area.width >= 110 && state.message.is_none();
     let mut spans = vec![Span::styled(" PSI ", theme.dim())];
     if let Some(why) = model.unavailable(crate::sample::Unavailable::PSI) {
         spans.push(Span::styled(format!("unavailable ({why}: raise ulimit -n)"), theme.level(Level::Warn)));
