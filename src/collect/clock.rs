@@ -18,6 +18,9 @@ pub struct Clock {
     k: u32,
     /// The deadline of the last sample taken ([`Clock::tick`]).
     last: Instant,
+    /// The next deadline is due at once (a new interval shorter than the time since the last
+    /// deadline): it is not late however long the loop takes to get to it.
+    at_once: bool,
     skipped: u64,
 }
 
@@ -25,7 +28,7 @@ impl Clock {
     /// A clock whose first sample was taken at `start`: the next is due at `start + interval`.
     pub fn new(start: Instant, interval: Duration) -> Clock {
         let interval = interval.max(Duration::from_nanos(1));
-        Clock { first: start + interval, interval, k: 0, last: start, skipped: 0 }
+        Clock { first: start + interval, interval, k: 0, last: start, at_once: false, skipped: 0 }
     }
 
     pub fn interval(&self) -> Duration {
@@ -43,7 +46,7 @@ impl Clock {
     /// before [`Clock::tick`] gives the same deadline (or a later one, if it has passed since).
     pub fn next(&mut self, now: Instant) -> Instant {
         let due = self.deadline();
-        if due < now {
+        if due < now && !self.at_once {
             let behind = (now - self.first).as_nanos();
             let step = self.interval.as_nanos();
             let ahead = u32::try_from(behind.div_ceil(step)).unwrap_or(u32::MAX);
@@ -57,6 +60,7 @@ impl Clock {
     pub fn tick(&mut self) {
         self.last = self.deadline();
         self.k = self.k.saturating_add(1);
+        self.at_once = false;
     }
 
     /// A new interval (the TUI's +/- keys), asked at `now`: the next deadline is the last
@@ -65,6 +69,7 @@ impl Clock {
     pub fn set_interval(&mut self, interval: Duration, now: Instant) {
         self.interval = interval.max(Duration::from_nanos(1));
         self.first = (self.last + self.interval).max(now);
+        self.at_once = self.first == now;
         self.k = 0;
     }
 
@@ -155,6 +160,8 @@ mod tests {
         // not counted as late.
         clock.set_interval(1000 * MS, start + 7500 * MS);
         assert_eq!(clock.next(start + 7500 * MS), start + 7500 * MS);
+        // Asked a moment later (the loop got there late): still that one, not late either.
+        assert_eq!(clock.next(start + 7501 * MS), start + 7500 * MS);
         clock.tick();
         assert_eq!(clock.next(start + 7600 * MS), start + 8500 * MS);
         assert_eq!(clock.skipped(), 0);
