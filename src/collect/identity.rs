@@ -266,11 +266,21 @@ mod tests {
     fn a_command_line_comes_from_the_worker() {
         use procfs::FromRead;
         let proc = Path::new("/proc");
-        let mut child = std::process::Command::new("sleep").args(["30", "--", "x y"]).spawn().unwrap();
+        // A shell that stays (not exec'ing its last command) with an argument holding a space;
+        // `sleep 30 -- "x y"` exits at once (an invalid interval) and the test raced its exit.
+        let mut child =
+            std::process::Command::new("sh").args(["-c", "sleep 30; true", "x y"]).spawn().unwrap();
         let pid = child.id();
+        // Asked once the child runs sh: a command line read before its exec is the parent's.
+        for _ in 0..500 {
+            if std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sh") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let start = procfs::process::Stat::from_file(format!("/proc/{pid}/stat")).unwrap().starttime;
         let mut c = Cmdlines::new();
-        let comm: Arc<str> = "sleep".into();
+        let comm: Arc<str> = "sh".into();
         let mut got = c.get(proc, pid, start, &comm);
         for _ in 0..200 {
             if got.is_some() {
@@ -280,7 +290,7 @@ mod tests {
             c.update(&[(pid, start)]);
             got = c.get(proc, pid, start, &comm);
         }
-        assert_eq!(got.as_deref(), Some("sleep 30 -- x y"));
+        assert_eq!(got.as_deref(), Some("sh -c sleep 30; true x y"));
         // Another start time under the pid: not this command line.
         assert_eq!(c.get(proc, pid, start + 1, &comm), None);
         // Another comm (an exec): asked again, not the old line.
