@@ -953,6 +953,109 @@ pub fn sum_process(key: ProcKey, per_cpu: &[ProcStats]) -> BlockProcessCounters 
     out
 }
 
+/// The block-layer family: per-disk and per-process request counters, latencies, health.
+#[derive(Default)]
+pub struct BlockFamily {
+    layout: Option<BlockLayout>,
+    ready: Vec<Result<(), String>>,
+    events: Option<BlockEvents>,
+    /// The programs run as BTF tracepoints (the kernel's BTF describes the request).
+    btf: bool,
+    notes: Vec<String>,
+    maps: Option<BlockMaps>,
+}
+
+impl BlockFamily {
+    /// How many block-layer events (a request's start, insertion, issue, completion, merge) the
+    /// programs have counted so far; None when they do not run or the count cannot be read. The
+    /// count read here is the one the next read keys its block tables by.
+    pub fn events(&mut self) -> Option<u64> {
+        self.maps.as_mut()?.events_now().ok()
+    }
+
+    fn request_btf<'a>(&self, setup: &super::family::Setup<'a>) -> Option<&'a aya::Btf> {
+        setup.btf.filter(|_| self.btf).map(|k| k.aya())
+    }
+}
+
+impl super::family::Family for BlockFamily {
+    fn name(&self) -> &'static str {
+        "block"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        let (mut block_layout, ready, events) = layout(setup.tracefs, setup.hidden());
+        // The programs on the busiest events (every block request) run as BTF tracepoints where
+        // the kernel's BTF describes the structs they read (far cheaper per event: no record is
+        // built, the fields are plain loads); else as classic ones.
+        if let (Some(k), true) = (setup.btf, setup.options.btf_tracepoints) {
+            match request_layout(k) {
+                Ok(request) => {
+                    block_layout.request = request;
+                    self.btf = true;
+                }
+                Err(e) => self.notes.push(format!("block probes on classic tracepoints: {e:#}")),
+            }
+        }
+        (self.layout, self.ready, self.events) = (Some(block_layout), ready, Some(events));
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        loader.override_global(
+            BLOCK_LAYOUT_GLOBAL,
+            self.layout.as_ref().unwrap_or(&BlockLayout::UNSET),
+            true,
+        );
+    }
+
+    fn loads<'a>(&'a self, setup: &super::family::Setup<'a>, _: &[Planned<'a>]) -> Vec<Planned<'a>> {
+        let Some(events) = &self.events else { return Vec::new() };
+        loads(&self.ready, events, self.request_btf(setup), setup.options.refuse_block_twin.as_deref())
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        setup: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        let Some(events) = &self.events else { return };
+        let refuse = setup.options.refuse_block_twin.clone();
+        let (programs, attached, fallback_note) =
+            attach(ebpf, &self.ready, events, self.request_btf(setup), refuse.as_deref());
+        self.notes.extend(fallback_note);
+        let first = statuses.len();
+        statuses.extend(programs);
+        match BlockMaps::take(ebpf, &attached) {
+            Ok(maps) => self.maps = Some(maps),
+            Err(e) => {
+                // Without their maps the programs' counts cannot be read: report them as not working.
+                for p in &mut statuses[first..] {
+                    p.error = Some(format!("{e:#}"));
+                }
+            }
+        }
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn read(&mut self, shared: &mut super::family::Shared, sample: &mut BpfSample) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Some(block) = &mut self.maps {
+            if let Err(e) = block.read(sample) {
+                errors.push(format!("{e:#}"));
+            }
+        }
+        let names = shared.get_or_insert_with(super::cgroup::CgroupNames::default);
+        for p in &mut sample.io_processes {
+            p.cgroup = names.path(p.cgroup_id);
+        }
+        errors
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

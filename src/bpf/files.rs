@@ -575,6 +575,171 @@ pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
     f
 }
 
+/// The kernel's BTF layout of the iomap events' structs ([`iomap_btf_layout`]), found once for
+/// the families that use it (the files' and the page cache's iomap programs).
+pub struct IomapBtf(Result<IomapBtfLayout, String>);
+
+impl IomapBtf {
+    /// The layout, found the first time it is asked for.
+    pub fn of<'s>(setup: &'s mut super::family::Setup) -> &'s Result<IomapBtfLayout, String> {
+        let btf = setup.btf;
+        let found = setup.shared.get_or_insert_with(|| {
+            IomapBtf(match btf {
+                Some(k) => iomap_btf_layout(k).map_err(|e| format!("{e:#}")),
+                None => Err("no kernel BTF".to_string()),
+            })
+        });
+        &found.0
+    }
+
+    /// The BTF the iomap programs' BTF tracepoint twins attach with: when the layout was found
+    /// and BTF tracepoints are allowed.
+    pub fn aya<'a>(setup: &super::family::Setup<'a>) -> Option<&'a aya::Btf> {
+        let found = setup.shared.get::<IomapBtf>().is_some_and(|l| l.0.is_ok());
+        setup.btf.filter(|_| found && setup.options.btf_tracepoints).map(|k| k.aya())
+    }
+}
+
+/// The per-file family: pages and bytes per file and process (FILE_IO), the read bios, and the
+/// path resolver ([`super::resolve::files::FileResolver`]), published for the families that name
+/// files.
+#[derive(Default)]
+pub struct FilesFamily {
+    layout: Option<FileLayout>,
+    ready: Option<[Result<(), String>; 5]>,
+    /// Disk reads per file from the read bios (BTF tracepoint only; else from insertions).
+    bio_plan: Option<Result<BioLayout, String>>,
+    sync_ra: Option<SyncRaPlan>,
+    notes: Vec<String>,
+    maps: Option<FileMaps>,
+    /// The direct I/O pending in the CPUs' memos as of the last sample.
+    dio_memos: MemoTracker,
+}
+
+impl FilesFamily {
+    fn sync_ra<'a>(
+        &self,
+        setup: &super::family::Setup<'a>,
+    ) -> (Option<SyncRaPlan>, Option<&'a aya::Btf>, bool) {
+        let btf = setup.btf.filter(|_| self.sync_ra.is_some()).map(|k| k.aya_with_functions());
+        (self.sync_ra, btf, setup.options.no_trampoline)
+    }
+
+    fn dio_direction(&self) -> bool {
+        self.layout.is_some_and(|l| l.btf.dio_direction != 0)
+    }
+}
+
+impl super::family::Family for FilesFamily {
+    fn name(&self) -> &'static str {
+        "files"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        let (mut file_layout, ready, notes) = layout(setup.tracefs);
+        self.notes = notes;
+        let off = if setup.btf.is_some() { "BTF tracepoints off" } else { "no kernel BTF" };
+        let mut bio_plan = Err(off.to_string());
+        if let Some(k) = setup.btf {
+            if setup.options.btf_tracepoints {
+                bio_plan = bio_layout(k).map_err(|e| format!("{e:#}"));
+            }
+            match IomapBtf::of(setup) {
+                Ok(l) => file_layout.btf = *l,
+                Err(e) => self.notes.insert(0, format!("iomap probes on classic tracepoints: {e}")),
+            }
+        }
+        (self.layout, self.ready, self.bio_plan) = (Some(file_layout), Some(ready), Some(bio_plan));
+    }
+
+    fn configure(&mut self, setup: &mut super::family::Setup) {
+        // The split of read pages on the function the readahead fallback runs on.
+        if let (Some(ra), Some(ready)) =
+            (setup.shared.get::<super::readahead::FallbacksPlanned>(), &mut self.ready)
+        {
+            self.sync_ra = plan_sync_ra(&mut ready[1], &ra.planned, ra.sync_ra_refused.as_deref());
+        }
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        let layout = self.layout.as_ref().unwrap_or(&FileLayout::UNSET);
+        loader.override_global(ioscope_common::files::FILE_LAYOUT_GLOBAL, layout, true);
+        let bio = self.bio_plan.as_ref().and_then(|p| p.as_ref().ok()).unwrap_or(&BioLayout::UNSET);
+        loader.override_global(ioscope_common::files::BIO_LAYOUT_GLOBAL, bio, true);
+    }
+
+    fn loads<'a>(
+        &'a self,
+        setup: &super::family::Setup<'a>,
+        earlier: &[super::preload::Planned<'a>],
+    ) -> Vec<super::preload::Planned<'a>> {
+        let Some(ready) = &self.ready else { return Vec::new() };
+        let planned = |names: &[&str]| earlier.iter().any(|(p, _)| names.contains(&p.as_str()));
+        let dio_direction_expected = self.dio_direction()
+            && (planned(&[super::page_cache::DIO_BTF.1]) || planned(&super::page_cache::DIO_FENTRY));
+        let mut all = loads(ready, IomapBtf::aya(setup), dio_direction_expected, self.sync_ra(setup));
+        if let (Some(Ok(_)), Some(k)) = (&self.bio_plan, setup.btf) {
+            all.push((BIO_PROGRAM.to_string(), super::preload::How::BtfTracePoint(BIO_EVENT, k.aya())));
+        }
+        all
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        setup: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        let Some(ready) = self.ready.clone() else { return };
+        let dio_has_direction = self.dio_direction()
+            && statuses.iter().any(|p| {
+                let p_name = p.program.as_str();
+                (p_name == super::page_cache::DIO_BTF.1 || super::page_cache::DIO_FENTRY.contains(&p_name))
+                    && p.attached
+            });
+        let (programs, maps) =
+            attach(ebpf, ready, IomapBtf::aya(setup), dio_has_direction, self.sync_ra(setup));
+        statuses.extend(programs);
+        self.maps = maps;
+        let bio_btf = match (self.bio_plan.clone(), setup.btf) {
+            (Some(Ok(_)), Some(k)) => Ok(k.aya()),
+            (Some(Err(e)), _) => Err(e),
+            (_, None) | (None, _) => Err("no kernel BTF".to_string()),
+        };
+        statuses.push(attach_bio(ebpf, bio_btf));
+        let resolver = setup.shared.get_or_insert_with(super::resolve::files::FileResolver::default);
+        resolver.fallbacks = setup.options.path_fallbacks;
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn read(
+        &mut self,
+        shared: &mut super::family::Shared,
+        sample: &mut crate::sample::BpfSample,
+    ) -> Vec<String> {
+        let Some(maps) = &mut self.maps else { return Vec::new() };
+        let memos = &mut self.dio_memos;
+        let cache = shared.get::<super::page_cache::PageCacheMaps>();
+        let raw = maps.drain(DRAIN_BUDGET).and_then(|mut raw| {
+            if let Some(cache) = cache {
+                add_dio_memos(&mut raw, &memos.growth(&cache.dio_memos()?));
+            }
+            Ok(raw)
+        });
+        match raw {
+            Ok(raw) => {
+                let resolver = shared.get_or_insert_with(super::resolve::files::FileResolver::default);
+                sample.files = resolver.resolve(raw);
+                Vec::new()
+            }
+            Err(e) => vec![format!("{e:#}")],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
