@@ -22,6 +22,7 @@ use ioscope_common::block::*;
 use ioscope_common::kernel_dev_major_minor;
 
 use super::block_claim;
+use super::counters::Accumulate;
 use super::kernel_btf::KernelBtf;
 use super::mapped_keys::MappedKeys;
 use super::preload::{How, Planned};
@@ -829,44 +830,10 @@ fn looks_like_kernel_thread(comm: &str) -> bool {
     ["kworker/", "jbd2/", "kswapd", "flush-", "xfsaild", "md", "loop"].iter().any(|p| comm.starts_with(p))
 }
 
-fn dir(d: &DirStats) -> BlockDirCounters {
-    BlockDirCounters {
-        issued_requests: d.issued_requests,
-        issued_bytes: d.issued_bytes,
-        completed_requests: d.completed_requests,
-        completed_bytes: d.completed_bytes,
-        queue_ns_sum: d.queue_ns_sum,
-        queue_count: d.queue_count,
-        device_ns_sum: d.device_ns_sum,
-        device_count: d.device_count,
-        sched_requests: d.sched_requests,
-        sched_ns_sum: d.sched_ns_sum,
-        queue_hist: d.queue_hist.to_vec(),
-        device_hist: d.device_hist.to_vec(),
-        size_hist: d.size_hist.to_vec(),
-    }
-}
-
 fn add_vec(into: &mut [u64], from: &[u64]) {
     for (a, b) in into.iter_mut().zip(from) {
         *a += b;
     }
-}
-
-fn add_dir(into: &mut BlockDirCounters, d: &BlockDirCounters) {
-    into.issued_requests += d.issued_requests;
-    into.issued_bytes += d.issued_bytes;
-    into.completed_requests += d.completed_requests;
-    into.completed_bytes += d.completed_bytes;
-    into.queue_ns_sum += d.queue_ns_sum;
-    into.queue_count += d.queue_count;
-    into.device_ns_sum += d.device_ns_sum;
-    into.device_count += d.device_count;
-    into.sched_requests += d.sched_requests;
-    into.sched_ns_sum += d.sched_ns_sum;
-    add_vec(&mut into.queue_hist, &d.queue_hist);
-    add_vec(&mut into.device_hist, &d.device_hist);
-    add_vec(&mut into.size_hist, &d.size_hist);
 }
 
 /// One device's per-CPU values summed.
@@ -890,9 +857,9 @@ pub fn sum_devices(dev: u32, per_cpu: &[DevStats]) -> BlockDeviceCounters {
     let mut flag_requests = [0u64; RWBS_FLAG_COUNT];
     let mut flag_bytes = [0u64; RWBS_FLAG_COUNT];
     for c in per_cpu {
-        add_dir(&mut out.read, &dir(&c.dirs[DIR_READ]));
-        add_dir(&mut out.write, &dir(&c.dirs[DIR_WRITE]));
-        add_dir(&mut out.other, &dir(&c.dirs[DIR_OTHER]));
+        out.read.accumulate(&c.dirs[DIR_READ]);
+        out.write.accumulate(&c.dirs[DIR_WRITE]);
+        out.other.accumulate(&c.dirs[DIR_OTHER]);
         add_vec(&mut flag_requests, &c.flag_requests);
         add_vec(&mut flag_bytes, &c.flag_bytes);
         add_vec(&mut out.depth_hist, &c.depth_hist);
@@ -939,16 +906,7 @@ pub fn sum_process(key: ProcKey, per_cpu: &[ProcStats]) -> BlockProcessCounters 
         if out.cgroup_id == 0 {
             out.cgroup_id = c.cgroup_id;
         }
-        out.read_requests += c.read_requests;
-        out.read_bytes += c.read_bytes;
-        out.write_requests += c.write_requests;
-        out.write_bytes += c.write_bytes;
-        out.other_requests += c.other_requests;
-        out.readahead_bytes += c.readahead_bytes;
-        out.sync_bytes += c.sync_bytes;
-        out.lat_ns_sum += c.lat_ns_sum;
-        out.lat_count += c.lat_count;
-        add_vec(&mut out.lat_hist, &c.lat_hist);
+        out.accumulate(c);
     }
     out
 }

@@ -14,6 +14,7 @@ use ioscope_common::files::{
 };
 use ioscope_common::page_cache::DioMemo;
 
+use super::counters::Accumulate;
 use super::kernel_btf::KernelBtf;
 use super::kfunc::{Hook, Kprobes};
 use super::tracefs;
@@ -550,15 +551,8 @@ pub fn add_dio_memos(files: &mut Vec<RawFile>, growth: &[MemoGrowth]) {
 /// back on the dirtying CPU, which may hold less than the inserting one (the total is right).
 pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
     let mut f = RawFile { key, ..Default::default() };
-    let add = |a: &mut u64, b: u64| *a = a.wrapping_add(b);
     for c in per_cpu {
-        add(&mut f.inserted_pages, c.inserted_pages);
-        add(&mut f.readahead_pages, c.readahead_pages);
-        add(&mut f.dirtied_pages, c.dirtied_pages);
-        add(&mut f.writeback_pages, c.writeback_pages);
-        add(&mut f.dio_read_bytes, c.dio_read_bytes);
-        add(&mut f.dio_write_bytes, c.dio_write_bytes);
-        add(&mut f.fs_writeback_bytes, c.fs_writeback_bytes);
+        f.accumulate(c);
         if c.tgid != 0 && !f.processes.iter().any(|p| p.pid == c.tgid) {
             let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
             let comm = String::from_utf8_lossy(&c.comm[..end]).into_owned();

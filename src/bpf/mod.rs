@@ -8,8 +8,10 @@ pub mod arch;
 pub mod block;
 pub mod block_claim;
 pub mod block_files;
+pub mod capabilities;
 pub mod cgroup;
 pub mod cgroup_move;
+pub mod counters;
 pub mod family;
 pub mod file_names;
 pub mod files;
@@ -22,7 +24,6 @@ pub mod mapped_keys;
 pub mod memcg;
 pub mod page_cache;
 pub mod preload;
-pub mod privileges;
 pub mod prog_stats;
 pub mod readahead;
 pub mod readahead_510;
@@ -41,8 +42,8 @@ use anyhow::Result;
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
 
+use self::capabilities::Capabilities;
 pub use self::family::{Family, Setup, Shared};
-use self::privileges::Capabilities;
 use self::tracefs::TracefsState;
 use crate::sample::{BpfProgramStatus, BpfSample, BpfStatus};
 

@@ -14,6 +14,7 @@ use ioscope_common::page_cache::{
     CACHE_SCRATCH_MAP, CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP, NO_ORDER, WRITE_MEMO_MAP,
 };
 
+use super::counters::Accumulate;
 use super::kernel_btf::KernelBtf;
 use super::kfunc::{self, Hook, Kprobes, Traceable};
 use super::tracefs::{self, EventFormat};
@@ -749,20 +750,7 @@ pub fn sum_cpus(per_cpu: &[CacheCounters]) -> (CacheCountersSample, String) {
     let mut comm = String::new();
     let mut comm_ns = 0u64;
     for c in per_cpu {
-        t.read_pages += c.read_pages;
-        t.mapped_pages += c.mapped_pages;
-        t.faults += c.faults;
-        t.inserted_pages += c.inserted_pages;
-        t.write_inserted_pages += c.write_inserted_pages;
-        t.dirtied_pages += c.dirtied_pages;
-        t.evicted_pages += c.evicted_pages;
-        t.throttled += c.throttled;
-        t.throttle_jiffies += c.throttle_jiffies;
-        t.dio_reads += c.dio_reads;
-        t.dio_read_bytes += c.dio_read_bytes;
-        t.dio_writes += c.dio_writes;
-        t.dio_write_bytes += c.dio_write_bytes;
-        t.rss_file_bytes += c.rss_file_bytes;
+        t.accumulate(c);
         if c.comm[0] != 0 && (comm.is_empty() || c.comm_ns > comm_ns) {
             comm_ns = c.comm_ns;
             let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());

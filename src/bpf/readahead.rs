@@ -13,6 +13,7 @@ use ioscope_common::readahead::{
     RA_PAGES_MAX, RA_SHARED_MAP, RA_TOTALS_MAP,
 };
 
+use super::counters::Accumulate;
 use super::resolve::files::{names, scan_process_dirs, MAX_FDS_PER_SCAN};
 use super::tracefs;
 use crate::sample::readahead::{RaFileSample, RaOthers, RaQuiet, RaTrigger, ReadaheadSample};
@@ -619,26 +620,9 @@ pub fn to_sample(
     path: Option<String>,
     triggers: Vec<RaTrigger>,
 ) -> RaFileSample {
-    RaFileSample {
-        dev: key.dev,
-        ino: key.ino,
-        path,
-        sync_events: s.sync_events,
-        async_events: s.async_events,
-        windows: s.windows,
-        window_pages: s.window_pages,
-        ra_pages: s.ra_pages,
-        used_pages: s.used_pages,
-        wasted_pages: s.wasted_pages,
-        untracked_pages: s.untracked_pages,
-        last_window: s.last_window,
-        max_window: s.max_window,
-        mmap_miss: s.mmap_miss,
-        triggers,
-        use_hist: s.use_hist.to_vec(),
-        label: None,
-        pending_before: 0,
-    }
+    let mut row = RaFileSample { dev: key.dev, ino: key.ino, path, triggers, ..Default::default() };
+    row.accumulate(s);
+    row
 }
 
 /// Most readahead files with a row of their own in a sample (besides those with pages pending).
