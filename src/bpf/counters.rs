@@ -11,9 +11,9 @@ use ioscope_common::files::FileCounters;
 use ioscope_common::page_cache::CacheCounters;
 use ioscope_common::readahead::RaFileStats;
 
-use super::files::RawFile;
 use crate::sample::readahead::RaFileSample;
-use crate::sample::{BlockDirCounters, BlockProcessCounters, CacheCountersSample};
+use crate::sample::{BlockDirCounters, BlockProcessCounters, CacheCountersSample, FileProcess};
+use ioscope_common::files::FileKey;
 
 /// Adds the counters of a `C` (one CPU's values of a map entry) to this Sample row.
 pub trait Accumulate<C> {
@@ -51,6 +51,21 @@ accumulate!(FileCounters => RawFile: inserted_pages, readahead_pages, dirtied_pa
 
 accumulate!(RaFileStats => RaFileSample: sync_events, async_events, windows, window_pages, ra_pages,
     used_pages, wasted_pages, untracked_pages; hists use_hist; gauges last_window, max_window, mmap_miss);
+
+/// One FILE_IO entry summed over CPUs (src/bpf/files.rs), before src/bpf/resolve/files.rs merges
+/// and names it into the Sample's rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawFile {
+    pub key: FileKey,
+    pub inserted_pages: u64,
+    pub readahead_pages: u64,
+    pub dirtied_pages: u64,
+    pub writeback_pages: u64,
+    pub dio_read_bytes: u64,
+    pub dio_write_bytes: u64,
+    pub fs_writeback_bytes: u64,
+    pub processes: Vec<FileProcess>,
+}
 
 /// Adds `from` to `into` bucket by bucket, `into` grown to `from`'s buckets first.
 pub fn add_hist(into: &mut Vec<u64>, from: &[u64]) {

@@ -9,8 +9,8 @@ use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, MapData, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::files::{
-    BioLayout, FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_BIO_ON_MAP, FILE_IO_INSERTS_MAP,
-    FILE_IO_MAP, KEY_SB_DEV,
+    BioLayout, FileCounters, FileKey, FileLayout, FILE_BIO_ON_MAP, FILE_IO_INSERTS_MAP, FILE_IO_MAP,
+    KEY_SB_DEV,
 };
 use ioscope_common::page_cache::DioMemo;
 
@@ -143,36 +143,6 @@ pub fn flag_bit(format_text: &str, name: &str) -> Option<u32> {
 
 /// The program with a BTF tracepoint twin, and the twin.
 const ITER_PROGRAM: (&str, &str) = ("file_iomap_iter", "file_iomap_iter_btf");
-
-/// Where the iomap programs' BTF twins find the iomap events' fields in the kernel's structs (see
-/// [`IomapBtfLayout`]), each checked for the size the programs load.
-pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
-    let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
-    // Optional: the direction is `iov_iter.data_source` (a bool, Linux 5.14+), or before it the
-    // WRITE bit (bit 0) of `iov_iter.type` (`iov_iter_rw()`), whose low byte comes first on a
-    // little-endian machine: the programs read one byte there and test bit 0. Without either,
-    // `iomap_iter` tells the direction.
-    let data_source = field("iov_iter", "data_source", 1)
-        .ok()
-        .or_else(|| field("iov_iter", "type", 4).ok().filter(|_| cfg!(target_endian = "little")));
-    let (kiocb_pos, inode_size) = (field("kiocb", "ki_pos", 8)?, field("inode", "i_size", 8)?);
-    Ok(IomapBtfLayout {
-        configured: 1,
-        iter_inode: field("iomap_iter", "inode", 8)?,
-        iter_flags: field("iomap_iter", "flags", 4)?,
-        inode_sb: field("inode", "i_sb", 8)?,
-        inode_ino: field("inode", "i_ino", 8)?,
-        sb_dev: field("super_block", "s_dev", 4)?,
-        kiocb_filp: field("kiocb", "ki_filp", 8)?,
-        kiocb_flags: field("kiocb", "ki_flags", 4)?,
-        file_inode: field("file", "f_inode", 8)?,
-        iov_count: field("iov_iter", "count", 8)?,
-        dio_direction: u32::from(data_source.is_some()),
-        iov_data_source: data_source.unwrap_or(0),
-        kiocb_pos,
-        inode_size,
-    })
-}
 
 /// Where `file_bio_queue_btf` finds the bio's first page, its folio and file (see [`BioLayout`]),
 /// each field checked for the size the program loads.
@@ -400,19 +370,7 @@ pub fn loads<'a>(
     loads
 }
 
-/// One map entry summed over CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RawFile {
-    pub key: FileKey,
-    pub inserted_pages: u64,
-    pub readahead_pages: u64,
-    pub dirtied_pages: u64,
-    pub writeback_pages: u64,
-    pub dio_read_bytes: u64,
-    pub dio_write_bytes: u64,
-    pub fs_writeback_bytes: u64,
-    pub processes: Vec<FileProcess>,
-}
+pub use super::counters::RawFile;
 
 pub struct FileMaps {
     io: PerCpuHashMap<MapData, FileKey, FileCounters>,
@@ -569,31 +527,6 @@ pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
     f
 }
 
-/// The kernel's BTF layout of the iomap events' structs ([`iomap_btf_layout`]), found once for
-/// the families that use it (the files' and the page cache's iomap programs).
-pub struct IomapBtf(Result<IomapBtfLayout, String>);
-
-impl IomapBtf {
-    /// The layout, found the first time it is asked for.
-    pub fn of<'s>(setup: &'s mut super::family::Setup) -> &'s Result<IomapBtfLayout, String> {
-        let btf = setup.btf;
-        let found = setup.shared.get_or_insert_with(|| {
-            IomapBtf(match btf {
-                Some(k) => iomap_btf_layout(k).map_err(|e| format!("{e:#}")),
-                None => Err("no kernel BTF".to_string()),
-            })
-        });
-        &found.0
-    }
-
-    /// The BTF the iomap programs' BTF tracepoint twins attach with: when the layout was found
-    /// and BTF tracepoints are allowed.
-    pub fn aya<'a>(setup: &super::family::Setup<'a>) -> Option<&'a aya::Btf> {
-        let found = setup.shared.get::<IomapBtf>().is_some_and(|l| l.0.is_ok());
-        setup.btf.filter(|_| found && setup.options.btf_tracepoints).map(|k| k.aya())
-    }
-}
-
 /// The per-file family: pages and bytes per file and process (FILE_IO), the read bios, and the
 /// path resolver ([`super::resolve::files::FileResolver`]), published for the families that name
 /// files.
@@ -638,7 +571,7 @@ impl super::family::Family for FilesFamily {
             if setup.options.btf_tracepoints {
                 bio_plan = bio_layout(k).map_err(|e| format!("{e:#}"));
             }
-            match IomapBtf::of(setup) {
+            match super::iomap::IomapBtf::of(setup) {
                 Ok(l) => file_layout.btf = *l,
                 Err(e) => self.notes.insert(0, format!("iomap probes on classic tracepoints: {e}")),
             }
@@ -671,7 +604,8 @@ impl super::family::Family for FilesFamily {
         let planned = |names: &[&str]| earlier.iter().any(|(p, _)| names.contains(&p.as_str()));
         let dio_direction_expected = self.dio_direction()
             && (planned(&[super::page_cache::DIO_BTF.1]) || planned(&super::page_cache::DIO_FENTRY));
-        let mut all = loads(ready, IomapBtf::aya(setup), dio_direction_expected, self.sync_ra(setup));
+        let mut all =
+            loads(ready, super::iomap::IomapBtf::aya(setup), dio_direction_expected, self.sync_ra(setup));
         if let (Some(Ok(_)), Some(k)) = (&self.bio_plan, setup.btf) {
             all.push((BIO_PROGRAM.to_string(), super::preload::How::BtfTracePoint(BIO_EVENT, k.aya())));
         }
@@ -692,7 +626,7 @@ impl super::family::Family for FilesFamily {
                     && p.attached
             });
         let (programs, maps) =
-            attach(ebpf, ready, IomapBtf::aya(setup), dio_has_direction, self.sync_ra(setup));
+            attach(ebpf, ready, super::iomap::IomapBtf::aya(setup), dio_has_direction, self.sync_ra(setup));
         statuses.extend(programs);
         self.maps = maps;
         let bio_btf = match (self.bio_plan.clone(), setup.btf) {

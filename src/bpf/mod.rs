@@ -16,6 +16,7 @@ pub mod family;
 pub mod file_names;
 pub mod files;
 pub mod inserts;
+pub mod iomap;
 pub mod kernel_btf;
 pub mod kfunc;
 pub mod map_batch;

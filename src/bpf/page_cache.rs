@@ -855,7 +855,7 @@ impl super::family::Family for PageCacheFamily {
         let mut fn_layout = FnLayout::UNSET;
         // Tracepoints this kernel lacks: programs on the functions they sit in.
         if let (Some(k), true) = (setup.btf, layouts.iter().any(|l| l.is_err())) {
-            let iomap_configured = super::files::IomapBtf::of(setup).is_ok();
+            let iomap_configured = super::iomap::IomapBtf::of(setup).is_ok();
             self.fallbacks = plan_fallbacks(
                 &mut layouts,
                 &mut cache_layout,
@@ -890,7 +890,7 @@ impl super::family::Family for PageCacheFamily {
         setup: &super::family::Setup<'a>,
         _: &[super::preload::Planned<'a>],
     ) -> Vec<super::preload::Planned<'a>> {
-        let iomap_btf = super::files::IomapBtf::aya(setup);
+        let iomap_btf = super::iomap::IomapBtf::aya(setup);
         loads(&self.layouts, iomap_btf, (&self.fallbacks, self.fn_btf(setup), setup.options.no_trampoline))
     }
 
@@ -900,7 +900,7 @@ impl super::family::Family for PageCacheFamily {
         setup: &mut super::family::Setup,
         statuses: &mut Vec<BpfProgramStatus>,
     ) {
-        let iomap_btf = super::files::IomapBtf::aya(setup);
+        let iomap_btf = super::iomap::IomapBtf::aya(setup);
         let fallbacks = (&self.fallbacks[..], self.fn_btf(setup), setup.options.no_trampoline);
         let (programs, maps, hz_note) =
             attach(ebpf, &self.layouts, self.jiffies_before, iomap_btf, fallbacks);
