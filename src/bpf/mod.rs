@@ -1,5 +1,9 @@
 //! The eBPF side of collection: tracefs, loading the embedded object, attaching, reading maps.
 //!
+//! The programs come in families (`family::Family`, one per part of the Sample), registered in
+//! [`families`]; [`BpfCollector`] runs each phase over them and knows none by name (see
+//! src/bpf/README.md, "Adding a family").
+//!
 //! The kernel programs are built from ebpf/probes by `cargo xtask ebpf` (nightly + bpf-linker) and
 //! committed as assets/ioscope.bpf.o (x86-64) and assets/ioscope-aarch64.bpf.o, the one of the
 //! architecture being built embedded here: building ioscope needs neither.
