@@ -1,7 +1,7 @@
 //! Getting the privileges eBPF needs, only when they are missing and only by asking.
 //!
 //! Loading the probes needs root, or CAP_BPF plus CAP_PERFMON (which capabilities count is
-//! [`crate::bpf::privileges`]'s knowledge, reused here). When an interactive run lacks them and `sudo` is there, ioscope re-runs itself
+//! [`crate::bpf::capabilities`]'s knowledge, reused here). When an interactive run lacks them and `sudo` is there, ioscope re-runs itself
 //! through sudo after saying why; if sudo is missing, declined or fails, it carries on without eBPF
 //! (the procfs panes still work, the eBPF status says what is missing). Headless runs never prompt.
 //!
@@ -13,7 +13,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::bpf::privileges::Capabilities;
+use crate::bpf::capabilities::Capabilities;
 
 /// Set (to "1") in the environment of the sudo'd re-run, so it never tries sudo a second time.
 pub const REEXEC_MARKER: &str = "IOSCOPE_SUDO_REEXEC";
@@ -27,7 +27,7 @@ const PRESERVED_ENV: &str = "TERM,COLORTERM,NO_COLOR,IOSCOPE_RECORD_DIR,IOSCOPE_
 pub struct Facts {
     pub euid_is_root: bool,
     /// The effective capabilities allow loading and attaching tracing programs (CAP_BPF and
-    /// CAP_PERFMON, or CAP_SYS_ADMIN), as [`crate::bpf::privileges`] judges it.
+    /// CAP_PERFMON, or CAP_SYS_ADMIN), as [`crate::bpf::capabilities`] judges it.
     pub has_bpf_caps: bool,
     /// eBPF was asked for (no `--no-bpf`).
     pub bpf_wanted: bool,

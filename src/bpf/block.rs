@@ -22,6 +22,7 @@ use ioscope_common::block::*;
 use ioscope_common::kernel_dev_major_minor;
 
 use super::block_claim;
+use super::counters::Accumulate;
 use super::kernel_btf::KernelBtf;
 use super::mapped_keys::MappedKeys;
 use super::preload::{How, Planned};
@@ -829,44 +830,10 @@ fn looks_like_kernel_thread(comm: &str) -> bool {
     ["kworker/", "jbd2/", "kswapd", "flush-", "xfsaild", "md", "loop"].iter().any(|p| comm.starts_with(p))
 }
 
-fn dir(d: &DirStats) -> BlockDirCounters {
-    BlockDirCounters {
-        issued_requests: d.issued_requests,
-        issued_bytes: d.issued_bytes,
-        completed_requests: d.completed_requests,
-        completed_bytes: d.completed_bytes,
-        queue_ns_sum: d.queue_ns_sum,
-        queue_count: d.queue_count,
-        device_ns_sum: d.device_ns_sum,
-        device_count: d.device_count,
-        sched_requests: d.sched_requests,
-        sched_ns_sum: d.sched_ns_sum,
-        queue_hist: d.queue_hist.to_vec(),
-        device_hist: d.device_hist.to_vec(),
-        size_hist: d.size_hist.to_vec(),
-    }
-}
-
 fn add_vec(into: &mut [u64], from: &[u64]) {
     for (a, b) in into.iter_mut().zip(from) {
         *a += b;
     }
-}
-
-fn add_dir(into: &mut BlockDirCounters, d: &BlockDirCounters) {
-    into.issued_requests += d.issued_requests;
-    into.issued_bytes += d.issued_bytes;
-    into.completed_requests += d.completed_requests;
-    into.completed_bytes += d.completed_bytes;
-    into.queue_ns_sum += d.queue_ns_sum;
-    into.queue_count += d.queue_count;
-    into.device_ns_sum += d.device_ns_sum;
-    into.device_count += d.device_count;
-    into.sched_requests += d.sched_requests;
-    into.sched_ns_sum += d.sched_ns_sum;
-    add_vec(&mut into.queue_hist, &d.queue_hist);
-    add_vec(&mut into.device_hist, &d.device_hist);
-    add_vec(&mut into.size_hist, &d.size_hist);
 }
 
 /// One device's per-CPU values summed.
@@ -890,9 +857,9 @@ pub fn sum_devices(dev: u32, per_cpu: &[DevStats]) -> BlockDeviceCounters {
     let mut flag_requests = [0u64; RWBS_FLAG_COUNT];
     let mut flag_bytes = [0u64; RWBS_FLAG_COUNT];
     for c in per_cpu {
-        add_dir(&mut out.read, &dir(&c.dirs[DIR_READ]));
-        add_dir(&mut out.write, &dir(&c.dirs[DIR_WRITE]));
-        add_dir(&mut out.other, &dir(&c.dirs[DIR_OTHER]));
+        out.read.accumulate(&c.dirs[DIR_READ]);
+        out.write.accumulate(&c.dirs[DIR_WRITE]);
+        out.other.accumulate(&c.dirs[DIR_OTHER]);
         add_vec(&mut flag_requests, &c.flag_requests);
         add_vec(&mut flag_bytes, &c.flag_bytes);
         add_vec(&mut out.depth_hist, &c.depth_hist);
@@ -939,18 +906,112 @@ pub fn sum_process(key: ProcKey, per_cpu: &[ProcStats]) -> BlockProcessCounters 
         if out.cgroup_id == 0 {
             out.cgroup_id = c.cgroup_id;
         }
-        out.read_requests += c.read_requests;
-        out.read_bytes += c.read_bytes;
-        out.write_requests += c.write_requests;
-        out.write_bytes += c.write_bytes;
-        out.other_requests += c.other_requests;
-        out.readahead_bytes += c.readahead_bytes;
-        out.sync_bytes += c.sync_bytes;
-        out.lat_ns_sum += c.lat_ns_sum;
-        out.lat_count += c.lat_count;
-        add_vec(&mut out.lat_hist, &c.lat_hist);
+        out.accumulate(c);
     }
     out
+}
+
+/// The block-layer family: per-disk and per-process request counters, latencies, health.
+#[derive(Default)]
+pub struct BlockFamily {
+    layout: Option<BlockLayout>,
+    ready: Vec<Result<(), String>>,
+    events: Option<BlockEvents>,
+    /// The programs run as BTF tracepoints (the kernel's BTF describes the request).
+    btf: bool,
+    notes: Vec<String>,
+    maps: Option<BlockMaps>,
+}
+
+impl BlockFamily {
+    /// How many block-layer events (a request's start, insertion, issue, completion, merge) the
+    /// programs have counted so far; None when they do not run or the count cannot be read. The
+    /// count read here is the one the next read keys its block tables by.
+    pub fn events(&mut self) -> Option<u64> {
+        self.maps.as_mut()?.events_now().ok()
+    }
+
+    fn request_btf<'a>(&self, setup: &super::family::Setup<'a>) -> Option<&'a aya::Btf> {
+        setup.btf.filter(|_| self.btf).map(|k| k.aya())
+    }
+}
+
+impl super::family::Family for BlockFamily {
+    fn name(&self) -> &'static str {
+        "block"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        let (mut block_layout, ready, events) = layout(setup.tracefs, setup.hidden());
+        // The programs on the busiest events (every block request) run as BTF tracepoints where
+        // the kernel's BTF describes the structs they read (far cheaper per event: no record is
+        // built, the fields are plain loads); else as classic ones.
+        if let (Some(k), true) = (setup.btf, setup.options.btf_tracepoints) {
+            match request_layout(k) {
+                Ok(request) => {
+                    block_layout.request = request;
+                    self.btf = true;
+                }
+                Err(e) => self.notes.push(format!("block probes on classic tracepoints: {e:#}")),
+            }
+        }
+        (self.layout, self.ready, self.events) = (Some(block_layout), ready, Some(events));
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        loader.override_global(
+            BLOCK_LAYOUT_GLOBAL,
+            self.layout.as_ref().unwrap_or(&BlockLayout::UNSET),
+            true,
+        );
+    }
+
+    fn loads<'a>(&'a self, setup: &super::family::Setup<'a>, _: &[Planned<'a>]) -> Vec<Planned<'a>> {
+        let Some(events) = &self.events else { return Vec::new() };
+        loads(&self.ready, events, self.request_btf(setup), setup.options.refuse_block_twin.as_deref())
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        setup: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        let Some(events) = &self.events else { return };
+        let refuse = setup.options.refuse_block_twin.clone();
+        let (programs, attached, fallback_note) =
+            attach(ebpf, &self.ready, events, self.request_btf(setup), refuse.as_deref());
+        self.notes.extend(fallback_note);
+        let first = statuses.len();
+        statuses.extend(programs);
+        match BlockMaps::take(ebpf, &attached) {
+            Ok(maps) => self.maps = Some(maps),
+            Err(e) => {
+                // Without their maps the programs' counts cannot be read: report them as not working.
+                for p in &mut statuses[first..] {
+                    p.error = Some(format!("{e:#}"));
+                }
+            }
+        }
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn read(&mut self, shared: &mut super::family::Shared, sample: &mut BpfSample) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Some(block) = &mut self.maps {
+            if let Err(e) = block.read(sample) {
+                errors.push(format!("{e:#}"));
+            }
+        }
+        let names = shared.get_or_insert_with(super::cgroup::CgroupNames::default);
+        for p in &mut sample.io_processes {
+            p.cgroup = names.path(p.cgroup_id);
+        }
+        errors
+    }
 }
 
 #[cfg(test)]

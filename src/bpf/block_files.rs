@@ -76,3 +76,81 @@ impl RequestRing {
         }))
     }
 }
+
+/// The block-to-file family: the completed requests the block family's `block_rq_complete`
+/// companions send ([`RING_PROGRAMS`], attached by the block family), mapped to files through
+/// their extents. It reads after the files family: their paths name the files mapped to.
+#[derive(Default)]
+pub struct BlockFilesFamily {
+    config: Option<RqSampleConfig>,
+    ring: Option<RequestRing>,
+    mapper: super::resolve::block_files::BlockFileMapper,
+}
+
+impl BlockFilesFamily {
+    /// The block requests mapped most recently (oldest first), for tests and debugging.
+    pub fn recent(&self) -> Vec<super::resolve::block_files::MappedRequest> {
+        self.mapper.recent().cloned().collect()
+    }
+}
+
+impl super::family::Family for BlockFilesFamily {
+    fn name(&self) -> &'static str {
+        "block files"
+    }
+
+    fn plan(&mut self, _: &mut super::family::Setup) {}
+
+    fn configure(&mut self, _: &mut super::family::Setup) {
+        self.config = Some(config());
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        let config = self.config.as_ref().unwrap_or(&RqSampleConfig::UNSET);
+        loader.override_global(ioscope_common::block_files::BLOCK_RQ_CONFIG_GLOBAL, config, true);
+    }
+
+    fn loads<'a>(
+        &'a self,
+        _: &super::family::Setup<'a>,
+        _: &[super::preload::Planned<'a>],
+    ) -> Vec<super::preload::Planned<'a>> {
+        Vec::new()
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        _: &mut super::family::Setup,
+        statuses: &mut Vec<crate::sample::BpfProgramStatus>,
+    ) {
+        match RequestRing::take(ebpf) {
+            Ok(r) => self.ring = Some(r),
+            Err(e) => {
+                if let Some(p) = statuses.iter_mut().find(|p| p.program.starts_with("block_rq_complete")) {
+                    p.error.get_or_insert_with(|| format!("no block-to-file mapping: {e:#}"));
+                }
+            }
+        }
+    }
+
+    fn read(
+        &mut self,
+        shared: &mut super::family::Shared,
+        sample: &mut crate::sample::BpfSample,
+    ) -> Vec<String> {
+        let Some(ring) = &mut self.ring else { return Vec::new() };
+        let now = std::time::Instant::now();
+        let events = ring.drain();
+        let resolver = shared.get_or_insert_with(super::resolve::files::FileResolver::default);
+        self.mapper.refresh(&sample.files, resolver.checked_meta(), |f| resolver.may_be_dirty(f), now);
+        self.mapper.map(&events, now);
+        match ring.counts() {
+            Ok(counts) => {
+                sample.block_files = Some(self.mapper.sample(counts));
+                Vec::new()
+            }
+            Err(e) => vec![format!("{e:#}")],
+        }
+    }
+}

@@ -16,26 +16,6 @@ const MAX_DEPTH: usize = 32;
 /// At most this many cgroups are mapped (a node with 300 pods has ~1,000); the walk stops there.
 const MAX_CGROUPS: usize = 65_536;
 
-/// Names the sample's block and page-cache rows' cgroups (their ids come from the probes).
-pub fn name_rows(sample: &mut crate::sample::BpfSample, names: &mut CgroupNames) {
-    for p in &mut sample.io_processes {
-        p.cgroup = names.path(p.cgroup_id);
-    }
-    if let Some(pc) = &mut sample.page_cache {
-        for p in &mut pc.processes {
-            p.cgroup = names.path(p.cgroup_id);
-        }
-    }
-    if let Some(s) = &mut sample.syncs {
-        for c in &mut s.calls {
-            c.cgroup = names.path(c.cgroup_id);
-        }
-        for r in &mut s.running {
-            r.cgroup = names.path(r.cgroup_id);
-        }
-    }
-}
-
 pub struct CgroupNames {
     root: Option<PathBuf>,
     by_id: HashMap<u64, String>,

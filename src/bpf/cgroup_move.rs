@@ -52,3 +52,48 @@ pub fn attach(ebpf: &mut Ebpf, plan: &Result<MoveLayout, String>) -> BpfProgramS
     });
     super::program_status(PROGRAM, CATEGORY, EVENT, r)
 }
+
+/// The family of one program: `cgroup_attach_task` gives a moved process its new cgroup in the
+/// other families' maps. It has no part of the Sample of its own.
+#[derive(Default)]
+pub struct CgroupMoveFamily {
+    plan: Option<Result<MoveLayout, String>>,
+}
+
+impl super::family::Family for CgroupMoveFamily {
+    fn name(&self) -> &'static str {
+        "cgroup moves"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        self.plan = Some(plan(setup.tracefs, setup.hidden()));
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        let layout = self.plan.as_ref().and_then(|p| p.as_ref().ok()).unwrap_or(&MoveLayout::UNSET);
+        loader.override_global(ioscope_common::cgroup_move::MOVE_LAYOUT_GLOBAL, layout, true);
+    }
+
+    fn loads<'a>(
+        &'a self,
+        _: &super::family::Setup<'a>,
+        _: &[super::preload::Planned<'a>],
+    ) -> Vec<super::preload::Planned<'a>> {
+        self.plan.as_ref().map(loads).unwrap_or_default()
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        _: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        if let Some(plan) = &self.plan {
+            statuses.push(attach(ebpf, plan));
+        }
+    }
+
+    fn read(&mut self, _: &mut super::family::Shared, _: &mut crate::sample::BpfSample) -> Vec<String> {
+        Vec::new()
+    }
+}

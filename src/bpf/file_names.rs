@@ -252,6 +252,58 @@ pub fn mounted_path<'a>(
     best
 }
 
+/// The file-names family: paths from the kernel's dentries, handed to the file resolver the files
+/// family publishes (it names the files, readahead and block-to-file rows).
+#[derive(Default)]
+pub struct FileNamesFamily {
+    layout: Option<Result<NameLayout, String>>,
+}
+
+impl super::family::Family for FileNamesFamily {
+    fn name(&self) -> &'static str {
+        "file names"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        self.layout = Some(match setup.btf {
+            Some(k) => layout(k).map_err(|e| format!("{e:#}")),
+            None => Err("no kernel BTF".to_string()),
+        });
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        let layout = self.layout.as_ref().and_then(|l| l.as_ref().ok()).unwrap_or(&NameLayout::UNSET);
+        loader.override_global(ioscope_common::file_names::NAME_LAYOUT_GLOBAL, layout, true);
+    }
+
+    fn loads<'a>(
+        &'a self,
+        setup: &super::family::Setup<'a>,
+        _: &[super::preload::Planned<'a>],
+    ) -> Vec<super::preload::Planned<'a>> {
+        let Some(layout) = &self.layout else { return Vec::new() };
+        loads(layout, setup.btf.map(|k| k.aya()), setup.hidden())
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        setup: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        let Some(layout) = self.layout.take() else { return };
+        let (programs, names) = attach(ebpf, layout.map(|_| ()), setup.btf.map(|k| k.aya()), setup.hidden());
+        statuses.extend(programs);
+        if let Some(names) = names {
+            setup.shared.get_or_insert_with(super::resolve::files::FileResolver::default).set_names(names);
+        }
+    }
+
+    fn read(&mut self, _: &mut super::family::Shared, _: &mut crate::sample::BpfSample) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

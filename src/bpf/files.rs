@@ -9,11 +9,12 @@ use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, MapData, PerCpuHashMap};
 use aya::Ebpf;
 use ioscope_common::files::{
-    BioLayout, FileCounters, FileKey, FileLayout, IomapBtfLayout, FILE_BIO_ON_MAP, FILE_IO_INSERTS_MAP,
-    FILE_IO_MAP, KEY_SB_DEV,
+    BioLayout, FileCounters, FileKey, FileLayout, FILE_BIO_ON_MAP, FILE_IO_INSERTS_MAP, FILE_IO_MAP,
+    KEY_SB_DEV,
 };
 use ioscope_common::page_cache::DioMemo;
 
+use super::counters::Accumulate;
 use super::kernel_btf::KernelBtf;
 use super::kfunc::{Hook, Kprobes};
 use super::tracefs;
@@ -142,36 +143,6 @@ pub fn flag_bit(format_text: &str, name: &str) -> Option<u32> {
 
 /// The program with a BTF tracepoint twin, and the twin.
 const ITER_PROGRAM: (&str, &str) = ("file_iomap_iter", "file_iomap_iter_btf");
-
-/// Where the iomap programs' BTF twins find the iomap events' fields in the kernel's structs (see
-/// [`IomapBtfLayout`]), each checked for the size the programs load.
-pub fn iomap_btf_layout(btf: &KernelBtf) -> Result<IomapBtfLayout> {
-    let field = |strukt: &str, member: &str, size: u32| btf.offset_sized(strukt, member, size);
-    // Optional: the direction is `iov_iter.data_source` (a bool, Linux 5.14+), or before it the
-    // WRITE bit (bit 0) of `iov_iter.type` (`iov_iter_rw()`), whose low byte comes first on a
-    // little-endian machine: the programs read one byte there and test bit 0. Without either,
-    // `iomap_iter` tells the direction.
-    let data_source = field("iov_iter", "data_source", 1)
-        .ok()
-        .or_else(|| field("iov_iter", "type", 4).ok().filter(|_| cfg!(target_endian = "little")));
-    let (kiocb_pos, inode_size) = (field("kiocb", "ki_pos", 8)?, field("inode", "i_size", 8)?);
-    Ok(IomapBtfLayout {
-        configured: 1,
-        iter_inode: field("iomap_iter", "inode", 8)?,
-        iter_flags: field("iomap_iter", "flags", 4)?,
-        inode_sb: field("inode", "i_sb", 8)?,
-        inode_ino: field("inode", "i_ino", 8)?,
-        sb_dev: field("super_block", "s_dev", 4)?,
-        kiocb_filp: field("kiocb", "ki_filp", 8)?,
-        kiocb_flags: field("kiocb", "ki_flags", 4)?,
-        file_inode: field("file", "f_inode", 8)?,
-        iov_count: field("iov_iter", "count", 8)?,
-        dio_direction: u32::from(data_source.is_some()),
-        iov_data_source: data_source.unwrap_or(0),
-        kiocb_pos,
-        inode_size,
-    })
-}
 
 /// Where `file_bio_queue_btf` finds the bio's first page, its folio and file (see [`BioLayout`]),
 /// each field checked for the size the program loads.
@@ -399,19 +370,7 @@ pub fn loads<'a>(
     loads
 }
 
-/// One map entry summed over CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RawFile {
-    pub key: FileKey,
-    pub inserted_pages: u64,
-    pub readahead_pages: u64,
-    pub dirtied_pages: u64,
-    pub writeback_pages: u64,
-    pub dio_read_bytes: u64,
-    pub dio_write_bytes: u64,
-    pub fs_writeback_bytes: u64,
-    pub processes: Vec<FileProcess>,
-}
+pub use super::counters::RawFile;
 
 pub struct FileMaps {
     io: PerCpuHashMap<MapData, FileKey, FileCounters>,
@@ -550,15 +509,8 @@ pub fn add_dio_memos(files: &mut Vec<RawFile>, growth: &[MemoGrowth]) {
 /// back on the dirtying CPU, which may hold less than the inserting one (the total is right).
 pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
     let mut f = RawFile { key, ..Default::default() };
-    let add = |a: &mut u64, b: u64| *a = a.wrapping_add(b);
     for c in per_cpu {
-        add(&mut f.inserted_pages, c.inserted_pages);
-        add(&mut f.readahead_pages, c.readahead_pages);
-        add(&mut f.dirtied_pages, c.dirtied_pages);
-        add(&mut f.writeback_pages, c.writeback_pages);
-        add(&mut f.dio_read_bytes, c.dio_read_bytes);
-        add(&mut f.dio_write_bytes, c.dio_write_bytes);
-        add(&mut f.fs_writeback_bytes, c.fs_writeback_bytes);
+        f.accumulate(c);
         if c.tgid != 0 && !f.processes.iter().any(|p| p.pid == c.tgid) {
             let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
             let comm = String::from_utf8_lossy(&c.comm[..end]).into_owned();
@@ -573,6 +525,147 @@ pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
     }
     f.processes.sort_by_key(|p| p.pid);
     f
+}
+
+/// The per-file family: pages and bytes per file and process (FILE_IO), the read bios, and the
+/// path resolver ([`super::resolve::files::FileResolver`]), published for the families that name
+/// files.
+#[derive(Default)]
+pub struct FilesFamily {
+    layout: Option<FileLayout>,
+    ready: Option<[Result<(), String>; 5]>,
+    /// Disk reads per file from the read bios (BTF tracepoint only; else from insertions).
+    bio_plan: Option<Result<BioLayout, String>>,
+    sync_ra: Option<SyncRaPlan>,
+    notes: Vec<String>,
+    maps: Option<FileMaps>,
+    /// The direct I/O pending in the CPUs' memos as of the last sample.
+    dio_memos: MemoTracker,
+}
+
+impl FilesFamily {
+    fn sync_ra<'a>(
+        &self,
+        setup: &super::family::Setup<'a>,
+    ) -> (Option<SyncRaPlan>, Option<&'a aya::Btf>, bool) {
+        let btf = setup.btf.filter(|_| self.sync_ra.is_some()).map(|k| k.aya_with_functions());
+        (self.sync_ra, btf, setup.options.no_trampoline)
+    }
+
+    fn dio_direction(&self) -> bool {
+        self.layout.is_some_and(|l| l.btf.dio_direction != 0)
+    }
+}
+
+impl super::family::Family for FilesFamily {
+    fn name(&self) -> &'static str {
+        "files"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        let (mut file_layout, ready, notes) = layout(setup.tracefs);
+        self.notes = notes;
+        let off = if setup.btf.is_some() { "BTF tracepoints off" } else { "no kernel BTF" };
+        let mut bio_plan = Err(off.to_string());
+        if let Some(k) = setup.btf {
+            if setup.options.btf_tracepoints {
+                bio_plan = bio_layout(k).map_err(|e| format!("{e:#}"));
+            }
+            match super::iomap::IomapBtf::of(setup) {
+                Ok(l) => file_layout.btf = *l,
+                Err(e) => self.notes.insert(0, format!("iomap probes on classic tracepoints: {e}")),
+            }
+        }
+        (self.layout, self.ready, self.bio_plan) = (Some(file_layout), Some(ready), Some(bio_plan));
+    }
+
+    fn configure(&mut self, setup: &mut super::family::Setup) {
+        // The split of read pages on the function the readahead fallback runs on.
+        if let (Some(ra), Some(ready)) =
+            (setup.shared.get::<super::readahead::FallbacksPlanned>(), &mut self.ready)
+        {
+            self.sync_ra = plan_sync_ra(&mut ready[1], &ra.planned, ra.sync_ra_refused.as_deref());
+        }
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        let layout = self.layout.as_ref().unwrap_or(&FileLayout::UNSET);
+        loader.override_global(ioscope_common::files::FILE_LAYOUT_GLOBAL, layout, true);
+        let bio = self.bio_plan.as_ref().and_then(|p| p.as_ref().ok()).unwrap_or(&BioLayout::UNSET);
+        loader.override_global(ioscope_common::files::BIO_LAYOUT_GLOBAL, bio, true);
+    }
+
+    fn loads<'a>(
+        &'a self,
+        setup: &super::family::Setup<'a>,
+        earlier: &[super::preload::Planned<'a>],
+    ) -> Vec<super::preload::Planned<'a>> {
+        let Some(ready) = &self.ready else { return Vec::new() };
+        let planned = |names: &[&str]| earlier.iter().any(|(p, _)| names.contains(&p.as_str()));
+        let dio_direction_expected = self.dio_direction()
+            && (planned(&[super::page_cache::DIO_BTF.1]) || planned(&super::page_cache::DIO_FENTRY));
+        let mut all =
+            loads(ready, super::iomap::IomapBtf::aya(setup), dio_direction_expected, self.sync_ra(setup));
+        if let (Some(Ok(_)), Some(k)) = (&self.bio_plan, setup.btf) {
+            all.push((BIO_PROGRAM.to_string(), super::preload::How::BtfTracePoint(BIO_EVENT, k.aya())));
+        }
+        all
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        setup: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        let Some(ready) = self.ready.clone() else { return };
+        let dio_has_direction = self.dio_direction()
+            && statuses.iter().any(|p| {
+                let p_name = p.program.as_str();
+                (p_name == super::page_cache::DIO_BTF.1 || super::page_cache::DIO_FENTRY.contains(&p_name))
+                    && p.attached
+            });
+        let (programs, maps) =
+            attach(ebpf, ready, super::iomap::IomapBtf::aya(setup), dio_has_direction, self.sync_ra(setup));
+        statuses.extend(programs);
+        self.maps = maps;
+        let bio_btf = match (self.bio_plan.clone(), setup.btf) {
+            (Some(Ok(_)), Some(k)) => Ok(k.aya()),
+            (Some(Err(e)), _) => Err(e),
+            (_, None) | (None, _) => Err("no kernel BTF".to_string()),
+        };
+        statuses.push(attach_bio(ebpf, bio_btf));
+        let resolver = setup.shared.get_or_insert_with(super::resolve::files::FileResolver::default);
+        resolver.fallbacks = setup.options.path_fallbacks;
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn read(
+        &mut self,
+        shared: &mut super::family::Shared,
+        sample: &mut crate::sample::BpfSample,
+    ) -> Vec<String> {
+        let Some(maps) = &mut self.maps else { return Vec::new() };
+        let memos = &mut self.dio_memos;
+        let cache = shared.get::<super::page_cache::PageCacheMaps>();
+        let raw = maps.drain(DRAIN_BUDGET).and_then(|mut raw| {
+            if let Some(cache) = cache {
+                add_dio_memos(&mut raw, &memos.growth(&cache.dio_memos()?));
+            }
+            Ok(raw)
+        });
+        match raw {
+            Ok(raw) => {
+                let resolver = shared.get_or_insert_with(super::resolve::files::FileResolver::default);
+                sample.files = resolver.resolve(raw);
+                Vec::new()
+            }
+            Err(e) => vec![format!("{e:#}")],
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,9 @@
 //! The eBPF side of collection: tracefs, loading the embedded object, attaching, reading maps.
 //!
+//! The programs come in families (`family::Family`, one per part of the Sample), registered in
+//! [`families`]; [`BpfCollector`] runs each phase over them and knows none by name (see
+//! src/bpf/README.md, "Adding a family").
+//!
 //! The kernel programs are built from ebpf/probes by `cargo xtask ebpf` (nightly + bpf-linker) and
 //! committed as assets/ioscope.bpf.o (x86-64) and assets/ioscope-aarch64.bpf.o, the one of the
 //! architecture being built embedded here: building ioscope needs neither.
@@ -8,11 +12,15 @@ pub mod arch;
 pub mod block;
 pub mod block_claim;
 pub mod block_files;
+pub mod capabilities;
 pub mod cgroup;
 pub mod cgroup_move;
+pub mod counters;
+pub mod family;
 pub mod file_names;
 pub mod files;
 pub mod inserts;
+pub mod iomap;
 pub mod kernel_btf;
 pub mod kfunc;
 pub mod map_batch;
@@ -21,7 +29,6 @@ pub mod mapped_keys;
 pub mod memcg;
 pub mod page_cache;
 pub mod preload;
-pub mod privileges;
 pub mod prog_stats;
 pub mod readahead;
 pub mod readahead_510;
@@ -33,23 +40,15 @@ pub mod syncs_510;
 pub mod teardown;
 pub mod tracefs;
 
+use std::any::Any;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
-use ioscope_common::block::BLOCK_LAYOUT_GLOBAL;
-use ioscope_common::block_files::BLOCK_RQ_CONFIG_GLOBAL;
-use ioscope_common::fallback::{FnLayout, FN_LAYOUT_GLOBAL};
-use ioscope_common::file_names::{NameLayout, NAME_LAYOUT_GLOBAL};
-use ioscope_common::files::FILE_LAYOUT_GLOBAL;
-use ioscope_common::page_cache::CACHE_LAYOUT_GLOBAL;
-use ioscope_common::readahead::RA_LAYOUT_GLOBAL;
-use ioscope_common::readahead_510::{Ra510Layout, RA_510_LAYOUT_GLOBAL};
-use ioscope_common::readahead_fn::{RaFnLayout, RA_FN_LAYOUT_GLOBAL};
 
-use self::block::BlockMaps;
-use self::privileges::Capabilities;
+use self::capabilities::Capabilities;
+pub use self::family::{Family, Setup, Shared};
 use self::tracefs::TracefsState;
 use crate::sample::{BpfProgramStatus, BpfSample, BpfStatus};
 
@@ -126,32 +125,35 @@ impl Default for BpfOptions {
     }
 }
 
-/// Owns the loaded eBPF programs (when any) and reads their maps into the Sample.
+/// The families of programs, in the order they are set up, attached (the status lists their
+/// programs in this order) and read: one line each (see src/bpf/README.md, "Adding a family").
+/// A family reads after those whose part of the Sample it uses (the files' paths name the
+/// readahead, sync and block-to-file rows).
+pub fn families() -> Vec<Box<dyn Family>> {
+    vec![
+        Box::new(block::BlockFamily::default()),
+        Box::new(page_cache::PageCacheFamily::default()),
+        Box::new(files::FilesFamily::default()),
+        Box::new(file_names::FileNamesFamily::default()),
+        Box::new(readahead::ReadaheadFamily::default()),
+        Box::new(syncs::SyncsFamily::default()),
+        Box::new(cgroup_move::CgroupMoveFamily::default()),
+        Box::new(block_files::BlockFilesFamily::default()),
+    ]
+}
+
+/// Owns the loaded eBPF programs (when any) and reads their maps into the Sample, family by
+/// family.
 pub struct BpfCollector {
     status: BpfStatus,
     /// Kept alive because dropping it detaches the programs.
     _ebpf: Option<Ebpf>,
-    /// The block-layer probes' maps (src/bpf/block.rs).
-    block: Option<BlockMaps>,
-    page_cache: Option<page_cache::PageCacheMaps>,
-    /// The per-file attribution map, and the path/mount bookkeeping that turns it into samples.
-    files: Option<files::FileMaps>,
-    file_resolver: resolve::files::FileResolver,
-    /// The direct I/O pending in the CPUs' memos as of the last sample.
-    dio_memos: files::MemoTracker,
-    readahead: Option<readahead::ReadaheadMaps>,
-    /// Completed requests from `block_rq_complete`, and their mapping to files.
-    request_ring: Option<block_files::RequestRing>,
-    block_file_mapper: resolve::block_files::BlockFileMapper,
-    /// Sync calls (fsync and friends) and the paths of their files.
-    syncs: Option<syncs::SyncMaps>,
-    sync_attached: std::sync::Arc<Vec<String>>,
-    sync_paths: resolve::syncs::SyncPathResolver,
+    families: Vec<Box<dyn Family>>,
+    /// What the families published for each other's reads (the file resolver, cgroup names...).
+    shared: Shared,
     /// Each program of the status (same order), when attached: to read the kernel's run counts.
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
     prog_stats: prog_stats::StatsCache,
-    /// cgroup v2 ids to paths, for the block and page-cache rows (one cache for both).
-    cgroups: cgroup::CgroupNames,
     /// How the programs' loads were planned and done (see preload).
     preloaded: preload::Report,
     /// Every map's kernel memory (see map_memory).
@@ -167,6 +169,12 @@ impl BpfCollector {
 
     /// [`BpfCollector::start`], with choices that tests (and a user comparing) can make.
     pub fn start_with(options: &BpfOptions) -> BpfCollector {
+        BpfCollector::start_families(options, families())
+    }
+
+    /// [`BpfCollector::start_with`] for the given families: each phase (plan, configure, load,
+    /// attach) runs over all of them in their order before the next.
+    pub fn start_families(options: &BpfOptions, mut families: Vec<Box<dyn Family>>) -> BpfCollector {
         let caps = match Capabilities::read() {
             Ok(caps) => caps,
             Err(reason) => return BpfCollector::disabled(&reason),
@@ -180,140 +188,27 @@ impl BpfCollector {
         };
         raise_memlock_rlimit();
 
-        // Per program, what it needs from tracefs; a program whose needs fail is not attached but
-        // the others still are.
-        let (mut block_layout, block_ready, block_events) =
-            block::layout(&tracefs, &options.hidden_tracepoints);
-        // HZ is measured across the (slow) load: a first jiffies reading now.
-        let jiffies_before = page_cache::jiffies_now();
-        let (mut cache_layout, mut cache_layouts) = page_cache::layout(&tracefs, &options.hidden_tracepoints);
-        let (mut file_layout, mut wsi_ready, file_notes) = files::layout(&tracefs);
-        let mut file_sync_ra = None;
-        let (mut ra_layout, mut ra_layouts) = readahead::layout(&tracefs, &options.hidden_tracepoints);
-        let sync_plan_hidden = options.hidden_tracepoints.clone();
-
         // The kernel's BTF, read once here and shared (struct layouts, the BTF tracepoints and the
-        // function fallbacks: see kernel_btf). The programs on the busiest events (every
-        // block request, every direct I/O) run as BTF tracepoints where the kernel's BTF
-        // describes the structs they read (far cheaper per event: no record is built, the fields
-        // are plain loads); else as classic ones.
-        let mut btf_notes = Vec::new();
-        let btf =
-            kernel_btf::KernelBtf::load().map_err(|e| btf_notes.push(format!("no kernel BTF: {e:#}"))).ok();
+        // function fallbacks: see kernel_btf).
+        let mut notes = Vec::new();
+        let btf = kernel_btf::KernelBtf::load().map_err(|e| notes.push(format!("no kernel BTF: {e:#}"))).ok();
         let kernel_arch = btf.as_ref().and_then(arch::kernel_arch);
         if let Some(reason) = arch::refusal(arch::object_arch(OBJECT).as_deref(), kernel_arch) {
             return BpfCollector::disabled(&reason);
         }
-        let mut block_btf = None;
-        let mut iomap_btf = None;
-        // Disk reads per file from the read bios (BTF tracepoint only; else from insertions).
-        let mut bio_plan: Result<ioscope_common::files::BioLayout, String> =
-            Err(if btf.is_some() { "BTF tracepoints off" } else { "no kernel BTF" }.to_string());
-        let mut fn_layout = FnLayout::UNSET;
-        let mut cache_fallbacks = Vec::new();
-        let (mut ra_fn_layout, mut ra_fallbacks) = (RaFnLayout::UNSET, Vec::new());
-        let name_layout = match &btf {
-            Some(k) => file_names::layout(k).map_err(|e| format!("{e:#}")),
-            None => Err("no kernel BTF".to_string()),
-        };
-        if let Some(k) = &btf {
-            if options.btf_tracepoints {
-                match block::request_layout(k) {
-                    Ok(request) => {
-                        block_layout.request = request;
-                        block_btf = Some(k.aya());
-                    }
-                    Err(e) => btf_notes.push(format!("block probes on classic tracepoints: {e:#}")),
-                }
-            }
-            if options.btf_tracepoints {
-                bio_plan = files::bio_layout(k).map_err(|e| format!("{e:#}"));
-            }
-            match files::iomap_btf_layout(k) {
-                Ok(l) => {
-                    file_layout.btf = l;
-                    if options.btf_tracepoints {
-                        iomap_btf = Some(k.aya());
-                    }
-                }
-                Err(e) => btf_notes.push(format!("iomap probes on classic tracepoints: {e:#}")),
-            }
-            // Tracepoints this kernel lacks: programs on the functions they sit in.
-            let traceable = (cache_layouts.iter().chain(&ra_layouts).any(|l| l.is_err()))
-                .then(|| kfunc::Traceable::read(&tracefs));
-            if let (true, Some(traceable)) = (cache_layouts.iter().any(|l| l.is_err()), &traceable) {
-                cache_fallbacks = page_cache::plan_fallbacks(
-                    &mut cache_layouts,
-                    &mut cache_layout,
-                    &mut fn_layout,
-                    k,
-                    traceable,
-                    file_layout.btf.configured != 0,
-                );
-            }
-            // The readahead tracepoints (6.18+): fentry on the functions they sit in.
-            if let Some(traceable) = &traceable {
-                let missing = |program: &str| {
-                    let i = readahead::PROBES.iter().position(|(p, _, _)| *p == program)?;
-                    ra_layouts[i].as_ref().err().cloned()
-                };
-                let (layout, planned, refused) = readahead_fn::plan(missing, k, traceable);
-                for (program, why) in refused {
-                    if let Some(i) = readahead::PROBES.iter().position(|(p, _, _)| *p == program) {
-                        ra_layouts[i] = Err(why);
-                    }
-                }
-                (ra_fn_layout, ra_fallbacks) = (layout, planned);
-                // The files' split of read pages on the same function (files::SYNC_RA_FALLBACKS).
-                let ra_sync = readahead::PROBES.iter().position(|(p, _, _)| *p == "readahead_sync_ra");
-                let ra_refused = ra_sync.and_then(|i| ra_layouts[i].as_ref().err().cloned());
-                file_sync_ra = files::plan_sync_ra(&mut wsi_ready[1], &ra_fallbacks, ra_refused.as_deref());
-                // Faults seen by the page-cache fallbacks use readahead pages too.
-                let on_faults = ["filemap_fault", "filemap_map_pages"];
-                if cache_fallbacks.iter().any(|p| on_faults.contains(&p.fallback.probe)) {
-                    if let Err(e) = readahead_fn::fill_vm(&mut ra_fn_layout, k) {
-                        btf_notes
-                            .push(format!("readahead: faults without mm_filemap_fault are not uses: {e:#}"));
-                    }
-                }
-            }
-            // Reads through the read path's fallback (fexit on filemap_get_pages) are uses too.
-            if cache_fallbacks.iter().any(|p| p.fallback.probe == "filemap_get_pages") {
-                ra_layout.get_ok = 1;
-            }
+        let mut setup = Setup::new(options, &tracefs, btf.as_ref());
+        // Per program, what it needs from tracefs and BTF; a program whose needs fail is not
+        // attached but the others still are.
+        for family in &mut families {
+            family.plan(&mut setup);
         }
-
         let (mut loader, _) = loader_without_kernel_btf();
-        loader.override_global(FN_LAYOUT_GLOBAL, &fn_layout, true);
-        loader.override_global(BLOCK_LAYOUT_GLOBAL, &block_layout, true);
-        loader.override_global(CACHE_LAYOUT_GLOBAL, &cache_layout, true);
-        loader.override_global(FILE_LAYOUT_GLOBAL, &file_layout, true);
-        let bio_layout = bio_plan.as_ref().copied().unwrap_or(ioscope_common::files::BioLayout::UNSET);
-        loader.override_global(ioscope_common::files::BIO_LAYOUT_GLOBAL, &bio_layout, true);
-        let ignored_tid: u32 = options.ignored_thread.unwrap_or(0);
-        loader.override_global(ioscope_common::page_cache::IGNORED_TID_GLOBAL, &ignored_tid, true);
-        loader.override_global(RA_LAYOUT_GLOBAL, &ra_layout, true);
-        loader.override_global(RA_FN_LAYOUT_GLOBAL, &ra_fn_layout, true);
-        let ra_510 = (ra_fn_layout.configured != 0).then(|| btf.as_ref().map(readahead_510::layout));
-        let ra_510 = ra_510.flatten().and_then(|l| l.ok()).unwrap_or(Ra510Layout::UNSET);
-        loader.override_global(RA_510_LAYOUT_GLOBAL, &ra_510, true);
-        let names_global = name_layout.as_ref().copied().unwrap_or(NameLayout::UNSET);
-        loader.override_global(NAME_LAYOUT_GLOBAL, &names_global, true);
-        let mut sync_plan = syncs::plan(&tracefs, btf.as_ref(), &sync_plan_hidden);
-        // A kernel without compare-and-exchange, as the block programs' test knob says (its
-        // `sync_enter` twin: see syncs::attach).
-        sync_plan.nocas = options.refuse_block_twin.as_deref() == Some(block_claim::REFUSE_CAS);
-        loader.override_global(ioscope_common::syncs::SYNC_LAYOUT_GLOBAL, &sync_plan.layout, true);
-        loader.override_global(
-            ioscope_common::syncs_510::URING_510_LAYOUT_GLOBAL,
-            &sync_plan.uring_510,
-            true,
-        );
-        let move_plan = cgroup_move::plan(&tracefs, &sync_plan_hidden);
-        let move_layout = move_plan.clone().unwrap_or(ioscope_common::cgroup_move::MoveLayout::UNSET);
-        loader.override_global(ioscope_common::cgroup_move::MOVE_LAYOUT_GLOBAL, &move_layout, true);
-        let rq_config = block_files::config();
-        loader.override_global(BLOCK_RQ_CONFIG_GLOBAL, &rq_config, true);
+        for family in &mut families {
+            family.configure(&mut setup);
+        }
+        for family in &families {
+            family.globals(&mut loader);
+        }
         // The maps sized to the CPUs and to what the memory cgroup leaves, or eBPF off saying why.
         let (map_plan, map_defs, sizing_note) = match size_maps() {
             Ok(sized) => sized,
@@ -322,6 +217,7 @@ impl BpfCollector {
         for (map, entries) in &map_plan.sizes {
             loader.map_max_entries(map, *entries);
         }
+        setup.map_plan = map_plan;
         let mut ebpf = match loader.load(OBJECT) {
             Ok(ebpf) => ebpf,
             Err(e) => {
@@ -332,138 +228,22 @@ impl BpfCollector {
         // Before any map is taken out of the object.
         let map_memory = map_memory::measure(&ebpf, &map_defs);
 
-        // Every program the attach code below will load, verified on every CPU at once first (the
+        // Every program the families will load, verified on every CPU at once first (the
         // verifier is most of start-up): see preload.
-        let cache_fn_btf =
-            btf.as_ref().filter(|_| !cache_fallbacks.is_empty()).map(|k| k.aya_with_functions());
-        let ra_btf = btf.as_ref().filter(|_| !ra_fallbacks.is_empty()).map(|k| k.aya_with_functions());
-        let cache_loads = page_cache::loads(
-            &cache_layouts,
-            iomap_btf,
-            (&cache_fallbacks, cache_fn_btf, options.no_trampoline),
-        );
-        let planned = |names: &[&str]| cache_loads.iter().any(|(p, _)| names.contains(&p.as_str()));
-        let dio_direction_expected = file_layout.btf.dio_direction != 0
-            && (planned(&[page_cache::DIO_BTF.1]) || planned(&page_cache::DIO_FENTRY));
-        let raw_read_expected = planned(&page_cache::READ_PATH);
-        let loads: Vec<preload::Planned> =
-            block::loads(&block_ready, &block_events, block_btf, options.refuse_block_twin.as_deref())
-                .into_iter()
-                .chain(cache_loads.iter().cloned())
-                .chain(files::loads(
-                    &wsi_ready,
-                    iomap_btf,
-                    dio_direction_expected,
-                    (file_sync_ra, ra_btf, options.no_trampoline),
-                ))
-                .chain(bio_plan.as_ref().ok().and(btf.as_ref()).map(|k| {
-                    (files::BIO_PROGRAM.to_string(), preload::How::BtfTracePoint(files::BIO_EVENT, k.aya()))
-                }))
-                .chain(file_names::loads(
-                    &name_layout,
-                    btf.as_ref().map(|k| k.aya()),
-                    &options.hidden_tracepoints,
-                ))
-                .chain(readahead::loads(
-                    &ra_layouts,
-                    raw_read_expected,
-                    &ra_fallbacks,
-                    (ra_btf, options.no_trampoline),
-                ))
-                .chain(syncs::loads(&sync_plan))
-                .chain(cgroup_move::loads(&move_plan))
-                .collect();
+        let mut loads: Vec<preload::Planned> = Vec::new();
+        for family in &families {
+            let more = family.loads(&setup, &loads);
+            loads.extend(more);
+        }
         preload::preload(&mut ebpf, &loads);
+        drop(loads);
 
         // Every program with whether its needs were met; each is attached on its own, so one that
-        // fails leaves the others working (the block programs all as BTF twins or all classic,
-        // see block::attach).
-        let (mut programs, block_attached, block_fallback_note) = block::attach(
-            &mut ebpf,
-            &block_ready,
-            &block_events,
-            block_btf,
-            options.refuse_block_twin.as_deref(),
-        );
-        let request_ring = match block_files::RequestRing::take(&mut ebpf) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                if let Some(p) = programs.iter_mut().find(|p| p.program.starts_with("block_rq_complete")) {
-                    p.error.get_or_insert_with(|| format!("no block-to-file mapping: {e:#}"));
-                }
-                None
-            }
-        };
-        let block = match BlockMaps::take(&mut ebpf, &block_attached) {
-            Ok(maps) => Some(maps),
-            Err(e) => {
-                // Without their maps the programs' counts cannot be read: report them as not working.
-                for p in programs.iter_mut() {
-                    p.error = Some(format!("{e:#}"));
-                }
-                None
-            }
-        };
-        let (cache_statuses, page_cache, hz_note) = page_cache::attach(
-            &mut ebpf,
-            &cache_layouts,
-            jiffies_before,
-            iomap_btf,
-            (&cache_fallbacks, cache_fn_btf, options.no_trampoline),
-        );
-        programs.extend(cache_statuses);
-        let dio_has_direction = file_layout.btf.dio_direction != 0
-            && programs.iter().any(|p| {
-                (p.program == page_cache::DIO_BTF.1 || page_cache::DIO_FENTRY.contains(&p.program.as_str()))
-                    && p.attached
-            });
-        let (file_statuses, files) = files::attach(
-            &mut ebpf,
-            wsi_ready,
-            iomap_btf,
-            dio_has_direction,
-            (file_sync_ra, ra_btf, options.no_trampoline),
-        );
-        programs.extend(file_statuses);
-        let bio_btf = match (&bio_plan, &btf) {
-            (Ok(_), Some(k)) => Ok(k.aya()),
-            (Err(e), _) => Err(e.clone()),
-            (Ok(_), None) => Err("no kernel BTF".to_string()),
-        };
-        programs.push(files::attach_bio(&mut ebpf, bio_btf));
-        let (name_statuses, names) = file_names::attach(
-            &mut ebpf,
-            name_layout.map(|_| ()),
-            btf.as_ref().map(|k| k.aya()),
-            &options.hidden_tracepoints,
-        );
-        programs.extend(name_statuses);
-        let mut file_resolver = resolve::files::FileResolver::default();
-        file_resolver.fallbacks = options.path_fallbacks;
-        if let Some(names) = names {
-            file_resolver.set_names(names);
+        // fails leaves the others working.
+        let mut programs = Vec::new();
+        for family in &mut families {
+            family.attach(&mut ebpf, &mut setup, &mut programs);
         }
-        // The read path's program that also feeds readahead (the raw tracepoint or its fallback).
-        let raw_read =
-            programs.iter().any(|p| page_cache::READ_PATH.contains(&p.program.as_str()) && p.attached);
-        let (ra_statuses, mut readahead) = readahead::attach(
-            &mut ebpf,
-            &ra_layouts,
-            raw_read,
-            &ra_fallbacks,
-            (ra_btf, options.no_trampoline),
-        );
-        programs.extend(ra_statuses);
-        if let Some(ra) = &mut readahead {
-            let compiled = ioscope_common::readahead::RA_PAGES_MAX;
-            ra.page_map_capacity =
-                u64::from(map_plan.entries(ioscope_common::readahead::RA_PAGES_MAP, compiled));
-        }
-        let (sync_statuses, sync_maps) = syncs::attach(&mut ebpf, &sync_plan);
-        let sync_attached =
-            sync_statuses.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect::<Vec<_>>();
-        programs.extend(sync_statuses);
-        programs.push(cgroup_move::attach(&mut ebpf, &move_plan));
         let preloaded = preload::finish(&mut ebpf);
         for p in &mut programs {
             p.mechanism = mechanism(&ebpf, &p.program).to_string();
@@ -480,14 +260,8 @@ impl BpfCollector {
             })
             .collect();
         let mut status = overall_status(programs);
-        for note in btf_notes
-            .into_iter()
-            .chain(block_fallback_note)
-            .chain(hz_note)
-            .chain(file_notes)
-            .chain(sync_plan.notes)
-            .chain(sizing_note)
-        {
+        let family_notes = families.iter_mut().flat_map(|f| f.notes()).collect::<Vec<_>>();
+        for note in notes.into_iter().chain(family_notes).chain(sizing_note) {
             status.reason = Some(match status.reason {
                 Some(r) => format!("{r}; {note}"),
                 None => note,
@@ -496,20 +270,10 @@ impl BpfCollector {
         BpfCollector {
             status,
             _ebpf: Some(ebpf),
-            block,
-            page_cache,
-            files,
-            file_resolver,
-            dio_memos: Default::default(),
-            readahead,
-            request_ring,
-            block_file_mapper: Default::default(),
-            syncs: sync_maps,
-            sync_attached: sync_attached.into(),
-            sync_paths: Default::default(),
+            families,
+            shared: setup.shared,
             program_fds,
             prog_stats: Default::default(),
-            cgroups: Default::default(),
             preloaded,
             map_memory,
         }
@@ -524,20 +288,10 @@ impl BpfCollector {
                 programs: Default::default(),
             },
             _ebpf: None,
-            block: None,
-            page_cache: None,
-            files: None,
-            file_resolver: Default::default(),
-            dio_memos: Default::default(),
-            readahead: None,
-            request_ring: None,
-            block_file_mapper: Default::default(),
-            syncs: None,
-            sync_attached: Default::default(),
-            sync_paths: Default::default(),
+            families: Vec::new(),
+            shared: Default::default(),
             program_fds: Vec::new(),
             prog_stats: Default::default(),
-            cgroups: Default::default(),
             preloaded: Default::default(),
             map_memory: Default::default(),
         }
@@ -554,11 +308,15 @@ impl BpfCollector {
         &self.status
     }
 
-    /// How many block-layer events (a request's start, insertion, issue, completion, merge) the
-    /// block programs have counted so far; None when they do not run or the count cannot be read.
-    /// The count read here is the one the next [`BpfCollector::read`] keys its block tables by.
-    pub fn block_events(&mut self) -> Option<u64> {
-        self.block.as_mut()?.events_now().ok()
+    /// The registered family of type `F` (for what only it knows: the block events counted so
+    /// far, the requests mapped to files...); None when it is not running.
+    pub fn family<F: Family>(&self) -> Option<&F> {
+        self.families.iter().find_map(|f| (f.as_ref() as &dyn Any).downcast_ref::<F>())
+    }
+
+    /// [`BpfCollector::family`], to change.
+    pub fn family_mut<F: Family>(&mut self) -> Option<&mut F> {
+        self.families.iter_mut().find_map(|f| (f.as_mut() as &mut dyn Any).downcast_mut::<F>())
     }
 
     /// The cumulative counters as of now.
@@ -583,81 +341,20 @@ impl BpfCollector {
             maps: self.map_memory.maps.clone(),
             ..Default::default()
         };
-        if let Some(block) = &mut self.block {
-            if let Err(e) = block.read(&mut sample) {
-                sample.status.reason = Some(format!("{e:#}"));
-            }
-        }
-        if let Some(maps) = &mut self.page_cache {
-            match maps.read() {
-                Ok(pc) => sample.page_cache = Some(pc),
-                Err(e) => sample.status.reason = Some(format!("{e:#}")),
-            }
-        }
-        cgroup::name_rows(&mut sample, &mut self.cgroups);
-        if let Some(maps) = &mut self.files {
-            let memos = &mut self.dio_memos;
-            let raw = maps.drain(files::DRAIN_BUDGET).and_then(|mut raw| {
-                if let Some(cache) = &self.page_cache {
-                    files::add_dio_memos(&mut raw, &memos.growth(&cache.dio_memos()?));
-                }
-                Ok(raw)
-            });
-            match raw {
-                Ok(raw) => sample.files = self.file_resolver.resolve(raw),
-                Err(e) => sample.status.reason = Some(format!("{e:#}")),
-            }
-        }
-        if let Some(maps) = &mut self.readahead {
-            // The files view's paths, keyed as the readahead map keys files (kernel dev_t, inode).
-            let known: std::collections::HashMap<(u32, u64), String> = sample
-                .files
-                .iter()
-                .filter_map(|f| Some((((f.major << 20) | f.minor, f.ino), f.path.clone()?)))
-                .collect();
-            match maps.read(&known, &mut self.file_resolver) {
-                Ok(ra) => sample.readahead = Some(ra),
-                Err(e) => sample.status.reason = Some(format!("{e:#}")),
-            }
-        }
-        if let Some(maps) = &mut self.syncs {
-            match maps.read() {
-                Ok((mut calls, mut running)) => {
-                    let wanted = calls
-                        .iter_mut()
-                        .map(|c| (&mut c.file, c.pid))
-                        .chain(running.iter_mut().map(|r| (&mut r.file, r.pid)));
-                    self.sync_paths.resolve(wanted, &sample.files, std::time::Instant::now());
-                    let attached = self.sync_attached.clone();
-                    sample.syncs = Some(crate::sample::syncs::SyncSample { attached, calls, running });
-                }
-                Err(e) => sample.status.reason = Some(format!("{e:#}")),
-            }
-        }
-        // After the files: their paths name the files whose extents the requests are mapped to.
-        if let Some(ring) = &mut self.request_ring {
-            let now = std::time::Instant::now();
-            let events = ring.drain();
-            let resolver = &self.file_resolver;
-            self.block_file_mapper.refresh(
-                &sample.files,
-                resolver.checked_meta(),
-                |f| resolver.may_be_dirty(f),
-                now,
-            );
-            self.block_file_mapper.map(&events, now);
-            match ring.counts() {
-                Ok(counts) => sample.block_files = Some(self.block_file_mapper.sample(counts)),
-                Err(e) => sample.status.reason = Some(format!("{e:#}")),
-            }
-        }
+        read_families(&mut self.families, &mut self.shared, &mut sample);
         sample
     }
+}
 
-    /// The block requests mapped most recently (oldest first), for tests and debugging.
-    pub fn recent_block_requests(&self) -> Vec<resolve::block_files::MappedRequest> {
-        self.block_file_mapper.recent().cloned().collect()
+/// Each family's part of `sample`, in the families' order; every read error is kept in the
+/// status (see [`family::add_read_errors`]).
+fn read_families(families: &mut [Box<dyn Family>], shared: &mut Shared, sample: &mut BpfSample) {
+    let mut errors = Vec::new();
+    for family in families.iter_mut() {
+        let name = family.name();
+        errors.extend(family.read(shared, sample).into_iter().map(|e| (name, e)));
     }
+    family::add_read_errors(&mut sample.status.reason, &errors);
 }
 
 /// Detaching a classic tracepoint program waits for the kernel's RCU grace periods (closing its
@@ -1032,5 +729,93 @@ mod tests {
             s.reason.as_deref(),
             Some("some eBPF programs are off; block:block_rq_complete: no field")
         );
+    }
+    /// A family that attaches nothing and whose reads fail with `errors`.
+    struct Failing(&'static str, Vec<&'static str>);
+
+    impl Family for Failing {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn plan(&mut self, _: &mut Setup) {}
+        fn globals<'s>(&'s self, _: &mut EbpfLoader<'s>) {}
+        fn loads<'a>(&'a self, _: &Setup<'a>, _: &[preload::Planned<'a>]) -> Vec<preload::Planned<'a>> {
+            Vec::new()
+        }
+        fn attach(&mut self, _: &mut Ebpf, _: &mut Setup, _: &mut Vec<BpfProgramStatus>) {}
+        fn read(&mut self, shared: &mut Shared, sample: &mut BpfSample) -> Vec<String> {
+            // What the families before it published is there for it.
+            *shared.get_or_insert_with(|| 0u32) += 1;
+            sample.files.push(Default::default());
+            self.1.iter().map(|e| e.to_string()).collect()
+        }
+    }
+
+    /// Several families' reads fail in one sample: every error is in the status, under its
+    /// family's name and after what the status said, none overwriting another; the families
+    /// that read fine still gave their part.
+    #[test]
+    fn every_familys_read_error_is_kept_under_its_name() {
+        let mut families: Vec<Box<dyn Family>> = vec![
+            Box::new(Failing("block", vec!["reading BLOCK_DEVS: Input/output error (os error 5)"])),
+            Box::new(Failing("files", vec![])),
+            Box::new(Failing("page cache", vec!["reading CACHE_PROCS: ENOMEM", "reading DIO_MEMO: EFAULT"])),
+        ];
+        let mut shared = Shared::default();
+        let mut sample = BpfSample::default();
+        sample.status.reason = Some("some eBPF programs are off; block:block_rq_issue: EPERM".into());
+        read_families(&mut families, &mut shared, &mut sample);
+        assert_eq!(
+            sample.status.reason.as_deref(),
+            Some(
+                "some eBPF programs are off; block:block_rq_issue: EPERM; \
+                 block: reading BLOCK_DEVS: Input/output error (os error 5); \
+                 page cache: reading CACHE_PROCS: ENOMEM; page cache: reading DIO_MEMO: EFAULT"
+            )
+        );
+        assert_eq!(sample.files.len(), 3, "each family read its part");
+        assert_eq!(shared.get::<u32>(), Some(&3));
+
+        // Without a reason before, the first error starts it; without errors, nothing is said.
+        let mut sample = BpfSample::default();
+        read_families(&mut families[..2], &mut shared, &mut sample);
+        assert_eq!(
+            sample.status.reason.as_deref(),
+            Some("block: reading BLOCK_DEVS: Input/output error (os error 5)")
+        );
+        let mut sample = BpfSample::default();
+        read_families(&mut families[1..2], &mut shared, &mut sample);
+        assert_eq!(sample.status.reason, None);
+    }
+
+    /// The programs of several families fail to attach: the status lists each, in order.
+    #[test]
+    fn every_failed_attach_is_listed() {
+        let s = overall_status(vec![
+            prog("block_rq_issue", Some("EPERM")),
+            prog("block_rq_complete", None),
+            program_status("cache_add", "filemap", "mm_filemap_add_to_page_cache", Err("no field".into())),
+            program_status("sync_enter", "syscalls", "sys_enter_fsync", Err("EINVAL".into())),
+        ]);
+        assert!(s.enabled);
+        assert_eq!(
+            s.reason.as_deref(),
+            Some(
+                "some eBPF programs are off; block:block_rq_issue: EPERM; \
+                 filemap:mm_filemap_add_to_page_cache: no field; syscalls:sys_enter_fsync: EINVAL"
+            )
+        );
+    }
+
+    /// The registered families are each found by their type, once.
+    #[test]
+    fn each_registered_family_is_found_by_its_type() {
+        let mut c = BpfCollector::disabled("test");
+        c.families = families();
+        assert!(c.family::<block::BlockFamily>().is_some());
+        assert!(c.family_mut::<block_files::BlockFilesFamily>().is_some());
+        let names: Vec<&str> = c.families.iter().map(|f| f.name()).collect();
+        let unique: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
     }
 }

@@ -14,6 +14,7 @@ use ioscope_common::page_cache::{
     CACHE_SCRATCH_MAP, CACHE_TOTALS_MAP, DIO_MEMO_MAP, DIRTY_STATE_MAP, NO_ORDER, WRITE_MEMO_MAP,
 };
 
+use super::counters::Accumulate;
 use super::kernel_btf::KernelBtf;
 use super::kfunc::{self, Hook, Kprobes, Traceable};
 use super::tracefs::{self, EventFormat};
@@ -749,20 +750,7 @@ pub fn sum_cpus(per_cpu: &[CacheCounters]) -> (CacheCountersSample, String) {
     let mut comm = String::new();
     let mut comm_ns = 0u64;
     for c in per_cpu {
-        t.read_pages += c.read_pages;
-        t.mapped_pages += c.mapped_pages;
-        t.faults += c.faults;
-        t.inserted_pages += c.inserted_pages;
-        t.write_inserted_pages += c.write_inserted_pages;
-        t.dirtied_pages += c.dirtied_pages;
-        t.evicted_pages += c.evicted_pages;
-        t.throttled += c.throttled;
-        t.throttle_jiffies += c.throttle_jiffies;
-        t.dio_reads += c.dio_reads;
-        t.dio_read_bytes += c.dio_read_bytes;
-        t.dio_writes += c.dio_writes;
-        t.dio_write_bytes += c.dio_write_bytes;
-        t.rss_file_bytes += c.rss_file_bytes;
+        t.accumulate(c);
         if c.comm[0] != 0 && (comm.is_empty() || c.comm_ns > comm_ns) {
             comm_ns = c.comm_ns;
             let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
@@ -829,6 +817,125 @@ pub fn jiffies_now() -> Option<((u64, u64), Instant)> {
 
 /// HZ assumed when it cannot be measured.
 pub const FALLBACK_HZ: u64 = 250;
+
+/// The page-cache family: accesses, additions, dirtying and direct I/O per process, the kernel's
+/// dirty throttling. Its maps ([`PageCacheMaps`]) are published in the shared values: the files
+/// family reads their direct-I/O memos.
+#[derive(Default)]
+pub struct PageCacheFamily {
+    layout: Option<CacheLayout>,
+    layouts: Vec<Result<(), String>>,
+    fn_layout: Option<FnLayout>,
+    fallbacks: Vec<Planned>,
+    /// HZ is measured across the (slow) load: the first jiffies reading.
+    jiffies_before: Option<((u64, u64), Instant)>,
+    /// The thread whose page-cache activity is not counted (BpfOptions::ignored_thread; 0: none).
+    ignored_tid: u32,
+    notes: Vec<String>,
+}
+
+/// The kernel functions (probes) the page-cache family planned fallbacks on
+/// ([`FnFallback::probe`]): the readahead family reads faults and reads through them too.
+pub struct FallbacksPlanned(pub Vec<&'static str>);
+
+impl PageCacheFamily {
+    fn fn_btf<'a>(&self, setup: &super::family::Setup<'a>) -> Option<&'a aya::Btf> {
+        setup.btf.filter(|_| !self.fallbacks.is_empty()).map(|k| k.aya_with_functions())
+    }
+}
+
+impl super::family::Family for PageCacheFamily {
+    fn name(&self) -> &'static str {
+        "page cache"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        self.jiffies_before = jiffies_now();
+        let (mut cache_layout, mut layouts) = layout(setup.tracefs, setup.hidden());
+        let mut fn_layout = FnLayout::UNSET;
+        // Tracepoints this kernel lacks: programs on the functions they sit in.
+        if let (Some(k), true) = (setup.btf, layouts.iter().any(|l| l.is_err())) {
+            let iomap_configured = super::iomap::IomapBtf::of(setup).is_ok();
+            self.fallbacks = plan_fallbacks(
+                &mut layouts,
+                &mut cache_layout,
+                &mut fn_layout,
+                k,
+                setup.traceable(),
+                iomap_configured,
+            );
+        }
+        setup.shared.put(FallbacksPlanned(self.fallbacks.iter().map(|p| p.fallback.probe).collect()));
+        (self.layout, self.layouts, self.fn_layout) = (Some(cache_layout), layouts, Some(fn_layout));
+    }
+
+    fn configure(&mut self, setup: &mut super::family::Setup) {
+        self.ignored_tid = setup.options.ignored_thread.unwrap_or(0);
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        use ioscope_common::page_cache::{CACHE_LAYOUT_GLOBAL, IGNORED_TID_GLOBAL};
+        let fn_layout = self.fn_layout.as_ref().unwrap_or(&FnLayout::UNSET);
+        loader.override_global(ioscope_common::fallback::FN_LAYOUT_GLOBAL, fn_layout, true);
+        loader.override_global(
+            CACHE_LAYOUT_GLOBAL,
+            self.layout.as_ref().unwrap_or(&CacheLayout::UNSET),
+            true,
+        );
+        loader.override_global(IGNORED_TID_GLOBAL, &self.ignored_tid, true);
+    }
+
+    fn loads<'a>(
+        &'a self,
+        setup: &super::family::Setup<'a>,
+        _: &[super::preload::Planned<'a>],
+    ) -> Vec<super::preload::Planned<'a>> {
+        let iomap_btf = super::iomap::IomapBtf::aya(setup);
+        loads(&self.layouts, iomap_btf, (&self.fallbacks, self.fn_btf(setup), setup.options.no_trampoline))
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        setup: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        let iomap_btf = super::iomap::IomapBtf::aya(setup);
+        let fallbacks = (&self.fallbacks[..], self.fn_btf(setup), setup.options.no_trampoline);
+        let (programs, maps, hz_note) =
+            attach(ebpf, &self.layouts, self.jiffies_before, iomap_btf, fallbacks);
+        statuses.extend(programs);
+        self.notes.extend(hz_note);
+        if let Some(maps) = maps {
+            setup.shared.put(maps);
+        }
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn read(
+        &mut self,
+        shared: &mut super::family::Shared,
+        sample: &mut crate::sample::BpfSample,
+    ) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Some(maps) = shared.get_mut::<PageCacheMaps>() {
+            match maps.read() {
+                Ok(pc) => sample.page_cache = Some(pc),
+                Err(e) => errors.push(format!("{e:#}")),
+            }
+        }
+        if let Some(pc) = &mut sample.page_cache {
+            let names = shared.get_or_insert_with(super::cgroup::CgroupNames::default);
+            for p in &mut pc.processes {
+                p.cgroup = names.path(p.cgroup_id);
+            }
+        }
+        errors
+    }
+}
 
 #[cfg(test)]
 pub(super) mod tests {

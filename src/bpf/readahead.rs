@@ -13,6 +13,7 @@ use ioscope_common::readahead::{
     RA_PAGES_MAX, RA_SHARED_MAP, RA_TOTALS_MAP,
 };
 
+use super::counters::Accumulate;
 use super::resolve::files::{names, scan_process_dirs, MAX_FDS_PER_SCAN};
 use super::tracefs;
 use crate::sample::readahead::{RaFileSample, RaOthers, RaQuiet, RaTrigger, ReadaheadSample};
@@ -619,26 +620,9 @@ pub fn to_sample(
     path: Option<String>,
     triggers: Vec<RaTrigger>,
 ) -> RaFileSample {
-    RaFileSample {
-        dev: key.dev,
-        ino: key.ino,
-        path,
-        sync_events: s.sync_events,
-        async_events: s.async_events,
-        windows: s.windows,
-        window_pages: s.window_pages,
-        ra_pages: s.ra_pages,
-        used_pages: s.used_pages,
-        wasted_pages: s.wasted_pages,
-        untracked_pages: s.untracked_pages,
-        last_window: s.last_window,
-        max_window: s.max_window,
-        mmap_miss: s.mmap_miss,
-        triggers,
-        use_hist: s.use_hist.to_vec(),
-        label: None,
-        pending_before: 0,
-    }
+    let mut row = RaFileSample { dev: key.dev, ino: key.ino, path, triggers, ..Default::default() };
+    row.accumulate(s);
+    row
 }
 
 /// Most readahead files with a row of their own in a sample (besides those with pages pending).
@@ -759,6 +743,166 @@ impl PathCache {
         }
         let listed: std::collections::HashSet<(u32, u64)> = listed.collect();
         self.known.retain(|key, _| listed.contains(key));
+    }
+}
+
+/// The readahead fallbacks this kernel gets (planned by [`ReadaheadFamily`]), and why
+/// `readahead_sync_ra` has none when it has none: the files family runs `file_sync_ra` where
+/// the readahead program on `page_cache_sync_ra` runs. Published only when the fallbacks were
+/// planned (a readahead or page-cache tracepoint is missing).
+pub struct FallbacksPlanned {
+    pub planned: Vec<super::readahead_fn::Planned>,
+    pub sync_ra_refused: Option<String>,
+}
+
+/// The readahead family: windows, pages read ahead and their fate per file.
+#[derive(Default)]
+pub struct ReadaheadFamily {
+    layout: Option<RaLayout>,
+    layouts: Vec<Result<(), String>>,
+    fn_layout: Option<ioscope_common::readahead_fn::RaFnLayout>,
+    fallbacks: Vec<super::readahead_fn::Planned>,
+    /// What the 5.10 fallbacks read (super::readahead_510), when they are configured.
+    ra_510: Option<ioscope_common::readahead_510::Ra510Layout>,
+    notes: Vec<String>,
+    maps: Option<ReadaheadMaps>,
+}
+
+impl ReadaheadFamily {
+    fn fn_btf<'a>(&self, setup: &super::family::Setup<'a>) -> (Option<&'a aya::Btf>, bool) {
+        let btf = setup.btf.filter(|_| !self.fallbacks.is_empty()).map(|k| k.aya_with_functions());
+        (btf, setup.options.no_trampoline)
+    }
+}
+
+impl super::family::Family for ReadaheadFamily {
+    fn name(&self) -> &'static str {
+        "readahead"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        use ioscope_common::readahead_fn::RaFnLayout;
+        let (mut ra_layout, mut layouts) = layout(setup.tracefs, setup.hidden());
+        let mut fn_layout = RaFnLayout::UNSET;
+        let position = |program: &str| PROBES.iter().position(|(p, _, _)| *p == program);
+        if let Some(k) = setup.btf {
+            let cache_fallbacks = setup
+                .shared
+                .get::<super::page_cache::FallbacksPlanned>()
+                .map(|f| f.0.clone())
+                .unwrap_or_default();
+            // The readahead tracepoints (6.18+): fentry on the functions they sit in. Planned too
+            // when the page cache's fallbacks read the traceable functions already.
+            let traceable = if layouts.iter().any(|l| l.is_err()) {
+                Some(setup.traceable())
+            } else {
+                setup.traceable_if_read()
+            };
+            if let Some(traceable) = traceable {
+                let missing = |program: &str| layouts[position(program)?].as_ref().err().cloned();
+                let (planned_layout, planned, refused) = super::readahead_fn::plan(missing, k, traceable);
+                for (program, why) in refused {
+                    if let Some(i) = position(program) {
+                        layouts[i] = Err(why);
+                    }
+                }
+                (fn_layout, self.fallbacks) = (planned_layout, planned);
+                let sync_ra_refused =
+                    position("readahead_sync_ra").and_then(|i| layouts[i].as_ref().err().cloned());
+                setup.shared.put(FallbacksPlanned { planned: self.fallbacks.clone(), sync_ra_refused });
+                // Faults seen by the page-cache fallbacks use readahead pages too.
+                let on_faults = ["filemap_fault", "filemap_map_pages"];
+                if cache_fallbacks.iter().any(|p| on_faults.contains(p)) {
+                    if let Err(e) = super::readahead_fn::fill_vm(&mut fn_layout, k) {
+                        self.notes
+                            .push(format!("readahead: faults without mm_filemap_fault are not uses: {e:#}"));
+                    }
+                }
+            }
+            // Reads through the read path's fallback (fexit on filemap_get_pages) are uses too.
+            if cache_fallbacks.contains(&"filemap_get_pages") {
+                ra_layout.get_ok = 1;
+            }
+        }
+        (self.layout, self.layouts, self.fn_layout) = (Some(ra_layout), layouts, Some(fn_layout));
+    }
+
+    fn configure(&mut self, setup: &mut super::family::Setup) {
+        let configured = self.fn_layout.is_some_and(|l| l.configured != 0);
+        let ra_510 = configured.then(|| setup.btf.map(super::readahead_510::layout));
+        self.ra_510 = ra_510.flatten().and_then(|l| l.ok());
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        use ioscope_common::readahead_510::{Ra510Layout, RA_510_LAYOUT_GLOBAL};
+        use ioscope_common::readahead_fn::{RaFnLayout, RA_FN_LAYOUT_GLOBAL};
+        let layout = self.layout.as_ref().unwrap_or(&RaLayout::UNSET);
+        loader.override_global(ioscope_common::readahead::RA_LAYOUT_GLOBAL, layout, true);
+        loader.override_global(
+            RA_FN_LAYOUT_GLOBAL,
+            self.fn_layout.as_ref().unwrap_or(&RaFnLayout::UNSET),
+            true,
+        );
+        loader.override_global(
+            RA_510_LAYOUT_GLOBAL,
+            self.ra_510.as_ref().unwrap_or(&Ra510Layout::UNSET),
+            true,
+        );
+    }
+
+    fn loads<'a>(
+        &'a self,
+        setup: &super::family::Setup<'a>,
+        earlier: &[super::preload::Planned<'a>],
+    ) -> Vec<super::preload::Planned<'a>> {
+        // The read path's program that also feeds readahead (the raw tracepoint or its fallback).
+        let raw_read_expected =
+            earlier.iter().any(|(p, _)| super::page_cache::READ_PATH.contains(&p.as_str()));
+        loads(&self.layouts, raw_read_expected, &self.fallbacks, self.fn_btf(setup))
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        setup: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        let raw_read =
+            statuses.iter().any(|p| super::page_cache::READ_PATH.contains(&p.program.as_str()) && p.attached);
+        let (programs, maps) = attach(ebpf, &self.layouts, raw_read, &self.fallbacks, self.fn_btf(setup));
+        statuses.extend(programs);
+        self.maps = maps.map(|mut ra| {
+            let compiled = ioscope_common::readahead::RA_PAGES_MAX;
+            ra.page_map_capacity =
+                u64::from(setup.map_plan.entries(ioscope_common::readahead::RA_PAGES_MAP, compiled));
+            ra
+        });
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn read(
+        &mut self,
+        shared: &mut super::family::Shared,
+        sample: &mut crate::sample::BpfSample,
+    ) -> Vec<String> {
+        let Some(maps) = &mut self.maps else { return Vec::new() };
+        // The files view's paths, keyed as the readahead map keys files (kernel dev_t, inode).
+        let known: StdHashMap<(u32, u64), String> = sample
+            .files
+            .iter()
+            .filter_map(|f| Some((((f.major << 20) | f.minor, f.ino), f.path.clone()?)))
+            .collect();
+        let resolver = shared.get_or_insert_with(super::resolve::files::FileResolver::default);
+        match maps.read(&known, resolver) {
+            Ok(ra) => {
+                sample.readahead = Some(ra);
+                Vec::new()
+            }
+            Err(e) => vec![format!("{e:#}")],
+        }
     }
 }
 

@@ -562,6 +562,79 @@ pub fn sum_cpus(key: SyncKey, per_cpu: &[SyncStats]) -> SyncCallCounters {
     c
 }
 
+/// The sync-calls family: fsync and friends per process and file, and the calls still running.
+#[derive(Default)]
+pub struct SyncsFamily {
+    plan: Option<SyncPlan>,
+    maps: Option<SyncMaps>,
+    /// "category:event" of each attached program's events.
+    attached: std::sync::Arc<Vec<String>>,
+    paths: super::resolve::syncs::SyncPathResolver,
+}
+
+impl super::family::Family for SyncsFamily {
+    fn name(&self) -> &'static str {
+        "syncs"
+    }
+
+    fn plan(&mut self, setup: &mut super::family::Setup) {
+        let mut sync_plan = plan(setup.tracefs, setup.btf, setup.hidden());
+        // A kernel without compare-and-exchange, as the block programs' test knob says (its
+        // `sync_enter` twin: see attach).
+        sync_plan.nocas = setup.options.refuse_block_twin.as_deref() == Some(super::block_claim::REFUSE_CAS);
+        self.plan = Some(sync_plan);
+    }
+
+    fn globals<'s>(&'s self, loader: &mut aya::EbpfLoader<'s>) {
+        let Some(plan) = &self.plan else { return };
+        loader.override_global(ioscope_common::syncs::SYNC_LAYOUT_GLOBAL, &plan.layout, true);
+        loader.override_global(ioscope_common::syncs_510::URING_510_LAYOUT_GLOBAL, &plan.uring_510, true);
+    }
+
+    fn loads<'a>(
+        &'a self,
+        _: &super::family::Setup<'a>,
+        _: &[super::preload::Planned<'a>],
+    ) -> Vec<super::preload::Planned<'a>> {
+        self.plan.as_ref().map(loads).unwrap_or_default()
+    }
+
+    fn attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        _: &mut super::family::Setup,
+        statuses: &mut Vec<BpfProgramStatus>,
+    ) {
+        let Some(plan) = &self.plan else { return };
+        let (programs, maps) = attach(ebpf, plan);
+        self.attached =
+            programs.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect::<Vec<_>>().into();
+        statuses.extend(programs);
+        self.maps = maps;
+    }
+
+    fn notes(&mut self) -> Vec<String> {
+        self.plan.as_mut().map(|p| std::mem::take(&mut p.notes)).unwrap_or_default()
+    }
+
+    fn read(&mut self, _: &mut super::family::Shared, sample: &mut crate::sample::BpfSample) -> Vec<String> {
+        let Some(maps) = &mut self.maps else { return Vec::new() };
+        match maps.read() {
+            Ok((mut calls, mut running)) => {
+                let wanted = calls
+                    .iter_mut()
+                    .map(|c| (&mut c.file, c.pid))
+                    .chain(running.iter_mut().map(|r| (&mut r.file, r.pid)));
+                self.paths.resolve(wanted, &sample.files, std::time::Instant::now());
+                let attached = self.attached.clone();
+                sample.syncs = Some(crate::sample::syncs::SyncSample { attached, calls, running });
+                Vec::new()
+            }
+            Err(e) => vec![format!("{e:#}")],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

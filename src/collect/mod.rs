@@ -268,7 +268,7 @@ impl Sampler {
     }
 
     pub fn sample(&mut self) -> Sample {
-        let events = self.bpf.block_events();
+        let events = self.bpf.family_mut::<crate::bpf::block::BlockFamily>().and_then(|b| b.events());
         let mono_ns = monotonic_ns();
         let wall_unix_ms = wall_unix_ms();
         let before = self.files.out_of_fds();

@@ -72,7 +72,12 @@ fn ncheck(dev: &Path, inodes: &BTreeSet<u64>) -> BTreeMap<u64, String> {
 }
 
 fn mine(bpf: &BpfCollector, lo: &LoopDevice) -> Vec<MappedRequest> {
-    bpf.recent_block_requests().into_iter().filter(|r| r.disk == (lo.major, lo.minor)).collect()
+    bpf.family::<ioscope::bpf::block_files::BlockFilesFamily>()
+        .map(|f| f.recent())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.disk == (lo.major, lo.minor))
+        .collect()
 }
 
 fn drop_cache(f: &File) {
