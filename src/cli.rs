@@ -1,5 +1,5 @@
 //! The command line: clap parses, [`Cli::mode`] checks the combinations clap cannot express and
-//! decides which of the three modes runs. Usage errors become one line on stderr and exit code 2.
+//! decides which of the seven modes ([`Mode`]) runs. Usage errors become one line on stderr and exit code 2.
 
 use std::ffi::OsStr;
 use std::time::Duration;

@@ -448,6 +448,9 @@ pub struct BlockMaps {
     last_tables: super::inserts::Reuse<[u64; HEALTH_COUNTERS as usize], Tables>,
     /// The health counters [`BlockMaps::events_now`] read for the next [`BlockMaps::read`].
     prefetched: Option<[u64; HEALTH_COUNTERS as usize]>,
+    /// The device counters read with `prefetched`, right before /proc/diskstats (see
+    /// [`Self::events_now`]).
+    prefetched_devices: Option<Vec<BlockDeviceCounters>>,
     /// The issue and completion programs are attached: every request a driver handles is counted.
     sees_requests: bool,
 }
@@ -512,6 +515,7 @@ impl BlockMaps {
             claims: block_claim::Claims::take(ebpf, attached),
             last_tables: Default::default(),
             prefetched: None,
+            prefetched_devices: None,
             sees_requests: ["block_rq_issue", "block_rq_complete"]
                 .iter()
                 .all(|p| PROGRAMS.iter().zip(attached).any(|((slot, _), a)| slot == p && a.is_some())),
@@ -534,6 +538,11 @@ impl BlockMaps {
         }
         let health = self.health_counters()?;
         self.prefetched = Some(health);
+        // The devices' counters now too, so that they and /proc/diskstats (read next) are
+        // microseconds apart: read with the other maps, after the rest of /proc, a lone request
+        // issued and completed in between was in the eBPF interval and the next diskstats one
+        // ("100 % apart" in a quiet interval after mkfs.ext4: ext4's lazy inode-table init).
+        self.prefetched_devices = Some(self.devices_now(&health)?);
         let events = [
             Health::IoStartEvents,
             Health::RqInsertEvents,
@@ -542,6 +551,22 @@ impl BlockMaps {
             Health::RqMergeEvents,
         ];
         Ok(events.iter().fold(0u64, |a, h| a.wrapping_add(health[*h as usize])))
+    }
+
+    /// The devices' counters as of `health`: the tables as last read while the counts stand still.
+    fn devices_now(&mut self, health: &[u64; HEALTH_COUNTERS as usize]) -> Result<Vec<BlockDeviceCounters>> {
+        if let Some(last) = self.last_tables.get(health, Instant::now()) {
+            return Ok(last.devices.clone());
+        }
+        let mut devices = Vec::new();
+        for (i, slot) in self.device_slots(health[Health::DevSlotsClaimed as usize])? {
+            let per_cpu = self.devs.get(&i, 0).context("reading the BLOCK_DEV map")?;
+            let mut d = sum_devices(slot.key as u32, &per_cpu);
+            d.in_flight = slot.in_flight;
+            devices.push(d);
+        }
+        devices.sort_by_key(|d| (d.major, d.minor));
+        Ok(devices)
     }
 
     /// Reads every map into `out` (block_devices, io_processes, block_health).
@@ -557,19 +582,9 @@ impl BlockMaps {
         // so an event the counts show was in the tables when they were read. Read anyway once
         // every SLOW_REFRESH.
         let now = Instant::now();
-        let devices = match self.last_tables.get(&health, now) {
-            Some(last) => last.devices.clone(),
-            None => {
-                let mut devices = Vec::new();
-                for (i, slot) in self.device_slots(health[Health::DevSlotsClaimed as usize])? {
-                    let per_cpu = self.devs.get(&i, 0).context("reading the BLOCK_DEV map")?;
-                    let mut d = sum_devices(slot.key as u32, &per_cpu);
-                    d.in_flight = slot.in_flight;
-                    devices.push(d);
-                }
-                devices.sort_by_key(|d| (d.major, d.minor));
-                devices
-            }
+        let devices = match self.prefetched_devices.take() {
+            Some(d) => d,
+            None => self.devices_now(&health)?,
         };
         out.rq_issue = devices.iter().map(issued_counts).collect();
         out.block_devices = devices;

@@ -18,6 +18,11 @@
 //!   and secure erase as writes and discards apart, while `rwbs` calls them `N`, `DE` and `D`
 //!   (the probes' "other"), so comparing the sums of all three is exact where reads + writes alone
 //!   were not (`mkfs.ext4` zeroes its journal with write-zeroes: 32 MiB diskstats saw as written).
+//!   The two sides are read one right after the other (the maps' device counters, then
+//!   /proc/diskstats): a request that completes between the reads counts in diskstats' interval
+//!   and the probes' next. Such a request was in flight at the maps' read, so a difference no
+//!   larger than the requests in flight at either edge (the probes' gauge) × the largest request
+//!   they have seen on the disk is not flagged.
 
 use serde::Serialize;
 
@@ -183,19 +188,33 @@ pub fn crosscheck(prev: Option<&Sample>, cur: &Sample, disk: &DiskStat) -> Optio
         + delta(pd.sectors_written, disk.sectors_written)
         + delta(discarded(pd), discarded(disk)))
         * 512;
-    Some(compare(bpf_bytes, diskstats_bytes))
+    let at_edges = (p.in_flight + c.in_flight).saturating_mul(largest_request(c));
+    Some(compare(bpf_bytes, diskstats_bytes, at_edges))
 }
 
-/// The comparison rule, on its own for testing.
-pub fn compare(bpf_bytes: u64, diskstats_bytes: u64) -> CrossCheck {
+/// The most bytes one request of the disk can have carried: the upper edge of the highest
+/// non-empty size bucket over every request the probes have seen on it (0 when none).
+fn largest_request(c: &BlockDeviceCounters) -> u64 {
+    [&c.read, &c.write, &c.other]
+        .iter()
+        .filter_map(|d| d.size_hist.iter().rposition(|&n| n > 0))
+        .max()
+        .map_or(0, |b| log2_bucket_range(b).1.saturating_sub(1))
+}
+
+/// The comparison rule, on its own for testing. `at_edges`: the bytes requests in flight at the
+/// interval's edges can carry (a difference up to that is the reads' order, not a disagreement).
+pub fn compare(bpf_bytes: u64, diskstats_bytes: u64, at_edges: u64) -> CrossCheck {
     let larger = bpf_bytes.max(diskstats_bytes);
-    let diff_pct =
-        if larger > 0 { bpf_bytes.abs_diff(diskstats_bytes) as f64 / larger as f64 * 100.0 } else { 0.0 };
+    let diff = bpf_bytes.abs_diff(diskstats_bytes);
+    let diff_pct = if larger > 0 { diff as f64 / larger as f64 * 100.0 } else { 0.0 };
     CrossCheck {
         bpf_bytes,
         diskstats_bytes,
         diff_pct,
-        mismatch: larger >= CROSSCHECK_MIN_BYTES && diff_pct > CROSSCHECK_TOLERANCE * 100.0,
+        mismatch: larger >= CROSSCHECK_MIN_BYTES
+            && diff_pct > CROSSCHECK_TOLERANCE * 100.0
+            && diff > at_edges,
     }
 }
 
@@ -337,6 +356,7 @@ pub fn size_buckets(m: &BlockDeviceModel) -> Vec<SizeBucket> {
 mod tests {
     use super::*;
     use crate::sample::DiscardStat;
+    use ioscope_common::block::log2_bucket;
 
     fn hist(entries: &[(usize, u64)]) -> Vec<u64> {
         let mut h = vec![0; 32];
@@ -368,16 +388,19 @@ mod tests {
     #[test]
     fn crosscheck_flags_only_real_disagreement() {
         // 100 MiB vs 94 MiB: 6 % apart → flagged.
-        let c = compare(100 << 20, 94 << 20);
+        let c = compare(100 << 20, 94 << 20, 0);
         assert!(c.mismatch);
         assert!((c.diff_pct - 6.0).abs() < 1e-9);
         // 100 MiB vs 96 MiB: 4 % → fine.
-        assert!(!compare(100 << 20, 96 << 20).mismatch);
+        assert!(!compare(100 << 20, 96 << 20, 0).mismatch);
         // Tiny intervals are not judged: 64 KiB vs nothing.
-        assert!(!compare(65536, 0).mismatch);
+        assert!(!compare(65536, 0, 0).mismatch);
         // eBPF saw nothing while diskstats counted 10 MiB: flagged (a quiet wrong number).
-        assert!(compare(0, 10 << 20).mismatch);
-        assert_eq!(compare(0, 0).diff_pct, 0.0);
+        assert!(compare(0, 10 << 20, 0).mismatch);
+        assert_eq!(compare(0, 0, 0).diff_pct, 0.0);
+        // What requests in flight at the edges could carry is not flagged, a byte more is.
+        assert!(!compare(2 << 20, 8192, 2 << 20).mismatch);
+        assert!(compare(2 << 20, 8191, (2 << 20) - 8192).mismatch);
     }
 
     #[test]
@@ -403,6 +426,39 @@ mod tests {
         lost.disks[0].discards = Some(DiscardStat::default());
         let x = crosscheck(Some(&prev), &lost, &lost.disks[0]).unwrap();
         assert!(x.mismatch, "{x:?}");
+    }
+
+    #[test]
+    fn a_request_completing_between_the_two_reads_is_not_a_disagreement() {
+        // After mkfs.ext4, ext4's lazy inode-table init writes 2 MiB in an otherwise quiet
+        // interval; it completed after the sample's map read (in flight there) and before its
+        // /proc/diskstats read: diskstats 2 MiB, eBPF 0, then the other way round.
+        let mut c = BlockDeviceCounters { major: 8, minor: 0, ..Default::default() };
+        c.write.size_hist = vec![0; 32];
+        c.write.size_hist[log2_bucket(4096)] = 10;
+        c.write.completed_bytes = 10 * 4096;
+        let prev = sample(Some(c.clone()), 0);
+        let mut in_flight = c.clone();
+        in_flight.write.size_hist[log2_bucket(2 << 20)] += 1;
+        in_flight.in_flight = 1;
+        let mut cur = sample(Some(in_flight), 0);
+        cur.disks[0].sectors_written = (2 << 20) / 512;
+        let x = crosscheck(Some(&prev), &cur, &cur.disks[0]).unwrap();
+        assert_eq!((x.bpf_bytes, x.diskstats_bytes), (0, 2 << 20));
+        assert!(!x.mismatch, "{x:?}");
+        c.write.size_hist[log2_bucket(2 << 20)] += 1;
+        c.write.completed_bytes += 2 << 20;
+        let mut next = sample(Some(c), 0);
+        next.disks[0].sectors_written = (2 << 20) / 512;
+        let x = crosscheck(Some(&cur), &next, &next.disks[0]).unwrap();
+        assert_eq!((x.bpf_bytes, x.diskstats_bytes), (2 << 20, 0));
+        assert!(!x.mismatch, "{x:?}");
+        // Over both intervals the two agree; with nothing in flight at the edges, the 2 MiB alone
+        // is a disagreement.
+        let x = crosscheck(Some(&prev), &next, &next.disks[0]).unwrap();
+        assert!(x.bpf_bytes == 2 << 20 && x.diskstats_bytes == 2 << 20 && !x.mismatch);
+        cur.bpf.block_devices[0].in_flight = 0;
+        assert!(crosscheck(Some(&prev), &cur, &cur.disks[0]).unwrap().mismatch);
     }
 
     #[test]

@@ -521,22 +521,27 @@ fn a_quiet_files_pending_pages_leave_the_rows_not_the_gauge() {
     let d = device(&ra).unwrap_or_else(|| panic!("no {} in {:?}", dev.name, ra.devices));
     assert_eq!((d.pending_pages, d.quiet_files), (pending, 1), "{d:?}");
 
+    // What the page cache holds before the second read (mincore; the mapping is never touched):
+    // the page read and the pages pending, unless something evicted them meanwhile.
+    let cached_before = common::cached_pages(&path);
     let mut buf = vec![0u8; 128 << 10];
     while f.read(&mut buf).unwrap() > 0 {}
     let s3 = sample(bpf);
     let (ra, row) = file_row(&s2, &s3, &path);
-    let row = row.expect("listed again");
+    let d3 = device(&ra);
+    let seen = format!("{} pages cached before the second read; device {d3:?}", cached_before);
+    let row = row.unwrap_or_else(|| panic!("listed again: {seen}"));
     let pages = 1 << 20 >> 12;
     assert_eq!(row.ino, ino);
     assert!(
         row.ra_pages > 0 && row.ra_pages < pages - read_ahead,
-        "the new windows read ahead, beyond the pages read misses asked for: {row:?}"
+        "the new windows read ahead, beyond the pages read misses asked for: {row:?}; {seen}"
     );
     assert_eq!(
         (row.used_pages, row.pending_pages),
         (row.ra_pages + read_ahead, 0),
-        "every page read ahead used, those pending before included: {row:?}"
+        "every page read ahead used, those pending before included: {row:?}; {seen}"
     );
-    let d = device(&ra).unwrap();
-    assert_eq!((d.pending_pages, d.quiet_files), (0, 0), "{d:?}");
+    let d = d3.unwrap();
+    assert_eq!((d.pending_pages, d.quiet_files), (0, 0), "{d:?}; {seen}");
 }

@@ -8,17 +8,10 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-// The fio agreement harness, shared with `cargo xtask bench-fio`.
-#[path = "../../xtask/src/fio_agree.rs"]
-#[allow(dead_code)]
-mod fio_agree;
-// The readahead checks' mmap reader, shared with the kernel lab's guest.
-#[path = "../../xtask/src/mmap_touch.rs"]
-mod mmap_touch;
-// The mmap column writer, shared with `cargo xtask mmap-writer` and the real-software suite.
-#[path = "../../xtask/src/mmap_writer.rs"]
-#[allow(dead_code)]
-mod mmap_writer;
+// xtask's library (dev-dependency): the fio agreement harness (shared with `cargo xtask
+// bench-fio`), the readahead checks' mmap reader (with the kernel lab's guest) and the mmap column
+// writer (with `cargo xtask mmap-writer` and the real-software suite).
+use xtask::{fio_agree, mmap_touch, mmap_writer};
 
 mod live_bench;
 mod live_bench_fio;

@@ -1,6 +1,6 @@
 //! One short-lived process's share of a file churn, written once for `cargo xtask churn
 //! --short-lived` (xtask/src/churn.rs) and the kernel lab's `churn_paths` check
-//! (xtask/src/bin/lab-guest.rs), which both include this file by path and run it in processes of
+//! (xtask/src/bin/lab-guest.rs), both through xtask's library (src/lib.rs), and run it in processes of
 //! their own, each exiting when done.
 
 use std::io::{Read, Write};

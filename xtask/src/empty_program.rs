@@ -174,7 +174,7 @@ fn load(prog_type: u32) -> Result<OwnedFd> {
 }
 
 /// bpf(2) with `attr`, returning the new file descriptor.
-pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T, what: &str) -> Result<OwnedFd> {
+pub fn bpf<T>(cmd: libc::c_long, attr: &mut T, what: &str) -> Result<OwnedFd> {
     // SAFETY: `attr` is a #[repr(C)] prefix of union bpf_attr, zero beyond the fields set, and
     // every pointer in it outlives the call.
     let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };

@@ -1,8 +1,7 @@
 //! The fio agreement harness: the four jobs, how each tool runs them, the tolerances and the
 //! verdict, written once for `cargo xtask bench-fio` (xtask/src/bench_fio.rs: a real disk, the
 //! release build) and the live test tests/live/live_bench_fio.rs (a loop device, the test build,
-//! CI). The test includes this file by path, so it uses only std, anyhow, libc and serde_json,
-//! which both crates depend on.
+//! CI), through xtask's library (src/lib.rs).
 //!
 //! Like for like: the same file and region (one file fio laid out); io_uring with QD requests in
 //! flight (fio `ioengine=io_uring iodepth=QD`), or where io_uring is unavailable QD threads doing

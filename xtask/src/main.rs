@@ -5,14 +5,10 @@ mod bench_fio;
 mod bpf_stats;
 mod cache_overhead;
 mod churn;
-mod churn_worker;
 mod dist;
 mod ebpf;
-mod empty_program;
 mod fio;
-mod fio_agree;
 mod layers;
-mod mmap_writer;
 mod overhead;
 mod overhead_fsync;
 mod perf;
@@ -21,14 +17,13 @@ mod setup;
 mod startup;
 mod stats;
 mod stories;
-// Also compiled into the lab guest (src/bin/lab-guest.rs), which reads the parts unused here.
-#[allow(dead_code)]
-mod support;
 mod toolchain;
 mod vm;
 mod watcher;
 
 use clap::{Parser, Subcommand};
+// The library part (src/lib.rs), shared with the lab guest and the live tests.
+use xtask::{churn_worker, empty_program, fio_agree, mmap_writer, support};
 
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask", about = "ioscope's development chores")]

@@ -1,6 +1,6 @@
 //! The mmap reader of the readahead checks, written once for the live test
-//! (tests/live/live_readahead.rs) and the kernel lab's guest (xtask/src/bin/lab-guest.rs), which
-//! both include this file by path: random pages of a shared read-only mapping are touched, so each
+//! (tests/live/live_readahead.rs) and the kernel lab's guest (xtask/src/bin/lab-guest.rs), both
+//! through xtask's library (src/lib.rs): random pages of a shared read-only mapping are touched, so each
 //! page fault is the kernel's read-around to serve (or, with MADV_RANDOM, one page's read).
 
 use std::fs::File;

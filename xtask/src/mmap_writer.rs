@@ -1,5 +1,5 @@
 //! The mmap column writer: an append-only column store's I/O, written once for the live test
-//! (tests/live/live_mmap_store.rs, which includes this file by path), `cargo xtask mmap-writer`
+//! (tests/live/live_mmap_store.rs, through xtask's library), `cargo xtask mmap-writer`
 //! and the real-software suite. Two patterns:
 //!
 //! - [`append_columns`]: column files extended with `ftruncate` and filled row by row through

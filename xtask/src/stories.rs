@@ -60,11 +60,11 @@ fn sleep(d: Duration) -> Result<()> {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let all = ["postgres", "redis", "mmap"];
+    let all = ["postgres", "redis", "mmap", "mkfs"];
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!(
-            "cargo xtask stories [postgres] [redis] [mmap]: real software against outside oracles (root; \
-             all three by default; xtask/README.md). IOSCOPE_STORIES_BIN: the ioscope binary (default: the \
+            "cargo xtask stories [postgres] [redis] [mmap] [mkfs]: real software against outside oracles \
+             (root; all four by default; xtask/README.md). IOSCOPE_STORIES_BIN: the ioscope binary (default: the \
              debug build); IOSCOPE_STORIES_KEEP=1: keep the recordings and logs"
         );
         return Ok(());
@@ -100,6 +100,7 @@ pub fn run(args: &[String]) -> Result<()> {
         let r = match *story {
             "postgres" => postgres(&ctx, &mut report),
             "redis" => redis(&ctx, &mut report),
+            "mkfs" => mkfs(&ctx, &mut report),
             _ => mmap(&ctx, &mut report),
         };
         let took = start.elapsed().as_secs_f64();
@@ -288,6 +289,13 @@ struct LoopFs {
 
 impl LoopFs {
     fn new(dir: &Path) -> Result<LoopFs> {
+        let mut fs = LoopFs::attach(dir)?;
+        fs.format(&["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])?;
+        Ok(fs)
+    }
+
+    /// A fresh image on a loop device, not yet formatted.
+    fn attach(dir: &Path) -> Result<LoopFs> {
         let image = dir.join("disk.img");
         std::fs::File::create(&image)?.set_len(IMAGE_BYTES)?;
         let out =
@@ -307,15 +315,16 @@ impl LoopFs {
             let _ = std::fs::write(queue.join("max_sectors_kb"), hw.trim());
         }
         std::fs::create_dir_all(&fs.mount)?;
-        run_quiet(
-            Command::new("mkfs.ext4")
-                .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
-                .arg(&fs.dev),
-        )?;
-        run_quiet(Command::new("mount").arg(&fs.dev).arg(&fs.mount))?;
         let rdev = std::os::unix::fs::MetadataExt::rdev(&std::fs::metadata(&fs.dev)?);
         fs.majmin = format!("{}:{}", libc::major(rdev), libc::minor(rdev));
         Ok(fs)
+    }
+
+    /// `mkfs.ext4 ARGS DEV`, then mounts it.
+    fn format(&mut self, args: &[&str]) -> Result<()> {
+        run_quiet(Command::new("mkfs.ext4").args(args).arg(&self.dev))?;
+        run_quiet(Command::new("mount").arg(&self.dev).arg(&self.mount))?;
+        Ok(())
     }
 
     /// /proc/diskstats' counters of the loop device.
@@ -330,6 +339,8 @@ impl LoopFs {
                     read_bytes: n(5) * 512.0,
                     writes: n(7),
                     write_bytes: n(9) * 512.0,
+                    // Since 4.18; 0 on an older kernel's shorter line.
+                    discard_bytes: if f.len() > 16 { n(16) * 512.0 } else { 0.0 },
                 });
             }
         }
@@ -358,6 +369,7 @@ struct DiskStats {
     read_bytes: f64,
     writes: f64,
     write_bytes: f64,
+    discard_bytes: f64,
 }
 
 impl DiskStats {
@@ -367,6 +379,7 @@ impl DiskStats {
             read_bytes: self.read_bytes - before.read_bytes,
             writes: self.writes - before.writes,
             write_bytes: self.write_bytes - before.write_bytes,
+            discard_bytes: self.discard_bytes - before.discard_bytes,
         }
     }
 }
@@ -1259,6 +1272,8 @@ struct RedisRun {
     calls: f64,
     seconds: f64,
     pid: u32,
+    /// bpftrace's record of each call: its end (CLOCK_MONOTONIC, s) and duration (s).
+    each: Vec<(f64, f64)>,
 }
 
 fn redis(ctx: &Ctx, report: &mut Report) -> Result<()> {
@@ -1319,6 +1334,7 @@ fn redis(ctx: &Ctx, report: &mut Report) -> Result<()> {
                 1000.0 * r.seconds / r.calls.max(1.0)
             ),
         );
+        interval_check(report, story, policy, &r);
         runs.push((fs.name.clone(), r));
     }
     let panes = compare(ctx, &runs[0].1.docs, &runs[1].1.docs)?;
@@ -1339,6 +1355,50 @@ fn redis(ctx: &Ctx, report: &mut Report) -> Result<()> {
         &["redis-server calls_s".to_string()],
     );
     Ok(())
+}
+
+/// The sync view's interval figures (point 5: not totals) against bpftrace's calls, interval by
+/// interval: each interval is bounded by its sample's `header.uptime_s` and the one before (the
+/// same clock as bpftrace's `nsecs` on a machine that never suspended); over the intervals where
+/// bpftrace saw at least 100 calls, redis-server's `calls_interval` within 5 % (+ 5: a call
+/// ending within the 10 ms of /proc/uptime's resolution falls on either side) and its
+/// `interval_mean_s` (weighted by calls over its rows) within 10 % (+ 0.05 ms) of bpftrace's.
+fn interval_check(report: &mut Report, story: &str, policy: &str, r: &RedisRun) {
+    let mut judged = 0;
+    let mut bad = Vec::new();
+    let mut shown = Vec::new();
+    for w in r.docs.docs.windows(2) {
+        let (t0, t1) = (f(&w[0]["header"]["uptime_s"]), f(&w[1]["header"]["uptime_s"]));
+        let calls: Vec<f64> = r.each.iter().filter(|(t, _)| *t > t0 && *t <= t1).map(|(_, d)| *d).collect();
+        if calls.len() < 100 {
+            continue;
+        }
+        judged += 1;
+        let bt_mean = calls.iter().sum::<f64>() / calls.len() as f64;
+        let rows: Vec<&Value> =
+            w[1]["syncs"].as_array().into_iter().flatten().filter(|s| s["pid"] == r.pid).collect();
+        let n: f64 = rows.iter().map(|s| f(&s["calls_interval"])).sum();
+        let mean =
+            rows.iter().map(|s| f(&s["calls_interval"]) * f(&s["interval_mean_s"])).sum::<f64>() / n.max(1.0);
+        let line = format!("{:.0}/{} calls, {:.3}/{:.3} ms", n, calls.len(), mean * 1e3, bt_mean * 1e3);
+        if !(close(n, calls.len() as f64, 0.05, 5.0) && close(mean, bt_mean, 0.10, 0.000_05)) {
+            bad.push(line.clone());
+        }
+        if shown.len() < 4 {
+            shown.push(line);
+        }
+    }
+    report.check(
+        story,
+        &format!("{policy}: the interval's fsync calls and mean latency = bpftrace's, each interval"),
+        "5",
+        bad.is_empty() && (judged >= 4 || policy != "always"),
+        format!(
+            "{judged} intervals judged (ioscope/bpftrace){}{}",
+            if bad.is_empty() { String::new() } else { format!(", apart: {}", bad.join("; ")) },
+            if shown.is_empty() { String::new() } else { format!(", e.g. {}", shown.join("; ")) }
+        ),
+    );
 }
 
 fn redis_run(ctx: &Ctx, fs: &LoopFs, policy: &str) -> Result<RedisRun> {
@@ -1363,7 +1423,7 @@ fn redis_run(ctx: &Ctx, fs: &LoopFs, policy: &str) -> Result<RedisRun> {
     // bpftrace: the server's fsync and fdatasync calls, and their time, entry to exit.
     let script = format!(
         "tracepoint:syscalls:sys_enter_fsync,tracepoint:syscalls:sys_enter_fdatasync /pid == {pid}/ {{ @start[tid] = nsecs; }}\n\
-         tracepoint:syscalls:sys_exit_fsync,tracepoint:syscalls:sys_exit_fdatasync /pid == {pid} && @start[tid]/ {{ @calls = count(); @ns = sum(nsecs - @start[tid]); delete(@start[tid]); }}\n\
+         tracepoint:syscalls:sys_exit_fsync,tracepoint:syscalls:sys_exit_fdatasync /pid == {pid} && @start[tid]/ {{ @calls = count(); @ns = sum(nsecs - @start[tid]); printf(\"C %lld %lld\\n\", nsecs, nsecs - @start[tid]); delete(@start[tid]); }}\n\
          END {{ clear(@start); }}"
     );
     let bt_out = fs.mount.parent().unwrap_or(&fs.mount).join("bpftrace.out");
@@ -1410,9 +1470,17 @@ fn redis_run(ctx: &Ctx, fs: &LoopFs, policy: &str) -> Result<RedisRun> {
             .unwrap_or(0.0)
     };
     let (calls, ns) = (value("@calls:"), value("@ns:"));
+    // Each call's end (CLOCK_MONOTONIC, s) and duration (s).
+    let each: Vec<(f64, f64)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("C ")?.split_whitespace().map(|x| x.parse::<f64>().ok());
+            Some((w.next()?? / 1e9, w.next()?? / 1e9))
+        })
+        .collect();
     server.stop(libc::SIGTERM)?;
     println!("  {policy}: {:.0} device writes, bpftrace {calls:.0} fsync calls", disk.writes);
-    Ok(RedisRun { docs, disk, calls, seconds: ns / 1e9, pid })
+    Ok(RedisRun { docs, disk, calls, seconds: ns / 1e9, pid, each })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1516,5 +1584,120 @@ fn mmap(ctx: &Ctx, report: &mut Report) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A plain mkfs.ext4.
+
+/// `mkfs.ext4` with its defaults on a fresh loop device (it discards the whole device, then
+/// zeroes the journal with write-zeroes) under `ioscope --batch --json`: no interval may raise the
+/// "eBPF vs /proc/diskstats" alarm (`devices[].bpf.crosscheck.mismatch`), and the crosscheck's
+/// sums over the run must be /proc/diskstats' own (read + written + discarded sectors, read by the
+/// suite before and after) on both of its sides (point 6).
+fn mkfs(ctx: &Ctx, report: &mut Report) -> Result<()> {
+    let story = "mkfs";
+    let mut fs = LoopFs::attach(ctx.work)?;
+    settle()?;
+    let out_path = ctx.work.join("mkfs.jsonl");
+    let d0 = fs.diskstats()?;
+    let batch = Proc::spawn(
+        Command::new(ctx.bin)
+            .args(["--batch", "--json", "-i", INTERVAL])
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out_path)?)
+            .stderr(std::fs::File::create(ctx.work.join("mkfs.log"))?),
+        "ioscope --batch",
+    )?;
+    let end = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&out_path).unwrap_or_default().contains('\n') {
+        if Instant::now() > end {
+            bail!("ioscope --batch wrote no report in 60 s");
+        }
+        sleep(Duration::from_millis(50))?;
+    }
+    fs.format(&["-q", "-F"])?;
+    // The journal's and the mount's writes, and ext4's lazy inode-table init after the mount (in
+    // the background, a group at a time, which unmounting ends): until the device has been quiet
+    // for 2 s (at most 60 s), then an interval more.
+    // (The init starts up to 5 s after the mount, and zeroes 32 MiB here.)
+    sleep(Duration::from_secs(6))?;
+    let mut last = fs.diskstats()?;
+    let (mut quiet_since, end) = (Instant::now(), Instant::now() + Duration::from_secs(30));
+    while quiet_since.elapsed() < Duration::from_secs(2) && Instant::now() < end {
+        sleep(Duration::from_millis(250))?;
+        let now = fs.diskstats()?;
+        if now.since(last).write_bytes > 0.0 {
+            quiet_since = Instant::now();
+        }
+        last = now;
+    }
+    run_quiet(Command::new("umount").arg(&fs.mount))?;
+    let (mut last, mut quiet_since, end) =
+        (fs.diskstats()?, Instant::now(), Instant::now() + Duration::from_secs(60));
+    while quiet_since.elapsed() < Duration::from_secs(2) && Instant::now() < end {
+        sleep(Duration::from_millis(250))?;
+        let now = fs.diskstats()?;
+        if now.since(last).write_bytes + now.since(last).read_bytes + now.since(last).discard_bytes > 0.0 {
+            quiet_since = Instant::now();
+        }
+        last = now;
+    }
+    sleep(Duration::from_millis(700))?;
+    batch.stop(libc::SIGINT)?;
+    let disk = fs.diskstats()?.since(d0);
+    let text = std::fs::read_to_string(&out_path)?;
+    let docs = text.lines().map(serde_json::from_str).collect::<Result<Vec<Value>, _>>()?;
+    if docs.first().and_then(|d| d["bpf"]["enabled"].as_bool()) != Some(true) {
+        bail!(
+            "ioscope ran without eBPF: {}",
+            docs.first().map(|d| d["bpf"]["reason"].clone()).unwrap_or_default()
+        );
+    }
+    let checks: Vec<&Value> = docs
+        .iter()
+        .flat_map(|d| d["devices"].as_array().into_iter().flatten())
+        .filter(|d| d["name"] == fs.name.as_str())
+        .map(|d| &d["bpf"]["crosscheck"])
+        .filter(|c| c.is_object())
+        .collect();
+    let alarms: Vec<String> = checks
+        .iter()
+        .filter(|c| c["mismatch"].as_bool() == Some(true))
+        .map(|c| {
+            format!(
+                "{} vs {} ({:.1} % apart)",
+                mib(f(&c["bpf_bytes"])),
+                mib(f(&c["diskstats_bytes"])),
+                f(&c["diff_pct"])
+            )
+        })
+        .collect();
+    let bpf: f64 = checks.iter().map(|c| f(&c["bpf_bytes"])).sum();
+    let seen: f64 = checks.iter().map(|c| f(&c["diskstats_bytes"])).sum();
+    let oracle = disk.read_bytes + disk.write_bytes + disk.discard_bytes;
+    println!(
+        "  mkfs.ext4: diskstats read {}, wrote {}, discarded {}; {} intervals",
+        mib(disk.read_bytes),
+        mib(disk.write_bytes),
+        mib(disk.discard_bytes),
+        checks.len()
+    );
+    report.check(
+        story,
+        "no eBPF vs /proc/diskstats alarm",
+        "6",
+        alarms.is_empty() && checks.len() >= 3,
+        if alarms.is_empty() { format!("{} intervals, none apart", checks.len()) } else { alarms.join("; ") },
+    );
+    report.check(
+        story,
+        "the crosscheck's sums = diskstats' (both sides)",
+        "6",
+        oracle > (32 << 20) as f64
+            && close(seen, oracle, 0.01, 65_536.0)
+            && close(bpf, oracle, 0.01, 65_536.0),
+        format!("eBPF {}, ioscope's diskstats side {}, diskstats {}", mib(bpf), mib(seen), mib(oracle)),
+    );
     Ok(())
 }

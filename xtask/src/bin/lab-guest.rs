@@ -17,16 +17,7 @@
 //! the cgroup (no exec) and reads FILE2, as tests/live/live_cgroups.rs's moved child;
 //! `churn-worker DIR FIRST N` creates, reads back cold and deletes N files (the churn check).
 
-#[path = "../churn_worker.rs"]
-mod churn_worker;
-#[path = "../empty_program.rs"]
-#[allow(dead_code)]
-mod empty_program;
-#[path = "../mmap_touch.rs"]
-mod mmap_touch;
-#[path = "../support.rs"]
-#[allow(dead_code)]
-mod support;
+use xtask::{churn_worker, empty_program, mmap_touch, support};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
