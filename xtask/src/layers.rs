@@ -291,9 +291,12 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[
         &[
             "arch",
             "block",
+            "block_files",
             "cgroup_move",
+            "family",
             "file_names",
             "files",
+            "iomap",
             "kernel_btf",
             "kfunc",
             "map_memory",
@@ -312,7 +315,7 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[
     ("bpf/resolve", &["files", "handles", "safe_open"]),
     ("collect", &["cgroups", "disks", "host", "memory", "mod", "psi"]),
     ("compare", &["mod", "tui"]),
-    ("model", &["files", "json_memo", "mod"]),
+    ("model", &["files", "mod"]),
     ("replay", &["mod", "openmetrics"]),
     ("sample", &["cgroups", "mod"]),
 ];
