@@ -403,7 +403,17 @@ fn a_loop_devices_worker_is_kind_loop_not_writeback() {
     common::drop_file_cache(std::path::Path::new(backing.trim()));
 
     let Some((_ioscope, mut lines)) = start_ioscope(40) else { return };
-    run_pid("dd", &[&format!("if={dev}"), "of=/dev/null", "bs=1M", "iflag=direct"]);
+    // Reads through the loop device, its backing file's cache dropped before each pass (so its
+    // worker reads the disk), for as long as the reports below take: a kworker's workqueue is
+    // read from /proc/PID/comm at the sample, and names the work it ran last; a single 32 MiB
+    // pass ended long before, and under CI's load the worker had run other work by then.
+    let script = format!(
+        "end=$((SECONDS+6)); while [ $SECONDS -lt $end ]; do \
+         dd if={} iflag=nocache count=0 status=none; \
+         dd if={dev} of=/dev/null bs=1M iflag=direct status=none; done",
+        backing.trim()
+    );
+    let mut reader = Command::new("bash").args(["-c", &script]).spawn().unwrap();
     let workqueue =
         |comm: &str| comm.ends_with(&format!("-{}", lo.name)) || comm.ends_with(&format!("+{}", lo.name));
     let mut loop_rows = Vec::new();
@@ -418,6 +428,8 @@ fn a_loop_devices_worker_is_kind_loop_not_writeback() {
             assert!(p["kind"] != "loop" || comm.contains("-loop") || comm.contains("+loop"), "{p}");
         }
     }
+    // Ends by itself (6 s): a dd killed midway would keep the loop device busy at its detach.
+    let _ = reader.wait();
     let read: f64 = loop_rows.iter().map(|p| p["read_bytes_s"].as_f64().unwrap()).sum();
     assert!(read > 0.0, "no row of {}'s worker reading its backing file: {loop_rows:?}", lo.name);
 }
