@@ -1092,8 +1092,19 @@ fn postgres(ctx: &Ctx, report: &mut Report) -> Result<()> {
 
     let panes = compare(ctx, &outgrow.docs, &fit.docs)?;
     let dev = &fs.name;
-    let reads: Vec<String> =
-        ["r_s", "rkb_s", "bpf.read_iops", "bpf.read_bytes_s"].iter().map(|k| format!("{dev} {k}")).collect();
+    // Any of the device's read rates (diskstats' or the eBPF's, also the block probes' own count
+    // per direction, which `compare` lists as well): each is the change the user made.
+    let reads: Vec<String> = [
+        "r_s",
+        "rkb_s",
+        "bpf.read_iops",
+        "bpf.read_bytes_s",
+        "bpf.block.read.iops",
+        "bpf.block.read.bytes_s",
+    ]
+    .iter()
+    .map(|k| format!("{dev} {k}"))
+    .collect();
     rank_check(report, story, "device reads", &panes, "devices", &reads);
     rank_check(report, story, "postgres hit %", &panes, "cache", &["postgres hit_pct".to_string()]);
     server.stop(libc::SIGINT)?;
