@@ -171,9 +171,7 @@ impl View for CgroupsView {
                     return Some(ViewAction::LimitToCgroup(CgroupFilter { id: *id, name: name.clone() }));
                 }
             }
-            KeyCode::Char('s') => self.sort.next_column(),
-            KeyCode::Char('r') => self.sort.reverse(),
-            code if self.selection.step_key(code) => {}
+            code if crate::ui::table::sorted_table_key(&mut self.sort, &mut self.selection, code) => {}
             _ => return None,
         }
         Some(ViewAction::Redraw)

@@ -187,14 +187,8 @@ impl View for IoProcessesView {
 
     /// `s`, `r` and the selection.
     fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
-        use crossterm::event::KeyCode;
-        match code {
-            KeyCode::Char('s') => self.sort.next_column(),
-            KeyCode::Char('r') => self.sort.reverse(),
-            code if self.selection.step_key(code) => {}
-            _ => return None,
-        }
-        Some(ViewAction::Redraw)
+        crate::ui::table::sorted_table_key(&mut self.sort, &mut self.selection, code)
+            .then_some(ViewAction::Redraw)
     }
 
     fn keys(&self) -> &'static [(&'static str, &'static str)] {

@@ -163,10 +163,8 @@ impl View for ProcessesView {
     fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
         use crossterm::event::KeyCode;
         match code {
-            KeyCode::Char('s') => self.sort.next_column(),
-            KeyCode::Char('r') => self.sort.reverse(),
             KeyCode::Char('a') => self.show_all = !self.show_all,
-            code if self.selection.step_key(code) => {}
+            code if crate::ui::table::sorted_table_key(&mut self.sort, &mut self.selection, code) => {}
             _ => return None,
         }
         Some(ViewAction::Redraw)

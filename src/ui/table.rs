@@ -136,6 +136,17 @@ impl<S: SortColumn> Sort<S> {
     }
 }
 
+/// The keys every sorted table takes: `s` (next column), `r` (reverse) and the selection's
+/// navigation keys; false for any other key.
+pub fn sorted_table_key<S: SortColumn>(sort: &mut Sort<S>, selection: &mut Selection, code: KeyCode) -> bool {
+    match code {
+        KeyCode::Char('s') => sort.next_column(),
+        KeyCode::Char('r') => sort.reverse(),
+        code => return selection.step_key(code),
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
