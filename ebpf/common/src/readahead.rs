@@ -62,26 +62,32 @@ pub const RA_LAST_READ_MAP: &str = "RA_LAST_READ";
 pub const RA_LAST_READ_MAX: u32 = 1024;
 
 /// A thread's last read of a file with readahead pages pending, in [`RA_LAST_READ_MAP`]: the
-/// file's mapping (as the read events give it) and the read's last page.
+/// file's mapping (as the read events give it), and the first and last page of the event's range.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RaLastRead {
     pub mapping: u64,
+    pub index: u64,
     pub last: u64,
 }
 
 /// Where the readahead pages a read of `index..` of `mapping` uses begin. `filemap_get_pages()`
 /// raises `mm_filemap_get_pages` only on its usual return: when the last folio of its batch is
-/// not up to date (its readahead I/O in flight) and the wait for it gives up, it drops that folio
-/// and returns the rest without the event, and the read's next call, starting at the dropped
-/// folio, raises it (a read may make several such calls in a row). The folios returned were read
-/// all the same: when the thread's last read of the file (`prev`) ended short of `index` by at
-/// most [`RA_GAP_MAX`] pages, the pages between are taken as read by the same sequential read. (A
-/// thread that seeks forward over fewer pages than that has the readahead pages it skipped
-/// counted used.)
+/// not up to date (its readahead I/O in flight), it drops that folio (at once when the batch holds
+/// others, else after waiting for it) and returns the rest without the event, and the read's next
+/// call, starting at the dropped folio, raises it (a read may make several such calls in a row).
+/// The event's range is the rest of the read (`index` to the page of the read's end), so every
+/// call of one `read()` has the same `last`. The folios those batches returned were read all the
+/// same, some inserted after the previous event (by the readahead they triggered):
+/// - the event inside the thread's previous one (`prev`), past its `index`, is a later call of the
+///   same read: the pages from that `index` on were read;
+/// - the event starting past `prev`'s `last` by at most [`RA_GAP_MAX`] pages is the next read of
+///   the same sequential reader: the pages between were read. (A thread that seeks forward over
+///   fewer pages than that has the readahead pages it skipped counted used.)
 #[inline(always)]
 pub fn use_from(prev: Option<RaLastRead>, mapping: u64, index: u64) -> u64 {
     match prev {
+        Some(p) if p.mapping == mapping && p.index < index && index <= p.last => p.index,
         Some(p) if p.mapping == mapping && p.last < index && index - p.last - 1 <= RA_GAP_MAX => p.last + 1,
         _ => index,
     }
@@ -479,7 +485,7 @@ mod tests {
 
     #[test]
     fn a_read_after_a_batch_without_its_event_uses_from_the_previous_reads_end() {
-        let prev = Some(RaLastRead { mapping: 0xabc, last: 32 });
+        let prev = Some(RaLastRead { mapping: 0xabc, index: 1, last: 32 });
         // The same file: from just after the thread's previous read.
         assert_eq!(use_from(prev, 0xabc, 64), 33);
         // Contiguous: from the read itself.
@@ -488,8 +494,31 @@ mod tests {
         assert_eq!(use_from(prev, 0xabd, 64), 64);
         assert_eq!(use_from(prev, 0xabc, 33 + RA_GAP_MAX), 33);
         assert_eq!(use_from(prev, 0xabc, 34 + RA_GAP_MAX), 34 + RA_GAP_MAX);
-        assert_eq!(use_from(prev, 0xabc, 10), 10);
+        let read_at_20 = Some(RaLastRead { mapping: 0xabc, index: 20, last: 51 });
+        assert_eq!(use_from(read_at_20, 0xabc, 10), 10);
+        assert_eq!(use_from(read_at_20, 0xabc, 20), 20);
         assert_eq!(use_from(None, 0xabc, 64), 64);
+    }
+
+    /// One 128 KiB read's calls as a 6.18 kernel made them under load (bpftrace on
+    /// `mm_filemap_get_pages` and the readahead events, the flaky live test's reads): the event
+    /// `2..=32`, then calls each ending its batch at a folio just read ahead (async readahead at
+    /// 12, 16, 24 and 32, the folios at 16, 24 and 32 inserted then), not up to date yet, so
+    /// dropped without an event, then the event `32..=32`. The folios at 16 and 24 were read by
+    /// those calls: the second event uses from the first one's index, not from its own (from
+    /// its own, they stayed pending: 16 pages of the 1 MiB file).
+    #[test]
+    fn a_later_call_of_the_same_read_uses_from_the_previous_events_index() {
+        let first = RaLastRead { mapping: 0xabc, index: 2, last: 32 };
+        assert_eq!(use_from(Some(first), 0xabc, 32), 2);
+        assert_eq!(use_from(Some(first), 0xabc, 3), 2);
+        // The next read (from 33): the previous read's range is behind it.
+        let last_call = RaLastRead { mapping: 0xabc, index: 32, last: 32 };
+        assert_eq!(use_from(Some(last_call), 0xabc, 33), 33);
+        // Its first call dropped its batch's last folio: the next call's event fills from 33.
+        assert_eq!(use_from(Some(last_call), 0xabc, 48), 33);
+        // Another file's read never fills.
+        assert_eq!(use_from(Some(first), 0xabd, 32), 32);
     }
 
     #[test]

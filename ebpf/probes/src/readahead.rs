@@ -596,9 +596,14 @@ pub fn on_read_raw(s: &mut CacheScratch, tid: u32, mapping: u64, index: u64, las
     if fill_gaps {
         // SAFETY: a plain copy of the value.
         from = use_from((unsafe { RA_LAST_READ.get(&tid) }).copied(), mapping, index);
-        let _ = RA_LAST_READ.insert(&tid, &RaLastRead { mapping, last }, 0);
+        let _ = RA_LAST_READ.insert(&tid, &RaLastRead { mapping, index, last }, 0);
     }
-    use_range(f, key.dev, key.ino, from, last);
+    // The read's own pages first, with the whole walk; then those its thread read without an
+    // event (a walk of their own: a gap of pages already used costs a step per page).
+    use_range(f, key.dev, key.ino, index, last);
+    if from < index {
+        use_range(f, key.dev, key.ino, from, index - 1);
+    }
 }
 
 /// The file of `mapping` read by thread `tid` right after its readahead event on another CPU (it
