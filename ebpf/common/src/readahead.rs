@@ -73,9 +73,9 @@ pub struct RaLastRead {
 
 /// Where the readahead pages a read of `index..` of `mapping` uses begin. `filemap_get_pages()`
 /// raises `mm_filemap_get_pages` only on its usual return: when the last folio of its batch is
-/// not up to date (its readahead I/O in flight), it drops that folio (at once when the batch holds
-/// others, else after waiting for it) and returns the rest without the event, and the read's next
-/// call, starting at the dropped folio, raises it (a read may make several such calls in a row).
+/// not up to date (its readahead I/O in flight) and the wait for it gives up, it drops that folio
+/// and returns the rest without the event, and the read's next call, starting at the dropped
+/// folio, raises it (a read may make several such calls in a row).
 /// The event's range is the rest of the read (`index` to the page of the read's end), so every
 /// call of one `read()` has the same `last`. The folios those batches returned were read all the
 /// same, some inserted after the previous event (by the readahead they triggered):
