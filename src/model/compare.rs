@@ -823,8 +823,7 @@ mod tests {
     #[test]
     fn rises_and_drops_score_alike_and_tiny_baselines_do_not_win() {
         assert!(
-            (log_change(Unit::PerSec, 1000.0, 10.0) - log_change(Unit::PerSec, 10.0, 1000.0)).abs()
-                < 1e-12
+            (log_change(Unit::PerSec, 1000.0, 10.0) - log_change(Unit::PerSec, 10.0, 1000.0)).abs() < 1e-12
         );
         // ln((1000 + 1) / (0 + 1)).
         assert!((score(Unit::PerSec, 1000.0, 0.0, 1.0, 1000.0, 1000.0) - 1001f64.ln()).abs() < 1e-12);
