@@ -364,10 +364,10 @@ struct MetricStats {
     counted: bool,
     /// Intervals that had the metric (in the others it counts as 0, unless `present_only`).
     seen: usize,
-    /// (value, weight) of each interval kept: the weight it has in the average (its length for a
-    /// rate or gauge, 1 where lengths are 0; its requests, accesses or calls for a mean over them).
+    /// (value, vote) of each interval kept: 1, or 0 for an interval that adds nothing to the
+    /// average (a latency's interval without requests).
     reservoir: Vec<(f64, f64)>,
-    /// Σ weight of the intervals seen.
+    /// Σ vote of the intervals seen.
     sum_vote: f64,
 }
 
@@ -393,15 +393,11 @@ impl Accumulator {
         for_each_metric(m, |pane, key, v, weight| {
             let st = metrics.entry(pane).or_default().entry(key).or_default();
             let w = match weight {
-                Weight::Time => {
-                    st.sum_vote += if t > 0.0 { t } else { 1.0 };
-                    t
-                }
+                Weight::Time => t,
                 Weight::By(w) | Weight::Count(w) => {
                     st.present_only = true;
                     st.counted = matches!(weight, Weight::Count(_));
                     st.sum_w += w;
-                    st.sum_vote += w;
                     w
                 }
             };
@@ -410,10 +406,9 @@ impl Accumulator {
             st.sum_v += v;
             st.sum_v2 += v * v;
             st.seen += 1;
-            let vote = match weight {
-                Weight::Time if t <= 0.0 => 1.0,
-                _ => w,
-            };
+            // One interval, one vote: a heavy interval (the most requests) is one observation.
+            let vote = if matches!(weight, Weight::Time) || w > 0.0 { 1.0 } else { 0.0 };
+            st.sum_vote += vote;
             if st.reservoir.len() < P95_RESERVOIR {
                 st.reservoir.push((v, vote));
             } else {
@@ -479,10 +474,10 @@ impl Accumulator {
         }
     }
 
-    /// The per-interval values as (value, weight), each interval by its weight in the average
-    /// (an interval without requests adds nothing to a latency's; an interval without the metric
-    /// is a 0 of the mean interval length, unless present-only); past [`P95_RESERVOIR`] intervals
-    /// the sample's, scaled to the weight of all the intervals seen.
+    /// The per-interval values as (value, weight), one vote per interval (none for an interval
+    /// that adds nothing to the average: a latency's without requests; an interval without the
+    /// metric is a 0, unless present-only); past [`P95_RESERVOIR`] intervals the sample's, scaled
+    /// to all the intervals seen.
     fn samples(&self, st: &MetricStats) -> Vec<(f64, f64)> {
         let kept: f64 = st.reservoir.iter().map(|x| x.1).sum();
         let k = if kept > 0.0 { st.sum_vote / kept } else { 0.0 };
@@ -490,8 +485,7 @@ impl Accumulator {
             st.reservoir.iter().filter(|x| x.1 > 0.0).map(|&(v, w)| (v, w * k)).collect();
         let absent = self.intervals.saturating_sub(st.seen);
         if !st.present_only && absent > 0 {
-            let mean_t = if self.seconds > 0.0 { self.seconds / self.intervals as f64 } else { 1.0 };
-            items.push((0.0, absent as f64 * mean_t));
+            items.push((0.0, absent as f64));
         }
         items
     }
@@ -617,8 +611,8 @@ pub fn is_tail(key: &str) -> bool {
 
 /// How steadily a metric moved: Cliff's δ of the per-interval values, the share of pairs (one
 /// interval of A, one of B) where B is above A less the share where it is below, each interval
-/// by its weight in `a` and `b` (value, weight: its weight in the average), signed by the
-/// averages' `delta` and floored at 0.
+/// by its weight in `a` and `b` (value, weight: one vote an interval), signed by the averages'
+/// `delta` and floored at 0.
 /// A rank statistic: a steady 3× rise is 1 however noisy each side is within itself, a burst in
 /// one of n intervals moves it by 1/n only, and two sides that overlap as much one way as the
 /// other score 0, whatever their averages say. Empty sides: 1 (nothing to weigh the change by).
