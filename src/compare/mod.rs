@@ -276,8 +276,9 @@ fn table(c: &Comparison, top: usize) -> String {
             s += &format!("  … {} more (--top N, or --json for all)\n", pane.metrics.len() - top);
         }
     }
-    s += "\nBiggest changes first: how far each moved, weighed against the largest of its unit in\n\
-          its pane (per device); ~ marks a change within the intervals' noise (ranked last).\n";
+    s += "\nBiggest changes first: how far each moved, times how steadily its intervals moved (one\n\
+          interval's spike is not a change), weighed against the largest of its unit in its pane\n\
+          (per device); ~ marks a change within the intervals' noise (ranked last).\n";
     s
 }
 

@@ -1,6 +1,7 @@
 //! Comparison maths: two sets of models, per metric the time-weighted average, the 95th
 //! percentile and the standard deviation of its per-interval values on each side, the delta of
-//! the averages, its % change and the change's score, grouped by pane and ranked by the score.
+//! the averages, its % change, how steadily the intervals moved ([`steadiness`]) and the change's
+//! score, grouped by pane and ranked by the score.
 //! `ioscope compare` (two recordings) and the TUI's baseline (a pinned moment against now) both
 //! use it; metrics are the Model's own JSON keys ([`super::flatten`]) plus per-comm hit % and
 //! sync calls. The formulas: src/model/README.md, "Comparison".
@@ -42,9 +43,14 @@ pub struct MetricComparison {
     pub delta: f64,
     /// delta / |a_avg| × 100; null when a_avg is 0 (the metric appeared).
     pub change_pct: Option<f64>,
+    /// How steadily the intervals moved the way the averages did ([`steadiness`]): 1 when every
+    /// interval of B is beyond every interval of A, 0 when they overlap as much one way as the
+    /// other (or moved against the averages).
+    pub steadiness: f64,
     /// The size of the change in its pane's terms ([`score`]); rows come largest first.
     pub score: f64,
-    /// |delta| is within the larger of a_sd and b_sd: ranked after every change beyond its noise.
+    /// |delta| ≤ 2 × its standard error √(a_sd²/n_A + b_sd²/n_B): ranked after every change
+    /// beyond its noise.
     pub within_noise: bool,
 }
 
@@ -358,7 +364,11 @@ struct MetricStats {
     counted: bool,
     /// Intervals that had the metric (in the others it counts as 0, unless `present_only`).
     seen: usize,
-    reservoir: Vec<f64>,
+    /// (value, vote) of each interval kept: 1, or 0 for an interval that adds nothing to the
+    /// average (a latency's interval without requests).
+    reservoir: Vec<(f64, f64)>,
+    /// Σ vote of the intervals seen.
+    sum_vote: f64,
 }
 
 /// One side of a comparison, summarised as its models stream by: per metric the sums of the
@@ -396,8 +406,11 @@ impl Accumulator {
             st.sum_v += v;
             st.sum_v2 += v * v;
             st.seen += 1;
+            // One interval, one vote: a heavy interval (the most requests) is one observation.
+            let vote = if matches!(weight, Weight::Time) || w > 0.0 { 1.0 } else { 0.0 };
+            st.sum_vote += vote;
             if st.reservoir.len() < P95_RESERVOIR {
-                st.reservoir.push(v);
+                st.reservoir.push((v, vote));
             } else {
                 // xorshift64*: deterministic, so the same files always give the same table.
                 *rng = if *rng == 0 { 0x9E37_79B9_7F4A_7C15 } else { *rng };
@@ -406,7 +419,7 @@ impl Accumulator {
                 *rng ^= *rng >> 27;
                 let j = (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) % st.seen as u64) as usize;
                 if j < P95_RESERVOIR {
-                    st.reservoir[j] = v;
+                    st.reservoir[j] = (v, vote);
                 }
             }
         });
@@ -461,6 +474,37 @@ impl Accumulator {
         }
     }
 
+    /// The per-interval values as (value, weight), one vote per interval (none for an interval
+    /// that adds nothing to the average: a latency's without requests; an interval without the
+    /// metric is a 0, unless present-only); past [`P95_RESERVOIR`] intervals the sample's, scaled
+    /// to all the intervals seen.
+    fn samples(&self, st: &MetricStats) -> Vec<(f64, f64)> {
+        let kept: f64 = st.reservoir.iter().map(|x| x.1).sum();
+        let k = if kept > 0.0 { st.sum_vote / kept } else { 0.0 };
+        let mut items: Vec<(f64, f64)> =
+            st.reservoir.iter().filter(|x| x.1 > 0.0).map(|&(v, w)| (v, w * k)).collect();
+        let absent = self.intervals.saturating_sub(st.seen);
+        if !st.present_only && absent > 0 {
+            items.push((0.0, absent as f64));
+        }
+        items
+    }
+
+    /// The weighted median of [`Self::samples`] (0 without intervals).
+    fn median(&self, st: &MetricStats) -> f64 {
+        let mut items = self.samples(st);
+        let n: f64 = items.iter().map(|x| x.1).sum();
+        items.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut acc = 0.0;
+        for (v, w) in &items {
+            acc += w;
+            if acc >= 0.5 * n {
+                return *v;
+            }
+        }
+        0.0
+    }
+
     /// The nearest-rank p95 over every interval (absent ones as 0, unless present-only): exact
     /// while the reservoir holds every value, else over the sample, each value standing for seen
     /// / sample size.
@@ -471,7 +515,7 @@ impl Accumulator {
         }
         let zeros = (n - st.seen) as f64;
         let w = if st.reservoir.is_empty() { 0.0 } else { st.seen as f64 / st.reservoir.len() as f64 };
-        let mut items: Vec<(f64, f64)> = st.reservoir.iter().map(|&v| (v, w)).collect();
+        let mut items: Vec<(f64, f64)> = st.reservoir.iter().map(|&(v, _)| (v, w)).collect();
         if zeros > 0.0 {
             items.push((0.0, zeros));
         }
@@ -533,12 +577,12 @@ pub fn compare_models(a: &[Model], b: &[Model]) -> Vec<PaneComparison> {
     compare_accumulated(&sa, &sb)
 }
 
-/// How much a metric changed, against its unit's noise floor ε plus the noise σ of its averages,
-/// in ratio terms: |ln((b + ε + σ) / (a + ε + σ))|, symmetric for rises and drops; for a
-/// percentage the larger of that and the same of its complement (100 − x: a hit % from 99 to 90
-/// is ten times the misses).
-pub fn log_change(unit: Unit, a: f64, b: f64, noise: f64) -> f64 {
-    let e = unit.floor() + noise;
+/// How much a metric changed, against its unit's noise floor ε, in ratio terms:
+/// |ln((b + ε) / (a + ε))|, symmetric for rises and drops; for a percentage the larger of that and
+/// the same of its complement (100 − x: a hit % from 99 to 90 is ten times the misses). `a` and
+/// `b` are the sides' averages, or for a tail figure ([`is_tail`]) their medians.
+pub fn log_change(unit: Unit, a: f64, b: f64) -> f64 {
+    let e = unit.floor();
     let ratio = |a: f64, b: f64| ((b.abs() + e) / (a.abs() + e)).ln().abs();
     let r = ratio(a, b);
     if unit == Unit::Pct && (0.0..=100.0).contains(&a) && (0.0..=100.0).contains(&b) {
@@ -548,13 +592,53 @@ pub fn log_change(unit: Unit, a: f64, b: f64, noise: f64) -> f64 {
     }
 }
 
-/// The score of a change: [`log_change`] × its share of its group, `size` (the larger side's
-/// average, or for a hit % or mean duration the larger side's rate of accesses or calls) over
-/// the largest `size` among the group's metrics of its unit and kind (`largest`). Values in the
-/// unit's base (kB as bytes). A group is a pane, or one device in the devices pane.
-pub fn score(unit: Unit, a: f64, b: f64, noise: f64, size: f64, largest: f64) -> f64 {
+/// The score of a change: [`log_change`] × its [`steadiness`] × its share of its group, `size`
+/// (the larger side's average, or for a hit % or mean duration the larger side's rate of accesses
+/// or calls) over the largest `size` among the group's metrics of its unit and kind (`largest`).
+/// Values in the unit's base (kB as bytes). A group is a pane, or one device in the devices pane.
+pub fn score(unit: Unit, a: f64, b: f64, steadiness: f64, size: f64, largest: f64) -> f64 {
     let share = if largest > 0.0 { (size / largest).min(1.0) } else { 0.0 };
-    share * log_change(unit, a, b, noise)
+    share * steadiness.clamp(0.0, 1.0) * log_change(unit, a, b)
+}
+
+/// A tail figure: a per-interval percentile above the median or a maximum (`lat_p99_ms`,
+/// `device.max_ms`, `depth.max`). One interval's spike moves its average a lot and is not a
+/// change: its [`log_change`] is that of the sides' medians.
+pub fn is_tail(key: &str) -> bool {
+    let last = key.rsplit(['.', ' ']).next().unwrap_or(key);
+    last.split('_').any(|t| matches!(t, "max" | "p90" | "p95" | "p99" | "p999"))
+}
+
+/// How steadily a metric moved: Cliff's δ of the per-interval values, the share of pairs (one
+/// interval of A, one of B) where B is above A less the share where it is below, each interval
+/// by its weight in `a` and `b` (value, weight: one vote an interval), signed by the averages'
+/// `delta` and floored at 0.
+/// A rank statistic: a steady 3× rise is 1 however noisy each side is within itself, a burst in
+/// one of n intervals moves it by 1/n only, and two sides that overlap as much one way as the
+/// other score 0, whatever their averages say. Empty sides: 1 (nothing to weigh the change by).
+pub fn steadiness(a: &[(f64, f64)], b: &[(f64, f64)], delta: f64) -> f64 {
+    let wa: f64 = a.iter().map(|x| x.1).sum();
+    let wb: f64 = b.iter().map(|x| x.1).sum();
+    if wa <= 0.0 || wb <= 0.0 {
+        return 1.0;
+    }
+    let mut sorted: Vec<(f64, f64)> = b.to_vec();
+    sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
+    // below[i]: the weight of sorted[..i].
+    let mut below = Vec::with_capacity(sorted.len() + 1);
+    below.push(0.0);
+    for (_, w) in &sorted {
+        below.push(below.last().copied().unwrap_or(0.0) + w);
+    }
+    let mut net = 0.0;
+    for &(v, w) in a {
+        let lo = sorted.partition_point(|x| x.0 < v);
+        let hi = sorted.partition_point(|x| x.0 <= v);
+        let (b_below, b_above) = (below[lo], wb - below[hi]);
+        net += w * (b_above - b_below);
+    }
+    let d = net / (wa * wb);
+    (if delta < 0.0 { -d } else { d }).clamp(0.0, 1.0)
 }
 
 /// The group a metric is weighed in: its device in the devices pane (devices are apart: a disk's
@@ -594,8 +678,8 @@ struct Scored {
     counted: bool,
     /// max(size A, size B), in the unit's base.
     size: f64,
-    /// σ of the difference of the averages: √(se_A² + se_B²), in the unit's base.
-    noise: f64,
+    /// The sides' medians, for a tail figure's [`log_change`].
+    medians: (f64, f64),
     /// A present-only metric (a latency, a hit %) that one side does not have: no change to
     /// score (the process or device appearing or going shows in its rates).
     one_sided: bool,
@@ -639,6 +723,7 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
                         b_sd,
                         delta,
                         change_pct,
+                        steadiness: steadiness(&sa.samples(va), &sb.samples(vb), delta),
                         score: 0.0,
                         within_noise: delta.abs() <= 2.0 * noise && noise > 0.0,
                     };
@@ -649,7 +734,7 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
                         counted: va.counted || vb.counted,
                         size: sa.size(va, a_avg).max(sb.size(vb, b_avg))
                             * if va.counted || vb.counted { 1.0 } else { scale },
-                        noise: noise * scale,
+                        medians: (sa.median(va), sb.median(vb)),
                         one_sided: present_only && (va.seen == 0 || vb.seen == 0),
                     })
                 })
@@ -666,10 +751,11 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
                         .get(&(group(pane, &r.m.metric, r.counted), r.unit, r.counted))
                         .copied()
                         .unwrap_or(0.0);
+                    let (a, b) = if is_tail(&r.m.metric) { r.medians } else { (r.m.a_avg, r.m.b_avg) };
                     if r.one_sided {
                         0.0
                     } else {
-                        score(r.unit, r.m.a_avg * r.scale, r.m.b_avg * r.scale, r.noise, r.size, top)
+                        score(r.unit, a * r.scale, b * r.scale, r.m.steadiness, r.size, top)
                     }
                 })
                 .collect();
@@ -731,13 +817,12 @@ mod tests {
     #[test]
     fn rises_and_drops_score_alike_and_tiny_baselines_do_not_win() {
         assert!(
-            (log_change(Unit::PerSec, 1000.0, 10.0, 0.0) - log_change(Unit::PerSec, 10.0, 1000.0, 0.0)).abs()
-                < 1e-12
+            (log_change(Unit::PerSec, 1000.0, 10.0) - log_change(Unit::PerSec, 10.0, 1000.0)).abs() < 1e-12
         );
         // ln((1000 + 1) / (0 + 1)).
-        assert!((score(Unit::PerSec, 1000.0, 0.0, 0.0, 1000.0, 1000.0) - 1001f64.ln()).abs() < 1e-12);
+        assert!((score(Unit::PerSec, 1000.0, 0.0, 1.0, 1000.0, 1000.0) - 1001f64.ln()).abs() < 1e-12);
         // A hit % from 99 to 90: ten times the misses, ln((10 + 1) / (1 + 1)).
-        assert!((log_change(Unit::Pct, 99.0, 90.0, 0.0) - (11f64 / 2.0).ln()).abs() < 1e-12);
+        assert!((log_change(Unit::Pct, 99.0, 90.0) - (11f64 / 2.0).ln()).abs() < 1e-12);
         // A device writing 40 MB/s at 1000 w/s, then 10 w/s; 4 KB/s of reads appear.
         let a = vec![with_devices(vec![device("vdb", 0.0, 0.0, 1000.0, 40_000.0)]); 4];
         let b = vec![with_devices(vec![device("vdb", 1.0, 4.0, 10.0, 40_000.0)]); 4];
@@ -804,6 +889,82 @@ mod tests {
         assert!(db.within_noise && !fio.within_noise, "{db:?} {fio:?}");
         assert_eq!((db.a_sd, db.a_avg, db.b_avg), (500.0, 500.0, 600.0));
         assert!(fio_rank < db_rank);
+    }
+
+    #[test]
+    fn steadiness_is_cliffs_delta_by_hand() {
+        let one = |v: &[f64]| v.iter().map(|&x| (x, 1.0)).collect::<Vec<_>>();
+        // Pairs (A, B): (1,2) (1,3) (2,3) above, (2,2) a tie: 3/4 − 0.
+        assert_eq!(steadiness(&one(&[1.0, 2.0]), &one(&[2.0, 3.0]), 1.0), 0.75);
+        // Against the averages' direction: 0; the same drop seen from A: 0.75.
+        assert_eq!(steadiness(&one(&[1.0, 2.0]), &one(&[2.0, 3.0]), -1.0), 0.0);
+        assert_eq!(steadiness(&one(&[2.0, 3.0]), &one(&[1.0, 2.0]), -1.0), 0.75);
+        // A burst in one of ten intervals: 1/10, however large.
+        let quiet = one(&[0.0; 10]);
+        let mut burst = one(&[0.0; 9]);
+        burst.push((1e9, 1.0));
+        assert!((steadiness(&quiet, &burst, 1.0) - 0.1).abs() < 1e-12);
+        // Weights: nine intervals of 0 as one item of weight 9.
+        assert!((steadiness(&quiet, &[(0.0, 9.0), (1e9, 1.0)], 1.0) - 0.1).abs() < 1e-12);
+        // Every B above every A: 1, whatever the spread within each side.
+        assert_eq!(steadiness(&one(&[1.0, 50.0, 99.0]), &one(&[100.0, 500.0]), 1.0), 1.0);
+        assert!(is_tail("vda bpf.lat_p99_ms") && is_tail("vda bpf.block.read.device.max_ms"));
+        assert!(is_tail("vda bpf.block.depth.max") && !is_tail("vda bpf.lat_p50_ms"));
+        assert!(!is_tail("vda r_await") && !is_tail("maxwell write_bytes_s"));
+    }
+
+    #[test]
+    fn a_steady_3x_change_outranks_another_disks_spiky_latency_maximum() {
+        // loop0 (the user's device) reads 60..140 r/s, then 3× that, every interval; vda (other
+        // people's builds) does more requests than loop0 at a steady 2 ms p99, but in B four of
+        // its twenty intervals spike to 1 s. Under the old score (noise σ added to ε) the spike's
+        // average (2 → 201.6 ms) outranked the reads' steady ×3.
+        let side = |k: f64, spikes: bool| -> Vec<Model> {
+            (0..20)
+                .map(|i| {
+                    let r_s = k * (60.0 + 80.0 * f64::from(i % 5) / 4.0);
+                    let mut vda = device("vda", 2000.0, 8000.0, 1000.0, 8000.0);
+                    let p99 = if spikes && i % 5 == 2 { 1000.0 } else { 2.0 };
+                    vda.bpf = Some(crate::model::BpfDeviceRates {
+                        read_iops: 2000.0,
+                        write_iops: 1000.0,
+                        lat_p99_ms: Some(p99),
+                        ..Default::default()
+                    });
+                    with_devices(vec![device("loop0", r_s, r_s * 4.0, 0.0, 0.0), vda])
+                })
+                .collect()
+        };
+        let panes = compare_models(&side(1.0, false), &side(3.0, true));
+        let (reads_rank, reads) = metric(&panes, "devices", "loop0 r_s");
+        let (p99_rank, p99) = metric(&panes, "devices", "vda bpf.lat_p99_ms");
+        assert!((p99.b_avg - 201.6).abs() < 1e-9 && (reads.b_avg / reads.a_avg - 3.0).abs() < 1e-9);
+        assert_eq!(reads.steadiness, 1.0, "{reads:?}");
+        assert!((p99.steadiness - 0.2).abs() < 1e-9, "{p99:?}");
+        assert!(reads_rank <= 2 && p99_rank > reads_rank, "{reads_rank} {p99_rank} {panes:#?}");
+        // The medians (2 and 2 ms): no change to score.
+        assert!(reads.score > 1.0 && p99.score < 1e-9, "{reads:?} {p99:?}");
+    }
+
+    #[test]
+    fn a_noisy_figure_without_a_change_scores_below_a_steady_small_one() {
+        // "db" writes 0 or 10 MB/s by turns (8 and 8 intervals, then 7 and 9: +12 % by chance);
+        // "fio" steadily 1 MB/s, then 1.2 MB/s (+20 %, a fifth of db's size).
+        let m = |db: f64, fio: f64| {
+            let mut m = writers(&[("db", db), ("fio", fio)]);
+            m.interval_s = 1.0;
+            m
+        };
+        let a: Vec<Model> = (0..16).map(|i| m(if i % 2 == 0 { 0.0 } else { 1e7 }, 1e6)).collect();
+        let b: Vec<Model> = (0..16).map(|i| m(if i % 2 == 0 && i < 14 { 0.0 } else { 1e7 }, 1.2e6)).collect();
+        let panes = compare_models(&a, &b);
+        let (db_rank, db) = metric(&panes, "processes", "db write_bytes_s");
+        let (fio_rank, fio) = metric(&panes, "processes", "fio write_bytes_s");
+        assert_eq!((db.a_avg, db.b_avg), (5e6, 5.625e6));
+        // Cliff's δ: (9·8 − 7·8) / 256.
+        assert!((db.steadiness - 0.0625).abs() < 1e-12 && fio.steadiness == 1.0, "{db:?} {fio:?}");
+        // By score alone, not only by the noise tier.
+        assert!(fio.score > 2.0 * db.score && fio_rank < db_rank, "{db:?} {fio:?}");
     }
 
     #[test]
