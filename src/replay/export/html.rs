@@ -31,7 +31,7 @@ pub fn page(cast: &str, cols: u16, rows: u16, title: &str) -> String {
          </head>\n<body>\n<h1>{title}</h1>\n<div id=\"player\"></div>\n\
          <script>\n{PLAYER_JS}\n</script>\n\
          <script>\nAsciinemaPlayer.create({{ data: {cast} }}, document.getElementById(\"player\"), \
-         {{ cols: {cols}, rows: {rows}, preload: true, poster: \"npt:0:0\", fit: \"width\", \
+         {{ cols: {cols}, rows: {rows}, preload: true, poster: \"npt:0.001\", fit: \"width\", \
          controls: true }});\n</script>\n</body>\n</html>\n",
         cast = script_string(cast),
     )

@@ -145,7 +145,7 @@ pub fn render(buf: &Buffer, title: &str) -> String {
     let _ = write!(
         s,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
-         viewBox=\"0 0 {width} {height}\" xml:space=\"preserve\" \
+         viewBox=\"0 0 {width} {height}\" xml:space=\"preserve\" style=\"white-space: pre\" \
          font-family=\"'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace\" \
          font-size=\"{FONT_PX}\">\n<title>{}</title>\n\
          <rect width=\"100%\" height=\"100%\" fill=\"{DEFAULT_BG}\"/>\n",
@@ -172,44 +172,48 @@ pub fn render(buf: &Buffer, title: &str) -> String {
             }
             i = j;
         }
-        // Text: one tspan per run of one look, stretched to its cells so that a glyph the font
-        // lacks cannot shift the columns after it.
+        // Text: one tspan per word (a run of one look without a blank), placed at its column and
+        // stretched to its cells: neither whitespace handling nor a glyph the font lacks can shift
+        // the columns after it.
         let baseline = top + CELL_H * 0.75;
         let mut spans = String::new();
+        let blank = |i: usize| row[i].2.trim().is_empty();
         let mut i = 0;
         while i < row.len() {
+            if blank(i) {
+                i += 1;
+                continue;
+            }
             let mut j = i;
             let mut text = String::new();
-            while j < row.len() && row[j].3 == row[i].3 {
+            while j < row.len() && row[j].3 == row[i].3 && !blank(j) {
                 text.push_str(&row[j].2);
                 j += 1;
             }
-            if !text.trim().is_empty() {
-                let l = &row[i].3;
-                let x = PAD + f64::from(row[i].0) * CELL_W;
-                let w = f64::from(row[j - 1].0 + row[j - 1].1 - row[i].0) * CELL_W;
-                let _ = write!(
-                    spans,
-                    "<tspan x=\"{x:.1}\" textLength=\"{w:.1}\" lengthAdjust=\"spacingAndGlyphs\" fill=\"{}\"",
-                    l.fg.as_deref().unwrap_or(DEFAULT_FG)
-                );
-                if l.bold {
-                    spans.push_str(" font-weight=\"bold\"");
-                }
-                if l.dim {
-                    spans.push_str(" fill-opacity=\"0.6\"");
-                }
-                if l.italic {
-                    spans.push_str(" font-style=\"italic\"");
-                }
-                match (l.underline, l.strike) {
-                    (true, true) => spans.push_str(" text-decoration=\"underline line-through\""),
-                    (true, false) => spans.push_str(" text-decoration=\"underline\""),
-                    (false, true) => spans.push_str(" text-decoration=\"line-through\""),
-                    (false, false) => {}
-                }
-                let _ = write!(spans, ">{}</tspan>", xml_text(&text));
+            let l = &row[i].3;
+            let x = PAD + f64::from(row[i].0) * CELL_W;
+            let w = f64::from(row[j - 1].0 + row[j - 1].1 - row[i].0) * CELL_W;
+            let _ = write!(
+                spans,
+                "<tspan x=\"{x:.1}\" textLength=\"{w:.1}\" lengthAdjust=\"spacingAndGlyphs\" fill=\"{}\"",
+                l.fg.as_deref().unwrap_or(DEFAULT_FG)
+            );
+            if l.bold {
+                spans.push_str(" font-weight=\"bold\"");
             }
+            if l.dim {
+                spans.push_str(" fill-opacity=\"0.6\"");
+            }
+            if l.italic {
+                spans.push_str(" font-style=\"italic\"");
+            }
+            match (l.underline, l.strike) {
+                (true, true) => spans.push_str(" text-decoration=\"underline line-through\""),
+                (true, false) => spans.push_str(" text-decoration=\"underline\""),
+                (false, true) => spans.push_str(" text-decoration=\"line-through\""),
+                (false, false) => {}
+            }
+            let _ = write!(spans, ">{}</tspan>", xml_text(&text));
             i = j;
         }
         if !spans.is_empty() {
