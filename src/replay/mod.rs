@@ -14,6 +14,7 @@ use crate::output::headless::{Format, Reports};
 use crate::record::Recording;
 use crate::sample::Sample;
 
+pub mod export;
 pub mod openmetrics;
 pub mod player;
 pub mod timeline;
@@ -46,6 +47,36 @@ pub struct ReplayArgs {
     /// Do not use colours (also when NO_COLOR is set and not empty).
     #[arg(long)]
     pub no_color: bool,
+    /// Write the replay TUI, frame by frame, to an asciicast v2 file (asciinema's format).
+    #[arg(long, value_name = "OUT.cast", conflicts_with_all = ["csv", "batch", "json", "openmetrics"])]
+    pub asciicast: Option<PathBuf>,
+    /// Write one moment of the replay TUI (--at) to an SVG picture.
+    #[arg(long, value_name = "OUT.svg", conflicts_with_all = ["csv", "batch", "json", "openmetrics"])]
+    pub svg: Option<PathBuf>,
+    /// Write one self-contained web page that plays the replay (asciinema's player inside).
+    #[arg(long, value_name = "OUT.html", conflicts_with_all = ["csv", "batch", "json", "openmetrics"])]
+    pub html: Option<PathBuf>,
+    /// The terminal size the exports draw at [default: 120x40].
+    #[arg(long, value_name = "COLSxROWS", value_parser = export::parse_size)]
+    pub size: Option<(u16, u16)>,
+    /// The exports' playing speed: 0.5, 1, 2, 4, 8 or 16 [default: 1].
+    #[arg(long, value_name = "X", value_parser = export::parse_speed)]
+    pub speed: Option<f64>,
+    /// The moment --svg shows (offset from the recording's start) [default: the first frame].
+    #[arg(long, value_name = "TIME", value_parser = crate::util::parse_duration, requires = "svg")]
+    pub at: Option<Duration>,
+    /// Keys the exports press before the first frame, as in the TUI: `4`, `w`, `/dd<Enter>`
+    /// (`<Enter>`, `<Esc>`, `<Tab>`, `<Down>`, `<End>`, … for keys that are not characters).
+    #[arg(long, value_name = "KEYS", value_parser = keys_arg)]
+    pub keys: Option<String>,
+    /// Replace an export's file if it is an existing regular file.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `--keys`, checked for its syntax when parsed.
+fn keys_arg(s: &str) -> Result<String, String> {
+    export::keys::parse(s).map(|_| s.to_string())
 }
 
 impl ReplayArgs {
@@ -60,12 +91,30 @@ impl ReplayArgs {
                 return Err(usage(ErrorKind::ValueValidation, "--to must be later than --from"));
             }
         }
-        if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json && !a.openmetrics {
+        let exporting = a.asciicast.is_some() || a.svg.is_some() || a.html.is_some();
+        if a.to.is_some() && a.csv.is_none() && !a.batch && !a.json && !a.openmetrics && !exporting {
             return Err(usage(
                 ErrorKind::ArgumentConflict,
-                "--to needs --batch, --json or --csv (in the TUI, press t to go to a time)",
+                "--to needs --batch, --json, --csv or an export (in the TUI, press t to go to a time)",
             ));
         }
+        if !exporting && (a.size.is_some() || a.speed.is_some() || a.keys.is_some() || a.force) {
+            return Err(usage(
+                ErrorKind::ArgumentConflict,
+                "--size, --speed, --keys and --force need --asciicast, --svg or --html",
+            ));
+        }
+        let export = exporting.then(|| export::ExportOptions {
+            asciicast: a.asciicast.clone(),
+            svg: a.svg.clone(),
+            html: a.html.clone(),
+            size: a.size.unwrap_or(export::DEFAULT_SIZE),
+            speed: a.speed.unwrap_or(1.0),
+            at: a.at,
+            keys: a.keys.clone().unwrap_or_default(),
+            force: a.force,
+            color: crate::util::wants_color(a.no_color, no_color_env),
+        });
         let output = match (&a.csv, a.batch, a.json || a.openmetrics) {
             (None, false, true) if a.openmetrics => ReplayOutput::OpenMetrics,
             (Some(pane), _, _) => {
@@ -77,7 +126,7 @@ impl ReplayArgs {
                 ReplayOutput::Tui { color: crate::util::wants_color(a.no_color, no_color_env) }
             }
         };
-        Ok(ReplayOptions { file: a.file.clone(), output, from: a.from, to: a.to })
+        Ok(ReplayOptions { file: a.file.clone(), output, from: a.from, to: a.to, export })
     }
 }
 
@@ -88,6 +137,8 @@ pub struct ReplayOptions {
     /// Offsets from the recording's first sample.
     pub from: Option<Duration>,
     pub to: Option<Duration>,
+    /// `--asciicast`, `--svg`, `--html`: the TUI drawn to files instead of the terminal.
+    pub export: Option<export::ExportOptions>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +190,17 @@ pub fn open(path: &std::path::Path) -> anyhow::Result<Recording> {
 }
 
 pub fn run(opts: &ReplayOptions) -> anyhow::Result<()> {
+    if let Some(export) = &opts.export {
+        // A file that is not a recording is bad input for an export: one line, exit code 2.
+        let rec = open(&opts.file).map_err(|e| {
+            if crate::safe_fs::is_refused(&e) {
+                e
+            } else {
+                anyhow::Error::new(crate::safe_fs::Refused(format!("{e:#}")))
+            }
+        })?;
+        return export::run(rec, &opts.file, opts.from, opts.to, export);
+    }
     let rec = open(&opts.file)?;
     match opts.output {
         ReplayOutput::Tui { color } => tui::run(rec, color, opts.from),

@@ -69,6 +69,17 @@ impl Player {
         SPEEDS[self.speed]
     }
 
+    /// Plays at `speed`, one of [`SPEEDS`]; false (unchanged) for any other.
+    pub fn set_speed(&mut self, speed: f64) -> bool {
+        match SPEEDS.iter().position(|&s| s == speed) {
+            Some(i) => {
+                self.speed = i;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn offset(&self, i: usize) -> Duration {
         Duration::from_nanos(self.offsets.get(i).copied().unwrap_or_default())
     }

@@ -102,34 +102,104 @@ pub fn run(rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Resul
     runtime.block_on(run_loop(rec, color, from))
 }
 
-async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Result<()> {
-    let mut state = initial_state(&rec, color);
-    state.utc_offset_s = crate::util::local_utc_offset_s();
-    let mut player = Player::new(&rec.mono_ns(), &rec.wall_unix_ms());
-    if let Some(from) = from {
-        player.seek_offset(from);
-    }
-    let gauges = gauges(&mut rec)?;
+async fn run_loop(rec: Recording, color: bool, from: Option<Duration>) -> anyhow::Result<()> {
+    let mut replay = Replay::open(rec, color, from, crate::util::local_utc_offset_s())?;
     let signals = event_loop::Signals::hook()?;
-    let mut stream = Stream::new();
-    let model = model_after(&mut stream, None, &mut rec, player.pos)?;
-    state.history = history_at(&gauges, player.pos);
-    let shown = (player.pos, model);
-    let mut replay = Replay { rec, gauges, state, player, stream, shown, last: Instant::now() };
+    replay.last = Instant::now();
     event_loop::run(signals, &mut replay).await
 }
 
-/// The replay screen: models from the recording at the player's position.
-struct Replay {
+/// The replay screen: models from the recording at the player's position. The TUI's event loop
+/// drives it; the exports ([`crate::replay::export`]) drive the same one frame by frame.
+pub struct Replay {
     rec: Recording,
     gauges: Vec<(u32, u32)>,
-    state: UiState,
-    player: Player,
+    pub state: UiState,
+    pub player: Player,
     /// The models, fed from the file: one step at a time while playing, started again at a jump.
     stream: Stream,
     /// The position on screen and its model.
     shown: (usize, Model),
     last: Instant,
+}
+
+/// What a key did to the replay screen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pressed {
+    /// The player or the panes took it.
+    Done,
+    /// Neither knew it here: nothing changed.
+    Nothing,
+    Quit,
+}
+
+impl Replay {
+    /// The screen at the start of a replay (at `from` when given), the timeline's clock at
+    /// `utc_offset_s` from UTC.
+    pub fn open(
+        mut rec: Recording,
+        color: bool,
+        from: Option<Duration>,
+        utc_offset_s: i64,
+    ) -> anyhow::Result<Replay> {
+        let mut state = initial_state(&rec, color);
+        state.utc_offset_s = utc_offset_s;
+        let mut player = Player::new(&rec.mono_ns(), &rec.wall_unix_ms());
+        if let Some(from) = from {
+            player.seek_offset(from);
+        }
+        let gauges = gauges(&mut rec)?;
+        let mut stream = Stream::new();
+        let model = model_after(&mut stream, None, &mut rec, player.pos)?;
+        state.history = history_at(&gauges, player.pos);
+        let shown = (player.pos, model);
+        Ok(Replay { rec, gauges, state, player, stream, shown, last: Instant::now() })
+    }
+
+    /// A key, as the replay TUI takes it.
+    pub fn press(&mut self, key: KeyEvent) -> Pressed {
+        let state = &mut self.state;
+        // The prompt, filter and help overlay own the keyboard while open.
+        let panes_first = state.overlay.is_some();
+        if !panes_first && self.player.handle_key(key, state.utc_offset_s) == PlayerAction::Redraw {
+            return Pressed::Done;
+        }
+        let interval = state.interval;
+        match state.handle_key(key) {
+            Action::Quit => return Pressed::Quit,
+            // +/- change the live sampler's interval: a recording's is fixed.
+            Action::SetInterval(_) => state.interval = interval,
+            Action::ToggleBaseline => {
+                state.baseline = match state.baseline {
+                    Some(_) => None,
+                    None => Some(Baseline { model: self.shown.1.clone() }),
+                };
+            }
+            Action::ToggleRecording => {
+                state.message = Some("R records live sessions; this is already a recording".into());
+            }
+            Action::None => return Pressed::Nothing,
+            Action::Redraw => {}
+        }
+        Pressed::Done
+    }
+
+    /// Draws the whole screen.
+    pub fn render(&mut self, frame: &mut Frame) {
+        let model = &self.shown.1;
+        self.state.clamp_selection(model);
+        draw(frame, model, &self.state, &self.player);
+    }
+
+    /// Brings the model on screen to the player's position.
+    pub fn show(&mut self) -> anyhow::Result<()> {
+        if self.shown.0 != self.player.pos {
+            let model = model_after(&mut self.stream, Some(self.shown.0), &mut self.rec, self.player.pos)?;
+            self.state.history = history_at(&self.gauges, self.player.pos);
+            self.shown = (self.player.pos, model);
+        }
+        Ok(())
+    }
 }
 
 impl Screen for Replay {
@@ -144,47 +214,22 @@ impl Screen for Replay {
     }
 
     fn key(&mut self, key: KeyEvent, _height: u16) -> anyhow::Result<Step> {
-        let state = &mut self.state;
-        // The prompt, filter and help overlay own the keyboard while open.
-        let panes_first = state.overlay.is_some();
-        if !panes_first && self.player.handle_key(key, state.utc_offset_s) == PlayerAction::Redraw {
-            return Ok(Step::Redraw);
-        }
-        let interval = state.interval;
-        match state.handle_key(key) {
-            Action::Quit => return Ok(Step::Quit),
-            // +/- change the live sampler's interval: a recording's is fixed.
-            Action::SetInterval(_) => state.interval = interval,
-            Action::ToggleBaseline => {
-                state.baseline = match state.baseline {
-                    Some(_) => None,
-                    None => Some(Baseline { model: self.shown.1.clone() }),
-                };
-            }
-            Action::ToggleRecording => {
-                state.message = Some("R records live sessions; this is already a recording".into());
-            }
-            Action::None | Action::Redraw => {}
-        }
-        Ok(Step::Redraw)
+        Ok(match self.press(key) {
+            Pressed::Quit => Step::Quit,
+            Pressed::Done | Pressed::Nothing => Step::Redraw,
+        })
     }
 
     fn settle(&mut self) -> anyhow::Result<Step> {
         let now = Instant::now();
         self.player.advance(now - self.last);
         self.last = now;
-        if self.shown.0 != self.player.pos {
-            let model = model_after(&mut self.stream, Some(self.shown.0), &mut self.rec, self.player.pos)?;
-            self.state.history = history_at(&self.gauges, self.player.pos);
-            self.shown = (self.player.pos, model);
-        }
+        self.show()?;
         // The replay screen is drawn after every event, as the timeline moves.
         Ok(Step::Redraw)
     }
 
     fn draw(&mut self, frame: &mut Frame) {
-        let model = &self.shown.1;
-        self.state.clamp_selection(model);
-        draw(frame, model, &self.state, &self.player);
+        self.render(frame);
     }
 }

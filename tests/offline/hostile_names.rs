@@ -30,7 +30,7 @@ use crate::{block_box, files_box};
 /// The attacks, one per run: an OSC window title and an OSC 52 clipboard write; a DCS XTGETTCAP
 /// request (the terminal answers on stdin); a clear screen; a bare CR; a newline forging a row;
 /// a C1 CSI and NEL; a right-to-left override.
-const SUFFIXES: &[&str] = &[
+pub(crate) const SUFFIXES: &[&str] = &[
     "\x1b]0;OWNED\x07\x1b]52;c;b3duZWQ=\x07",
     "\x1bP+q544e\x1b\\",
     "\x1b[2J\x1b[H",
@@ -199,7 +199,7 @@ fn header(suffix: &str, dirty_ratio: &str) -> RecordingHeader {
 }
 
 /// A recording of four samples (a, b, a', b' with the clocks moved on) under `dir`.
-fn recording(dir: &Path, name: &str, suffix: &str, dirty_ratio: &str) -> std::path::PathBuf {
+pub(crate) fn recording(dir: &Path, name: &str, suffix: &str, dirty_ratio: &str) -> std::path::PathBuf {
     let (a, b) = samples(suffix);
     let path = dir.join(name);
     let mut w = RecordingWriter::create(&path, &header(suffix, dirty_ratio), false).unwrap();

@@ -29,6 +29,7 @@ mod model_fixtures;
 mod readahead_model;
 mod record_cli;
 mod recording;
+mod replay_export;
 mod replay_snapshots;
 mod serve;
 mod tui_sessions;

@@ -11,19 +11,34 @@ use std::time::{Duration, Instant};
 use ioscope::record::Recording;
 
 /// A detached tmux session, killed on drop (also when an assertion fails).
-struct Tmux {
+pub(crate) struct Tmux {
     name: String,
 }
 
 impl Tmux {
-    fn start(test: &str, cwd: &Path, command: &str) -> Option<Tmux> {
+    pub(crate) fn start(test: &str, cwd: &Path, command: &str) -> Option<Tmux> {
+        Tmux::start_sized(test, cwd, command, (160, 48))
+    }
+
+    /// A session of `size` (columns, rows).
+    pub(crate) fn start_sized(test: &str, cwd: &Path, command: &str, size: (u16, u16)) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             common::skip(test, "tmux is not installed");
             return None;
         }
         let name = format!("ioscope-test-{test}-{}", std::process::id());
         let status = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &name, "-x", "160", "-y", "48", "-c"])
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                &size.0.to_string(),
+                "-y",
+                &size.1.to_string(),
+                "-c",
+            ])
             .arg(cwd)
             // Keep the pane open after ioscope exits, so its last words can be read.
             .arg(format!("{command}; echo IOSCOPE-EXIT=$?; sleep 60"))
@@ -33,18 +48,18 @@ impl Tmux {
         Some(Tmux { name })
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         let out = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.name]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let status = Command::new("tmux").args(["send-keys", "-t", &self.name]).args(keys).status().unwrap();
         assert!(status.success());
     }
 
     /// Polls until the screen satisfies `ok`, or fails with the screen after 30 s.
-    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
