@@ -19,12 +19,38 @@ pub struct Column {
     pub priority: u8,
     /// Keeps a column from narrowing when its widest value does (columns would jump every sample).
     pub min_width: u16,
+    /// The key column (the name: a file, a process, a device): shown at every width, cut to what
+    /// is left when the others do not fit.
+    pub key: bool,
+    /// A cut key keeps its end (a path's file name) rather than its start.
+    pub keep_end: bool,
     pub cells: Vec<(String, Style)>,
 }
 
 impl Column {
     pub fn new(title: impl Into<String>, priority: u8) -> Column {
-        Column { title: title.into(), left: false, priority, min_width: 0, cells: Vec::new() }
+        Column {
+            title: title.into(),
+            left: false,
+            priority,
+            min_width: 0,
+            key: false,
+            keep_end: false,
+            cells: Vec::new(),
+        }
+    }
+
+    /// The table's key column, kept at every width (see [`Column::key`]).
+    pub fn key(mut self) -> Column {
+        self.key = true;
+        self
+    }
+
+    /// The key column of a table of paths: cut, it keeps the file name (`…/dir/file`).
+    pub fn key_keep_end(mut self) -> Column {
+        self.key = true;
+        self.keep_end = true;
+        self
     }
 
     pub fn left(mut self) -> Column {
@@ -64,11 +90,109 @@ pub fn fit(widths_priorities: &[(u16, u8)], available: u16) -> Vec<usize> {
     chosen
 }
 
+/// One column's needs for [`fit_from`]: its width, priority, and whether it is the key column.
+#[derive(Clone, Copy, Debug)]
+pub struct Need {
+    pub width: u16,
+    pub priority: u8,
+    pub key: bool,
+    pub min_width: u16,
+}
+
+/// The columns to show (indices, ascending, with their widths) and how far `→` may shift.
+///
+/// The key columns come first, whatever the width: each is cut so that the other priority-0
+/// columns still fit (never below its `min_width`, nor wider than `available`). At offset 0 the
+/// other columns are taken by priority as in [`fit`]; at offset `k` the others are taken in their
+/// order from the `k`-th, while they fit (the sideways scroll). The shifts are 0 when every column
+/// fits, else the offset from which the last columns all fit.
+pub fn fit_from(needs: &[Need], available: u16, offset: usize) -> (Vec<(usize, u16)>, usize) {
+    let others: Vec<usize> = (0..needs.len()).filter(|&i| !needs[i].key).collect();
+    let keys: Vec<usize> = (0..needs.len()).filter(|&i| needs[i].key).collect();
+    let sp = SPACING as u32;
+    let avail = available as u32;
+    let must: u32 =
+        others.iter().filter(|&&i| needs[i].priority == 0).map(|&i| needs[i].width as u32 + sp).sum();
+    let mut used: u32 = 0;
+    let mut chosen: Vec<(usize, u16)> = Vec::new();
+    for &i in &keys {
+        let n = needs[i];
+        let left = avail.saturating_sub(used + if chosen.is_empty() { 0 } else { sp });
+        // What the other priority-0 columns leave, at most half the width (a long path does not
+        // push every figure out), never below its minimum.
+        let room = left.saturating_sub(must).min(left / 2).max(n.min_width.max(8) as u32).min(left);
+        let w = (n.width as u32).min(room);
+        if w == 0 {
+            break;
+        }
+        used += w + if chosen.is_empty() { 0 } else { sp };
+        chosen.push((i, w as u16));
+    }
+    let base = used;
+    let fits_from = |k: usize| -> bool {
+        let mut u = base;
+        for (j, &i) in others.iter().enumerate().skip(k) {
+            u += needs[i].width as u32 + if j == k && base == 0 { 0 } else { sp };
+        }
+        u <= avail
+    };
+    let shifts =
+        if fits_from(0) { 0 } else { (1..others.len()).find(|&k| fits_from(k)).unwrap_or(others.len()) };
+    let offset = offset.min(shifts);
+    if offset == 0 {
+        let mut order = others.clone();
+        order.sort_by_key(|&i| (needs[i].priority, i));
+        for i in order {
+            let need = needs[i].width as u32 + if chosen.is_empty() { 0 } else { sp };
+            if used + need > avail {
+                break;
+            }
+            used += need;
+            chosen.push((i, needs[i].width));
+        }
+    } else {
+        for &i in others.iter().skip(offset) {
+            let need = needs[i].width as u32 + if chosen.is_empty() { 0 } else { sp };
+            if used + need > avail {
+                break;
+            }
+            used += need;
+            chosen.push((i, needs[i].width));
+        }
+    }
+    // Space no other column took goes back to a cut key column (not while scrolled sideways: the
+    // key column keeps its width as the others scroll).
+    for (i, w) in chosen.iter_mut().filter(|_| offset == 0) {
+        if needs[*i].key && *w < needs[*i].width && used < avail {
+            let more = (needs[*i].width - *w).min((avail - used) as u16);
+            *w += more;
+            used += more as u32;
+        }
+    }
+    chosen.sort_unstable();
+    (chosen, shifts)
+}
+
 /// Builds a table of the columns that fit `available` cells, with `header_style` on the titles.
 ///
 /// Every cell is shown through [`crate::untrusted::escape`] (a no-op for numbers and ordinary
 /// names), so that no table shows a name raw, whichever view built it.
-pub fn table(mut columns: Vec<Column>, available: u16, header_style: Style) -> Table<'static> {
+pub fn table(columns: Vec<Column>, available: u16, header_style: Style) -> Table<'static> {
+    let rows = columns.iter().map(|c| c.cells.len()).max().unwrap_or(0);
+    table_window(columns, available, header_style, 0, 0..rows, false).0
+}
+
+/// [`table`] for the rows in `rows` only, the other columns shifted by `offset` ([`fit_from`]),
+/// with a line left empty under the header when `gap` (for the "▲ N more" marker); also returns
+/// how far the columns may shift.
+pub fn table_window(
+    mut columns: Vec<Column>,
+    available: u16,
+    header_style: Style,
+    offset: usize,
+    rows: std::ops::Range<usize>,
+    gap: bool,
+) -> (Table<'static>, usize) {
     for c in &mut columns {
         for (text, _) in &mut c.cells {
             if let std::borrow::Cow::Owned(escaped) = crate::untrusted::escape(text) {
@@ -76,35 +200,51 @@ pub fn table(mut columns: Vec<Column>, available: u16, header_style: Style) -> T
             }
         }
     }
-    let sizes: Vec<(u16, u8)> = columns.iter().map(|c| (c.width(), c.priority)).collect();
-    let chosen = fit(&sizes, available);
-    let rows_n = columns.iter().map(|c| c.cells.len()).max().unwrap_or(0);
+    let needs: Vec<Need> = columns
+        .iter()
+        .map(|c| Need { width: c.width(), priority: c.priority, key: c.key, min_width: c.min_width })
+        .collect();
+    let (chosen, shifts) = fit_from(&needs, available, offset);
     let align = |text: String, left: bool, style: Style| -> Cell<'static> {
         let line = Line::from(Span::styled(text, style));
         Cell::from(if left { line } else { line.right_aligned() })
     };
+    let cut = |c: &Column, text: String, width: u16| -> String {
+        if text.chars().count() <= width as usize {
+            text
+        } else if c.keep_end {
+            crate::ui::format::shorten_start(&text, width as usize)
+        } else {
+            crate::ui::format::shorten(&text, width as usize)
+        }
+    };
     let header = Row::new(
         chosen
             .iter()
-            .map(|&i| align(columns[i].title.clone(), columns[i].left, Style::new()))
+            .map(|&(i, w)| {
+                let c = &columns[i];
+                align(cut(c, c.title.clone(), w), c.left, Style::new())
+            })
             .collect::<Vec<_>>(),
     )
-    .style(header_style);
-    let rows: Vec<Row> = (0..rows_n)
+    .style(header_style)
+    .bottom_margin(u16::from(gap));
+    let rows: Vec<Row> = rows
         .map(|r| {
             Row::new(
                 chosen
                     .iter()
-                    .map(|&i| {
-                        let (text, style) = columns[i].cells.get(r).cloned().unwrap_or_default();
-                        align(text, columns[i].left, style)
+                    .map(|&(i, w)| {
+                        let c = &columns[i];
+                        let (text, style) = c.cells.get(r).cloned().unwrap_or_default();
+                        align(cut(c, text, w), c.left, style)
                     })
                     .collect::<Vec<_>>(),
             )
         })
         .collect();
-    let widths: Vec<Constraint> = chosen.iter().map(|&i| Constraint::Length(sizes[i].0)).collect();
-    Table::new(rows, widths).header(header).column_spacing(SPACING)
+    let widths: Vec<Constraint> = chosen.iter().map(|&(_, w)| Constraint::Length(w)).collect();
+    (Table::new(rows, widths).header(header).column_spacing(SPACING), shifts)
 }
 
 #[cfg(test)]
@@ -122,6 +262,27 @@ mod tests {
         assert_eq!(fit(&cols, 47), vec![0, 1, 2, 3, 4]);
         assert_eq!(fit(&cols, 16), vec![0, 2]);
         assert_eq!(fit(&cols, 9), Vec::<usize>::new());
+    }
+
+    fn need(width: u16, priority: u8, key: bool) -> Need {
+        Need { width, priority, key, min_width: 0 }
+    }
+
+    #[test]
+    fn the_key_column_is_kept_and_cut_and_the_others_shift() {
+        // pid(7,p0) name(40,key) read(6,p0) write(6,p0) lat(8,p2)
+        let cols =
+            [need(7, 0, false), need(40, 0, true), need(6, 0, false), need(6, 0, false), need(8, 2, false)];
+        // Everything fits at 80.
+        assert_eq!(fit_from(&cols, 80, 0), (vec![(0, 7), (1, 40), (2, 6), (3, 6), (4, 8)], 0));
+        // At 40 the name is cut to leave pid, read and write (7+6+6 and their spacing: 22): 18.
+        assert_eq!(fit_from(&cols, 40, 0), (vec![(0, 7), (1, 18), (2, 6), (3, 6)], 2));
+        // → skips pid, then read: lat comes into view, the name stays.
+        assert_eq!(fit_from(&cols, 40, 1).0, vec![(1, 18), (2, 6), (3, 6)]);
+        assert_eq!(fit_from(&cols, 40, 2).0, vec![(1, 18), (3, 6), (4, 8)]);
+        assert_eq!(fit_from(&cols, 40, 9).0, vec![(1, 18), (3, 6), (4, 8)], "clamped to the last shift");
+        // At 10 columns only the key column is left, cut to the width.
+        assert_eq!(fit_from(&cols, 10, 0).0, vec![(1, 10)]);
     }
 
     #[test]

@@ -181,17 +181,13 @@ impl View for IoProcessesView {
             frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
             return;
         }
-        let selected = ctx.focused.then_some(self.selection.index());
-        table::render(frame, inner, self.columns(&rows, ctx), &theme, selected);
+        table::render(frame, inner, self.columns(&rows, ctx), &theme, &self.selection, ctx.focused);
     }
 
     /// `s`, `r` and the selection.
     fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
-        use crossterm::event::KeyCode;
         match code {
-            KeyCode::Char('s') => self.sort.next_column(),
-            KeyCode::Char('r') => self.sort.reverse(),
-            code if self.selection.step_key(code) => {}
+            code if table::sorted_table_key(code, &mut self.sort, &mut self.selection) => {}
             _ => return None,
         }
         Some(ViewAction::Redraw)
@@ -230,7 +226,7 @@ impl IoProcessesView {
         let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
         let mut pid = Column::new(title("pid", &[IoSort::Pid]), 0).min_width(7);
         pid.cells = rows.iter().map(|p| (p.pid.to_string(), Style::new())).collect();
-        let mut comm = Column::new(title("comm", &[IoSort::Comm]), 0).left().min_width(15);
+        let mut comm = Column::new(title("comm", &[IoSort::Comm]), 0).left().min_width(15).key();
         comm.cells = rows
             .iter()
             .map(|p| {

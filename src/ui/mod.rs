@@ -94,7 +94,7 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         draw_stack(frame, body, &ctx, state);
     }
     if state.shows(Overlay::Help) {
-        help::render(frame, area, Some(model), ctx.theme, state.replay);
+        help::render(frame, area, Some(model), ctx.theme, state.replay, &views.help);
     }
 }
 
@@ -106,7 +106,7 @@ pub fn draw_starting(frame: &mut Frame, state: &UiState) {
     let theme = theme::Theme { color: state.color };
     header::render_starting(frame, header_area, theme);
     if state.shows(Overlay::Help) {
-        help::render(frame, area, None, theme, state.replay);
+        help::render(frame, area, None, theme, state.replay, &state.views.help);
     }
 }
 
