@@ -101,32 +101,49 @@ pub struct Need {
 
 /// The columns to show (indices, ascending, with their widths) and how far `→` may shift.
 ///
-/// The key columns come first, whatever the width: each is cut so that the other priority-0
-/// columns still fit (never below its `min_width`, nor wider than `available`). At offset 0 the
-/// other columns are taken by priority as in [`fit`]; at offset `k` the others are taken in their
-/// order from the `k`-th, while they fit (the sideways scroll). The shifts are 0 when every column
-/// fits, else the offset from which the last columns all fit.
+/// The key columns come first, whatever the width, at their minimum width (never wider than
+/// `available`); the other columns are taken by priority as in [`fit`]; the space they leave
+/// goes back to the key columns, up to their full width. At offset `k` the key columns keep that
+/// width and the others are taken in their order from the `k`-th, while they fit (the sideways
+/// scroll). The shifts are 0 when every column fits, else the offset from which the last columns
+/// all fit.
 pub fn fit_from(needs: &[Need], available: u16, offset: usize) -> (Vec<(usize, u16)>, usize) {
     let others: Vec<usize> = (0..needs.len()).filter(|&i| !needs[i].key).collect();
     let keys: Vec<usize> = (0..needs.len()).filter(|&i| needs[i].key).collect();
     let sp = SPACING as u32;
     let avail = available as u32;
-    let must: u32 =
-        others.iter().filter(|&&i| needs[i].priority == 0).map(|&i| needs[i].width as u32 + sp).sum();
+    let gap = |chosen: &[(usize, u16)]| if chosen.is_empty() { 0 } else { sp };
+    // The key columns at their minimum.
     let mut used: u32 = 0;
-    let mut chosen: Vec<(usize, u16)> = Vec::new();
+    let mut key_cols: Vec<(usize, u16)> = Vec::new();
     for &i in &keys {
         let n = needs[i];
-        let left = avail.saturating_sub(used + if chosen.is_empty() { 0 } else { sp });
-        // What the other priority-0 columns leave, at most half the width (a long path does not
-        // push every figure out), never below its minimum.
-        let room = left.saturating_sub(must).min(left / 2).max(n.min_width.max(8) as u32).min(left);
-        let w = (n.width as u32).min(room);
+        let left = avail.saturating_sub(used + gap(&key_cols));
+        let w = (n.width as u32).min(n.min_width.max(8) as u32).min(left);
         if w == 0 {
             break;
         }
-        used += w + if chosen.is_empty() { 0 } else { sp };
-        chosen.push((i, w as u16));
+        used += w + gap(&key_cols);
+        key_cols.push((i, w as u16));
+    }
+    // The others by priority, then what they leave to the key columns.
+    let mut order = others.clone();
+    order.sort_by_key(|&i| (needs[i].priority, i));
+    let mut by_priority: Vec<(usize, u16)> = Vec::new();
+    let mut u = used;
+    for i in order {
+        let need = needs[i].width as u32 + if key_cols.is_empty() && by_priority.is_empty() { 0 } else { sp };
+        if u + need > avail {
+            break;
+        }
+        u += need;
+        by_priority.push((i, needs[i].width));
+    }
+    for (i, w) in key_cols.iter_mut() {
+        let more = ((needs[*i].width - *w) as u32).min(avail - u);
+        *w += more as u16;
+        u += more;
+        used += more;
     }
     let base = used;
     let fits_from = |k: usize| -> bool {
@@ -136,37 +153,23 @@ pub fn fit_from(needs: &[Need], available: u16, offset: usize) -> (Vec<(usize, u
         }
         u <= avail
     };
-    let shifts =
-        if fits_from(0) { 0 } else { (1..others.len()).find(|&k| fits_from(k)).unwrap_or(others.len()) };
+    let shifts = if by_priority.len() == others.len() {
+        0
+    } else {
+        (1..others.len()).find(|&k| fits_from(k)).unwrap_or(others.len())
+    };
     let offset = offset.min(shifts);
+    let mut chosen = key_cols;
     if offset == 0 {
-        let mut order = others.clone();
-        order.sort_by_key(|&i| (needs[i].priority, i));
-        for i in order {
-            let need = needs[i].width as u32 + if chosen.is_empty() { 0 } else { sp };
-            if used + need > avail {
-                break;
-            }
-            used += need;
-            chosen.push((i, needs[i].width));
-        }
+        chosen.extend(by_priority);
     } else {
         for &i in others.iter().skip(offset) {
-            let need = needs[i].width as u32 + if chosen.is_empty() { 0 } else { sp };
+            let need = needs[i].width as u32 + gap(&chosen);
             if used + need > avail {
                 break;
             }
             used += need;
             chosen.push((i, needs[i].width));
-        }
-    }
-    // Space no other column took goes back to a cut key column (not while scrolled sideways: the
-    // key column keeps its width as the others scroll).
-    for (i, w) in chosen.iter_mut().filter(|_| offset == 0) {
-        if needs[*i].key && *w < needs[*i].width && used < avail {
-            let more = (needs[*i].width - *w).min((avail - used) as u16);
-            *w += more;
-            used += more as u32;
         }
     }
     chosen.sort_unstable();
@@ -271,11 +274,13 @@ mod tests {
     #[test]
     fn the_key_column_is_kept_and_cut_and_the_others_shift() {
         // pid(7,p0) name(40,key) read(6,p0) write(6,p0) lat(8,p2)
-        let cols =
+        let mut cols =
             [need(7, 0, false), need(40, 0, true), need(6, 0, false), need(6, 0, false), need(8, 2, false)];
+        cols[1].min_width = 15;
         // Everything fits at 80.
         assert_eq!(fit_from(&cols, 80, 0), (vec![(0, 7), (1, 40), (2, 6), (3, 6), (4, 8)], 0));
-        // At 40 the name is cut to leave pid, read and write (7+6+6 and their spacing: 22): 18.
+        // At 40 the name (at least 15) leaves room for pid, read and write (7+6+6 and their
+        // spacing: 22), not lat: the 3 cells left go back to the name.
         assert_eq!(fit_from(&cols, 40, 0), (vec![(0, 7), (1, 18), (2, 6), (3, 6)], 2));
         // → skips pid, then read: lat comes into view, the name stays.
         assert_eq!(fit_from(&cols, 40, 1).0, vec![(1, 18), (2, 6), (3, 6)]);

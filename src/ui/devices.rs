@@ -21,7 +21,7 @@ const UTIL_WARN: f64 = 60.0;
 const UTIL_CRIT: f64 = 90.0;
 
 /// Most device rows the pane asks for when sharing the screen (more scroll, or zoom).
-const MAX_SHARED_ROWS: u16 = 8;
+pub const MAX_SHARED_ROWS: u16 = 8;
 
 /// The devices pane's sort key. `s` cycles through them in this order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

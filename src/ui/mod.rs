@@ -110,9 +110,16 @@ pub fn draw_starting(frame: &mut Frame, state: &UiState) {
     }
 }
 
+/// The devices pane's height in the stack (rule and header included), from the body's height
+/// alone: devices coming and going (idle loop devices) never move the panes below; more devices
+/// than rows scroll ("▼ N more").
+pub fn devices_height(body_height: u16) -> u16 {
+    2 + (body_height / 6).clamp(1, devices::MAX_SHARED_ROWS)
+}
+
 fn draw_stack(frame: &mut Frame, body: Rect, ctx: &Context, state: &UiState) {
     let mut mem_h = state.views.memory.wanted_height(ctx, body.width);
-    let mut dev_h = state.views.devices.wanted_height(ctx.model);
+    let mut dev_h = devices_height(body.height);
     if state.baseline.is_some() {
         // Deltas are a metric per row: a device has a dozen, so give them room.
         dev_h = dev_h.max(body.height / 3);

@@ -117,7 +117,10 @@ fn render(frame: &mut Frame, area: Rect, title: &str, selection: &Selection, ctx
     // Programs: the block probes' event counts where known (the foundation's counter has none).
     let events = |name: &str| health.and_then(|h| h.programs.iter().find(|p| p.program == name));
     let mut cols = vec![
-        col("program", 0, programs.iter().map(|p| (p.program.clone(), Style::new())).collect()).left().key(),
+        col("program", 0, programs.iter().map(|p| (p.program.clone(), Style::new())).collect())
+            .left()
+            .min_width(20)
+            .key(),
         col("attached to", 0, programs.iter().map(|p| (p.tracepoint.clone(), Style::new())).collect()).left(),
         col(
             "mechanism",

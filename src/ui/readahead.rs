@@ -179,7 +179,7 @@ fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selection: &
         c.cells = files.iter().map(|r| (f(r), Style::new())).collect();
         c
     };
-    let mut file = Column::new("File", 0).left().min_width(12).key_keep_end();
+    let mut file = Column::new("File", 0).left().min_width(20).key_keep_end();
     file.cells = files
         .iter()
         .map(|f| {
