@@ -101,8 +101,8 @@ pub struct Need {
 
 /// The columns to show (indices, ascending, with their widths) and how far `→` may shift.
 ///
-/// The key columns come first, whatever the width, at their minimum width (never wider than
-/// `available`); the other columns are taken by priority as in [`fit`]; the space they leave
+/// The key columns come first, whatever the width: up to a third of it while the other
+/// priority-0 columns still fit, at least their minimum width (never wider than `available`); the other columns are taken by priority as in [`fit`]; the space they leave
 /// goes back to the key columns, up to their full width. At offset `k` the key columns keep that
 /// width and the others are taken in their order from the `k`-th, while they fit (the sideways
 /// scroll). The shifts are 0 when every column fits, else the offset from which the last columns
@@ -113,13 +113,17 @@ pub fn fit_from(needs: &[Need], available: u16, offset: usize) -> (Vec<(usize, u
     let sp = SPACING as u32;
     let avail = available as u32;
     let gap = |chosen: &[(usize, u16)]| if chosen.is_empty() { 0 } else { sp };
-    // The key columns at their minimum.
+    // The key columns first: up to a third of the width while the other priority-0 columns
+    // still fit, never below their minimum.
+    let must: u32 =
+        others.iter().filter(|&&i| needs[i].priority == 0).map(|&i| needs[i].width as u32 + sp).sum();
     let mut used: u32 = 0;
     let mut key_cols: Vec<(usize, u16)> = Vec::new();
     for &i in &keys {
         let n = needs[i];
         let left = avail.saturating_sub(used + gap(&key_cols));
-        let w = (n.width as u32).min(n.min_width.max(8) as u32).min(left);
+        let share = (avail / 3).min(left.saturating_sub(must));
+        let w = (n.width as u32).min(share.max(n.min_width.max(8) as u32)).min(left);
         if w == 0 {
             break;
         }

@@ -114,7 +114,7 @@ pub fn draw_starting(frame: &mut Frame, state: &UiState) {
 /// alone: devices coming and going (idle loop devices) never move the panes below; more devices
 /// than rows scroll ("▼ N more").
 pub fn devices_height(body_height: u16) -> u16 {
-    2 + (body_height / 6).clamp(1, devices::MAX_SHARED_ROWS)
+    2 + (body_height / 8).clamp(3, devices::MAX_SHARED_ROWS)
 }
 
 fn draw_stack(frame: &mut Frame, body: Rect, ctx: &Context, state: &UiState) {
