@@ -137,9 +137,13 @@ impl View for DevicesView {
     fn title(&self, ctx: &Context) -> String {
         let model = ctx.model;
         let hidden = self.hidden(model);
-        let arrow =
-            if self.sort.column.descending_by_default() != self.sort.reversed { "▼" } else { "▲" };
-        let mut t = format!("Devices  sort {} {arrow}", self.sort.column.label());
+        // The sort is named once `s` or `r` changed it (the kernel's order needs no word).
+        let mut t = String::from("Devices");
+        if self.sort != Sort::default() {
+            let arrow =
+                if self.sort.column.descending_by_default() != self.sort.reversed { "▼" } else { "▲" };
+            t.push_str(&format!("  sort {} {arrow}", self.sort.column.label()));
+        }
         if model.interval_s == 0.0 {
             t.push_str("  rates pending");
         }
