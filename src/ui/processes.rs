@@ -155,8 +155,7 @@ impl View for ProcessesView {
             frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
             return;
         }
-        let selected = ctx.focused.then_some(self.selection.index());
-        table::render(frame, inner, self.columns(&procs, ctx), &theme, selected);
+        table::render(frame, inner, self.columns(&procs, ctx), &theme, &self.selection, ctx.focused);
     }
 
     /// `s`, `r`, `a` and the selection.
@@ -164,7 +163,7 @@ impl View for ProcessesView {
         use crossterm::event::KeyCode;
         match code {
             KeyCode::Char('a') => self.show_all = !self.show_all,
-            code if crate::ui::table::sorted_table_key(&mut self.sort, &mut self.selection, code) => {}
+            code if table::sorted_table_key(code, &mut self.sort, &mut self.selection) => {}
             _ => return None,
         }
         Some(ViewAction::Redraw)
@@ -263,7 +262,7 @@ impl ProcessesView {
             })
             .collect();
         // comm is at most 15 characters (TASK_COMM_LEN): that width always, so columns do not jump.
-        let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15);
+        let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15).key();
         comm.cells = procs.iter().map(|p| (comm_label(p), Style::new())).collect();
         let rate_title =
             |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };

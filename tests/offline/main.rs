@@ -38,3 +38,4 @@ mod ui_files_snapshots;
 mod ui_missing_panes;
 mod ui_snapshots;
 mod ui_syncs;
+mod ui_tables;
