@@ -13,6 +13,7 @@ pub mod cgroup_move;
 pub mod file_names;
 pub mod files;
 pub mod inserts;
+pub mod iowait;
 pub mod kernel_btf;
 pub mod kfunc;
 pub mod map_batch;
@@ -147,6 +148,8 @@ pub struct BpfCollector {
     syncs: Option<syncs::SyncMaps>,
     sync_attached: std::sync::Arc<Vec<String>>,
     sync_paths: resolve::syncs::SyncPathResolver,
+    /// I/O wait per thread and cause (iowait.rs).
+    iowait: Option<iowait::IowaitMaps>,
     /// Each program of the status (same order), when attached: to read the kernel's run counts.
     program_fds: Vec<Option<aya::programs::ProgramFd>>,
     prog_stats: prog_stats::StatsCache,
@@ -312,6 +315,9 @@ impl BpfCollector {
         let move_plan = cgroup_move::plan(&tracefs, &sync_plan_hidden);
         let move_layout = move_plan.clone().unwrap_or(ioscope_common::cgroup_move::MoveLayout::UNSET);
         loader.override_global(ioscope_common::cgroup_move::MOVE_LAYOUT_GLOBAL, &move_layout, true);
+        let iowait_plan = iowait::plan(btf.as_ref(), options.btf_tracepoints);
+        let iowait_layout = iowait_plan.clone().unwrap_or(ioscope_common::iowait::IowaitLayout::UNSET);
+        loader.override_global(ioscope_common::iowait::IOWAIT_LAYOUT_GLOBAL, &iowait_layout, true);
         let rq_config = block_files::config();
         loader.override_global(BLOCK_RQ_CONFIG_GLOBAL, &rq_config, true);
         // The maps sized to the CPUs and to what the memory cgroup leaves, or eBPF off saying why.
@@ -372,6 +378,7 @@ impl BpfCollector {
                 ))
                 .chain(syncs::loads(&sync_plan))
                 .chain(cgroup_move::loads(&move_plan))
+                .chain(iowait::loads(&iowait_plan, btf.as_ref()))
                 .collect();
         preload::preload(&mut ebpf, &loads);
 
@@ -464,6 +471,8 @@ impl BpfCollector {
             sync_statuses.iter().filter(|p| p.attached).map(|p| p.tracepoint.clone()).collect::<Vec<_>>();
         programs.extend(sync_statuses);
         programs.push(cgroup_move::attach(&mut ebpf, &move_plan));
+        let (iowait_statuses, iowait) = iowait::attach(&mut ebpf, &iowait_plan, btf.as_ref());
+        programs.extend(iowait_statuses);
         let preloaded = preload::finish(&mut ebpf);
         for p in &mut programs {
             p.mechanism = mechanism(&ebpf, &p.program).to_string();
@@ -507,6 +516,7 @@ impl BpfCollector {
             syncs: sync_maps,
             sync_attached: sync_attached.into(),
             sync_paths: Default::default(),
+            iowait,
             program_fds,
             prog_stats: Default::default(),
             cgroups: Default::default(),
@@ -535,6 +545,7 @@ impl BpfCollector {
             syncs: None,
             sync_attached: Default::default(),
             sync_paths: Default::default(),
+            iowait: None,
             program_fds: Vec::new(),
             prog_stats: Default::default(),
             cgroups: Default::default(),
@@ -633,6 +644,9 @@ impl BpfCollector {
                 }
                 Err(e) => sample.status.reason = Some(format!("{e:#}")),
             }
+        }
+        if let Some(maps) = &mut self.iowait {
+            sample.iowait = Some(maps.read());
         }
         // After the files: their paths name the files whose extents the requests are mapped to.
         if let Some(ring) = &mut self.request_ring {

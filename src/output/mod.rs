@@ -7,6 +7,7 @@ pub mod block_text;
 pub mod cgroups_text;
 pub mod files_text;
 pub mod headless;
+pub mod iowait_text;
 pub mod page_cache_text;
 pub mod prometheus;
 pub mod readahead_text;

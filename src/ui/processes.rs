@@ -98,10 +98,10 @@ pub fn render(frame: &mut Frame, area: Rect, model: &Model, state: &UiState, blo
     }
     let selected =
         (state.views.panes.focus == Pane::Processes).then_some(state.views.processes.selection.index());
-    table::render(frame, inner, process_columns(&procs, state), &theme, selected);
+    table::render(frame, inner, process_columns(&procs, model, state), &theme, selected);
 }
 
-fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
+fn process_columns(procs: &[&ProcessModel], model: &Model, state: &UiState) -> Vec<Column> {
     let theme = Theme { color: state.color };
     let u = state.units;
     let marker = if state.views.processes.descending() { "▼" } else { "▲" };
@@ -142,7 +142,7 @@ fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
     comm.cells = procs.iter().map(|p| (comm_label(p), Style::new())).collect();
     let rate_title =
         |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
-    vec![
+    let mut columns = vec![
         pid,
         comm,
         col(title(&rate_title("read"), &[ProcSort::Read, ProcSort::Disk]), 0, &|p| p.read_bytes_s),
@@ -151,7 +151,11 @@ fn process_columns(procs: &[&ProcessModel], state: &UiState) -> Vec<Column> {
         col(title(&rate_title("wchar"), &[ProcSort::Wchar]), 1, &|p| p.wchar_s),
         col(title(&rate_title("cancelled"), &[ProcSort::Cancelled]), 2, &|p| p.cancelled_write_bytes_s),
         col(title(&rate_title("cache est."), &[ProcSort::CacheEstimate]), 1, &|p| p.cache_estimate_bytes_s),
-    ]
+    ];
+    if let Some(w) = &model.iowait {
+        columns.push(crate::ui::iowait::column(procs, w, &theme));
+    }
+    columns
 }
 
 /// A row's comm; an exited row says so and whose children it was.
