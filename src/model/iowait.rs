@@ -217,7 +217,7 @@ mod tests {
         assert!((p.by_cause_s["page_cache_read"] - 0.5).abs() < 1e-9);
         assert!((p.by_cause_s["direct_io"] - 0.5).abs() < 1e-9);
         assert!((p.by_cause_s["sync"] - 0.25).abs() < 1e-9);
-        assert!((p.total_s - 4.25).abs() < 1e-9);
+        assert!((p.total_s - 3.25).abs() < 1e-9);
         assert_eq!(p.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![11, 10]);
         assert_eq!(m.processes[0].pid, 10);
         let q = m.process(20).unwrap();

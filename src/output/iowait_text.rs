@@ -56,8 +56,10 @@ mod tests {
         p.by_cause_s.insert("sync", 0.75);
         p.by_cause_s.insert("direct_io", 0.5);
         let idle = IowaitProcessModel { pid: 43, comm: "idle".into(), total_s: 9.0, ..Default::default() };
-        let mut m = Model::default();
-        m.iowait = Some(IowaitModel { processes: vec![p, idle], cgroups: Vec::new() });
+        let mut m = Model {
+            iowait: Some(IowaitModel { processes: vec![p, idle], cgroups: Vec::new() }),
+            ..Default::default()
+        };
         let mut s = String::new();
         append(&mut s, &m);
         let rows: Vec<&str> = s.lines().filter(|l| l.starts_with("  ")).collect();

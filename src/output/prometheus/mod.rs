@@ -948,9 +948,13 @@ mod tests {
             p.total_by_cause_s.insert("other", 0.0);
             p
         };
-        let mut m = Model::default();
-        m.iowait =
-            Some(IowaitModel { processes: vec![row(7, 2.5), row(8, 1.0), row(9, 0.0)], cgroups: Vec::new() });
+        let m = Model {
+            iowait: Some(IowaitModel {
+                processes: vec![row(7, 2.5), row(8, 1.0), row(9, 0.0)],
+                cgroups: Vec::new(),
+            }),
+            ..Default::default()
+        };
         let mut out = Vec::new();
         iowait(&mut out, &m, 1);
         let name = "ioscope_process_io_wait_seconds_total";
