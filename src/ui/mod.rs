@@ -24,6 +24,7 @@ pub mod header;
 pub mod help;
 pub mod history;
 pub mod io_processes;
+pub mod iowait;
 pub mod line_input;
 pub mod memory;
 pub mod page_cache;

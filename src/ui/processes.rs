@@ -266,7 +266,7 @@ impl ProcessesView {
         comm.cells = procs.iter().map(|p| (comm_label(p), Style::new())).collect();
         let rate_title =
             |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
-        vec![
+        let mut columns = vec![
             pid,
             comm,
             col(title(&rate_title("read"), &[ProcSort::Read, ProcSort::Disk]), 0, &|p| p.read_bytes_s),
@@ -277,7 +277,11 @@ impl ProcessesView {
             col(title(&rate_title("cache est."), &[ProcSort::CacheEstimate]), 1, &|p| {
                 p.cache_estimate_bytes_s
             }),
-        ]
+        ];
+        if let Some(w) = &ctx.model.iowait {
+            columns.push(crate::ui::iowait::column(procs, w, &theme));
+        }
+        columns
     }
 }
 
