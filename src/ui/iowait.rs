@@ -1,5 +1,7 @@
 //! I/O wait on screen: the process pane's `IO wait` column (src/model/iowait.rs: the busiest
-//! thread's % of the interval).
+//! thread's % of the interval), declared with the pane's other columns and sortable (`s`).
+
+use std::collections::HashMap;
 
 use ratatui::style::Style;
 
@@ -12,14 +14,20 @@ use crate::ui::theme::{Level, Theme};
 const WARN_PCT: f64 = 20.0;
 const CRIT_PCT: f64 = 60.0;
 
-/// The `IO wait` column of the process pane's rows `procs` (an exited row has none: `-`).
-pub fn column(procs: &[&ProcessModel], w: &IowaitModel, theme: &Theme) -> Column {
-    let pct: std::collections::HashMap<u32, f64> = w.processes.iter().map(|p| (p.pid, p.wait_pct)).collect();
-    let mut c = Column::new("IO wait".to_string(), 1).min_width(7);
+/// Each process's IO wait, % of the interval (its busiest thread's); empty without the probes.
+pub fn pct_by_pid(w: Option<&IowaitModel>) -> HashMap<u32, f64> {
+    w.map(|w| w.processes.iter().map(|p| (p.pid, p.wait_pct)).collect()).unwrap_or_default()
+}
+
+/// The `IO wait` column titled `title` of the process pane's rows `procs`: `-` for an exited row,
+/// and for every row without the probes (`w` None: unknown, not zero).
+pub fn column(title: String, procs: &[&ProcessModel], w: Option<&IowaitModel>, theme: &Theme) -> Column {
+    let pct = pct_by_pid(w);
+    let mut c = Column::new(title, 0).min_width(7);
     c.cells = procs
         .iter()
         .map(|p| {
-            if p.exited {
+            if p.exited || w.is_none() {
                 return ("-".to_string(), theme.dim());
             }
             let v = pct.get(&p.pid).copied().unwrap_or(0.0);
