@@ -185,6 +185,26 @@ impl KernelBtf {
         Ok(f.offset)
     }
 
+    /// A one-bit field `strukt.member` (a direct member, as `task_struct.in_iowait`): the byte
+    /// holding it and the bit's mask in that byte (little-endian: bit offsets count from the least
+    /// significant bit of the lowest byte on x86-64 and arm64).
+    pub fn bit_field(&self, strukt: &str, member: &str) -> Result<(u32, u8)> {
+        let s = self.named_struct(strukt)?;
+        for i in 0..s.vlen {
+            let at = s.rest + i * 12;
+            if self.str_at(self.u32_at(at))? != member {
+                continue;
+            }
+            let raw = self.u32_at(at + 8);
+            let (bit_offset, bits) = if s.kflag { (raw & 0xff_ffff, raw >> 24) } else { (raw, 1) };
+            if bits != 1 {
+                bail!("struct {strukt} member `{member}` is not a one-bit field");
+            }
+            return Ok((bit_offset / 8, 1u8 << (bit_offset % 8)));
+        }
+        bail!("struct {strukt} has no member `{member}`")
+    }
+
     /// The value of `name` in `enum enum_name`.
     pub fn enum_value(&self, enum_name: &str, name: &str) -> Result<u32> {
         let mut found_enum = false;

@@ -21,6 +21,7 @@ pub mod file_names;
 pub mod files;
 pub mod inserts;
 pub mod iomap;
+pub mod iowait;
 pub mod kernel_btf;
 pub mod kfunc;
 pub mod map_batch;
@@ -139,6 +140,7 @@ pub fn families() -> Vec<Box<dyn Family>> {
         Box::new(syncs::SyncsFamily::default()),
         Box::new(cgroup_move::CgroupMoveFamily::default()),
         Box::new(block_files::BlockFilesFamily::default()),
+        Box::new(iowait::IowaitFamily::default()),
     ]
 }
 

@@ -19,6 +19,7 @@ pub mod devices;
 pub mod files;
 pub mod flatten;
 pub mod io_processes;
+pub mod iowait;
 pub mod memory;
 pub mod names;
 pub mod page_cache;
@@ -72,6 +73,10 @@ pub struct Model {
     /// Sync calls (fsync and friends) per process, call and file (src/model/syncs.rs); empty
     /// without their probes.
     pub syncs: Vec<syncs::SyncModel>,
+    /// I/O wait per process, thread and cgroup, by cause (src/model/iowait.rs); absent without
+    /// its probes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iowait: Option<iowait::IowaitModel>,
     /// The parts of the sample that could not be read although the kernel has them (out of file
     /// descriptors): their figures here are empty, not measured (src/model/README.md).
     pub unavailable: Vec<crate::sample::Unavailable>,
@@ -151,6 +156,7 @@ impl Model {
             readahead: readahead::compute_reusing(prev, cur, secs, &mut carried.readahead),
             cgroups,
             syncs: syncs::compute(prev, cur, secs),
+            iowait: iowait::compute(prev, cur, secs),
             unavailable: cur.unavailable.clone(),
         }
     }

@@ -5,6 +5,7 @@ pub mod block_text;
 pub mod cgroups_text;
 pub mod files_text;
 pub mod headless;
+pub mod iowait_text;
 pub mod json_memo;
 pub mod page_cache_text;
 pub mod prometheus;

@@ -65,6 +65,7 @@ fn frame(m: &Model, time: &str) -> String {
     super::readahead_text::append(&mut s, m);
     super::cgroups_text::append(&mut s, m);
     super::syncs_text::append(&mut s, m);
+    super::iowait_text::append(&mut s, m);
     s
 }
 

@@ -30,6 +30,10 @@ pub struct BpfSample {
     pub block_files: Option<BlockFilesSample>,
     /// Sync calls (fsync and friends); None when their probes are not attached.
     pub syncs: Option<crate::sample::syncs::SyncSample>,
+    /// I/O wait per thread and cause; None when its probes are not attached (and in recordings
+    /// made before they existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iowait: Option<crate::sample::iowait::IowaitSample>,
     /// Every eBPF map with the kernel memory it takes, largest first (src/bpf/map_memory.rs);
     /// empty when eBPF is off. Shared by the samples of a run (copied only when a map that grows
     /// as it is used changed).

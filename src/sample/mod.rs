@@ -15,6 +15,7 @@ mod bpf;
 pub mod cgroups;
 mod disks;
 mod files;
+pub mod iowait;
 mod memory;
 mod page_cache;
 mod processes;

@@ -171,7 +171,7 @@ impl View for CgroupsView {
                     return Some(ViewAction::LimitToCgroup(CgroupFilter { id: *id, name: name.clone() }));
                 }
             }
-            code if crate::ui::table::sorted_table_key(&mut self.sort, &mut self.selection, code) => {}
+            code if table::sorted_table_key(code, &mut self.sort, &mut self.selection) => {}
             _ => return None,
         }
         Some(ViewAction::Redraw)
@@ -245,13 +245,7 @@ fn render(view: &CgroupsView, frame: &mut Frame, area: Rect, ctx: &Context) {
         .areas(inner);
         (t, Some(n))
     };
-    table::render(
-        frame,
-        table_area,
-        view.columns(&rows, ctx),
-        &theme,
-        Some(view.selection.index().min(rows.len() - 1)),
-    );
+    table::render(frame, table_area, view.columns(&rows, ctx), &theme, &view.selection, true);
     if let Some(area) = note_area {
         frame.render_widget(Paragraph::new(Span::styled(missing.join("; "), theme.dim())), area);
     }
@@ -276,7 +270,7 @@ impl CgroupsView {
         };
         let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
         let dash = || "-".to_string();
-        let mut name = Column::new(title("cgroup", &[CgroupSort::Name]), 0).left().min_width(16);
+        let mut name = Column::new(title("cgroup", &[CgroupSort::Name]), 0).left().min_width(16).key();
         name.cells = rows.iter().map(|c| (format::shorten(&label(c), 64), Style::new())).collect();
         let mut kind = Column::new("kind", 2).left();
         kind.cells = rows.iter().map(|c| (c.name.kind.to_string(), theme.dim())).collect();

@@ -19,12 +19,38 @@ pub struct Column {
     pub priority: u8,
     /// Keeps a column from narrowing when its widest value does (columns would jump every sample).
     pub min_width: u16,
+    /// The key column (the name: a file, a process, a device): shown at every width, cut to what
+    /// is left when the others do not fit.
+    pub key: bool,
+    /// A cut key keeps its end (a path's file name) rather than its start.
+    pub keep_end: bool,
     pub cells: Vec<(String, Style)>,
 }
 
 impl Column {
     pub fn new(title: impl Into<String>, priority: u8) -> Column {
-        Column { title: title.into(), left: false, priority, min_width: 0, cells: Vec::new() }
+        Column {
+            title: title.into(),
+            left: false,
+            priority,
+            min_width: 0,
+            key: false,
+            keep_end: false,
+            cells: Vec::new(),
+        }
+    }
+
+    /// The table's key column, kept at every width (see [`Column::key`]).
+    pub fn key(mut self) -> Column {
+        self.key = true;
+        self
+    }
+
+    /// The key column of a table of paths: cut, it keeps the file name (`…/dir/file`).
+    pub fn key_keep_end(mut self) -> Column {
+        self.key = true;
+        self.keep_end = true;
+        self
     }
 
     pub fn left(mut self) -> Column {
@@ -64,11 +90,116 @@ pub fn fit(widths_priorities: &[(u16, u8)], available: u16) -> Vec<usize> {
     chosen
 }
 
+/// One column's needs for [`fit_from`]: its width, priority, and whether it is the key column.
+#[derive(Clone, Copy, Debug)]
+pub struct Need {
+    pub width: u16,
+    pub priority: u8,
+    pub key: bool,
+    pub min_width: u16,
+}
+
+/// The columns to show (indices, ascending, with their widths) and how far `→` may shift.
+///
+/// The key columns come first, whatever the width: up to a third of it while the other
+/// priority-0 columns still fit, at least their minimum width (never wider than `available`); the other columns are taken by priority as in [`fit`]; the space they leave
+/// goes back to the key columns, up to their full width. At offset `k` the key columns keep that
+/// width and the others are taken in their order from the `k`-th, while they fit (the sideways
+/// scroll). The shifts are 0 when every column fits, else the offset from which the last columns
+/// all fit.
+pub fn fit_from(needs: &[Need], available: u16, offset: usize) -> (Vec<(usize, u16)>, usize) {
+    let others: Vec<usize> = (0..needs.len()).filter(|&i| !needs[i].key).collect();
+    let keys: Vec<usize> = (0..needs.len()).filter(|&i| needs[i].key).collect();
+    let sp = SPACING as u32;
+    let avail = available as u32;
+    let gap = |chosen: &[(usize, u16)]| if chosen.is_empty() { 0 } else { sp };
+    // The key columns first: up to a third of the width while the other priority-0 columns
+    // still fit, never below their minimum.
+    let must: u32 =
+        others.iter().filter(|&&i| needs[i].priority == 0).map(|&i| needs[i].width as u32 + sp).sum();
+    let mut used: u32 = 0;
+    let mut key_cols: Vec<(usize, u16)> = Vec::new();
+    for &i in &keys {
+        let n = needs[i];
+        let left = avail.saturating_sub(used + gap(&key_cols));
+        let share = (avail / 3).min(left.saturating_sub(must));
+        let w = (n.width as u32).min(share.max(n.min_width.max(8) as u32)).min(left);
+        if w == 0 {
+            break;
+        }
+        used += w + gap(&key_cols);
+        key_cols.push((i, w as u16));
+    }
+    // The others by priority, then what they leave to the key columns.
+    let mut order = others.clone();
+    order.sort_by_key(|&i| (needs[i].priority, i));
+    let mut by_priority: Vec<(usize, u16)> = Vec::new();
+    let mut u = used;
+    for i in order {
+        let need = needs[i].width as u32 + if key_cols.is_empty() && by_priority.is_empty() { 0 } else { sp };
+        if u + need > avail {
+            break;
+        }
+        u += need;
+        by_priority.push((i, needs[i].width));
+    }
+    for (i, w) in key_cols.iter_mut() {
+        let more = ((needs[*i].width - *w) as u32).min(avail - u);
+        *w += more as u16;
+        u += more;
+        used += more;
+    }
+    let base = used;
+    let fits_from = |k: usize| -> bool {
+        let mut u = base;
+        for (j, &i) in others.iter().enumerate().skip(k) {
+            u += needs[i].width as u32 + if j == k && base == 0 { 0 } else { sp };
+        }
+        u <= avail
+    };
+    let shifts = if by_priority.len() == others.len() {
+        0
+    } else {
+        (1..others.len()).find(|&k| fits_from(k)).unwrap_or(others.len())
+    };
+    let offset = offset.min(shifts);
+    let mut chosen = key_cols;
+    if offset == 0 {
+        chosen.extend(by_priority);
+    } else {
+        for &i in others.iter().skip(offset) {
+            let need = needs[i].width as u32 + gap(&chosen);
+            if used + need > avail {
+                break;
+            }
+            used += need;
+            chosen.push((i, needs[i].width));
+        }
+    }
+    chosen.sort_unstable();
+    (chosen, shifts)
+}
+
 /// Builds a table of the columns that fit `available` cells, with `header_style` on the titles.
 ///
 /// Every cell is shown through [`crate::untrusted::escape`] (a no-op for numbers and ordinary
 /// names), so that no table shows a name raw, whichever view built it.
-pub fn table(mut columns: Vec<Column>, available: u16, header_style: Style) -> Table<'static> {
+pub fn table(columns: Vec<Column>, available: u16, header_style: Style) -> Table<'static> {
+    let rows = columns.iter().map(|c| c.cells.len()).max().unwrap_or(0);
+    table_window(columns, available, header_style, 0, 0..rows, false).0
+}
+
+/// [`table`] for the rows in `rows` only, the other columns shifted by `offset` ([`fit_from`]),
+/// with a line left empty under the header when `gap` (for the "▲ N more" marker); also returns
+/// how far the columns may shift.
+pub fn table_window(
+    mut columns: Vec<Column>,
+    available: u16,
+    header_style: Style,
+    offset: usize,
+    rows: std::ops::Range<usize>,
+    gap: bool,
+) -> (Table<'static>, usize) {
     for c in &mut columns {
         for (text, _) in &mut c.cells {
             if let std::borrow::Cow::Owned(escaped) = crate::untrusted::escape(text) {
@@ -76,35 +207,51 @@ pub fn table(mut columns: Vec<Column>, available: u16, header_style: Style) -> T
             }
         }
     }
-    let sizes: Vec<(u16, u8)> = columns.iter().map(|c| (c.width(), c.priority)).collect();
-    let chosen = fit(&sizes, available);
-    let rows_n = columns.iter().map(|c| c.cells.len()).max().unwrap_or(0);
+    let needs: Vec<Need> = columns
+        .iter()
+        .map(|c| Need { width: c.width(), priority: c.priority, key: c.key, min_width: c.min_width })
+        .collect();
+    let (chosen, shifts) = fit_from(&needs, available, offset);
     let align = |text: String, left: bool, style: Style| -> Cell<'static> {
         let line = Line::from(Span::styled(text, style));
         Cell::from(if left { line } else { line.right_aligned() })
     };
+    let cut = |c: &Column, text: String, width: u16| -> String {
+        if text.chars().count() <= width as usize {
+            text
+        } else if c.keep_end {
+            crate::ui::format::shorten_start(&text, width as usize)
+        } else {
+            crate::ui::format::shorten(&text, width as usize)
+        }
+    };
     let header = Row::new(
         chosen
             .iter()
-            .map(|&i| align(columns[i].title.clone(), columns[i].left, Style::new()))
+            .map(|&(i, w)| {
+                let c = &columns[i];
+                align(cut(c, c.title.clone(), w), c.left, Style::new())
+            })
             .collect::<Vec<_>>(),
     )
-    .style(header_style);
-    let rows: Vec<Row> = (0..rows_n)
+    .style(header_style)
+    .bottom_margin(u16::from(gap));
+    let rows: Vec<Row> = rows
         .map(|r| {
             Row::new(
                 chosen
                     .iter()
-                    .map(|&i| {
-                        let (text, style) = columns[i].cells.get(r).cloned().unwrap_or_default();
-                        align(text, columns[i].left, style)
+                    .map(|&(i, w)| {
+                        let c = &columns[i];
+                        let (text, style) = c.cells.get(r).cloned().unwrap_or_default();
+                        align(cut(c, text, w), c.left, style)
                     })
                     .collect::<Vec<_>>(),
             )
         })
         .collect();
-    let widths: Vec<Constraint> = chosen.iter().map(|&i| Constraint::Length(sizes[i].0)).collect();
-    Table::new(rows, widths).header(header).column_spacing(SPACING)
+    let widths: Vec<Constraint> = chosen.iter().map(|&(_, w)| Constraint::Length(w)).collect();
+    (Table::new(rows, widths).header(header).column_spacing(SPACING), shifts)
 }
 
 #[cfg(test)]
@@ -122,6 +269,29 @@ mod tests {
         assert_eq!(fit(&cols, 47), vec![0, 1, 2, 3, 4]);
         assert_eq!(fit(&cols, 16), vec![0, 2]);
         assert_eq!(fit(&cols, 9), Vec::<usize>::new());
+    }
+
+    fn need(width: u16, priority: u8, key: bool) -> Need {
+        Need { width, priority, key, min_width: 0 }
+    }
+
+    #[test]
+    fn the_key_column_is_kept_and_cut_and_the_others_shift() {
+        // pid(7,p0) name(40,key) read(6,p0) write(6,p0) lat(8,p2)
+        let mut cols =
+            [need(7, 0, false), need(40, 0, true), need(6, 0, false), need(6, 0, false), need(8, 2, false)];
+        cols[1].min_width = 15;
+        // Everything fits at 80.
+        assert_eq!(fit_from(&cols, 80, 0), (vec![(0, 7), (1, 40), (2, 6), (3, 6), (4, 8)], 0));
+        // At 40 the name (at least 15) leaves room for pid, read and write (7+6+6 and their
+        // spacing: 22), not lat: the 3 cells left go back to the name.
+        assert_eq!(fit_from(&cols, 40, 0), (vec![(0, 7), (1, 18), (2, 6), (3, 6)], 2));
+        // → skips pid, then read: lat comes into view, the name stays.
+        assert_eq!(fit_from(&cols, 40, 1).0, vec![(1, 18), (2, 6), (3, 6)]);
+        assert_eq!(fit_from(&cols, 40, 2).0, vec![(1, 18), (3, 6), (4, 8)]);
+        assert_eq!(fit_from(&cols, 40, 9).0, vec![(1, 18), (3, 6), (4, 8)], "clamped to the last shift");
+        // At 10 columns only the key column is left, cut to the width.
+        assert_eq!(fit_from(&cols, 10, 0).0, vec![(1, 10)]);
     }
 
     #[test]

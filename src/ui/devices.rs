@@ -11,7 +11,7 @@ use crate::model::{DeviceModel, Model};
 use crate::sample::BlockSettings;
 use crate::ui::columns::Column;
 use crate::ui::format::{self, Units};
-use crate::ui::table;
+use crate::ui::table::{self, Sort, SortColumn};
 use crate::ui::theme::Level;
 use crate::ui::view::{Context, View, ViewAction};
 
@@ -21,13 +21,64 @@ const UTIL_WARN: f64 = 60.0;
 const UTIL_CRIT: f64 = 90.0;
 
 /// Most device rows the pane asks for when sharing the screen (more scroll, or zoom).
-const MAX_SHARED_ROWS: u16 = 8;
+pub const MAX_SHARED_ROWS: u16 = 8;
 
-/// The devices pane's own state: the selected device (by name; the detail view shows it) and
-/// which devices are listed.
+/// The devices pane's sort key. `s` cycles through them in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DevSort {
+    /// /proc/diskstats order: rows do not move between samples.
+    #[default]
+    Kernel,
+    Util,
+    /// Read + write bytes per second.
+    Bytes,
+    /// Read + write requests per second.
+    Iops,
+    Name,
+}
+
+impl DevSort {
+    pub const ORDER: [DevSort; 5] =
+        [DevSort::Kernel, DevSort::Util, DevSort::Bytes, DevSort::Iops, DevSort::Name];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            DevSort::Kernel => "diskstats order",
+            DevSort::Util => "%util",
+            DevSort::Bytes => "read+write",
+            DevSort::Iops => "r/s+w/s",
+            DevSort::Name => "name",
+        }
+    }
+
+    /// Figures sort biggest first; the kernel's order and names as they come.
+    fn descending_by_default(self) -> bool {
+        matches!(self, DevSort::Util | DevSort::Bytes | DevSort::Iops)
+    }
+
+    fn key(self, d: &DeviceModel) -> f64 {
+        match self {
+            DevSort::Util => d.util,
+            DevSort::Bytes => d.rkb_s + d.wkb_s,
+            DevSort::Iops => d.r_s + d.w_s,
+            DevSort::Kernel | DevSort::Name => 0.0,
+        }
+    }
+}
+
+impl SortColumn for DevSort {
+    fn next(self) -> DevSort {
+        let i = DevSort::ORDER.iter().position(|s| *s == self).unwrap_or(0);
+        DevSort::ORDER[(i + 1) % DevSort::ORDER.len()]
+    }
+}
+
+/// The devices pane's own state: the selected device (by name; the detail view shows it), the
+/// sort, and which devices are listed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DevicesView {
     pub selection: crate::ui::table::Selection,
+    pub sort: Sort<DevSort>,
     /// `P`: partitions too.
     pub show_partitions: bool,
     /// `i`: loop/ram/zram devices even when they did no I/O.
@@ -36,14 +87,31 @@ pub struct DevicesView {
 
 impl DevicesView {
     /// Whole disks (plus partitions with `P`), hiding virtual devices that did no I/O (unless
-    /// `i`). Model order is kept: it follows /proc/diskstats, so rows do not jump between samples.
+    /// `i`), sorted by `s` (by default in the model's order: it follows /proc/diskstats, so rows do
+    /// not jump between samples); ties keep that order.
     pub fn visible<'a>(&self, model: &'a Model) -> Vec<&'a DeviceModel> {
-        model
+        let mut rows: Vec<&DeviceModel> = model
             .devices
             .iter()
             .filter(|d| self.show_partitions || !d.is_partition)
             .filter(|d| self.show_idle_virtual || !(d.is_virtual && d.idle))
-            .collect()
+            .collect();
+        let column = self.sort.column;
+        let descending = column.descending_by_default() != self.sort.reversed;
+        if column != DevSort::Kernel || self.sort.reversed {
+            rows.sort_by(|a, b| {
+                let ord = match column {
+                    DevSort::Name => a.name.cmp(&b.name),
+                    _ => column.key(a).total_cmp(&column.key(b)),
+                };
+                if descending {
+                    ord.reverse()
+                } else {
+                    ord
+                }
+            });
+        }
+        rows
     }
 
     /// How many devices the toggles hide (shown in the pane title so nothing vanishes silently).
@@ -69,7 +137,13 @@ impl View for DevicesView {
     fn title(&self, ctx: &Context) -> String {
         let model = ctx.model;
         let hidden = self.hidden(model);
+        // The sort is named once `s` or `r` changed it (the kernel's order needs no word).
         let mut t = String::from("Devices");
+        if self.sort != Sort::default() {
+            let arrow =
+                if self.sort.column.descending_by_default() != self.sort.reversed { "▼" } else { "▲" };
+            t.push_str(&format!("  sort {} {arrow}", self.sort.column.label()));
+        }
         if model.interval_s == 0.0 {
             t.push_str("  rates pending");
         }
@@ -110,8 +184,8 @@ impl View for DevicesView {
             (inner, None)
         };
         let with_settings = settings_area.is_none();
-        let selected = ctx.focused.then_some(self.selection.index());
-        table::render(frame, stats_area, stat_columns(model, &devices, ctx, with_settings), &theme, selected);
+        let columns = stat_columns(model, &devices, ctx, with_settings);
+        table::render(frame, stats_area, columns, &theme, &self.selection, ctx.focused);
         if let Some(area) = settings_area {
             let [title_area, table_area] =
                 Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
@@ -119,7 +193,14 @@ impl View for DevicesView {
                 Paragraph::new(Line::from(Span::styled("Queue settings (/sys/block/*/queue)", theme.dim()))),
                 title_area,
             );
-            table::render(frame, table_area, settings_columns(&devices), &theme, selected);
+            table::render(
+                frame,
+                table_area,
+                settings_columns(&devices),
+                &theme,
+                &self.selection,
+                ctx.focused,
+            );
         }
     }
 
@@ -129,14 +210,20 @@ impl View for DevicesView {
         match code {
             KeyCode::Char('P') => self.show_partitions = !self.show_partitions,
             KeyCode::Char('i') => self.show_idle_virtual = !self.show_idle_virtual,
-            code if self.selection.step_key(code) => {}
+            code if table::sorted_table_key(code, &mut self.sort, &mut self.selection) => {}
             _ => return None,
         }
         Some(ViewAction::Redraw)
     }
 
     fn keys(&self) -> &'static [(&'static str, &'static str)] {
-        &[("↑↓", "device"), ("Enter", "eBPF detail"), ("P", "partitions"), ("i", "idle virtual")]
+        &[
+            ("↑↓", "device"),
+            ("s r", "sort / reverse"),
+            ("Enter", "eBPF detail"),
+            ("P", "partitions"),
+            ("i", "idle virtual"),
+        ]
     }
 
     fn follow(&mut self, ctx: &Context) {
@@ -181,7 +268,8 @@ fn stat_columns(model: &Model, devices: &[&DeviceModel], ctx: &Context, with_set
             (format::shorten(&d.name, 14), style)
         })
         .left()
-        .min_width(7),
+        .min_width(7)
+        .key(),
         col("r/s", 1, devices, |d| rate(format::count(d.r_s, u))),
         col("w/s", 1, devices, |d| rate(format::count(d.w_s, u))),
         col(rkb_title, 2, devices, |d| rate(kb_s(d.rkb_s))),
@@ -271,7 +359,7 @@ fn settings_columns(devices: &[&DeviceModel]) -> Vec<Column> {
     let get = |d: &DeviceModel| d.settings.clone().unwrap_or_default();
     let s = |d: &DeviceModel, f: &dyn Fn(&BlockSettings) -> (String, Style)| f(&get(d));
     vec![
-        col("Device", 0, devices, |d| (format::shorten(&d.name, 14), Style::new())).left(),
+        col("Device", 0, devices, |d| (format::shorten(&d.name, 14), Style::new())).left().key(),
         col("sched", 1, devices, |d| s(d, &|b| setting(b.scheduler.clone()))).left(),
         col("ra_kb", 1, devices, |d| s(d, &|b| setting(b.read_ahead_kb))),
         col("nr_req", 1, devices, |d| s(d, &|b| setting(b.nr_requests))),

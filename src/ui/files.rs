@@ -225,7 +225,8 @@ impl View for FilesView {
                 table_area,
                 file_columns(&rows, ctx, inner.width),
                 &theme,
-                Some(self.selection.index().min(rows.len() - 1)),
+                &self.selection,
+                true,
             );
         }
         let sampled = match model.block_files.as_ref().and_then(|b| b.sampled_pct) {
@@ -259,8 +260,7 @@ impl View for FilesView {
                 self.sort.next_column();
                 self.selection.reset();
             }
-            KeyCode::Char('r') => self.sort.reverse(),
-            code if self.selection.step_key(code) => {}
+            code if table::sorted_table_key(code, &mut self.sort, &mut self.selection) => {}
             _ => return None,
         }
         Some(ViewAction::Redraw)
@@ -292,7 +292,7 @@ fn file_columns(rows: &[&FileModel], ctx: &Context, width: u16) -> Vec<Column> {
     // The path takes what the priority-0 numbers leave (about 40 cells), at least 20, and at
     // most 45 % of a wide screen so the other columns stay.
     let path_w = (width as usize).saturating_sub(42).min(width as usize * 45 / 100).max(20);
-    let mut path = Column::new("file", 0).left().min_width(20);
+    let mut path = Column::new("file", 0).left().min_width(20).key_keep_end();
     path.cells = rows.iter().map(|r| plain(shorten_path(&r.name(), path_w))).collect();
     let mut procs = Column::new("processes", 1).left();
     procs.cells = rows

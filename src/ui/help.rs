@@ -17,9 +17,9 @@ pub const KEYS: [(&str, &str); 21] = [
     ("?  F1", "this help (Esc closes it)"),
     ("Tab  S-Tab", "focus the next / previous pane"),
     ("1 2 3 4", "focus memory / devices / processes / page cache"),
-    ("↑ ↓  j k", "select a row (also PgUp PgDn, Home g, End G)"),
+    ("↑ ↓  j k", "select a row (also PgUp PgDn, Home g, End G); ← → show the columns a narrow table hides"),
     ("z", "zoom the focused pane (devices: + queue settings); Esc unzooms"),
-    ("s  r", "sort processes / page cache by the next column / reverse"),
+    ("s  r", "sort the focused table (processes when memory has the focus) by the next column / reverse"),
     ("/", "filter processes by comm or pid; Enter keeps, Esc clears"),
     ("a  P  i", "show idle processes / partitions / idle loop+ram devices"),
     ("u", "units: human (K M G = KiB MiB GiB) / raw"),
@@ -55,16 +55,68 @@ const NOTES: [&str; 4] = [
     "dirty gauge: │ background writeback starts, ┃ writers are throttled.",
 ];
 
-/// The help over `area`; `replay`: the player's keys instead of the live-only ones.
-pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, theme: Theme, replay: bool) {
+/// The help's own state: how far it is scrolled (clamped to its lines at each draw).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HelpView {
+    scroll: std::cell::Cell<usize>,
+}
+
+impl HelpView {
+    /// ↑↓ j k, PgUp PgDn, Home g, End G scroll; false for any other key.
+    pub fn handle_key(&mut self, code: crossterm::event::KeyCode) -> bool {
+        let Some(by) = crate::ui::table::step_of(code) else { return false };
+        let at = (self.scroll.get() as i64).saturating_add(by).clamp(0, 1 << 20);
+        self.scroll.set(at as usize);
+        true
+    }
+
+    /// Back to the top (the help opens there).
+    pub fn reset(&mut self) {
+        self.scroll.set(0);
+    }
+}
+
+/// `text` cut into lines of at most `width` characters at spaces (a longer word is cut).
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let (n, w) = (line.chars().count(), word.chars().count());
+        if n > 0 && n + 1 + w > width {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push(line);
+    out
+}
+
+/// The help over `area`, scrolled by `view`; `replay`: the player's keys instead of the live-only
+/// ones. Wrapped lines are indented under the description they continue.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    model: Option<&Model>,
+    theme: Theme,
+    replay: bool,
+    view: &HelpView,
+) {
     let replay_keys: &[(&str, &str)] = if replay { &REPLAY_KEYS } else { &[] };
-    let mut lines: Vec<Line> = replay_keys
-        .iter()
-        .chain(KEYS.iter().filter(|(k, _)| !(replay && LIVE_ONLY.contains(k))))
-        .map(|(k, what)| {
-            Line::from(vec![Span::styled(format!("{k:>11}  "), theme.table_header()), Span::raw(*what)])
-        })
-        .collect();
+    let width = area.width.min(84);
+    let inner_w = width.saturating_sub(2).max(1) as usize;
+    // Descriptions wrap under themselves, right of the keys.
+    let desc_w = inner_w.saturating_sub(13).max(10);
+    let mut lines: Vec<Line> = Vec::new();
+    for (k, what) in replay_keys.iter().chain(KEYS.iter().filter(|(k, _)| !(replay && LIVE_ONLY.contains(k))))
+    {
+        for (i, part) in wrap_words(what, desc_w).into_iter().enumerate() {
+            let key = if i == 0 { format!("{k:>11}  ") } else { " ".repeat(13) };
+            lines.push(Line::from(vec![Span::styled(key, theme.table_header()), Span::raw(part)]));
+        }
+    }
     lines.push(Line::from(""));
     lines.extend(NOTES.iter().map(|n| Line::from(Span::styled(*n, theme.dim()))));
     if let Some(m) = model {
@@ -84,11 +136,26 @@ pub fn render(frame: &mut Frame, area: Rect, model: Option<&Model>, theme: Theme
             )));
         }
     }
-    let width = area.width.min(84);
-    let height = (lines.len() as u16 + 2).min(area.height);
+    // Lines once wrapped at the popup's width.
+    let wrapped: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner_w)).sum();
+    let height = (wrapped as u16 + 2).min(area.height);
+    let body = height.saturating_sub(2) as usize;
+    let last_top = wrapped.saturating_sub(body);
+    let top = view.scroll.get().min(last_top);
+    view.scroll.set(top);
     let [popup] = Layout::horizontal([Constraint::Length(width)]).flex(Flex::Center).areas(area);
     let [popup] = Layout::vertical([Constraint::Length(height)]).flex(Flex::Center).areas(popup);
     frame.render_widget(Clear, popup);
-    let block = Block::bordered().title(Span::styled(" ioscope help ", theme.title(true)));
-    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), popup);
+    let mut block = Block::bordered().title(Span::styled(" ioscope help ", theme.title(true)));
+    if top > 0 {
+        block = block.title_bottom(Span::styled(format!(" ▲ {top} more "), theme.dim()));
+    }
+    if top < last_top {
+        block = block.title_bottom(
+            Line::from(Span::styled(format!(" ▼ {} more (↓ PgDn) ", last_top - top), theme.dim()))
+                .right_aligned(),
+        );
+    }
+    let scroll = (top.min(u16::MAX as usize) as u16, 0);
+    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).scroll(scroll), popup);
 }

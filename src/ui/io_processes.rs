@@ -181,14 +181,12 @@ impl View for IoProcessesView {
             frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
             return;
         }
-        let selected = ctx.focused.then_some(self.selection.index());
-        table::render(frame, inner, self.columns(&rows, ctx), &theme, selected);
+        table::render(frame, inner, self.columns(&rows, ctx), &theme, &self.selection, ctx.focused);
     }
 
     /// `s`, `r` and the selection.
     fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
-        crate::ui::table::sorted_table_key(&mut self.sort, &mut self.selection, code)
-            .then_some(ViewAction::Redraw)
+        table::sorted_table_key(code, &mut self.sort, &mut self.selection).then_some(ViewAction::Redraw)
     }
 
     fn keys(&self) -> &'static [(&'static str, &'static str)] {
@@ -224,7 +222,7 @@ impl IoProcessesView {
         let rate = |name: &str| if u == Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
         let mut pid = Column::new(title("pid", &[IoSort::Pid]), 0).min_width(7);
         pid.cells = rows.iter().map(|p| (p.pid.to_string(), Style::new())).collect();
-        let mut comm = Column::new(title("comm", &[IoSort::Comm]), 0).left().min_width(15);
+        let mut comm = Column::new(title("comm", &[IoSort::Comm]), 0).left().min_width(15).key();
         comm.cells = rows
             .iter()
             .map(|p| {

@@ -24,6 +24,7 @@ pub mod header;
 pub mod help;
 pub mod history;
 pub mod io_processes;
+pub mod iowait;
 pub mod line_input;
 pub mod memory;
 pub mod page_cache;
@@ -94,7 +95,7 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
         draw_stack(frame, body, &ctx, state);
     }
     if state.shows(Overlay::Help) {
-        help::render(frame, area, Some(model), ctx.theme, state.replay);
+        help::render(frame, area, Some(model), ctx.theme, state.replay, &views.help);
     }
 }
 
@@ -106,13 +107,20 @@ pub fn draw_starting(frame: &mut Frame, state: &UiState) {
     let theme = theme::Theme { color: state.color };
     header::render_starting(frame, header_area, theme);
     if state.shows(Overlay::Help) {
-        help::render(frame, area, None, theme, state.replay);
+        help::render(frame, area, None, theme, state.replay, &state.views.help);
     }
+}
+
+/// The devices pane's height in the stack (rule and header included), from the body's height
+/// alone: devices coming and going (idle loop devices) never move the panes below; more devices
+/// than rows scroll ("▼ N more").
+pub fn devices_height(body_height: u16) -> u16 {
+    2 + (body_height / 8).clamp(3, devices::MAX_SHARED_ROWS)
 }
 
 fn draw_stack(frame: &mut Frame, body: Rect, ctx: &Context, state: &UiState) {
     let mut mem_h = state.views.memory.wanted_height(ctx, body.width);
-    let mut dev_h = state.views.devices.wanted_height(ctx.model);
+    let mut dev_h = devices_height(body.height);
     if state.baseline.is_some() {
         // Deltas are a metric per row: a device has a dozen, so give them room.
         dev_h = dev_h.max(body.height / 3);

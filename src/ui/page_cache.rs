@@ -202,14 +202,19 @@ impl View for PageCacheView {
             frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), table_area);
             return;
         }
-        let selected = ctx.focused.then_some(self.selection.index());
-        table::render(frame, table_area, self.cache_columns(&rows, ctx), &theme, selected);
+        table::render(
+            frame,
+            table_area,
+            self.cache_columns(&rows, ctx),
+            &theme,
+            &self.selection,
+            ctx.focused,
+        );
     }
 
     /// `s`, `r` and the selection.
     fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
-        crate::ui::table::sorted_table_key(&mut self.sort, &mut self.selection, code)
-            .then_some(ViewAction::Redraw)
+        table::sorted_table_key(code, &mut self.sort, &mut self.selection).then_some(ViewAction::Redraw)
     }
 
     fn keys(&self) -> &'static [(&'static str, &'static str)] {
@@ -327,7 +332,7 @@ impl PageCacheView {
         let plain = |s: String| (s, Style::new());
         let mut pid = Column::new(title("pid", Some(PageCacheSort::Pid)), 0).min_width(7);
         pid.cells = rows.iter().map(|p| plain(p.pid.to_string())).collect();
-        let mut comm = Column::new(title("comm", Some(PageCacheSort::Comm)), 0).left().min_width(15);
+        let mut comm = Column::new(title("comm", Some(PageCacheSort::Comm)), 0).left().min_width(15).key();
         comm.cells = rows.iter().map(|p| plain(p.comm.clone())).collect();
         vec![
             pid,
@@ -398,14 +403,13 @@ impl PageCacheView {
         let plain = |s: String| (s, Style::new());
         let mut pid = Column::new("pid", 0).min_width(7);
         pid.cells = rows.iter().map(|p| plain(p.pid.to_string())).collect();
-        let mut comm = Column::new("comm", 0).left().min_width(15);
+        let mut comm = Column::new("comm", 0).left().min_width(15).key();
         comm.cells = rows.iter().map(|p| plain(p.comm.to_string())).collect();
         let mut est = Column::new("cache est./s", 0);
         est.cells = rows.iter().map(|p| plain(format::bytes(p.cache_estimate_bytes_s, u))).collect();
         let mut disk = Column::new("from disk/s", 0);
         disk.cells = rows.iter().map(|p| plain(format::bytes(p.read_bytes_s, u))).collect();
-        let selected = ctx.focused.then_some(self.selection.index());
-        table::render(frame, table_area, vec![pid, comm, est, disk], &theme, selected);
+        table::render(frame, table_area, vec![pid, comm, est, disk], &theme, &self.selection, ctx.focused);
     }
 }
 

@@ -13,8 +13,9 @@ use crate::model::block_health::LostCounter;
 use crate::model::Model;
 use crate::ui::columns::{self, Column};
 use crate::ui::format;
+use crate::ui::table::Selection;
 use crate::ui::theme::{Level, Theme};
-use crate::ui::view::{Context, View};
+use crate::ui::view::{Context, View, ViewAction};
 
 /// Map fill from which the view warns (the map is bounded; when full, requests go untracked).
 const FILL_WARN: f64 = 50.0;
@@ -22,9 +23,11 @@ const FILL_CRIT: f64 = 90.0;
 /// Maps listed by their kernel memory (the largest; the rest are summed on one row).
 const MEMORY_ROWS: usize = 8;
 
-/// The probe health view (`e`): no state of its own.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ProbeHealthView;
+/// The probe health view (`e`): the programs table's scroll.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProbeHealthView {
+    pub selection: Selection,
+}
 
 impl View for ProbeHealthView {
     fn title(&self, _ctx: &Context) -> String {
@@ -32,15 +35,24 @@ impl View for ProbeHealthView {
     }
 
     fn render(&self, frame: &mut Frame, area: Rect, ctx: &Context) {
-        render(frame, area, &self.title(ctx), ctx)
+        render(frame, area, &self.title(ctx), &self.selection, ctx)
+    }
+
+    /// The selection keys scroll the programs (Esc and `e` are the general keys).
+    fn handle_key(&mut self, code: crossterm::event::KeyCode) -> Option<ViewAction> {
+        self.selection.handle_key(code).then_some(ViewAction::Redraw)
+    }
+
+    fn follow(&mut self, ctx: &Context) {
+        self.selection.follow(ctx.model.bpf.programs.iter().map(|p| p.program.clone()));
     }
 
     fn keys(&self) -> &'static [(&'static str, &'static str)] {
-        &[("Enter", "device detail"), ("e Esc", "back")]
+        &[("↑↓", "program"), ("Enter", "device detail"), ("e Esc", "back")]
     }
 }
 
-fn render(frame: &mut Frame, area: Rect, title: &str, ctx: &Context) {
+fn render(frame: &mut Frame, area: Rect, title: &str, selection: &Selection, ctx: &Context) {
     let (model, theme) = (ctx.model, ctx.theme);
     let block = Block::new()
         .borders(Borders::TOP)
@@ -82,9 +94,15 @@ fn render(frame: &mut Frame, area: Rect, title: &str, ctx: &Context) {
     let hidden_zero = all_lost.len() - lost.len();
     let lost_rows = lost.len() as u16;
     let map_rows = health.map_or(0, |h| h.maps.len()) as u16;
+    // The programs take what the other tables leave (at least a few rows; they scroll).
+    let others = 1
+        + (lost_rows + 1)
+        + if health.is_some() { map_rows + 1 } else { 0 }
+        + (memory_rows as u16 + u16::from(memory_rows > 0));
+    let prog_h = (programs.len() as u16 + 1).min(inner.height.saturating_sub(others).max(6));
     let [status_area, prog_area, lost_area, map_area, memory_area] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Length(programs.len() as u16 + 1),
+        Constraint::Length(prog_h),
         Constraint::Length(lost_rows + 1),
         Constraint::Length(if health.is_some() { map_rows + 1 } else { 0 }),
         Constraint::Length(memory_rows as u16 + u16::from(memory_rows > 0)),
@@ -99,7 +117,10 @@ fn render(frame: &mut Frame, area: Rect, title: &str, ctx: &Context) {
     // Programs: the block probes' event counts where known (the foundation's counter has none).
     let events = |name: &str| health.and_then(|h| h.programs.iter().find(|p| p.program == name));
     let mut cols = vec![
-        col("program", 0, programs.iter().map(|p| (p.program.clone(), Style::new())).collect()).left(),
+        col("program", 0, programs.iter().map(|p| (p.program.clone(), Style::new())).collect())
+            .left()
+            .min_width(20)
+            .key(),
         col("attached to", 0, programs.iter().map(|p| (p.tracepoint.clone(), Style::new())).collect()).left(),
         col(
             "mechanism",
@@ -182,7 +203,7 @@ fn render(frame: &mut Frame, area: Rect, title: &str, ctx: &Context) {
         ),
     ];
     cols.retain(|c| !c.cells.is_empty());
-    frame.render_widget(columns::table(cols, prog_area.width, theme.table_header()), prog_area);
+    crate::ui::table::render(frame, prog_area, cols, &theme, selection, true);
     render_memory(frame, memory_area, model, &theme);
 
     let Some(h) = health else { return };

@@ -26,12 +26,14 @@ pub enum ProcSort {
     Wchar,
     Cancelled,
     CacheEstimate,
+    /// % of the interval the busiest thread was blocked on I/O (eBPF, src/model/iowait.rs).
+    IoWait,
     Pid,
     Comm,
 }
 
 impl ProcSort {
-    pub const ORDER: [ProcSort; 9] = [
+    pub const ORDER: [ProcSort; 10] = [
         ProcSort::Disk,
         ProcSort::Read,
         ProcSort::Write,
@@ -39,6 +41,7 @@ impl ProcSort {
         ProcSort::Wchar,
         ProcSort::Cancelled,
         ProcSort::CacheEstimate,
+        ProcSort::IoWait,
         ProcSort::Pid,
         ProcSort::Comm,
     ];
@@ -62,6 +65,7 @@ impl ProcSort {
             ProcSort::Wchar => "wchar",
             ProcSort::Cancelled => "cancelled",
             ProcSort::CacheEstimate => "cache est.",
+            ProcSort::IoWait => "IO wait",
             ProcSort::Pid => "pid",
             ProcSort::Comm => "comm",
         }
@@ -107,8 +111,13 @@ impl ProcessesView {
             .filter(|p| ctx.admits(p.pid, None))
             .collect();
         let descending = self.descending();
+        let io_wait = match self.sort.column {
+            ProcSort::IoWait => crate::ui::iowait::pct_by_pid(model.iowait.as_ref()),
+            _ => Default::default(),
+        };
+        let io_wait = |p: &ProcessModel| io_wait.get(&p.pid).copied().unwrap_or(0.0);
         rows.sort_by(|a, b| {
-            let ord = compare(a, b, self.sort.column);
+            let ord = compare(a, b, self.sort.column, &io_wait);
             let ord = if descending { ord.reverse() } else { ord };
             ord.then(a.pid.cmp(&b.pid))
         });
@@ -137,6 +146,9 @@ impl View for ProcessesView {
                 t.push_str(&format!("  {idle} without I/O hidden (a)"));
             }
         }
+        if self.sort.column == ProcSort::IoWait && ctx.model.iowait.is_none() {
+            t.push_str("  IO wait needs the eBPF probes");
+        }
         ctx.cgroup_note(&mut t);
         t
     }
@@ -155,8 +167,7 @@ impl View for ProcessesView {
             frame.render_widget(Paragraph::new(Span::styled(msg, theme.dim())), inner);
             return;
         }
-        let selected = ctx.focused.then_some(self.selection.index());
-        table::render(frame, inner, self.columns(&procs, ctx), &theme, selected);
+        table::render(frame, inner, self.columns(&procs, ctx), &theme, &self.selection, ctx.focused);
     }
 
     /// `s`, `r`, `a` and the selection.
@@ -164,7 +175,7 @@ impl View for ProcessesView {
         use crossterm::event::KeyCode;
         match code {
             KeyCode::Char('a') => self.show_all = !self.show_all,
-            code if crate::ui::table::sorted_table_key(&mut self.sort, &mut self.selection, code) => {}
+            code if table::sorted_table_key(code, &mut self.sort, &mut self.selection) => {}
             _ => return None,
         }
         Some(ViewAction::Redraw)
@@ -205,7 +216,13 @@ pub fn matches_filter(p: &ProcessModel, filter: &str) -> bool {
     p.comm.to_lowercase().contains(&needle) || p.pid.to_string().contains(&needle)
 }
 
-fn compare(a: &ProcessModel, b: &ProcessModel, sort: ProcSort) -> Ordering {
+/// `io_wait`: a process's IO wait % (0 without the probes), for [`ProcSort::IoWait`].
+fn compare(
+    a: &ProcessModel,
+    b: &ProcessModel,
+    sort: ProcSort,
+    io_wait: &dyn Fn(&ProcessModel) -> f64,
+) -> Ordering {
     let key = |p: &ProcessModel| -> f64 {
         match sort {
             ProcSort::Disk => p.read_bytes_s + p.write_bytes_s,
@@ -215,6 +232,7 @@ fn compare(a: &ProcessModel, b: &ProcessModel, sort: ProcSort) -> Ordering {
             ProcSort::Wchar => p.wchar_s,
             ProcSort::Cancelled => p.cancelled_write_bytes_s,
             ProcSort::CacheEstimate => p.cache_estimate_bytes_s,
+            ProcSort::IoWait => io_wait(p),
             ProcSort::Pid => p.pid as f64,
             ProcSort::Comm => 0.0,
         }
@@ -263,22 +281,35 @@ impl ProcessesView {
             })
             .collect();
         // comm is at most 15 characters (TASK_COMM_LEN): that width always, so columns do not jump.
-        let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15);
+        let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15).key();
         comm.cells = procs.iter().map(|p| (comm_label(p), Style::new())).collect();
         let rate_title =
             |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
-        vec![
+        let mut columns = vec![
             pid,
             comm,
             col(title(&rate_title("read"), &[ProcSort::Read, ProcSort::Disk]), 0, &|p| p.read_bytes_s),
             col(title(&rate_title("write"), &[ProcSort::Write, ProcSort::Disk]), 0, &|p| p.write_bytes_s),
+        ];
+        // IO wait: with the probes, or when sorted by it (then `-`: unknown without them).
+        let iowait = ctx.model.iowait.as_ref();
+        if iowait.is_some() || self.sort.column == ProcSort::IoWait {
+            columns.push(crate::ui::iowait::column(
+                title("IO wait", &[ProcSort::IoWait]),
+                procs,
+                iowait,
+                &theme,
+            ));
+        }
+        columns.extend([
             col(title(&rate_title("rchar"), &[ProcSort::Rchar]), 1, &|p| p.rchar_s),
             col(title(&rate_title("wchar"), &[ProcSort::Wchar]), 1, &|p| p.wchar_s),
             col(title(&rate_title("cancelled"), &[ProcSort::Cancelled]), 2, &|p| p.cancelled_write_bytes_s),
             col(title(&rate_title("cache est."), &[ProcSort::CacheEstimate]), 1, &|p| {
                 p.cache_estimate_bytes_s
             }),
-        ]
+        ]);
+        columns
     }
 }
 
@@ -363,6 +394,40 @@ mod tests {
         assert_eq!(with("123"), vec![1234]);
         assert_eq!(with("sleep"), vec![30], "an idle match is still shown");
         assert!(with("nothing").is_empty());
+    }
+
+    #[test]
+    fn io_wait_sorts_by_the_busiest_threads_share_and_is_a_declared_column() {
+        use crate::model::iowait::{IowaitModel, IowaitProcessModel};
+        let mut m = model();
+        let wait = |pid, wait_pct| IowaitProcessModel { pid, wait_pct, ..Default::default() };
+        let mut v = ProcessesView::default();
+        v.sort.column = ProcSort::IoWait;
+        let h = History::default();
+        // Without the probes every row is unknown: ties by pid, the column says `-`.
+        let ctx = Context::new(&m, &h);
+        assert_eq!(pids(&v.visible(&ctx)), vec![10, 20, 40, 1234]);
+        assert!(v.title(&ctx).contains("IO wait needs the eBPF probes"));
+        let procs = v.visible(&ctx);
+        let cols = v.columns(&procs, &ctx);
+        let io =
+            cols.iter().find(|c| c.title.starts_with("IO wait")).expect("IO wait column when sorted by it");
+        assert!(io.cells.iter().all(|(c, _)| c == "-"));
+        // With them: the busiest thread's %, biggest first; a process that never waited is 0.
+        m.iowait = Some(IowaitModel {
+            processes: vec![wait(20, 35.0), wait(1234, 80.5), wait(10, 2.0)],
+            ..Default::default()
+        });
+        let ctx = Context::new(&m, &h);
+        let procs = v.visible(&ctx);
+        assert_eq!(pids(&procs), vec![1234, 20, 10, 40]);
+        let cols = v.columns(&procs, &ctx);
+        let titles: Vec<&str> = cols.iter().map(|c| c.title.as_str()).collect();
+        assert_eq!(&titles[..5], ["pid", "comm", "read/s", "write/s", "IO wait▼"]);
+        let cells: Vec<&str> = cols[4].cells.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(cells, ["80.5%", "35.0%", "2.0%", "0.0%"]);
+        v.sort.reversed = true;
+        assert_eq!(pids(&v.visible(&ctx)), vec![40, 10, 20, 1234]);
     }
 
     #[test]

@@ -4,12 +4,15 @@
 
 use crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use crate::model::readahead::{RaFileModel, ReadaheadModel, HIGH_WASTE_PCT};
+use crate::ui::columns::Column;
 use crate::ui::format;
+use crate::ui::table::Selection;
 use crate::ui::theme::{Level, Theme};
 use crate::ui::view::{Context, View, ViewAction};
 
@@ -37,8 +40,8 @@ impl View for ReadaheadView {
     /// Esc closes (the detail first), Enter opens the selected file's detail, j/k/arrows/g/G
     /// select (`w` opens and closes it).
     fn handle_key(&mut self, code: KeyCode) -> Option<ViewAction> {
-        if crate::ui::table::list_step(code).is_some() {
-            self.selection.step_key(code);
+        if crate::ui::table::list_step(code).is_some() || matches!(code, KeyCode::Left | KeyCode::Right) {
+            self.selection.handle_key(code);
             return Some(ViewAction::Redraw);
         }
         match code {
@@ -105,7 +108,7 @@ fn render(view: &ReadaheadView, frame: &mut Frame, area: Rect, ctx: &Context) {
             .areas(inner);
     render_devices(frame, dev_area, ra, ctx);
     frame.render_widget(Paragraph::new(hint_lines).wrap(Wrap { trim: true }), hint_area);
-    render_files(frame, file_area, ra, selected, ctx);
+    render_files(frame, file_area, ra, &view.selection, ctx);
 }
 
 fn hint_lines(ra: &ReadaheadModel, theme: &Theme) -> Vec<Line<'static>> {
@@ -158,76 +161,57 @@ fn render_devices(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, ctx: &Cont
     frame.render_widget(Table::new(rows, widths).header(header), area);
 }
 
-/// `s` cut to `max` characters from the left, keeping the end (a path's file name).
-fn tail(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        return s.to_string();
-    }
-    let mut out = String::from("…");
-    out.extend(s.chars().skip(n - max + 1));
-    out
-}
-
-fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selected: usize, ctx: &Context) {
+fn render_files(frame: &mut Frame, area: Rect, ra: &ReadaheadModel, selection: &Selection, ctx: &Context) {
     let theme = ctx.theme;
-    let wide = area.width >= 120;
-    let mut head = vec!["File", "sync", "async", "window", "RA pg", "used", "wasted", "waste%"];
-    let mut widths = vec![6u16, 6, 8, 7, 7, 7, 6];
-    if wide {
-        head.extend(["max", "mmap_miss", "processes"]);
-        widths.extend([6, 9, 24]);
+    if ra.files.is_empty() {
+        let line = Span::styled("(no file read ahead in this interval)", theme.dim());
+        frame.render_widget(Paragraph::new(line), area);
+        return;
     }
-    let fixed: u16 = widths.iter().sum::<u16>() + widths.len() as u16;
-    let file_w = area.width.saturating_sub(fixed).max(12);
-    let mut constraints = vec![Constraint::Length(file_w)];
-    constraints.extend(widths.iter().map(|w| Constraint::Length(*w)));
-    let body_rows = area.height.saturating_sub(1) as usize;
-    let first = selected.saturating_sub(body_rows.saturating_sub(1));
-    let rows: Vec<Row> = ra
-        .files
+    let [area, foot] = ratatui::layout::Layout::vertical([
+        Constraint::Fill(1),
+        Constraint::Length(u16::from(ra.untracked_pages_total > 0)),
+    ])
+    .areas(area);
+    let files = &ra.files;
+    let col = |title: &str, priority: u8, f: &dyn Fn(&RaFileModel) -> String| {
+        let mut c = Column::new(title, priority);
+        c.cells = files.iter().map(|r| (f(r), Style::new())).collect();
+        c
+    };
+    let mut file = Column::new("File", 0).left().min_width(20).key_keep_end();
+    file.cells = files
         .iter()
-        .enumerate()
-        .skip(first)
-        .take(body_rows)
-        .map(|(i, f)| {
-            let name = tail(&format::text(&f.path), file_w as usize);
-            let mut cells = vec![
-                if f.path_known { Span::raw(name) } else { Span::styled(name, theme.dim()) },
-                Span::raw(f.sync_events.to_string()),
-                Span::raw(f.async_events.to_string()),
-                Span::raw(format!("{}{}", f.window_pages, f.window_trend.arrow())),
-                Span::raw(f.ra_pages.to_string()),
-                Span::raw(f.used_pages.to_string()),
-                Span::raw(f.wasted_pages.to_string()),
-                Span::styled(pct(f.waste_pct), waste_style(&theme, f.waste_pct)),
-            ];
-            if wide {
-                cells.push(Span::raw(f.max_window_pages.to_string()));
-                cells.push(Span::raw(f.mmap_miss.to_string()));
-                cells.push(Span::raw(format::text(&f.processes.join(" "))));
-            }
-            let row = Row::new(cells);
-            if i == selected {
-                row.style(theme.selected_row())
+        .map(|f| {
+            let name = format::text(&f.path);
+            if f.path_known {
+                (name, Style::new())
             } else {
-                row
+                (name, theme.dim())
             }
         })
         .collect();
-    let rows = if ra.files.is_empty() {
-        vec![Row::new(["(no file read ahead in this interval)"]).style(theme.dim())]
-    } else {
-        rows
-    };
-    let mut t = Table::new(rows, constraints).header(Row::new(head).style(theme.table_header()));
+    let mut waste = Column::new("waste%", 0);
+    waste.cells = files.iter().map(|f| (pct(f.waste_pct), waste_style(&theme, f.waste_pct))).collect();
+    let columns = vec![
+        file,
+        col("sync", 0, &|f| f.sync_events.to_string()),
+        col("async", 0, &|f| f.async_events.to_string()),
+        col("window", 0, &|f| format!("{}{}", f.window_pages, f.window_trend.arrow())),
+        col("RA pg", 0, &|f| f.ra_pages.to_string()),
+        col("used", 0, &|f| f.used_pages.to_string()),
+        col("wasted", 0, &|f| f.wasted_pages.to_string()),
+        waste,
+        col("max", 1, &|f| f.max_window_pages.to_string()),
+        col("mmap_miss", 1, &|f| f.mmap_miss.to_string()),
+        col("processes", 2, &|f| format::shorten(&format::text(&f.processes.join(" ")), 24)).left(),
+    ];
+    crate::ui::table::render(frame, area, columns, &theme, selection, true);
     if ra.untracked_pages_total > 0 {
-        t = t.footer(Row::new([format!(
-            "{} readahead pages untracked since start (page map full)",
-            ra.untracked_pages_total
-        )]));
+        let text =
+            format!("{} readahead pages untracked since start (page map full)", ra.untracked_pages_total);
+        frame.render_widget(Paragraph::new(Span::styled(text, theme.dim())), foot);
     }
-    frame.render_widget(t, area);
 }
 
 fn render_detail(frame: &mut Frame, area: Rect, f: &RaFileModel, ctx: &Context) {

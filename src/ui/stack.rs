@@ -86,7 +86,7 @@ pub enum StackKey {
 
 impl StackView {
     /// The stack's keys: focus (Tab, 1-4), zoom and `d`; the sort keys (`s`, `r`) go to the page
-    /// cache when it has the focus, else to the processes; `a` to the processes, `P` and `i` to
+    /// cache or the devices when they have the focus, else to the processes; `a` to the processes, `P` and `i` to
     /// the devices, whatever has the focus; the selection keys to the focused pane.
     pub fn handle_key(&mut self, code: KeyCode) -> StackKey {
         match code {
@@ -101,12 +101,13 @@ impl StackView {
                 };
                 return StackKey::SwitchedProcessTable;
             }
-            KeyCode::Char('s' | 'r') if self.focus == Pane::PageCache => {
-                return StackKey::Pane(Pane::PageCache)
+            KeyCode::Char('s' | 'r') if matches!(self.focus, Pane::PageCache | Pane::Devices) => {
+                return StackKey::Pane(self.focus)
             }
             KeyCode::Char('s' | 'r' | 'a') => return StackKey::Pane(Pane::Processes),
             KeyCode::Char('P' | 'i') => return StackKey::Pane(Pane::Devices),
             code if crate::ui::table::step_of(code).is_some() => return StackKey::Pane(self.focus),
+            KeyCode::Left | KeyCode::Right => return StackKey::Pane(self.focus),
             _ => return StackKey::None,
         }
         StackKey::Redraw
@@ -133,6 +134,10 @@ mod tests {
         assert_eq!(s.handle_key(KeyCode::PageDown), StackKey::Pane(Pane::PageCache));
         s.handle_key(KeyCode::Char('1'));
         assert_eq!(s.handle_key(KeyCode::Char('r')), StackKey::Pane(Pane::Processes));
+        s.handle_key(KeyCode::Char('2'));
+        assert_eq!(s.handle_key(KeyCode::Char('s')), StackKey::Pane(Pane::Devices));
+        assert_eq!(s.handle_key(KeyCode::Right), StackKey::Pane(Pane::Devices));
+        s.handle_key(KeyCode::Char('1'));
         assert_eq!(s.handle_key(KeyCode::Char('j')), StackKey::Pane(Pane::Memory));
         assert_eq!(s.handle_key(KeyCode::Char('d')), StackKey::SwitchedProcessTable);
         assert_eq!(s.process_table, ProcessTable::Submitters);

@@ -127,6 +127,7 @@ pub struct Views {
     pub cgroups: CgroupsView,
     pub syncs: SyncsView,
     pub probe_health: ProbeHealthView,
+    pub help: crate::ui::help::HelpView,
 }
 
 impl UiState {
@@ -212,8 +213,10 @@ impl UiState {
                     KeyCode::Char('q') => Action::Quit,
                     KeyCode::Char('?') | KeyCode::Esc | KeyCode::F(1) => {
                         self.overlay = None;
+                        self.views.help.reset();
                         Action::Redraw
                     }
+                    code if self.views.help.handle_key(code) => Action::Redraw,
                     _ => Action::None,
                 };
             }
@@ -224,7 +227,8 @@ impl UiState {
             Body::Readahead => Some(&mut self.views.readahead),
             Body::Cgroups => Some(&mut self.views.cgroups),
             Body::Syncs => Some(&mut self.views.syncs),
-            Body::Stack | Body::DeviceDetail | Body::ProbeHealth => None,
+            Body::ProbeHealth => Some(&mut self.views.probe_health),
+            Body::Stack | Body::DeviceDetail => None,
         };
         if let Some(done) = view.and_then(|v| v.handle_key(key.code)) {
             return self.apply(done);
@@ -469,6 +473,9 @@ impl UiState {
         if self.is_open(Body::Syncs) {
             views.syncs.follow(&ctx);
         }
+        if self.is_open(Body::ProbeHealth) {
+            views.probe_health.follow(&ctx);
+        }
         self.views = views;
     }
 }
@@ -515,8 +522,9 @@ mod tests {
     #[test]
     fn sort_cycles_through_every_column_and_back() {
         let mut s = state();
+        s.handle_key(key('3'));
         let mut seen = vec![s.views.processes.sort.column];
-        for _ in 0..8 {
+        for _ in 1..ProcSort::ORDER.len() {
             assert_eq!(s.handle_key(key('s')), Action::Redraw);
             seen.push(s.views.processes.sort.column);
         }
@@ -528,6 +536,7 @@ mod tests {
     #[test]
     fn reverse_flips_direction_and_a_new_column_resets_it() {
         let mut s = state();
+        s.handle_key(key('3'));
         assert!(s.views.processes.descending());
         s.handle_key(key('r'));
         assert!(!s.views.processes.descending());
@@ -911,7 +920,7 @@ mod tests {
             }
         }
         let full: [(Body, char, &dyn View); 6] = [
-            (Body::ProbeHealth, 'e', &ProbeHealthView),
+            (Body::ProbeHealth, 'e', &ProbeHealthView::default()),
             (Body::Files, 'f', &FilesView::default()),
             (Body::Readahead, 'w', &ReadaheadView::default()),
             (Body::Cgroups, 'c', &CgroupsView::default()),

@@ -4,11 +4,13 @@
 
 use crossterm::event::KeyCode;
 use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, Wrap};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::model::syncs::{running_longer_than, SyncModel};
+use crate::ui::columns::Column;
 use crate::ui::format;
 use crate::ui::theme::Level;
 use crate::ui::view::{Context, View, ViewAction};
@@ -33,8 +35,8 @@ impl View for SyncsView {
 
     /// Esc closes the view and j/k/arrows/g/G select a row (`y` opens and closes it).
     fn handle_key(&mut self, code: KeyCode) -> Option<ViewAction> {
-        if crate::ui::table::list_step(code).is_some() {
-            self.selection.step_key(code);
+        if crate::ui::table::list_step(code).is_some() || matches!(code, KeyCode::Left | KeyCode::Right) {
+            self.selection.handle_key(code);
             return Some(ViewAction::Redraw);
         }
         match code {
@@ -100,96 +102,49 @@ fn render(view: &SyncsView, frame: &mut Frame, area: Rect, ctx: &Context) {
     if !missing.is_empty() {
         frame.render_widget(Paragraph::new(Span::styled(missing.join("; "), theme.dim())), note_area);
     }
-    // (header, width, priority): the columns that fit, the most important first; FILE takes
-    // the rest and is cut from the left, keeping the file name.
-    const COLUMNS: [(&str, u16, u8); 14] = [
-        ("PID", 7, 0),
-        ("COMM", 13, 0),
-        ("CALL", 9, 0),
-        ("NOW/S", 6, 0),
-        ("NOW MEAN", 8, 0),
-        ("NOW P99", 8, 2),
-        ("RUNNING", 8, 0),
-        ("CALLS", 7, 4),
-        ("MEAN", 7, 5),
-        ("P99", 7, 6),
-        ("MAX", 7, 3),
-        ("WRITTEN", 8, 1),
-        ("OTHERS THR", 10, 7),
-        ("FILE", 0, 0),
-    ];
-    const FILE_MIN: u16 = 22;
-    let mut shown = [false; COLUMNS.len()];
-    let mut used = FILE_MIN;
-    for prio in 0..=7 {
-        for (i, (_, w, p)) in COLUMNS.iter().enumerate() {
-            if *p == prio && (*w == 0 || used + w < table_area.width) {
-                shown[i] = true;
-                used += if *w == 0 { 0 } else { w + 1 };
-            }
-        }
-    }
-    let file_w = table_area.width.saturating_sub(used - FILE_MIN).max(1) as usize;
-    let pick = |cells: Vec<Span<'static>>| -> Vec<Span<'static>> {
-        cells.into_iter().zip(shown).filter(|(_, s)| *s).map(|(c, _)| c).collect()
+    // The columns that fit, the most important first; FILE is the key column, cut from the left
+    // (keeping the file name) when it does not fit.
+    let rows = &model.syncs;
+    let col = |title: &str, priority: u8, f: &dyn Fn(&SyncModel) -> (String, Style)| {
+        let mut c = Column::new(title, priority);
+        c.cells = rows.iter().map(f).collect();
+        c
     };
-    let header = Row::new(pick(COLUMNS.iter().map(|c| Span::raw(c.0)).collect())).style(theme.table_header());
-    let widths: Vec<Constraint> = COLUMNS
-        .iter()
-        .zip(shown)
-        .filter(|(_, s)| *s)
-        .map(|((_, w, _), _)| if *w == 0 { Constraint::Fill(1) } else { Constraint::Length(*w) })
-        .collect();
-    let visible = table_area.height.saturating_sub(1) as usize;
-    let selected = view.selection.index().min(model.syncs.len().saturating_sub(1));
-    let first = selected.saturating_sub(visible.saturating_sub(1));
-    let rows: Vec<Row> = model
-        .syncs
-        .iter()
-        .enumerate()
-        .skip(first)
-        .take(visible)
-        .map(|(i, r)| {
-            let running = if r.running > 0 {
+    let plain = |s: String| (s, Style::new());
+    let now = |r: &SyncModel, v: f64| {
+        if r.calls_interval == 0 {
+            ("-".to_string(), theme.dim())
+        } else {
+            (secs(v), theme.level(Level::of(v, 0.1, LONG_CALL_S)))
+        }
+    };
+    let columns = vec![
+        col("PID", 0, &|r| plain(r.pid.to_string())).min_width(7),
+        col("COMM", 0, &|r| plain(format::text(&r.comm))).left().min_width(15),
+        col("CALL", 0, &|r| plain(format::text(&r.syscall))).left().min_width(9),
+        col("NOW/S", 0, &|r| plain(rate(r.calls_s))),
+        col("NOW MEAN", 0, &|r| now(r, r.interval_mean_s)),
+        col("NOW P99", 2, &|r| now(r, r.interval_p99_s)),
+        col("RUNNING", 0, &|r| {
+            if r.running > 0 {
                 let n = if r.running > 1 { format!("{}× ", r.running) } else { String::new() };
-                Span::styled(
+                (
                     format!("{n}{}", secs(r.running_s)),
                     theme.level(Level::of(r.running_s, LONG_CALL_S, 10.0 * LONG_CALL_S)),
                 )
             } else {
-                Span::styled("-", theme.dim())
-            };
-            let now = |v: f64| {
-                if r.calls_interval == 0 {
-                    Span::styled("-", theme.dim())
-                } else {
-                    Span::styled(secs(v), theme.level(Level::of(v, 0.1, LONG_CALL_S)))
-                }
-            };
-            let row = Row::new(pick(vec![
-                Span::raw(r.pid.to_string()),
-                Span::raw(format::text(&r.comm)),
-                Span::raw(format::text(&r.syscall)),
-                Span::raw(rate(r.calls_s)),
-                now(r.interval_mean_s),
-                now(r.interval_p99_s),
-                running,
-                Span::raw(r.calls.to_string()),
-                Span::raw(secs(r.mean_s)),
-                Span::raw(secs(r.p99_s)),
-                Span::styled(secs(r.max_s), theme.level(Level::of(r.max_s, 0.1, LONG_CALL_S))),
-                Span::raw(written(r, u)),
-                Span::raw(secs(r.others_throttled_s)),
-                Span::raw(format::shorten_start(&format::text(&r.target()), file_w)),
-            ]));
-            if i == selected {
-                row.style(theme.selected_row())
-            } else {
-                row
+                ("-".to_string(), theme.dim())
             }
-        })
-        .collect();
-    frame.render_widget(Table::new(rows, widths).header(header), table_area);
+        }),
+        col("CALLS", 4, &|r| plain(r.calls.to_string())),
+        col("MEAN", 5, &|r| plain(secs(r.mean_s))),
+        col("P99", 6, &|r| plain(secs(r.p99_s))),
+        col("MAX", 3, &|r| (secs(r.max_s), theme.level(Level::of(r.max_s, 0.1, LONG_CALL_S)))),
+        col("WRITTEN", 1, &|r| plain(written(r, u))),
+        col("OTHERS THR", 7, &|r| plain(secs(r.others_throttled_s))),
+        col("FILE", 0, &|r| plain(format::text(&r.target()))).left().min_width(22).key_keep_end(),
+    ];
+    crate::ui::table::render(frame, table_area, columns, &theme, &view.selection, true);
 }
 
 /// Calls per second: "-" for none, "0.5", "12", "1.2K".

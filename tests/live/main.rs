@@ -27,6 +27,7 @@ mod live_file_names;
 mod live_files;
 mod live_hostile_names;
 mod live_iostat;
+mod live_iowait;
 mod live_loopdev;
 mod live_memcg;
 mod live_mmap_store;

@@ -39,3 +39,4 @@ mod ui_files_snapshots;
 mod ui_missing_panes;
 mod ui_snapshots;
 mod ui_syncs;
+mod ui_tables;

@@ -70,11 +70,15 @@ fn the_view_names_pods_and_services_and_limits_the_panes_to_one() {
     s.clamp_selection(&m);
     key(&mut s, KeyCode::Enter);
     assert!(s.body != Body::Cgroups);
+    // The page-cache pane zoomed, so that every row is in view.
+    key(&mut s, KeyCode::Char('4'));
+    key(&mut s, KeyCode::Char('z'));
     let limited = screen(&m, &s);
     assert!(limited.contains("cgroup pod 8c5e3b4a"), "{limited}");
     for p in &m.cache_processes {
         assert!(limited.contains(&p.pid.to_string()), "pid {} missing: {limited}", p.pid);
     }
+    key(&mut s, KeyCode::Char('z'));
     // The service's cgroup has none of them.
     key(&mut s, KeyCode::Char('c'));
     key(&mut s, KeyCode::Down);

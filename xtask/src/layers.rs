@@ -297,6 +297,7 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[
             "file_names",
             "files",
             "iomap",
+            "iowait",
             "kernel_btf",
             "kfunc",
             "map_memory",

@@ -8,6 +8,7 @@ mod churn;
 mod dist;
 mod ebpf;
 mod fio;
+mod iowait_cost;
 mod layers;
 mod overhead;
 mod overhead_fsync;
@@ -93,6 +94,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Context switches per second with and without ioscope's I/O-wait probes.
+    IowaitCost {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Cached-read throughput (fio) with and without ioscope's page-cache probes.
     CacheOverhead {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -145,6 +151,7 @@ fn main() -> anyhow::Result<()> {
         Command::BenchFio { args } => bench_fio::run(&args),
         Command::Overhead { args } => overhead::run(&args),
         Command::CacheOverhead { args } => cache_overhead::run(&args),
+        Command::IowaitCost { args } => iowait_cost::run(&args),
         Command::MmapWriter { dir, files, mib, random, memory_limit_mib } => {
             let _limit = match memory_limit_mib {
                 Some(m) => Some(mmap_writer::MemoryLimit::enter("ioscope-mmap-writer", m << 20)?),

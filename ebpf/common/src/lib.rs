@@ -13,6 +13,7 @@ pub mod fallback;
 pub mod file_names;
 pub mod files;
 pub mod inserts;
+pub mod iowait;
 pub mod page_cache;
 pub mod readahead;
 pub mod readahead_510;

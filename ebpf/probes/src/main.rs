@@ -12,6 +12,7 @@ mod block_files;
 mod cgroup_move;
 mod file_names;
 mod files;
+mod iowait;
 mod kernel;
 mod kprobe_fallbacks;
 mod page_cache;

@@ -16,6 +16,7 @@ use aya_ebpf::{
 
 use crate::kernel::{Mem, Plain, Probe};
 use ioscope_common::fallback::{read_pages_range, FnLayout};
+use ioscope_common::iowait::{CAUSE_DIRECT_IO, CAUSE_DIRTY_THROTTLE, CAUSE_OTHER, CAUSE_PAGE_CACHE_READ};
 use ioscope_common::page_cache::{
     continues_read, folio_pages, range_pages, rss_growth, AddHead, CacheCounters, CacheLayout, CacheScratch,
     DioMemo, DirtyStateRecord, WriteMemo, CACHE_MAX_PROCESSES, NO_ORDER, RSS_LAST_MAX, TASK_KNOWN,
@@ -376,6 +377,7 @@ pub fn filemap_fault_fentry(ctx: FEntryContext) -> i32 {
 #[inline(always)]
 pub(crate) fn fault<M: Mem>(vmf: *const u8) {
     count(current_ids().0, |c| c.faults = c.faults.wrapping_add(1));
+    crate::iowait::hint(CAUSE_PAGE_CACHE_READ);
     crate::readahead_fn::on_vm_fault::<M>(vmf, None);
 }
 
@@ -470,6 +472,7 @@ pub fn filemap_fault(ctx: TracePointContext) -> u32 {
     // No field is read here: every event is one page asked for by a fault. Unconditional on the
     // layout. The per-file part reads the page (its demand) only while disk reads come from bios.
     count(current_ids().0, |c| c.faults = c.faults.wrapping_add(1));
+    crate::iowait::hint(CAUSE_PAGE_CACHE_READ);
     crate::files::on_fault(&ctx);
     0
 }
@@ -534,6 +537,9 @@ pub fn writeback_dirty_folio(ctx: TracePointContext) -> u32 {
 }
 
 fn try_dirty(ctx: &TracePointContext) -> Result<u32, i64> {
+    // A writer dirtying a page has left any read or direct I/O it made before: a wait from now on
+    // is another cause's (throttling says so just before its sleep).
+    crate::iowait::hint(CAUSE_OTHER);
     if cache_layout!(dirty_ok) == 0 {
         return Ok(0);
     }
@@ -613,6 +619,8 @@ pub fn balance_dirty_pages(ctx: TracePointContext) -> u32 {
 }
 
 fn try_balance_dirty_pages(ctx: &TracePointContext) -> Result<u32, i64> {
+    // Raised just before the throttled writer's sleep (`io_schedule_timeout()`).
+    crate::iowait::hint(CAUSE_DIRTY_THROTTLE);
     let l = layout();
     if l.bdp_ok == 0 {
         return Ok(0);
@@ -766,6 +774,7 @@ fn dio_begin<M: Mem>(iocb: *const u8, iter: *const u8) {
 /// A direct I/O of `bytes` with kiocb `flags` (IOCB_WRITE: `write_flag`) on `file`.
 #[inline(always)]
 fn on_dio(write_flag: u32, bytes: u64, flags: u32, file: Option<(u32, u64)>) {
+    crate::iowait::hint(CAUSE_DIRECT_IO);
     let write = flags & write_flag != 0;
     // A read by the event's own flags may be a plain write(2) (ki_flags lacks IOCB_WRITE there on
     // some kernels): then the files program learns the direction at the thread's next iomap_iter
@@ -797,6 +806,7 @@ fn add_dio(c: &mut CacheCounters, ios: u64, bytes: u64, write: bool) {
 /// process on the same file stays in this CPU's memo (see ioscope_common::page_cache::DioMemo).
 #[inline(always)]
 fn count_dio_memo(file: Option<(u32, u64)>, bytes: u64, write: bool) {
+    crate::iowait::hint(CAUSE_DIRECT_IO);
     let tgid = current_ids().0;
     if let Some(t) = totals() {
         add_dio(t, 1, bytes, write);

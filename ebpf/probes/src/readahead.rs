@@ -219,6 +219,8 @@ pub fn on_ra_event(
     mmap_miss: u32,
 ) {
     let tid = bpf_get_current_pid_tgid() as u32;
+    // The reader waits for these pages next (or for those of the window before).
+    crate::iowait::hint(ioscope_common::iowait::CAUSE_PAGE_CACHE_READ);
     // The window this decision opens comes next (try_order, try_unbounded); until then the thread
     // has none, only the pages its miss asked for: those are demand, not readahead.
     let asked = RaWindow {

@@ -94,6 +94,7 @@ fn enter<const SLOTS: bool>(ctx: &TracePointContext) -> u32 {
     let (nr, arg0) = (head[0] as u32 as i32, head[1]);
     let nrs = layout!(nr);
     let Some(kind) = syscall_kind(&nrs, nr as u32) else { return 0 };
+    crate::iowait::hint(ioscope_common::iowait::CAUSE_SYNC);
     let mut file = (0, 0);
     if kind == SYNC_MSYNC {
         // msync(start, len, flags): only MS_SYNC waits for I/O.
@@ -159,6 +160,7 @@ fn own_slot(tid: u64) -> Option<*mut SyncSlot> {
 #[tracepoint]
 pub fn sync_exit(_ctx: TracePointContext) -> u32 {
     let key = bpf_get_current_pid_tgid() & 0xffff_ffff;
+    crate::iowait::hint(ioscope_common::iowait::CAUSE_OTHER);
     // One `finish` below (each is a default SyncStats on the stack).
     let f = match own_slot(key) {
         // SAFETY: this thread's slot; freed (start, then key: see SyncSlot) after the copy.

@@ -170,6 +170,7 @@ pub fn families(
     }
     if opts.top_processes > 0 {
         processes(&mut out, cur, model, opts.top_processes);
+        iowait(&mut out, model, opts.top_processes);
     }
     if opts.top_files > 0 {
         files(&mut out, cur, model, opts.top_files);
@@ -706,6 +707,25 @@ fn processes(out: &mut Vec<Family>, s: &Sample, model: &Model, n: usize) {
     }
 }
 
+/// Seconds blocked on I/O per cause of the `n` processes that waited most (src/model/iowait.rs's
+/// order: the interval's busiest thread, then since the threads were first seen).
+fn iowait(out: &mut Vec<Family>, model: &Model, n: usize) {
+    let Some(m) = &model.iowait else { return };
+    let f = family(
+        out,
+        Kind::Counter,
+        "ioscope_process_io_wait_seconds",
+        "seconds",
+        "Seconds the process's threads were blocked waiting for I/O (the kernel's in_iowait sleeps), by the cause decided when each blocked (eBPF).",
+    );
+    for p in m.processes.iter().filter(|p| p.total_s > 0.0).take(n) {
+        let pid = p.pid.to_string();
+        for (cause, secs) in &p.total_by_cause_s {
+            f.add(&[("pid", &pid), ("comm", &p.comm), ("cause", cause)], *secs);
+        }
+    }
+}
+
 /// The `n` files with the most disk bytes in the last interval (ties: the most since their
 /// counters started), from the per-file probes.
 fn files(out: &mut Vec<Family>, s: &Sample, model: &Model, n: usize) {
@@ -927,6 +947,37 @@ mod tests {
     fn value(families: &[Family], name: &str, labels: &str) -> Option<f64> {
         let text = encode::encode(families, Format::Text);
         text.lines().find_map(|l| l.strip_prefix(&format!("{name}{{{labels}}} ")).map(|v| v.parse().unwrap()))
+    }
+
+    #[test]
+    fn io_wait_series_are_the_top_waiters_per_cause() {
+        use crate::model::iowait::{IowaitModel, IowaitProcessModel};
+        let row = |pid: u32, sync_s: f64| {
+            let mut p =
+                IowaitProcessModel { pid, comm: format!("p{pid}"), total_s: sync_s, ..Default::default() };
+            p.total_by_cause_s.insert("sync", sync_s);
+            p.total_by_cause_s.insert("other", 0.0);
+            p
+        };
+        let m = Model {
+            iowait: Some(IowaitModel {
+                processes: vec![row(7, 2.5), row(8, 1.0), row(9, 0.0)],
+                cgroups: Vec::new(),
+            }),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        iowait(&mut out, &m, 1);
+        let name = "ioscope_process_io_wait_seconds_total";
+        assert_eq!(value(&out, name, r#"pid="7",comm="p7",cause="sync""#), Some(2.5));
+        assert_eq!(value(&out, name, r#"pid="7",comm="p7",cause="other""#), Some(0.0));
+        // Bounded: the first N processes only.
+        assert_eq!(value(&out, name, r#"pid="8",comm="p8",cause="sync""#), None);
+        let mut out = Vec::new();
+        iowait(&mut out, &m, 10);
+        // A process that never waited has no series.
+        assert_eq!(value(&out, name, r#"pid="9",comm="p9",cause="sync""#), None);
+        assert_eq!(value(&out, name, r#"pid="8",comm="p8",cause="sync""#), Some(1.0));
     }
 
     #[test]
