@@ -20,7 +20,7 @@ use std::time::Instant;
 use io_uring::{opcode, types, IoUring, Probe};
 
 use super::buffers::IoBuffers;
-use super::engine::{finish, EngineJob, EngineResult, Order};
+use super::job::{finish, EngineJob, EngineResult, Order};
 use super::histogram::Histogram;
 use super::spec::Fsync;
 
