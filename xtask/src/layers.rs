@@ -316,7 +316,6 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[
     ("compare", &["mod", "tui"]),
     ("model", &["files", "mod"]),
     ("replay", &["mod", "openmetrics"]),
-    ("sample", &["cgroups", "mod"]),
 ];
 
 /// One import of a file by another file of the same folder.
