@@ -313,7 +313,6 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[
     ),
     ("bpf/resolve", &["files", "handles", "safe_open"]),
     ("collect", &["cgroups", "disks", "host", "memory", "mod", "psi"]),
-    ("compare", &["mod", "tui"]),
     ("model", &["files", "mod"]),
     ("replay", &["mod", "openmetrics"]),
 ];
