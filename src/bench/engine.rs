@@ -253,6 +253,10 @@ impl Drop for Mapping {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::super::job::Progress;
+    use super::super::spec::JobSpec;
     use super::*;
 
     #[test]
