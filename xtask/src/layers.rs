@@ -312,7 +312,6 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[
         ],
     ),
     ("bpf/resolve", &["files", "handles", "safe_open"]),
-    ("collect", &["cgroups", "disks", "host", "memory", "mod", "psi"]),
 ];
 
 /// One import of a file by another file of the same folder.
