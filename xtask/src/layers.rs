@@ -311,7 +311,6 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[
             "syncs_510",
         ],
     ),
-    ("bpf/resolve", &["files", "handles", "safe_open"]),
 ];
 
 /// One import of a file by another file of the same folder.

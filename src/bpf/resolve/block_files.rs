@@ -25,7 +25,7 @@ use ioscope_common::block::{RWBS_META, RWBS_READ, RWBS_WRITE};
 use ioscope_common::block_files::RqEvent;
 
 use super::extents::{disk_ranges, fiemap, journal_ranges, mount_sources, placement, Placement};
-use super::files::{FileId, FileMeta};
+use super::types::{FileId, FileMeta};
 use super::mountinfo::MountInfo;
 use super::safe_open::{open_block_device, Opener};
 use crate::sample::{BlockFilesSample, BlockTargetCounters, FileIoSample};

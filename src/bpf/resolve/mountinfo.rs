@@ -3,10 +3,54 @@
 //! POLLPRI | POLLERR, as util-linux's `findmnt --poll` uses it). A fixture's mountinfo (any other
 //! proc directory) is read every time. The file resolver and the block-to-file mapper each keep
 //! one, so neither reads and parses the table every sample.
+//! [`parse_mountinfo`] reads its lines ([`MountLine`]); a [`Mount`] is a mounted filesystem as the
+//! resolvers use it.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+
+/// A mounted filesystem: its `s_dev`, where it is mounted, and the disk whose backing device
+/// (bdi) its writeback is reported under.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    pub dev: (u32, u32),
+    /// The directory of the filesystem the mount shows (`/`, or a bind mount's subdirectory).
+    pub root: PathBuf,
+    pub mount_point: PathBuf,
+    pub bdi: Option<(u32, u32)>,
+    pub fstype: String,
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MountLine {
+    pub dev: (u32, u32),
+    pub root: PathBuf,
+    pub mount_point: PathBuf,
+    /// The filesystem type (`ext4`, `xfs`), after the optional fields' ` - `.
+    pub fstype: String,
+}
+
+/// `/proc/self/mountinfo`'s lines; the first mount of each device comes first (bind mounts and
+/// second mounts of the same filesystem follow it).
+pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let (_, _, dev, root, mp) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            let (maj, min) = dev.split_once(':')?;
+            let dev = (maj.parse().ok()?, min.parse().ok()?);
+            let fstype = f.skip_while(|&x| x != "-").nth(1).unwrap_or_default().to_string();
+            Some(MountLine {
+                dev,
+                root: PathBuf::from(crate::util::unescape_mountinfo(root)),
+                mount_point: PathBuf::from(crate::util::unescape_mountinfo(mp)),
+                fstype,
+            })
+        })
+        .collect()
+}
 
 pub struct MountInfo {
     path: PathBuf,
