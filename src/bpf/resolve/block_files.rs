@@ -25,9 +25,9 @@ use ioscope_common::block::{RWBS_META, RWBS_READ, RWBS_WRITE};
 use ioscope_common::block_files::RqEvent;
 
 use super::extents::{disk_ranges, fiemap, journal_ranges, mount_sources, placement, Placement};
-use super::types::{FileId, FileMeta};
 use super::mountinfo::MountInfo;
 use super::safe_open::{open_block_device, Opener};
+use super::types::{FileId, FileMeta};
 use crate::sample::{BlockFilesSample, BlockTargetCounters, FileIoSample};
 use ioscope_common::kernel_dev_major_minor;
 

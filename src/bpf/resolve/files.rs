@@ -44,8 +44,8 @@ use ioscope_common::files::{KEY_BDI_DEV, KEY_SB_DEV};
 use ioscope_common::kernel_dev_major_minor;
 
 use super::mountinfo::{parse_mountinfo, Mount, MountInfo, MountLine};
-use super::types::{FileId, FileMeta};
 use super::safe_open::{Identified, Opener};
+use super::types::{FileId, FileMeta};
 use crate::bpf::files::RawFile;
 use crate::sample::{FileCacheState, FileIoSample};
 

@@ -19,8 +19,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use super::mountinfo::Mount;
-use super::types::FileId;
 use super::safe_open::{open_dir_nofollow, Opener};
+use super::types::FileId;
 
 /// `FILEID_INO32_GEN` (include/linux/exportfs.h): a 32-bit inode number and its generation.
 const FILEID_INO32_GEN: i32 = 1;
