@@ -114,9 +114,11 @@ pub fn attach(
             _ => None,
         };
         let status = match (why_not, btf) {
-            (None, Some(btf)) => super::attach_btf_tracepoint(ebpf, program, category, event, btf)
-                .unwrap_or_else(|e| super::program_status(program, category, event, Err(format!("{e:#}")))),
-            (why, _) => super::program_status(program, category, event, Err(why.unwrap_or_default())),
+            (None, Some(btf)) => super::attach::attach_btf_tracepoint(ebpf, program, category, event, btf)
+                .unwrap_or_else(|e| {
+                    super::attach::program_status(program, category, event, Err(format!("{e:#}")))
+                }),
+            (why, _) => super::attach::program_status(program, category, event, Err(why.unwrap_or_default())),
         };
         statuses.push(status);
     }

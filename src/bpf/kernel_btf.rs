@@ -681,7 +681,7 @@ mod tests {
     /// `EbpfLoader::btf(Some(..))` with the full kernel BTF.
     #[test]
     fn object_needs_no_kernel_btf_to_load() {
-        let object = aya_obj::Object::parse(super::super::OBJECT).unwrap();
+        let object = aya_obj::Object::parse(super::super::object::OBJECT).unwrap();
         assert!(!object.has_btf_relocations(), "the eBPF object has CO-RE relocations now");
     }
 }

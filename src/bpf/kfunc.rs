@@ -90,10 +90,10 @@ pub fn attach(ebpf: &mut aya::Ebpf, program: &str, hook: Hook, function: &str, b
     super::preload::load(ebpf, program, hook.how(function, btf))?;
     match hook {
         Hook::Fentry => {
-            super::program_of::<aya::programs::FEntry>(ebpf, program)?.attach()?;
+            super::attach::program_of::<aya::programs::FEntry>(ebpf, program)?.attach()?;
         }
         Hook::Fexit => {
-            super::program_of::<aya::programs::FExit>(ebpf, program)?.attach()?;
+            super::attach::program_of::<aya::programs::FExit>(ebpf, program)?.attach()?;
         }
     }
     Ok(())
@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn every_function_fallback_has_its_kprobe_variant_in_the_object() {
         use aya_obj::ProgramSection as S;
-        let object = aya_obj::Object::parse(super::super::OBJECT).unwrap();
+        let object = aya_obj::Object::parse(super::super::object::OBJECT).unwrap();
         let section = |name: &str| object.programs.get(name).map(|p| p.section.clone());
         let page_cache =
             super::super::page_cache::FN_FALLBACKS.iter().map(|f| (f.program, f.hook, f.kprobes));

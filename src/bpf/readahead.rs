@@ -180,8 +180,8 @@ pub fn attach(
                 return s;
             }
             match l {
-                Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
-                Err(e) => super::program_status(program, category, event, Err(e.clone())),
+                Ok(()) => super::attach::attach_tracepoint(ebpf, program, category, event),
+                Err(e) => super::attach::program_status(program, category, event, Err(e.clone())),
             }
         })
         .collect();
