@@ -674,6 +674,15 @@ impl super::family::Family for FilesFamily {
 mod tests {
     use super::*;
 
+    /// The running kernel's bio layout, read from its BTF.
+    #[test]
+    fn reads_this_kernels_bio_layout() {
+        let Some(btf) = super::super::kernel_btf::tests::kernel() else { return };
+        let bio = bio_layout(&btf).unwrap();
+        assert_eq!((bio.configured, bio.bio_arg1, bio.op_read, bio.page_flags), (1, 0, 0, 0));
+        assert!(bio.cloned_bit > 0 && bio.uptodate_bit > 0, "{bio:?}");
+    }
+
     /// `iomap:iomap_writepage` as each class has it: the range class (6.1, 6.12; 6.18's
     /// iomap_writeback_folio) and the page class (5.10), read from a tracefs of only that event.
     #[test]

@@ -667,4 +667,35 @@ mod tests {
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
     }
+
+    /// Every fentry/fexit fallback (the page-cache ones, 6.1+'s and 5.10's readahead ones, the
+    /// files' split of reads on both signatures) has its kprobe variant, a kretprobe too for a
+    /// fexit, each a program of that kind in the embedded object: a kernel without trampolines (arm64 before 6.0) loses no pane for want of one.
+    #[test]
+    fn every_function_fallback_has_its_kprobe_variant_in_the_object() {
+        use aya_obj::ProgramSection as S;
+        use kfunc::Hook;
+        let object = aya_obj::Object::parse(object::OBJECT).unwrap();
+        let section = |name: &str| object.programs.get(name).map(|p| p.section.clone());
+        let page_cache = page_cache::FN_FALLBACKS.iter().map(|f| (f.program, f.hook, f.kprobes));
+        let readahead = readahead_fn::RA_FALLBACKS
+            .iter()
+            .chain(&readahead_510::RA_FALLBACKS)
+            .map(|f| (f.program, Hook::Fentry, f.kprobes));
+        let files = files::SYNC_RA_FALLBACKS.iter().map(|(_, p, k)| (*p, Hook::Fentry, Some(*k)));
+        let all: Vec<_> = page_cache.chain(readahead).chain(files).collect();
+        assert_eq!(all.len(), 15);
+        for (program, hook, kprobes) in all {
+            match (hook, section(program)) {
+                (Hook::Fentry, Some(S::FEntry { .. })) | (Hook::Fexit, Some(S::FExit { .. })) => {}
+                (_, other) => panic!("{program}: {other:?} in the object, {hook:?} expected"),
+            }
+            let k = kprobes.unwrap_or_else(|| panic!("{program} has no kprobe variant"));
+            assert!(matches!(section(k.entry), Some(S::KProbe)), "{}: {:?}", k.entry, section(k.entry));
+            assert_eq!(k.ret.is_some(), hook == Hook::Fexit, "{program}: a kretprobe only for a fexit");
+            if let Some(ret) = k.ret {
+                assert!(matches!(section(ret), Some(S::KRetProbe)), "{ret}: {:?}", section(ret));
+            }
+        }
+    }
 }

@@ -289,12 +289,8 @@ pub const KNOWN_FOLDER_CYCLES: &[(&str, &[&str])] = &[(
     &[
         "block",
         "block_files",
-        "family",
         "file_names",
         "files",
-        "iomap",
-        "kernel_btf",
-        "kfunc",
         "page_cache",
         "readahead",
         "readahead_510",
