@@ -43,10 +43,10 @@ use std::time::{Duration, Instant};
 use ioscope_common::files::{KEY_BDI_DEV, KEY_SB_DEV};
 use ioscope_common::kernel_dev_major_minor;
 
-use super::mountinfo::{parse_mountinfo, Mount, MountInfo, MountLine};
+use super::mountinfo::{mounted_path, parse_mountinfo, Mount, MountInfo, MountLine, MountRoot};
 use super::safe_open::{Identified, Opener};
-use super::types::{FileId, FileMeta};
-use crate::bpf::files::RawFile;
+use super::types::{FileId, FileMeta, KernelNames};
+use crate::bpf::counters::RawFile;
 use crate::sample::{FileCacheState, FileIoSample};
 
 pub const MAX_FDS_PER_SCAN: usize = 200_000;
@@ -218,7 +218,7 @@ pub struct FileResolver {
     tried: HashMap<FileId, Instant>,
     sysfs: SysfsCache,
     /// The names the kernel programs read from the dentries (step 0), when they run.
-    names: Option<crate::bpf::file_names::FileNames>,
+    names: Option<Box<dyn KernelNames>>,
     /// The mount table as of the last sample, and what it was built from (the mount table's
     /// generation, the sysfs cache's start): rebuilt only when either changed.
     mounts: Vec<Mount>,
@@ -396,8 +396,8 @@ impl FileResolver {
     }
 
     /// Uses the names the kernel programs read (see crate::bpf::file_names) before anything else.
-    pub fn set_names(&mut self, names: crate::bpf::file_names::FileNames) {
-        self.names = Some(names);
+    pub fn set_names(&mut self, names: impl KernelNames + 'static) {
+        self.names = Some(Box::new(names));
     }
 
     /// The path of a file keyed as the kernel keys it (dev_t `major << 20 | minor`, inode): the
@@ -474,12 +474,9 @@ impl FileResolver {
         let kernel = self.names.as_mut()?;
         let dev = (id.0 << ioscope_common::KERNEL_MINOR_BITS) | id.1;
         let fs = kernel.fs_path(dev, id.2)?;
-        let roots = mounts.iter().map(|m| crate::bpf::file_names::MountRoot {
-            dev: m.dev,
-            root: &m.root,
-            mount_point: &m.mount_point,
-        });
-        let path = crate::bpf::file_names::mounted_path(roots, (id.0, id.1), &fs.path)?;
+        let roots =
+            mounts.iter().map(|m| MountRoot { dev: m.dev, root: &m.root, mount_point: &m.mount_point });
+        let path = mounted_path(roots, (id.0, id.1), &fs.path)?;
         let path = path.to_string_lossy().into_owned();
         if fs.unlinked {
             return Some(format!("{path} (deleted)"));

@@ -52,6 +52,35 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
         .collect()
 }
 
+/// A mount: its filesystem's device, the directory of the filesystem it shows (`/` unless a bind
+/// mount of a subdirectory), and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountRoot<'a> {
+    pub dev: (u32, u32),
+    pub root: &'a Path,
+    pub mount_point: &'a Path,
+}
+
+/// Where `fs_path` (a path inside filesystem `dev`) is seen: under the first mount of the whole
+/// filesystem, else under the first bind mount whose root contains it.
+pub fn mounted_path<'a>(
+    mounts: impl Iterator<Item = MountRoot<'a>>,
+    dev: (u32, u32),
+    fs_path: &str,
+) -> Option<PathBuf> {
+    let mut best: Option<PathBuf> = None;
+    for m in mounts.filter(|m| m.dev == dev) {
+        let Ok(rest) = Path::new(fs_path).strip_prefix(m.root) else { continue };
+        let p =
+            if rest.as_os_str().is_empty() { m.mount_point.to_path_buf() } else { m.mount_point.join(rest) };
+        if m.root == Path::new("/") {
+            return Some(p);
+        }
+        best.get_or_insert(p);
+    }
+    best
+}
+
 pub struct MountInfo {
     path: PathBuf,
     live: bool,
