@@ -10,7 +10,7 @@ use clap::Args;
 
 use crate::safe_fs::Output;
 
-use super::engine::Progress;
+use super::job::Progress;
 use super::report;
 use super::runner::{self, Event, Plan, STOP};
 use super::spec::{self, Cache, Engine, EngineChoice, Fsync, Mode};

@@ -12,6 +12,7 @@ pub mod buffers;
 pub mod cli;
 pub mod engine;
 pub mod histogram;
+pub mod job;
 pub mod report;
 pub mod result;
 pub mod runner;

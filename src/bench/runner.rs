@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::engine::{self, EngineJob, Progress};
+use super::engine;
+use super::job::{EngineJob, Progress};
 use super::result::{JobResult, RunFigures};
 use super::spec::{size_label, Cache, Engine, Fsync, JobSpec, Mode};
 use super::target::{self, Target, TargetKind};

@@ -13,7 +13,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::Frame;
 use tokio::sync::mpsc;
 
-use super::engine::Progress;
+use super::job::Progress;
 use super::runner::{self, BenchReport, Event, Plan, STOP};
 use super::view::{self, BenchView, Running};
 use crate::bpf::BpfCollector;

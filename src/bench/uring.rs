@@ -20,8 +20,8 @@ use std::time::Instant;
 use io_uring::{opcode, types, IoUring, Probe};
 
 use super::buffers::IoBuffers;
-use super::engine::{finish, EngineJob, EngineResult, Order};
 use super::histogram::Histogram;
+use super::job::{finish, EngineJob, EngineResult, Order};
 use super::spec::Fsync;
 
 /// Whether io_uring can run reads and writes here; the reason when not (for the note that says

@@ -91,8 +91,8 @@ mod tests {
     fn objects_name_their_architecture() {
         assert_eq!(object_arch(&asset("ioscope.bpf.o")).as_deref(), Some("x86_64"));
         assert_eq!(object_arch(&asset("ioscope-aarch64.bpf.o")).as_deref(), Some("aarch64"));
-        assert_eq!(object_arch(super::super::OBJECT).as_deref(), Some(OURS));
-        assert_eq!(refusal(object_arch(super::super::OBJECT).as_deref(), Some(OURS)), None);
+        assert_eq!(object_arch(super::super::object::OBJECT).as_deref(), Some(OURS));
+        assert_eq!(refusal(object_arch(super::super::object::OBJECT).as_deref(), Some(OURS)), None);
         assert_eq!(object_arch(b"\x7fELF\x02\x01"), None);
         assert_eq!(object_arch(b"not an object"), None);
     }

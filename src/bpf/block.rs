@@ -215,7 +215,12 @@ pub fn attach(
     for (&(slot, program, event), ready) in live.iter().zip(ready) {
         if program == COMPLETE && ready.is_ok() {
             // Before the completion's own program: see block_files::RING_PROGRAMS.
-            statuses.push(super::attach_tracepoint(ebpf, block_files::RING_PROGRAMS.0, CATEGORY, event));
+            statuses.push(super::attach::attach_tracepoint(
+                ebpf,
+                block_files::RING_PROGRAMS.0,
+                CATEGORY,
+                event,
+            ));
         }
         let mut status = match ready {
             Ok(()) => {
@@ -224,7 +229,7 @@ pub fn attach(
                     Some(twin) if nocas => twin.as_str(),
                     _ => program,
                 };
-                let status = super::attach_tracepoint(ebpf, first, CATEGORY, event);
+                let status = super::attach::attach_tracepoint(ebpf, first, CATEGORY, event);
                 match twin {
                     Some(twin)
                         if !nocas && status.error.as_deref().is_some_and(block_claim::refused_atomics) =>
@@ -234,12 +239,12 @@ pub fn attach(
                             Some(n) => format!("{n}; {}", block_claim::NOTE),
                             None => block_claim::NOTE.to_string(),
                         });
-                        super::attach_tracepoint(ebpf, &twin, CATEGORY, event)
+                        super::attach::attach_tracepoint(ebpf, &twin, CATEGORY, event)
                     }
                     _ => status,
                 }
             }
-            Err(e) => super::program_status(program, CATEGORY, event, Err(e.clone())),
+            Err(e) => super::attach::program_status(program, CATEGORY, event, Err(e.clone())),
         };
         if program == "block_io_start" && events.io_start_fallback() {
             status.fallback_for = Some(format!("{CATEGORY}:{}", IO_START_EVENTS[0]));
@@ -299,15 +304,26 @@ fn attach_twins(
         let twin = btf_twin(program);
         if program == COMPLETE {
             // Before the completion's own program: see block_files::RING_PROGRAMS.
-            let ring = super::attach_btf_tracepoint(ebpf, block_files::RING_PROGRAMS.1, CATEGORY, event, btf);
+            let ring = super::attach::attach_btf_tracepoint(
+                ebpf,
+                block_files::RING_PROGRAMS.1,
+                CATEGORY,
+                event,
+                btf,
+            );
             statuses.push(ring.unwrap_or_else(|e| {
-                super::program_status(block_files::RING_PROGRAMS.1, CATEGORY, event, Err(format!("{e:#}")))
+                super::attach::program_status(
+                    block_files::RING_PROGRAMS.1,
+                    CATEGORY,
+                    event,
+                    Err(format!("{e:#}")),
+                )
             }));
         }
         let result = if refuse == Some(twin.as_str()) {
             Err(anyhow!("refused on request"))
         } else {
-            super::attach_btf_tracepoint(ebpf, &twin, CATEGORY, event, btf)
+            super::attach::attach_btf_tracepoint(ebpf, &twin, CATEGORY, event, btf)
         };
         match result {
             Ok(status) => statuses.push(status),

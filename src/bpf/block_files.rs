@@ -9,9 +9,8 @@ use ioscope_common::block_files::{
     RqBucket, RqEvent, RqSampleConfig, BLOCK_RQ_BUCKET_MAP, BLOCK_RQ_RING_MAP,
 };
 
-/// Most requests per second sent to userspace, all CPUs together: mapping is a sample of the
-/// requests above this rate (the probe-health view shows how many were not sent).
-pub const RATE_LIMIT_S: u64 = 4000;
+pub use super::resolve::block_files::{RingCounts, RATE_LIMIT_S};
+
 /// Requests one CPU may send at once after a quiet spell.
 pub const BURST: u64 = 512;
 
@@ -19,14 +18,6 @@ pub const BURST: u64 = 512;
 pub fn config() -> RqSampleConfig {
     let cpus = aya::util::nr_cpus().map(|n| n as u64).unwrap_or(1);
     RqSampleConfig::new(RATE_LIMIT_S, cpus, BURST)
-}
-
-/// Requests sent and not sent, summed over CPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RingCounts {
-    pub emitted: u64,
-    pub rate_dropped: u64,
-    pub ring_dropped: u64,
 }
 
 /// The programs that send completed requests to the ring (classic, BTF), one beside each kind of

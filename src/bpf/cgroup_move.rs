@@ -45,12 +45,12 @@ pub fn attach(ebpf: &mut Ebpf, plan: &Result<MoveLayout, String>) -> BpfProgramS
     let r = plan.clone().map(|_| ()).and_then(|()| {
         (|| -> Result<()> {
             super::preload::load(ebpf, PROGRAM, super::preload::How::TracePoint)?;
-            super::program_of::<TracePoint>(ebpf, PROGRAM)?.attach(CATEGORY, EVENT)?;
+            super::attach::program_of::<TracePoint>(ebpf, PROGRAM)?.attach(CATEGORY, EVENT)?;
             Ok(())
         })()
         .map_err(|e| format!("{e:#}"))
     });
-    super::program_status(PROGRAM, CATEGORY, EVENT, r)
+    super::attach::program_status(PROGRAM, CATEGORY, EVENT, r)
 }
 
 /// The family of one program: `cgroup_attach_task` gives a moved process its new cgroup in the

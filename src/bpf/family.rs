@@ -14,7 +14,8 @@ use std::path::Path;
 use aya::{Ebpf, EbpfLoader};
 
 use super::kernel_btf::KernelBtf;
-use super::{kfunc, map_memory, preload, BpfOptions};
+use super::options::BpfOptions;
+use super::{kfunc, map_memory, preload};
 use crate::sample::{BpfProgramStatus, BpfSample};
 
 /// One family's part of setting up and reading the eBPF programs, phase by phase. Each phase runs

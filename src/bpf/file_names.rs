@@ -9,7 +9,6 @@
 //! symlink): the entries go, and the inode's next I/O names it again.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuValues};
@@ -19,6 +18,7 @@ use ioscope_common::file_names::{
 };
 
 use super::kernel_btf::KernelBtf;
+use super::resolve::types::{FsPath, KernelNames};
 use crate::sample::BpfProgramStatus;
 
 /// (program, category, event) of each naming program, and of `file_name_gone`, which flags a
@@ -114,9 +114,11 @@ pub fn attach(
             _ => None,
         };
         let status = match (why_not, btf) {
-            (None, Some(btf)) => super::attach_btf_tracepoint(ebpf, program, category, event, btf)
-                .unwrap_or_else(|e| super::program_status(program, category, event, Err(format!("{e:#}")))),
-            (why, _) => super::program_status(program, category, event, Err(why.unwrap_or_default())),
+            (None, Some(btf)) => super::attach::attach_btf_tracepoint(ebpf, program, category, event, btf)
+                .unwrap_or_else(|e| {
+                    super::attach::program_status(program, category, event, Err(format!("{e:#}")))
+                }),
+            (why, _) => super::attach::program_status(program, category, event, Err(why.unwrap_or_default())),
         };
         statuses.push(status);
     }
@@ -141,17 +143,6 @@ pub fn attach(
     }
 }
 
-/// A file's path inside its filesystem, as the kernel's dentries had it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FsPath {
-    /// From the filesystem's root, starting with '/'.
-    pub path: String,
-    /// The file's dentry was unlinked when named.
-    pub unlinked: bool,
-    /// The inodes of the chain (the file's first): what [`FileNames::forget`] removes.
-    pub chain: Vec<u64>,
-}
-
 pub struct FileNames {
     names: BpfHashMap<MapData, NameKey, FileName>,
     last: PerCpuArray<MapData, NameLast>,
@@ -159,10 +150,10 @@ pub struct FileNames {
     dirs: HashMap<(u32, u64), String>,
 }
 
-impl FileNames {
+impl KernelNames for FileNames {
     /// The path of inode `ino` of filesystem `dev` (kernel dev_t) inside it, when the kernel named
     /// it and all its ancestors.
-    pub fn fs_path(&mut self, dev: u32, ino: u64) -> Option<FsPath> {
+    fn fs_path(&mut self, dev: u32, ino: u64) -> Option<FsPath> {
         let lookup = |ino: u64| self.names.get(&NameKey { dev, _pad: 0, ino }, 0).ok();
         let file = lookup(ino)?;
         let unlinked = file.flags & NAME_UNLINKED != 0;
@@ -203,13 +194,13 @@ impl FileNames {
     }
 
     /// Whether the kernel named inode `ino` of filesystem `dev` (its own entry only: one lookup).
-    pub fn has(&self, dev: u32, ino: u64) -> bool {
+    fn has(&self, dev: u32, ino: u64) -> bool {
         self.names.get(&NameKey { dev, _pad: 0, ino }, 0).is_ok()
     }
 
     /// Drops a chain's entries (a path that no longer names its inode: renamed, or a directory on
     /// the way was): the kernel names them again at their next I/O.
-    pub fn forget(&mut self, dev: u32, chain: &[u64]) {
+    fn forget(&mut self, dev: u32, chain: &[u64]) {
         for &ino in chain {
             let _ = self.names.remove(&NameKey { dev, _pad: 0, ino });
             self.dirs.remove(&(dev, ino));
@@ -221,35 +212,6 @@ impl FileNames {
             }
         }
     }
-}
-
-/// A mount: its filesystem's device, the directory of the filesystem it shows (`/` unless a bind
-/// mount of a subdirectory), and where.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MountRoot<'a> {
-    pub dev: (u32, u32),
-    pub root: &'a Path,
-    pub mount_point: &'a Path,
-}
-
-/// Where `fs_path` (a path inside filesystem `dev`) is seen: under the first mount of the whole
-/// filesystem, else under the first bind mount whose root contains it.
-pub fn mounted_path<'a>(
-    mounts: impl Iterator<Item = MountRoot<'a>>,
-    dev: (u32, u32),
-    fs_path: &str,
-) -> Option<PathBuf> {
-    let mut best: Option<PathBuf> = None;
-    for m in mounts.filter(|m| m.dev == dev) {
-        let Ok(rest) = Path::new(fs_path).strip_prefix(m.root) else { continue };
-        let p =
-            if rest.as_os_str().is_empty() { m.mount_point.to_path_buf() } else { m.mount_point.join(rest) };
-        if m.root == Path::new("/") {
-            return Some(p);
-        }
-        best.get_or_insert(p);
-    }
-    best
 }
 
 /// The file-names family: paths from the kernel's dentries, handed to the file resolver the files
@@ -306,6 +268,9 @@ impl super::family::Family for FileNamesFamily {
 
 #[cfg(test)]
 mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::super::resolve::mountinfo::{mounted_path, MountRoot};
     use super::*;
 
     /// 7.x moved `d_alias` out of the union `d_u` into an anonymous union, at the same place; a

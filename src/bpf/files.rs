@@ -197,7 +197,7 @@ pub const BIO_EVENT: &str = "block_bio_queue";
 /// when it enters the cache (holes' zeroed pages included).
 pub fn attach_bio(ebpf: &mut Ebpf, ready: Result<&aya::Btf, String>) -> BpfProgramStatus {
     let attached = ready.and_then(|btf| {
-        let status = super::attach_btf_tracepoint(ebpf, BIO_PROGRAM, "block", BIO_EVENT, btf)
+        let status = super::attach::attach_btf_tracepoint(ebpf, BIO_PROGRAM, "block", BIO_EVENT, btf)
             .map_err(|e| format!("{e:#}"))?;
         let mut on: Array<_, u32> = ebpf
             .map_mut(FILE_BIO_ON_MAP)
@@ -208,7 +208,7 @@ pub fn attach_bio(ebpf: &mut Ebpf, ready: Result<&aya::Btf, String>) -> BpfProgr
     });
     match attached {
         Ok(status) => status,
-        Err(e) => super::program_status(BIO_PROGRAM, "block", BIO_EVENT, Err(e)),
+        Err(e) => super::attach::program_status(BIO_PROGRAM, "block", BIO_EVENT, Err(e)),
     }
 }
 
@@ -291,14 +291,16 @@ pub fn attach(
             continue;
         }
         if let (Some(btf), true, Ok(())) = (iomap_btf, program == ITER_PROGRAM.0, &r) {
-            if let Ok(status) = super::attach_btf_tracepoint(ebpf, ITER_PROGRAM.1, category, event, btf) {
+            if let Ok(status) =
+                super::attach::attach_btf_tracepoint(ebpf, ITER_PROGRAM.1, category, event, btf)
+            {
                 statuses.push(status);
                 continue;
             }
         }
         statuses.push(match r {
             Ok(()) => super::renamed::attach_tracepoint(ebpf, program, category, event),
-            Err(e) => super::program_status(program, category, event, Err(e)),
+            Err(e) => super::attach::program_status(program, category, event, Err(e)),
         });
     }
     let maps = ebpf
@@ -671,6 +673,15 @@ impl super::family::Family for FilesFamily {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The running kernel's bio layout, read from its BTF.
+    #[test]
+    fn reads_this_kernels_bio_layout() {
+        let Some(btf) = super::super::kernel_btf::tests::kernel() else { return };
+        let bio = bio_layout(&btf).unwrap();
+        assert_eq!((bio.configured, bio.bio_arg1, bio.op_read, bio.page_flags), (1, 0, 0, 0));
+        assert!(bio.cloned_bit > 0 && bio.uptodate_bit > 0, "{bio:?}");
+    }
 
     /// `iomap:iomap_writepage` as each class has it: the range class (6.1, 6.12; 6.18's
     /// iomap_writeback_folio) and the page class (5.10), read from a tracefs of only that event.

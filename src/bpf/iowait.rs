@@ -71,11 +71,11 @@ pub fn attach(
         let r = match (plan, btf) {
             (Err(e), _) => Err(e.clone()),
             (Ok(_), None) => Err("no kernel BTF".into()),
-            (Ok(_), Some(k)) => super::attach_btf_tracepoint(ebpf, program, "sched", event, k.aya())
+            (Ok(_), Some(k)) => super::attach::attach_btf_tracepoint(ebpf, program, "sched", event, k.aya())
                 .map(|_| ())
                 .map_err(|e| format!("{e:#}")),
         };
-        statuses.push(super::program_status(program, "sched", event, r));
+        statuses.push(super::attach::program_status(program, "sched", event, r));
     }
     if !statuses.iter().all(|s| s.attached) {
         return (statuses, None);

@@ -90,10 +90,10 @@ pub fn attach(ebpf: &mut aya::Ebpf, program: &str, hook: Hook, function: &str, b
     super::preload::load(ebpf, program, hook.how(function, btf))?;
     match hook {
         Hook::Fentry => {
-            super::program_of::<aya::programs::FEntry>(ebpf, program)?.attach()?;
+            super::attach::program_of::<aya::programs::FEntry>(ebpf, program)?.attach()?;
         }
         Hook::Fexit => {
-            super::program_of::<aya::programs::FExit>(ebpf, program)?.attach()?;
+            super::attach::program_of::<aya::programs::FExit>(ebpf, program)?.attach()?;
         }
     }
     Ok(())
@@ -209,38 +209,6 @@ pub fn attach_fallback(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every fentry/fexit fallback (the page-cache ones, 6.1+'s and 5.10's readahead ones, the
-    /// files' split of reads on both signatures) has its kprobe variant, a kretprobe too for a
-    /// fexit, each a program of that kind in the embedded object: a kernel without trampolines (arm64 before 6.0) loses no pane for want of one.
-    #[test]
-    fn every_function_fallback_has_its_kprobe_variant_in_the_object() {
-        use aya_obj::ProgramSection as S;
-        let object = aya_obj::Object::parse(super::super::OBJECT).unwrap();
-        let section = |name: &str| object.programs.get(name).map(|p| p.section.clone());
-        let page_cache =
-            super::super::page_cache::FN_FALLBACKS.iter().map(|f| (f.program, f.hook, f.kprobes));
-        let readahead = super::super::readahead_fn::RA_FALLBACKS
-            .iter()
-            .chain(&super::super::readahead_510::RA_FALLBACKS)
-            .map(|f| (f.program, Hook::Fentry, f.kprobes));
-        let files =
-            super::super::files::SYNC_RA_FALLBACKS.iter().map(|(_, p, k)| (*p, Hook::Fentry, Some(*k)));
-        let all: Vec<_> = page_cache.chain(readahead).chain(files).collect();
-        assert_eq!(all.len(), 15);
-        for (program, hook, kprobes) in all {
-            match (hook, section(program)) {
-                (Hook::Fentry, Some(S::FEntry { .. })) | (Hook::Fexit, Some(S::FExit { .. })) => {}
-                (_, other) => panic!("{program}: {other:?} in the object, {hook:?} expected"),
-            }
-            let k = kprobes.unwrap_or_else(|| panic!("{program} has no kprobe variant"));
-            assert!(matches!(section(k.entry), Some(S::KProbe)), "{}: {:?}", k.entry, section(k.entry));
-            assert_eq!(k.ret.is_some(), hook == Hook::Fexit, "{program}: a kretprobe only for a fexit");
-            if let Some(ret) = k.ret {
-                assert!(matches!(section(ret), Some(S::KRetProbe)), "{ret}: {:?}", section(ret));
-            }
-        }
-    }
 
     #[test]
     fn the_traceable_list_names_functions_with_or_without_module() {

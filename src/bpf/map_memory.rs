@@ -342,7 +342,7 @@ mod tests {
     /// with its minimum below its compiled size.
     #[test]
     fn the_objects_resizable_maps_are_hash_maps() {
-        let defs = object_maps(super::super::OBJECT).unwrap();
+        let defs = object_maps(super::super::object::OBJECT).unwrap();
         for (name, min) in RESIZABLE {
             let d =
                 defs.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name} not in the object"));

@@ -9,6 +9,7 @@
 //! architecture being built embedded here: building ioscope needs neither.
 
 pub mod arch;
+pub mod attach;
 pub mod block;
 pub mod block_claim;
 pub mod block_files;
@@ -28,9 +29,12 @@ pub mod map_batch;
 pub mod map_memory;
 pub mod mapped_keys;
 pub mod memcg;
+mod object;
+mod options;
 pub mod page_cache;
 pub mod preload;
 pub mod prog_stats;
+mod ra_fallback;
 pub mod readahead;
 pub mod readahead_510;
 pub mod readahead_fn;
@@ -45,86 +49,15 @@ use std::any::Any;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader};
 
+use self::attach::mechanism;
 use self::capabilities::Capabilities;
 pub use self::family::{Family, Setup, Shared};
+use self::object::OBJECT;
+pub use self::options::BpfOptions;
 use self::tracefs::TracefsState;
 use crate::sample::{BpfProgramStatus, BpfSample, BpfStatus};
-
-/// The compiled kernel programs (see ebpf/probes), built for this architecture's `pt_regs` (see
-/// arch). Aligned: aya parses it as an ELF in place.
-#[cfg(not(target_arch = "aarch64"))]
-static OBJECT: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/ioscope.bpf.o"));
-#[cfg(target_arch = "aarch64")]
-static OBJECT: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/ioscope-aarch64.bpf.o"));
-
-/// How the programs are attached.
-#[derive(Clone, Debug)]
-pub struct BpfOptions {
-    /// The block and iomap programs as BTF tracepoints when the kernel allows (else classic
-    /// tracepoints).
-    pub btf_tracepoints: bool,
-    /// A block program's BTF twin to treat as refused by the kernel (tests of the fallback: the
-    /// block programs must then all be classic), or `block_claim::REFUSE_CAS`: the kernel's BPF
-    /// treated as without compare-and-exchange (the block programs' and `sync_enter`'s `_nocas`
-    /// twins). None in the product.
-    pub refuse_block_twin: Option<String>,
-    /// Tracepoints ("category:event") to treat as missing, as on an older kernel (tests of the
-    /// fallbacks that this kernel also has). Empty in the product.
-    pub hidden_tracepoints: Vec<String>,
-    /// Paths also from /proc and mount walks when the kernel's names have none (see
-    /// resolve::files). Tests turn it off to prove the kernel's names alone find them, and
-    /// `ioscope serve` without `--top-files` (no per-file series to name). True in the TUI.
-    pub path_fallbacks: bool,
-    /// Refuse fentry/fexit on purpose, as a kernel without BPF trampolines does, so that the
-    /// fallbacks run as their kprobe variants: a test knob (the kernel lab's `--no-trampoline`
-    /// run), set by `IOSCOPE_NO_TRAMPOLINE=1`. False in the product.
-    pub no_trampoline: bool,
-    /// A thread whose page-cache insertions and dirtying are not counted: the one writing
-    /// ioscope's own reports or recording ([`BpfOptions::for_output_writer`]). Else at
-    /// `--interval 0.1` ioscope's output is the busiest file of a quiet machine, and what the
-    /// maps hold for it is read and resolved every sample (ebpf/README.md, "Page cache").
-    pub ignored_thread: Option<u32>,
-}
-
-impl BpfOptions {
-    /// The defaults, with `IOSCOPE_HIDE_TRACEPOINTS` ("category:event,...") as
-    /// [`BpfOptions::hidden_tracepoints`]: measuring a fallback beside its tracepoint on one
-    /// kernel (the kernel lab's `cost` run). Unset in the product.
-    pub fn from_env() -> BpfOptions {
-        let hidden = std::env::var("IOSCOPE_HIDE_TRACEPOINTS").unwrap_or_default();
-        BpfOptions {
-            hidden_tracepoints: hidden.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect(),
-            no_trampoline: std::env::var_os("IOSCOPE_NO_TRAMPOLINE").is_some_and(|v| v == "1"),
-            ..BpfOptions::default()
-        }
-    }
-
-    /// [`BpfOptions::from_env`] for a collector whose thread writes ioscope's output: that
-    /// thread's own writes are not counted ([`BpfOptions::ignored_thread`]).
-    pub fn for_output_writer() -> BpfOptions {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() } as u32;
-        BpfOptions { ignored_thread: Some(tid), ..BpfOptions::from_env() }
-    }
-}
-
-impl Default for BpfOptions {
-    fn default() -> Self {
-        BpfOptions {
-            btf_tracepoints: true,
-            refuse_block_twin: None,
-            hidden_tracepoints: Vec::new(),
-            path_fallbacks: true,
-            no_trampoline: false,
-            ignored_thread: None,
-        }
-    }
-}
 
 /// The families of programs, in the order they are set up, attached (the status lists their
 /// programs in this order) and read: one line each (see src/bpf/README.md, "Adding a family").
@@ -374,25 +307,10 @@ impl Drop for BpfCollector {
         let Some(ebpf) = self._ebpf.as_mut() else { return };
         std::thread::scope(|scope| {
             for (_, program) in ebpf.programs_mut() {
-                scope.spawn(move || unload(program));
+                scope.spawn(move || preload::unload(program));
             }
         });
     }
-}
-
-/// Detaches and unloads `program` (what dropping it does), ignoring errors (nothing to report on
-/// the way out). Kinds not listed are left to the drop.
-fn unload(program: &mut aya::programs::Program) {
-    use aya::programs::Program;
-    let _ = match program {
-        Program::TracePoint(p) => p.unload(),
-        Program::BtfTracePoint(p) => p.unload(),
-        Program::RawTracePoint(p) => p.unload(),
-        Program::KProbe(p) => p.unload(),
-        Program::FEntry(p) => p.unload(),
-        Program::FExit(p) => p.unload(),
-        _ => Ok(()),
-    };
 }
 
 /// An object loader that has not parsed the kernel's BTF, and whether that could be avoided.
@@ -462,75 +380,6 @@ fn locate_tracefs(
             tracefs::TRACEFS_MOUNT
         )),
         TracefsState::Absent => mount().map_err(|e| format!("tracefs is not mounted and {e:#}")),
-    }
-}
-
-/// Loads `program` (a BTF tracepoint twin of a program on `category:event`) for `event` and
-/// attaches it; its status on success.
-fn attach_btf_tracepoint(
-    ebpf: &mut Ebpf,
-    program: &str,
-    category: &str,
-    event: &str,
-    btf: &aya::Btf,
-) -> Result<BpfProgramStatus> {
-    preload::load(ebpf, program, preload::How::BtfTracePoint(event, btf))?;
-    program_of::<aya::programs::BtfTracePoint>(ebpf, program)?.attach()?;
-    Ok(BpfProgramStatus {
-        mechanism: "BTF tracepoint".into(),
-        ..program_status(program, category, event, Ok(()))
-    })
-}
-
-/// Loads and attaches one tracepoint program of the object.
-fn attach_tracepoint(ebpf: &mut Ebpf, program: &str, category: &str, event: &str) -> BpfProgramStatus {
-    let result = (|| -> Result<()> {
-        preload::load(ebpf, program, preload::How::TracePoint)?;
-        program_of::<TracePoint>(ebpf, program)?.attach(category, event)?;
-        Ok(())
-    })();
-    program_status(program, category, event, result.map_err(|e| format!("{e:#}")))
-}
-
-/// Program `program` of `ebpf` as a `T` (a kind of program).
-fn program_of<'a, T>(ebpf: &'a mut Ebpf, program: &str) -> Result<&'a mut T>
-where
-    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
-{
-    let prog = ebpf
-        .program_mut(program)
-        .ok_or_else(|| anyhow::anyhow!("program `{program}` is not in the eBPF object"))?;
-    Ok(prog.try_into()?)
-}
-
-fn program_status(
-    program: &str,
-    category: &str,
-    event: &str,
-    result: Result<(), String>,
-) -> BpfProgramStatus {
-    BpfProgramStatus {
-        program: program.to_string(),
-        tracepoint: format!("{category}:{event}"),
-        attached: result.is_ok(),
-        error: result.err(),
-        ..Default::default()
-    }
-}
-
-/// How `program` is attached, from its type in the loaded object.
-fn mechanism(ebpf: &Ebpf, program: &str) -> &'static str {
-    use aya::programs::Program;
-    match ebpf.program(program) {
-        Some(Program::TracePoint(_)) => "tracepoint",
-        Some(Program::BtfTracePoint(_)) => "btf_tracepoint",
-        Some(Program::RawTracePoint(_)) => "raw_tracepoint",
-        Some(Program::FEntry(_)) => "fentry",
-        Some(Program::FExit(_)) => "fexit",
-        Some(Program::KProbe(p)) if matches!(p.kind(), aya::programs::ProbeKind::Return) => "kretprobe",
-        Some(Program::KProbe(_)) => "kprobe",
-        Some(_) => "other",
-        None => "unknown",
     }
 }
 
@@ -624,6 +473,7 @@ fn error_text(e: impl Into<anyhow::Error>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::attach::program_status;
     use super::*;
 
     fn caps(status_cap_eff: &str) -> Capabilities {
@@ -819,5 +669,36 @@ mod tests {
         let names: Vec<&str> = c.families.iter().map(|f| f.name()).collect();
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
+    }
+
+    /// Every fentry/fexit fallback (the page-cache ones, 6.1+'s and 5.10's readahead ones, the
+    /// files' split of reads on both signatures) has its kprobe variant, a kretprobe too for a
+    /// fexit, each a program of that kind in the embedded object: a kernel without trampolines (arm64 before 6.0) loses no pane for want of one.
+    #[test]
+    fn every_function_fallback_has_its_kprobe_variant_in_the_object() {
+        use aya_obj::ProgramSection as S;
+        use kfunc::Hook;
+        let object = aya_obj::Object::parse(object::OBJECT).unwrap();
+        let section = |name: &str| object.programs.get(name).map(|p| p.section.clone());
+        let page_cache = page_cache::FN_FALLBACKS.iter().map(|f| (f.program, f.hook, f.kprobes));
+        let readahead = readahead_fn::RA_FALLBACKS
+            .iter()
+            .chain(&readahead_510::RA_FALLBACKS)
+            .map(|f| (f.program, Hook::Fentry, f.kprobes));
+        let files = files::SYNC_RA_FALLBACKS.iter().map(|(_, p, k)| (*p, Hook::Fentry, Some(*k)));
+        let all: Vec<_> = page_cache.chain(readahead).chain(files).collect();
+        assert_eq!(all.len(), 15);
+        for (program, hook, kprobes) in all {
+            match (hook, section(program)) {
+                (Hook::Fentry, Some(S::FEntry { .. })) | (Hook::Fexit, Some(S::FExit { .. })) => {}
+                (_, other) => panic!("{program}: {other:?} in the object, {hook:?} expected"),
+            }
+            let k = kprobes.unwrap_or_else(|| panic!("{program} has no kprobe variant"));
+            assert!(matches!(section(k.entry), Some(S::KProbe)), "{}: {:?}", k.entry, section(k.entry));
+            assert_eq!(k.ret.is_some(), hook == Hook::Fexit, "{program}: a kretprobe only for a fexit");
+            if let Some(ret) = k.ret {
+                assert!(matches!(section(ret), Some(S::KRetProbe)), "{ret}: {:?}", section(ret));
+            }
+        }
     }
 }

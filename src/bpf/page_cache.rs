@@ -366,13 +366,15 @@ pub fn attach(
             }
             // Direct I/O as a BTF tracepoint (its flag value still comes from the format).
             if let (Some(btf), true, Ok(())) = (iomap_btf, p.program == DIO_BTF.0, l) {
-                if let Ok(status) = super::attach_btf_tracepoint(ebpf, DIO_BTF.1, p.category, p.event, btf) {
+                if let Ok(status) =
+                    super::attach::attach_btf_tracepoint(ebpf, DIO_BTF.1, p.category, p.event, btf)
+                {
                     return status;
                 }
             }
             match l {
                 Ok(()) => super::renamed::attach_tracepoint(ebpf, p.program, p.category, p.event),
-                Err(e) => super::program_status(p.program, p.category, p.event, Err(e.clone())),
+                Err(e) => super::attach::program_status(p.program, p.category, p.event, Err(e.clone())),
             }
         })
         .collect();
@@ -463,7 +465,7 @@ fn attach_task_cache(ebpf: &mut Ebpf) -> BpfProgramStatus {
     let r = load_and_attach_raw(ebpf, PROGRAM, "sched_switch");
     BpfProgramStatus {
         mechanism: "raw tracepoint".into(),
-        ..super::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
+        ..super::attach::program_status(PROGRAM, "sched", "sched_switch", r.map_err(|e| format!("{e:#}")))
     }
 }
 
@@ -473,14 +475,14 @@ fn attach_raw(ebpf: &mut Ebpf, program: &str, p: &Probe) -> Result<BpfProgramSta
     load_and_attach_raw(ebpf, program, p.event)?;
     Ok(BpfProgramStatus {
         mechanism: "raw tracepoint".into(),
-        ..super::program_status(program, p.category, p.event, Ok(()))
+        ..super::attach::program_status(program, p.category, p.event, Ok(()))
     })
 }
 
 /// Loads raw-tracepoint program `program` and attaches it to `event`.
 fn load_and_attach_raw(ebpf: &mut Ebpf, program: &str, event: &str) -> Result<()> {
     super::preload::load(ebpf, program, super::preload::How::RawTracePoint)?;
-    super::program_of::<aya::programs::RawTracePoint>(ebpf, program)?.attach(event)?;
+    super::attach::program_of::<aya::programs::RawTracePoint>(ebpf, program)?.attach(event)?;
     Ok(())
 }
 

@@ -142,7 +142,7 @@ pub fn load(ebpf: &mut Ebpf, program: &str, how: How) -> Result<()> {
         Some((key, result)) if key == how.key() => Ok(result?),
         Some((_, Ok(()))) => {
             // Loaded for another event or function than asked: again, as asked.
-            super::unload(prog);
+            unload(prog);
             Ok(how.load(prog)?)
         }
         _ => Ok(how.load(prog)?),
@@ -157,9 +157,24 @@ pub fn finish(ebpf: &mut Ebpf) -> Report {
         if result.is_ok() {
             table.report.unused += 1;
             if let Some(prog) = ebpf.program_mut(&name) {
-                super::unload(prog);
+                unload(prog);
             }
         }
     }
     table.report
+}
+
+/// Detaches and unloads `program` (what dropping it does), ignoring errors (nothing to report on
+/// the way out). Kinds not listed are left to the drop.
+pub(super) fn unload(program: &mut aya::programs::Program) {
+    use aya::programs::Program;
+    let _ = match program {
+        Program::TracePoint(p) => p.unload(),
+        Program::BtfTracePoint(p) => p.unload(),
+        Program::RawTracePoint(p) => p.unload(),
+        Program::KProbe(p) => p.unload(),
+        Program::FEntry(p) => p.unload(),
+        Program::FExit(p) => p.unload(),
+        _ => Ok(()),
+    };
 }

@@ -180,8 +180,8 @@ pub fn attach(
                 return s;
             }
             match l {
-                Ok(()) => super::attach_tracepoint(ebpf, program, category, event),
-                Err(e) => super::program_status(program, category, event, Err(e.clone())),
+                Ok(()) => super::attach::attach_tracepoint(ebpf, program, category, event),
+                Err(e) => super::attach::program_status(program, category, event, Err(e.clone())),
             }
         })
         .collect();
@@ -909,6 +909,17 @@ impl super::family::Family for ReadaheadFamily {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// In each table (6.1+'s, 5.10's), every fallback stands for one readahead probe, once.
+    #[test]
+    fn every_fallback_stands_for_a_readahead_probe_once() {
+        for table in [&super::super::readahead_fn::RA_FALLBACKS, &super::super::readahead_510::RA_FALLBACKS] {
+            for fb in table {
+                assert!(PROBES.iter().any(|(p, _, _)| *p == fb.probe), "{}", fb.probe);
+                assert_eq!(table.iter().filter(|f| f.probe == fb.probe).count(), 1, "{}", fb.probe);
+            }
+        }
+    }
 
     fn fixture(category: &str, event: &str) -> Option<String> {
         std::fs::read_to_string(format!("/sys/kernel/tracing/events/{category}/{event}/format")).ok()

@@ -9,7 +9,7 @@ use ioscope_common::readahead_510::Ra510Layout;
 
 use super::kernel_btf::KernelBtf;
 use super::kfunc::{Function, Kprobes};
-use super::readahead_fn::RaFallback;
+use super::ra_fallback::RaFallback;
 
 pub const RA_FALLBACKS: [RaFallback; 4] = [
     RaFallback {

@@ -10,19 +10,7 @@ use super::kernel_btf::KernelBtf;
 use super::kfunc::{self, Hook, Traceable};
 use crate::sample::BpfProgramStatus;
 
-/// A readahead tracepoint program and its fallback.
-#[derive(Clone, Copy, Debug)]
-pub struct RaFallback {
-    /// The tracepoint program (src/bpf/readahead.rs PROBES) it stands in for.
-    pub probe: &'static str,
-    pub program: &'static str,
-    /// Its kprobe variant (ebpf/probes/src/kprobe_fallbacks.rs), where fentry is refused.
-    pub kprobes: Option<kfunc::Kprobes>,
-    /// The functions it can attach to, best first.
-    pub functions: &'static [&'static str],
-    /// The function's second parameter is a count (not a pointer) the program reads.
-    pub second_is_count: bool,
-}
+pub use super::ra_fallback::RaFallback;
 
 pub const RA_FALLBACKS: [RaFallback; 4] = [
     RaFallback {
@@ -188,21 +176,6 @@ pub fn attach(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// In each table (6.1+'s, 5.10's), every fallback stands for one readahead probe, once.
-    #[test]
-    fn every_fallback_stands_for_a_readahead_probe_once() {
-        for table in [&RA_FALLBACKS, &super::super::readahead_510::RA_FALLBACKS] {
-            for fb in table {
-                assert!(
-                    super::super::readahead::PROBES.iter().any(|(p, _, _)| *p == fb.probe),
-                    "{}",
-                    fb.probe
-                );
-                assert_eq!(table.iter().filter(|f| f.probe == fb.probe).count(), 1, "{}", fb.probe);
-            }
-        }
-    }
 
     /// On this machine's kernel the functions exist (the tracepoints sit in them): the layout is
     /// found and every fallback planned when its tracepoint is treated as missing.

@@ -78,12 +78,12 @@ pub fn attach_tracepoint(
 ) -> BpfProgramStatus {
     let names = names(category, event);
     if names.len() == 1 {
-        return super::attach_tracepoint(ebpf, program, category, event);
+        return super::attach::attach_tracepoint(ebpf, program, category, event);
     }
     let mut attached_to = event;
     let result = (|| -> anyhow::Result<()> {
         super::preload::load(ebpf, program, super::preload::How::TracePoint)?;
-        let tp = super::program_of::<TracePoint>(ebpf, program)?;
+        let tp = super::attach::program_of::<TracePoint>(ebpf, program)?;
         let mut first_err = None;
         for name in &names {
             match tp.attach(category, name) {
@@ -99,7 +99,7 @@ pub fn attach_tracepoint(
         Err(first_err.map_or_else(|| anyhow::anyhow!("no event"), anyhow::Error::from))
     })();
     let mut status =
-        super::program_status(program, category, attached_to, result.map_err(|e| format!("{e:#}")));
+        super::attach::program_status(program, category, attached_to, result.map_err(|e| format!("{e:#}")));
     if attached_to != event {
         status.fallback_for = Some(format!("{category}:{event}"));
     }

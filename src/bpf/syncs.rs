@@ -206,7 +206,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &SyncPlan) -> (Vec<BpfProgramStatus>, Optio
                     .map_err(|e| format!("{e:#}"))?;
                 tp.attach(&category, &event).map(|_| ()).map_err(|e| format!("{e:#}"))
             });
-            statuses.push(super::program_status(program, &category, &event, r));
+            statuses.push(super::attach::program_status(program, &category, &event, r));
         }
     };
     let ev = |prefix: &str| -> Vec<(String, String, Result<(), String>)> {

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::SystemRoot;
+use super::root::SystemRoot;
 use super::{host, memory, read};
 use crate::sample::{
     BlockSettings, DirtySettings, DiscardStat, DiskStat, FlushStat, HostInfo, Unavailable, ZoneInfo,

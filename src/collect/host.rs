@@ -3,7 +3,7 @@
 use procfs::{FromRead, Uptime};
 
 use super::read;
-use super::SystemRoot;
+use super::root::SystemRoot;
 use crate::sample::HostInfo;
 
 pub fn read(root: &SystemRoot, files: &mut read::Files) -> HostInfo {

@@ -1,7 +1,7 @@
 //! /proc/meminfo, /proc/vmstat, /proc/sys/vm/dirty_* and /proc/zoneinfo.
 
 use super::read;
-use super::SystemRoot;
+use super::root::SystemRoot;
 use crate::sample::{DirtySettings, MemInfo, VmStat, ZoneInfo};
 
 /// /proc/meminfo, in bytes.

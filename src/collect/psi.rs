@@ -2,7 +2,7 @@
 //! (0.12 would become 0.1199999973) and which refuses a file without a `full` line.
 
 use super::read;
-use super::SystemRoot;
+use super::root::SystemRoot;
 use crate::sample::{Psi, PsiLine, PsiResource};
 
 pub fn read(root: &SystemRoot, files: &mut read::Files) -> Psi {

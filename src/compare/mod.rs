@@ -4,7 +4,6 @@
 //! first (src/model/compare.rs). Settings that differ between the two headers (sysctls, queue
 //! settings) come first: they are usually the point.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,7 +12,10 @@ use serde::Serialize;
 use crate::model::compare::{compare_accumulated, Accumulator, MetricComparison, PaneComparison};
 use crate::record::RecordingHeader;
 
+mod run;
 pub mod tui;
+
+pub use run::run;
 
 /// `ioscope compare`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -194,23 +196,6 @@ pub fn build(opts: &CompareOptions) -> anyhow::Result<Comparison> {
         settings_changed: settings_changed(&ha, &hb),
         panes: compare_accumulated(&a, &b),
     })
-}
-
-pub fn run(opts: &CompareOptions) -> anyhow::Result<()> {
-    let c = build(opts)?;
-    if !opts.json && !opts.text && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        return tui::run(&c, opts.color);
-    }
-    let mut out = std::io::stdout().lock();
-    let r = if opts.json {
-        serde_json::to_writer_pretty(&mut out, &c).map_err(std::io::Error::from).and_then(|_| writeln!(out))
-    } else {
-        out.write_all(text(&c, opts.top).as_bytes())
-    };
-    match r {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
-    }
 }
 
 /// The text table: settings that differ, then each pane's `top` biggest changes. The names come

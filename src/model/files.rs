@@ -27,6 +27,8 @@ use serde::Serialize;
 
 use crate::sample::{BlockTargetCounters, FileIoSample, FileProcess, Sample};
 
+use super::bpf::BpfModel;
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct FileModel {
     /// A path naming the file (" (deleted)" when unlinked); null while unknown (show `dev:inode`).
@@ -273,8 +275,10 @@ pub fn file_rows(files: &[FileModel]) -> usize {
 /// Whether the model's samples carried per-file data: eBPF on, by an ioscope that collects it
 /// (its status lists the per-file writeback program, attached or not). False for recordings made
 /// before per-file attribution existed, so they do not claim "no file had I/O".
-pub fn available(m: &super::Model) -> bool {
-    m.bpf.enabled && m.bpf.programs.iter().any(|p| p.program == ioscope_common::files::WRITEBACK_PROGRAM)
+/// Takes a Model or its [`BpfModel`] (the only part it reads).
+pub fn available(m: &impl AsRef<BpfModel>) -> bool {
+    let bpf = m.as_ref();
+    bpf.enabled && bpf.programs.iter().any(|p| p.program == ioscope_common::files::WRITEBACK_PROGRAM)
 }
 
 /// Cached share of a file of `size` bytes, in percent (at most 100: the last page is partial).

@@ -11,6 +11,7 @@ use crate::sample::Sample;
 
 pub mod block;
 pub mod block_health;
+pub mod bpf;
 pub mod cgroup_names;
 pub mod cgroups;
 pub mod compare;
@@ -31,6 +32,7 @@ pub mod stream;
 pub mod syncs;
 
 pub use block_health::BlockHealthModel;
+pub use bpf::BpfModel;
 pub use devices::{BpfDeviceRates, DeviceModel};
 pub use io_processes::IoProcessModel;
 pub use memory::{MemoryModel, VmRates};
@@ -88,21 +90,6 @@ pub struct HeaderModel {
     pub kernel: String,
     pub uptime_s: f64,
     pub wall_unix_ms: u64,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct BpfModel {
-    pub enabled: bool,
-    pub reason: Option<String>,
-    pub programs: std::sync::Arc<Vec<crate::sample::BpfProgramStatus>>,
-    /// The block probes' health over the interval; null without them.
-    pub block_health: Option<BlockHealthModel>,
-    /// Per eBPF-fed pane: live, or what is missing and why (src/model/panes.rs).
-    pub panes: std::sync::Arc<Vec<panes::PaneStatus>>,
-    /// The eBPF maps' kernel memory, bytes: all of them, and each map's (largest first; empty
-    /// when eBPF is off). See src/bpf/map_memory.rs.
-    pub maps_bytes: u64,
-    pub maps: std::sync::Arc<Vec<crate::sample::BpfMapMemory>>,
 }
 
 impl Model {
@@ -175,5 +162,12 @@ impl Model {
     pub fn between(prev: &Sample, cur: &Sample) -> Model {
         let elapsed = Duration::from_nanos(cur.mono_ns.saturating_sub(prev.mono_ns));
         Model::compute(Some(prev), cur, elapsed)
+    }
+}
+
+/// A Model's eBPF side: what [`files::available`] reads, given the whole Model or only that side.
+impl AsRef<BpfModel> for Model {
+    fn as_ref(&self) -> &BpfModel {
+        &self.bpf
     }
 }

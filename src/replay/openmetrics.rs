@@ -33,7 +33,7 @@ pub fn write<W: Write>(
     let mut totals = Totals::default();
     let opts = ExportOptions::default();
     let mut points = 0usize;
-    for interval in super::intervals(&mut rec, from, to) {
+    for interval in super::intervals::intervals(&mut rec, from, to) {
         let (sample, model) = interval?;
         totals.observe(&model);
         for fam in families(&sample, &model, &totals, &opts, None) {

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sample::PsiResource;
+use super::psi::PsiResource;
 
 /// One cgroup's files, read at sample time. Every part is None when its file is missing.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

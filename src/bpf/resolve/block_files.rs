@@ -25,11 +25,23 @@ use ioscope_common::block::{RWBS_META, RWBS_READ, RWBS_WRITE};
 use ioscope_common::block_files::RqEvent;
 
 use super::extents::{disk_ranges, fiemap, journal_ranges, mount_sources, placement, Placement};
-use super::files::{FileId, FileMeta};
 use super::mountinfo::MountInfo;
 use super::safe_open::{open_block_device, Opener};
+use super::types::{FileId, FileMeta};
 use crate::sample::{BlockFilesSample, BlockTargetCounters, FileIoSample};
 use ioscope_common::kernel_dev_major_minor;
+
+/// Most requests per second sent to userspace, all CPUs together: mapping is a sample of the
+/// requests above this rate (the probe-health view shows how many were not sent).
+pub const RATE_LIMIT_S: u64 = 4000;
+
+/// Requests sent and not sent, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingCounts {
+    pub emitted: u64,
+    pub rate_dropped: u64,
+    pub ring_dropped: u64,
+}
 
 /// Files with an extent map at once (the least recently active go first).
 pub const MAX_MAPPED_FILES: usize = 1024;
@@ -486,14 +498,14 @@ impl BlockFileMapper {
     }
 
     /// Everything for the Sample, the kernel's counts included.
-    pub fn sample(&self, counts: crate::bpf::block_files::RingCounts) -> BlockFilesSample {
+    pub fn sample(&self, counts: RingCounts) -> BlockFilesSample {
         let (mapped_files, extents) = self.mapped();
         BlockFilesSample {
             targets: self.targets(),
             emitted: counts.emitted,
             rate_dropped: counts.rate_dropped,
             ring_dropped: counts.ring_dropped,
-            rate_limit_s: crate::bpf::block_files::RATE_LIMIT_S,
+            rate_limit_s: RATE_LIMIT_S,
             mapped_files,
             extents,
             fiemap_errors: self.fiemap_errors,

@@ -43,9 +43,10 @@ use std::time::{Duration, Instant};
 use ioscope_common::files::{KEY_BDI_DEV, KEY_SB_DEV};
 use ioscope_common::kernel_dev_major_minor;
 
-use super::mountinfo::MountInfo;
+use super::mountinfo::{mounted_path, parse_mountinfo, Mount, MountInfo, MountLine, MountRoot};
 use super::safe_open::{Identified, Opener};
-use crate::bpf::files::RawFile;
+use super::types::{FileId, FileMeta, KernelNames};
+use crate::bpf::counters::RawFile;
 use crate::sample::{FileCacheState, FileIoSample};
 
 pub const MAX_FDS_PER_SCAN: usize = 200_000;
@@ -84,51 +85,6 @@ pub const WALK_EVERY: Duration = Duration::from_secs(30);
 /// `[N other files]` (a burst of new files costs one row, not thousands, and paths are looked up
 /// for these only).
 pub const MAX_SAMPLE_FILES: usize = 256;
-
-/// (major, minor, inode): a file as userspace names devices.
-pub type FileId = (u32, u32, u64);
-
-/// A mounted filesystem: its `s_dev`, where it is mounted, and the disk whose backing device
-/// (bdi) its writeback is reported under.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mount {
-    pub dev: (u32, u32),
-    /// The directory of the filesystem the mount shows (`/`, or a bind mount's subdirectory).
-    pub root: PathBuf,
-    pub mount_point: PathBuf,
-    pub bdi: Option<(u32, u32)>,
-    pub fstype: String,
-}
-
-/// One line of `/proc/self/mountinfo`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MountLine {
-    pub dev: (u32, u32),
-    pub root: PathBuf,
-    pub mount_point: PathBuf,
-    /// The filesystem type (`ext4`, `xfs`), after the optional fields' ` - `.
-    pub fstype: String,
-}
-
-/// `/proc/self/mountinfo`'s lines; the first mount of each device comes first (bind mounts and
-/// second mounts of the same filesystem follow it).
-pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split(' ');
-            let (_, _, dev, root, mp) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-            let (maj, min) = dev.split_once(':')?;
-            let dev = (maj.parse().ok()?, min.parse().ok()?);
-            let fstype = f.skip_while(|&x| x != "-").nth(1).unwrap_or_default().to_string();
-            Some(MountLine {
-                dev,
-                root: PathBuf::from(crate::util::unescape_mountinfo(root)),
-                mount_point: PathBuf::from(crate::util::unescape_mountinfo(mp)),
-                fstype,
-            })
-        })
-        .collect()
-}
 
 /// The disk a block device's writeback is reported under: itself, or its parent for a partition.
 fn bdi_of(sys: &Path, dev: (u32, u32)) -> Option<(u32, u32)> {
@@ -262,7 +218,7 @@ pub struct FileResolver {
     tried: HashMap<FileId, Instant>,
     sysfs: SysfsCache,
     /// The names the kernel programs read from the dentries (step 0), when they run.
-    names: Option<crate::bpf::file_names::FileNames>,
+    names: Option<Box<dyn KernelNames>>,
     /// The mount table as of the last sample, and what it was built from (the mount table's
     /// generation, the sysfs cache's start): rebuilt only when either changed.
     mounts: Vec<Mount>,
@@ -304,22 +260,6 @@ impl MountTable {
             self.parsed = parse_mountinfo(self.info.text());
         }
         &self.parsed
-    }
-}
-
-/// What `fstat` said of a file whose path was checked this sample.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileMeta {
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub is_file: bool,
-}
-
-impl FileMeta {
-    /// What a stat or fstat said.
-    pub fn of(m: &std::fs::Metadata) -> FileMeta {
-        let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
-        FileMeta { size: m.len(), mtime_ns, is_file: m.is_file() }
     }
 }
 
@@ -456,8 +396,8 @@ impl FileResolver {
     }
 
     /// Uses the names the kernel programs read (see crate::bpf::file_names) before anything else.
-    pub fn set_names(&mut self, names: crate::bpf::file_names::FileNames) {
-        self.names = Some(names);
+    pub fn set_names(&mut self, names: impl KernelNames + 'static) {
+        self.names = Some(Box::new(names));
     }
 
     /// The path of a file keyed as the kernel keys it (dev_t `major << 20 | minor`, inode): the
@@ -534,12 +474,9 @@ impl FileResolver {
         let kernel = self.names.as_mut()?;
         let dev = (id.0 << ioscope_common::KERNEL_MINOR_BITS) | id.1;
         let fs = kernel.fs_path(dev, id.2)?;
-        let roots = mounts.iter().map(|m| crate::bpf::file_names::MountRoot {
-            dev: m.dev,
-            root: &m.root,
-            mount_point: &m.mount_point,
-        });
-        let path = crate::bpf::file_names::mounted_path(roots, (id.0, id.1), &fs.path)?;
+        let roots =
+            mounts.iter().map(|m| MountRoot { dev: m.dev, root: &m.root, mount_point: &m.mount_point });
+        let path = mounted_path(roots, (id.0, id.1), &fs.path)?;
         let path = path.to_string_lossy().into_owned();
         if fs.unlinked {
             return Some(format!("{path} (deleted)"));

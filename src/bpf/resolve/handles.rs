@@ -18,8 +18,9 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use super::files::{names, FileId, Mount};
+use super::mountinfo::Mount;
 use super::safe_open::{open_dir_nofollow, Opener};
+use super::types::FileId;
 
 /// `FILEID_INO32_GEN` (include/linux/exportfs.h): a 32-bit inode number and its generation.
 const FILEID_INO32_GEN: i32 = 1;
@@ -83,6 +84,6 @@ impl HandleOpener {
         let file = unsafe { OwnedFd::from_raw_fd(fd) };
         let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
         let path = path.to_string_lossy().into_owned();
-        (path.ends_with(" (deleted)") || names(opener, &path, id)).then_some(path)
+        (path.ends_with(" (deleted)") || opener.names(Path::new(&path), id)).then_some(path)
     }
 }

@@ -16,3 +16,4 @@ pub mod handles;
 pub mod mountinfo;
 pub mod safe_open;
 pub mod syncs;
+pub mod types;

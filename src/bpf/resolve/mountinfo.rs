@@ -3,10 +3,83 @@
 //! POLLPRI | POLLERR, as util-linux's `findmnt --poll` uses it). A fixture's mountinfo (any other
 //! proc directory) is read every time. The file resolver and the block-to-file mapper each keep
 //! one, so neither reads and parses the table every sample.
+//! [`parse_mountinfo`] reads its lines ([`MountLine`]); a [`Mount`] is a mounted filesystem as the
+//! resolvers use it.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+
+/// A mounted filesystem: its `s_dev`, where it is mounted, and the disk whose backing device
+/// (bdi) its writeback is reported under.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    pub dev: (u32, u32),
+    /// The directory of the filesystem the mount shows (`/`, or a bind mount's subdirectory).
+    pub root: PathBuf,
+    pub mount_point: PathBuf,
+    pub bdi: Option<(u32, u32)>,
+    pub fstype: String,
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MountLine {
+    pub dev: (u32, u32),
+    pub root: PathBuf,
+    pub mount_point: PathBuf,
+    /// The filesystem type (`ext4`, `xfs`), after the optional fields' ` - `.
+    pub fstype: String,
+}
+
+/// `/proc/self/mountinfo`'s lines; the first mount of each device comes first (bind mounts and
+/// second mounts of the same filesystem follow it).
+pub fn parse_mountinfo(text: &str) -> Vec<MountLine> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let (_, _, dev, root, mp) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            let (maj, min) = dev.split_once(':')?;
+            let dev = (maj.parse().ok()?, min.parse().ok()?);
+            let fstype = f.skip_while(|&x| x != "-").nth(1).unwrap_or_default().to_string();
+            Some(MountLine {
+                dev,
+                root: PathBuf::from(crate::util::unescape_mountinfo(root)),
+                mount_point: PathBuf::from(crate::util::unescape_mountinfo(mp)),
+                fstype,
+            })
+        })
+        .collect()
+}
+
+/// A mount: its filesystem's device, the directory of the filesystem it shows (`/` unless a bind
+/// mount of a subdirectory), and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountRoot<'a> {
+    pub dev: (u32, u32),
+    pub root: &'a Path,
+    pub mount_point: &'a Path,
+}
+
+/// Where `fs_path` (a path inside filesystem `dev`) is seen: under the first mount of the whole
+/// filesystem, else under the first bind mount whose root contains it.
+pub fn mounted_path<'a>(
+    mounts: impl Iterator<Item = MountRoot<'a>>,
+    dev: (u32, u32),
+    fs_path: &str,
+) -> Option<PathBuf> {
+    let mut best: Option<PathBuf> = None;
+    for m in mounts.filter(|m| m.dev == dev) {
+        let Ok(rest) = Path::new(fs_path).strip_prefix(m.root) else { continue };
+        let p =
+            if rest.as_os_str().is_empty() { m.mount_point.to_path_buf() } else { m.mount_point.join(rest) };
+        if m.root == Path::new("/") {
+            return Some(p);
+        }
+        best.get_or_insert(p);
+    }
+    best
+}
 
 pub struct MountInfo {
     path: PathBuf,

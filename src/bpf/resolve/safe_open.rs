@@ -32,8 +32,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::files::{parse_mountinfo, FileId, FileMeta};
-use super::mountinfo::MountInfo;
+use super::mountinfo::{parse_mountinfo, MountInfo};
+use super::types::{FileId, FileMeta};
 
 /// Why a path was not taken for the file the kernel reported.
 #[derive(Debug)]

@@ -8,8 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::files::{scan_process_dirs, FileId};
+use super::files::scan_process_dirs;
 use super::safe_open::Opener;
+use super::types::FileId;
 use crate::sample::syncs::SyncFile;
 use crate::sample::FileIoSample;
 
