@@ -1,6 +1,7 @@
 //! Recordings: raw Samples in an append-only, compressed, checksummed file (see [`format`]), so
 //! every derived figure is recomputed on replay by the current Model.
 
+pub mod anonymize;
 pub mod format;
 pub mod host_facts;
 pub mod live;

@@ -16,6 +16,7 @@ mod cache_box;
 #[path = "../fixtures/models/files_box.rs"]
 mod files_box;
 
+mod anonymize;
 mod bench_view_snapshots;
 mod block_text;
 mod cache_json_keys;
