@@ -141,7 +141,8 @@ impl Anonymizer {
 
     fn kept_path(&self, path: &str) -> bool {
         self.keep.iter().any(|k| {
-            path == k || (path.starts_with(k.as_str()) && (k.ends_with('/') || path[k.len()..].starts_with('/')))
+            path == k
+                || (path.starts_with(k.as_str()) && (k.ends_with('/') || path[k.len()..].starts_with('/')))
         })
     }
 
@@ -393,7 +394,8 @@ impl Anonymizer {
 pub fn is_kworker(comm: &str) -> bool {
     let Some(rest) = comm.strip_prefix("kworker/") else { return false };
     let pool = rest.split(['-', '+']).next().unwrap_or("");
-    rest.starts_with("R-") || (!pool.is_empty() && pool.bytes().all(|b| b.is_ascii_digit() || b"u:H".contains(&b)))
+    rest.starts_with("R-")
+        || (!pool.is_empty() && pool.bytes().all(|b| b.is_ascii_digit() || b"u:H".contains(&b)))
 }
 
 /// A file name's extension, kept in its pseudonym: 1 to 8 letters or digits after the last dot
@@ -472,10 +474,20 @@ pub fn anonymize(args: &AnonymizeArgs) -> anyhow::Result<Summary> {
     let written = (|| -> anyhow::Result<usize> {
         let file = out.file().try_clone()?;
         let mut w = RecordingWriter::start(file, &args.output, &header)?;
+        let marks = rec.marks.clone();
+        let mut next_mark = 0;
         for i in 0..rec.len() {
             let mut s = rec.parse_as::<Sample>(i)?;
+            // Marks go where they were: before the first sample after them.
+            while let Some(m) = marks.get(next_mark).filter(|m| m.mono_ns <= s.mono_ns) {
+                w.write_mark(&crate::record::Mark { note: anon.note(&m.note), ..m.clone() })?;
+                next_mark += 1;
+            }
             anon.sample(&mut s);
             w.write_sample(&s).with_context(|| format!("cannot write to {}", args.output.display()))?;
+        }
+        for m in &marks[next_mark..] {
+            w.write_mark(&crate::record::Mark { note: anon.note(&m.note), ..m.clone() })?;
         }
         w.sync()?;
         Ok(rec.len())
@@ -643,7 +655,11 @@ mod tests {
                     depth_hist: vec![1],
                     ..Default::default()
                 }],
-                io_processes: vec![BlockProcessCounters { pid: 100, lat_hist: vec![1], ..Default::default() }],
+                io_processes: vec![BlockProcessCounters {
+                    pid: 100,
+                    lat_hist: vec![1],
+                    ..Default::default()
+                }],
                 block_health: BlockProbeHealth {
                     events: vec![1],
                     missed: vec![1],
@@ -653,7 +669,11 @@ mod tests {
                 },
                 page_cache: Some(PageCacheSample {
                     attached: Arc::new(vec![String::new()]),
-                    processes: vec![CacheProcessSample { pid: 100, counters: cache.clone(), ..Default::default() }],
+                    processes: vec![CacheProcessSample {
+                        pid: 100,
+                        counters: cache.clone(),
+                        ..Default::default()
+                    }],
                     dirty_state: Some(KernelDirtyState::default()),
                     last_throttle: Some(ThrottleRecord::default()),
                     totals: cache,
@@ -709,7 +729,10 @@ mod tests {
             cgroups: vec![CgroupSample {
                 io: Some(CgroupIoCounters::default()),
                 io_pressure: Some(PsiResource { some: PsiLine::default(), full: Some(PsiLine::default()) }),
-                memory_pressure: Some(PsiResource { some: PsiLine::default(), full: Some(PsiLine::default()) }),
+                memory_pressure: Some(PsiResource {
+                    some: PsiLine::default(),
+                    full: Some(PsiLine::default()),
+                }),
                 memory: Some(CgroupMemory { limit_bytes: Some(1), ..Default::default() }),
                 ..Default::default()
             }],
@@ -719,7 +742,12 @@ mod tests {
     }
 
     fn dir() -> BlockDirCounters {
-        BlockDirCounters { queue_hist: vec![1], device_hist: vec![1], size_hist: vec![1], ..Default::default() }
+        BlockDirCounters {
+            queue_hist: vec![1],
+            device_hist: vec![1],
+            size_hist: vec![1],
+            ..Default::default()
+        }
     }
 
     fn populated_header() -> RecordingHeader {

@@ -5,6 +5,7 @@ pub mod anonymize;
 pub mod format;
 pub mod host_facts;
 pub mod live;
+pub mod marks;
 pub mod recorder;
 
-pub use format::{Recording, RecordingHeader, RecordingWriter, FORMAT_VERSION};
+pub use format::{Mark, Recording, RecordingHeader, RecordingWriter, FORMAT_VERSION};

@@ -106,6 +106,10 @@ async fn run_loop(mut rec: Recording, color: bool, from: Option<Duration>) -> an
     let mut state = initial_state(&rec, color);
     state.utc_offset_s = crate::util::local_utc_offset_s();
     let mut player = Player::new(&rec.mono_ns(), &rec.wall_unix_ms());
+    let marks: Vec<(Duration, String)> = (1..=rec.marks.len())
+        .filter_map(|n| Some((rec.mark_offset(n).ok()?, rec.marks[n - 1].note.clone())))
+        .collect();
+    player.set_marks(&marks);
     if let Some(from) = from {
         player.seek_offset(from);
     }

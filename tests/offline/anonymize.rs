@@ -37,8 +37,31 @@ const RECORDINGS: &[&str] = &[
 /// The hierarchy's first directories and the words the anonymiser keeps on purpose
 /// (src/record/README.md, "Anonymised copies").
 const KEPT: &[&str] = &[
-    "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "media", "mnt", "opt", "proc", "root",
-    "run", "sbin", "srv", "sys", "tmp", "usr", "var", "(deleted)", "null", "zero", "shm", "record",
+    "bin",
+    "boot",
+    "dev",
+    "etc",
+    "home",
+    "lib",
+    "lib32",
+    "lib64",
+    "media",
+    "mnt",
+    "opt",
+    "proc",
+    "root",
+    "run",
+    "sbin",
+    "srv",
+    "sys",
+    "tmp",
+    "usr",
+    "var",
+    "(deleted)",
+    "null",
+    "zero",
+    "shm",
+    "record",
 ];
 
 /// Words of `text` split at what cannot be part of a name in the output's JSON.
@@ -47,7 +70,9 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
 }
 
 fn is_number(w: &str) -> bool {
-    w.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%').bytes().all(|b| b.is_ascii_digit() || b == b'.')
+    w.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%')
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b == b'.')
 }
 
 /// Every name a user chose in `rec`, from the recording's own strings, as whole words of at least

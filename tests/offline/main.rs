@@ -26,6 +26,7 @@ mod docs;
 mod fuzz_readers;
 mod headless;
 mod hostile_names;
+mod marks;
 mod model_fixtures;
 mod readahead_model;
 mod record_cli;
