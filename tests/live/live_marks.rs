@@ -26,7 +26,7 @@ fn sigusr1_marks_a_headless_recording() {
     let _group = common::live_group(module_path!());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("marked.rec");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ioscope"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ioscope"))
         .args(["record", "--no-bpf", "-i", "0.2", "-o"])
         .arg(&path)
         .stderr(Stdio::piped())
