@@ -168,6 +168,9 @@ impl Screen for Replay {
             Action::ToggleRecording => {
                 state.message = Some("R records live sessions; this is already a recording".into());
             }
+            Action::StartMark | Action::AddMark => {
+                state.message = Some("m marks a live recording; here ' and \" jump to its marks".into());
+            }
             Action::None | Action::Redraw => {}
         }
         Ok(Step::Redraw)
