@@ -902,7 +902,7 @@ mod tests {
                 ProcessIo {
                     pid: 41,
                     ppid: 1,
-                    comm: Arc::from("kworker/u8:1"),
+                    comm: Arc::from("backup.sh"),
                     user: Some(Arc::from("root")),
                     ..Default::default()
                 },
@@ -913,10 +913,13 @@ mod tests {
         let mut t = s.clone();
         a.sample(&mut t);
         let names: Vec<&str> = t.processes.iter().map(|p| &*p.comm).collect();
-        // A user's process may call itself kworker: a name no kernel thread has is replaced.
+        // A process that is no kernel thread's child: its name is replaced. A workqueue worker's
+        // name is kept wherever it is (older recordings cannot tell kernel threads apart).
         assert_eq!(names, ["kthreadd", "kworker/u8:0", "proc1"]);
         assert_eq!(t.processes[2].user.as_deref(), Some("root"));
         // The same kernel thread in the eBPF tables keeps its name there too.
         assert_eq!(a.comm("kworker/u8:0"), "kworker/u8:0");
+        assert_eq!(a.comm("kworker/u8:9-events"), "kworker/u8:9-events");
+        assert_eq!(a.comm("kworker/secret"), "proc2");
     }
 }
