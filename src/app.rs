@@ -63,6 +63,7 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
         latest_seq: 0,
         shown_seq: 0,
         recorder: None,
+        pending_mark: None,
         record_dir: opts.record_dir.clone(),
     };
     let result = event_loop::run(signals, &mut live).await;
@@ -88,6 +89,8 @@ struct Live {
     shown_seq: u64,
     /// `R`: the session's recording, while one runs.
     recorder: Option<live::LiveRecorder>,
+    /// `m`: the moment marked (monotonic ns, wall ms) while its note is typed.
+    pending_mark: Option<(u64, u64)>,
     record_dir: Option<std::path::PathBuf>,
 }
 
@@ -130,6 +133,32 @@ impl Screen for Live {
                     self.record_dir.as_deref(),
                 );
                 show_recording(state, outcome);
+                Step::Redraw
+            }
+            Action::StartMark => {
+                match self.recorder {
+                    Some(_) => {
+                        // The mark is the moment of `m`, whatever time the note takes.
+                        let wall = crate::collect::wall_unix_ms();
+                        self.pending_mark = Some((crate::util::monotonic_ns(), wall));
+                        state.open_mark_note();
+                    }
+                    None => state.message = Some("m marks a recording: press R to record first".into()),
+                }
+                Step::Redraw
+            }
+            Action::AddMark => {
+                let note = state.mark_note.to_string();
+                state.mark_note.clear();
+                if let (Some(rec), Some((mono_ns, wall_unix_ms))) =
+                    (&mut self.recorder, self.pending_mark.take())
+                {
+                    state.message =
+                        Some(match rec.mark(&crate::record::Mark { mono_ns, wall_unix_ms, note }) {
+                            Ok(n) => format!("mark {n} made (' and \" jump to it in replay)"),
+                            Err(e) => format!("{e:#}"),
+                        });
+                }
                 Step::Redraw
             }
             Action::ToggleBaseline => {

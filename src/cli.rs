@@ -71,6 +71,9 @@ pub enum Command {
     Replay(crate::replay::ReplayArgs),
     /// Compare two recordings, or two time ranges of one: average and p95 per metric.
     Compare(crate::compare::CompareArgs),
+    /// Copy a recording with every user-controlled name replaced by a pseudonym (host, paths,
+    /// processes, command lines, users, cgroups), its numbers untouched, to share it.
+    Anonymize(crate::record::anonymize::AnonymizeArgs),
 }
 
 /// What to run, with every option already validated.
@@ -90,6 +93,8 @@ pub enum Mode {
     Bench(Box<crate::bench::cli::BenchArgs>),
     /// `ioscope serve`.
     Serve(crate::serve::ServeOptions),
+    /// `ioscope anonymize`.
+    Anonymize(crate::record::anonymize::AnonymizeArgs),
 }
 
 impl Cli {
@@ -134,6 +139,7 @@ fn subcommand_mode(command: &Command, no_color_env: Option<&OsStr>) -> Result<Mo
         Command::Record(a) => Mode::Record(a.options()),
         Command::Replay(a) => Mode::Replay(a.options(no_color_env).map_err(in_context)?),
         Command::Compare(a) => Mode::Compare(a.options(no_color_env).map_err(in_context)?),
+        Command::Anonymize(a) => Mode::Anonymize(a.clone()),
     })
 }
 

@@ -33,6 +33,7 @@ fn run() -> ExitCode {
         Mode::Replay(opts) => ioscope::replay::run(&opts),
         Mode::Compare(opts) => ioscope::compare::run(&opts),
         Mode::Serve(opts) => ioscope::serve::run(&opts),
+        Mode::Anonymize(args) => ioscope::record::anonymize::run(&args),
         Mode::Bench(args) => {
             return ioscope::bench::cli::main(&args, std::env::var_os("NO_COLOR").as_deref())
         }

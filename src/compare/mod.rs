@@ -5,11 +5,11 @@
 //! settings) come first: they are usually the point.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::model::compare::{compare_accumulated, Accumulator, MetricComparison, PaneComparison};
+use crate::record::marks::TimePoint;
 use crate::record::RecordingHeader;
 
 mod run;
@@ -62,8 +62,9 @@ impl CompareArgs {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RangeSpec {
     pub path: PathBuf,
-    pub from: Option<Duration>,
-    pub to: Option<Duration>,
+    /// An offset from the recording's start, or one of its marks (`mark:N`).
+    pub from: Option<TimePoint>,
+    pub to: Option<TimePoint>,
 }
 
 impl RangeSpec {
@@ -74,15 +75,15 @@ impl RangeSpec {
             // An '@' that is not a range belongs to the file name.
             return Ok(whole());
         };
-        let end = |t: &str| -> Result<Option<Duration>, String> {
+        let end = |t: &str| -> Result<Option<TimePoint>, String> {
             if t.is_empty() {
                 Ok(None)
             } else {
-                crate::util::parse_duration(t).map(Some).map_err(|e| format!("in '{s}': {e}"))
+                TimePoint::parse(t).map(Some).map_err(|e| format!("in '{s}': {e}"))
             }
         };
         let (from, to) = (end(from)?, end(to)?);
-        if let (Some(f), Some(t)) = (from, to) {
+        if let (Some(TimePoint::Offset(f)), Some(TimePoint::Offset(t))) = (from, to) {
             if t <= f {
                 return Err(format!("in '{s}': the range's end must be after its start"));
             }
@@ -94,7 +95,7 @@ impl RangeSpec {
     }
 
     fn describe(&self) -> String {
-        let t = |d: Option<Duration>| d.map(crate::replay::timeline::offset_text).unwrap_or_default();
+        let t = |d: Option<TimePoint>| d.map(|d| d.to_string()).unwrap_or_default();
         match (self.from, self.to) {
             (None, None) => self.path.display().to_string(),
             _ => format!("{}@{}..{}", self.path.display(), t(self.from), t(self.to)),
@@ -171,7 +172,10 @@ fn load(spec: &RangeSpec) -> anyhow::Result<(RecordingHeader, Accumulator)> {
     let mut rec = crate::replay::open(&spec.path)?;
     let header = rec.header.clone();
     let mut acc = Accumulator::default();
-    for model in crate::replay::models(&mut rec, spec.from, spec.to) {
+    // A mark the recording lacks is bad input: one line, exit 2.
+    let (from, to) = crate::record::marks::resolve_range(&rec, spec.from, spec.to)
+        .map_err(|e| anyhow::Error::new(crate::safe_fs::Refused(format!("{}: {e}", spec.describe()))))?;
+    for model in crate::replay::models(&mut rec, from, to) {
         acc.push(&model?);
     }
     if acc.intervals == 0 {
@@ -300,6 +304,7 @@ mod tests {
     use super::*;
     use crate::model::compare::compare_models;
     use crate::model::Model;
+    use std::time::Duration;
 
     #[test]
     fn range_specs() {
@@ -309,7 +314,12 @@ mod tests {
         );
         let r = RangeSpec::parse("x@y.rec@1m..90").unwrap();
         assert_eq!(r.path, PathBuf::from("x@y.rec"));
-        assert_eq!((r.from, r.to), (Some(Duration::from_secs(60)), Some(Duration::from_secs(90))));
+        let off = |s| Some(TimePoint::Offset(Duration::from_secs(s)));
+        assert_eq!((r.from, r.to), (off(60), off(90)));
+        let r = RangeSpec::parse("run.rec@mark:1..mark:2").unwrap();
+        assert_eq!((r.from, r.to), (Some(TimePoint::Mark(1)), Some(TimePoint::Mark(2))));
+        assert_eq!(r.describe(), "run.rec@mark:1..mark:2");
+        assert!(RangeSpec::parse("a@mark:0..").is_err());
         assert_eq!(RangeSpec::parse("a@..30").unwrap().from, None);
         assert_eq!(RangeSpec::parse("mail@host.rec").unwrap().path, PathBuf::from("mail@host.rec"));
         assert!(RangeSpec::parse("a@60..30").is_err());

@@ -34,7 +34,7 @@ use crate::sample::Sample;
 
 pub const MAGIC: &[u8; 12] = b"IOSCOPE-REC\n";
 /// The format this ioscope writes. Readers accept every version up to this one.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 /// Samples per zstd segment: a full-size first frame every minute at 1 s is the price of seeking.
 pub const SEGMENT_FRAMES: usize = 60;
 /// zstd level: recording runs once a second, so a slower, tighter level costs nothing visible.
@@ -54,6 +54,8 @@ pub enum RecordKind {
     Header = 1,
     SegmentStart = 2,
     SegmentContinue = 3,
+    /// Version 2: a mark (`m` in the TUI, SIGUSR1 to `ioscope record`), JSON of [`Mark`].
+    Mark = 4,
 }
 
 impl RecordKind {
@@ -62,6 +64,7 @@ impl RecordKind {
             1 => Some(RecordKind::Header),
             2 => Some(RecordKind::SegmentStart),
             3 => Some(RecordKind::SegmentContinue),
+            4 => Some(RecordKind::Mark),
             _ => None,
         }
     }
@@ -101,6 +104,22 @@ pub struct MountInfo {
     pub options: String,
 }
 
+/// A moment marked while recording, with an optional one-line note (user text: escaped wherever
+/// it is shown).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Mark {
+    /// CLOCK_MONOTONIC when it was marked, ns (comparable with the samples' `mono_ns`).
+    pub mono_ns: u64,
+    pub wall_unix_ms: u64,
+    pub note: String,
+}
+
+/// Longest note kept, in characters (a longer one is cut).
+pub const MAX_NOTE_CHARS: usize = 200;
+/// A mark record larger than this is damage.
+const MAX_MARK_RECORD: usize = 4096;
+
 /// Appends samples to a recording. Every record reaches the file before `write_sample` returns.
 pub struct RecordingWriter {
     file: File,
@@ -108,6 +127,7 @@ pub struct RecordingWriter {
     in_segment: usize,
     frames: u64,
     bytes: u64,
+    marks: u64,
     /// Set by a stop signal: a write interrupted (EINTR) while it is set gives up.
     stop: Option<&'static std::sync::atomic::AtomicBool>,
 }
@@ -137,7 +157,8 @@ impl RecordingWriter {
         header: &RecordingHeader,
         stop: Option<&'static std::sync::atomic::AtomicBool>,
     ) -> anyhow::Result<RecordingWriter> {
-        let mut w = RecordingWriter { file, encoder: None, in_segment: 0, frames: 0, bytes: 0, stop };
+        let mut w =
+            RecordingWriter { file, encoder: None, in_segment: 0, frames: 0, bytes: 0, marks: 0, stop };
         let mut head = Vec::with_capacity(PREAMBLE_LEN);
         head.extend_from_slice(MAGIC);
         head.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -174,6 +195,23 @@ impl RecordingWriter {
         self.in_segment += 1;
         self.frames += 1;
         Ok(())
+    }
+
+    /// Appends a mark as one record (its note on one line, at most [`MAX_NOTE_CHARS`]).
+    pub fn write_mark(&mut self, mark: &Mark) -> io::Result<()> {
+        let note: String =
+            mark.note.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_NOTE_CHARS).collect();
+        let json = serde_json::to_vec(&Mark { note, ..mark.clone() })?;
+        let mut rec = Vec::with_capacity(RECORD_HEAD_LEN + json.len());
+        push_record(&mut rec, RecordKind::Mark, &json);
+        self.write_raw(&rec)?;
+        self.marks += 1;
+        Ok(())
+    }
+
+    /// Marks written so far.
+    pub fn marks(&self) -> u64 {
+        self.marks
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -351,6 +389,8 @@ pub struct Recording {
     clocks: Vec<(u64, u64)>,
     /// Why the recording ends earlier than the file (truncated or corrupt record), if it does.
     pub problem: Option<String>,
+    /// The marks, in time order (format version 2; none in older recordings).
+    pub marks: Vec<Mark>,
     cursor: Option<Cursor>,
     cache: Option<(usize, Sample)>,
     file_bytes: u64,
@@ -418,10 +458,12 @@ impl Recording {
             segments: Vec::new(),
             clocks: Vec::new(),
             problem: None,
+            marks: Vec::new(),
             cursor: None,
             cache: None,
         };
         rec.index_frames(pos, buf)?;
+        rec.marks.sort_by_key(|m| m.mono_ns);
         Ok(rec)
     }
 
@@ -458,6 +500,18 @@ impl Recording {
                 Err(RecordError::Io(e)) => return Err(e).context(format!("reading the record at byte {at}")),
             };
             match kind {
+                RecordKind::Mark => {
+                    match serde_json::from_slice::<Mark>(&buf) {
+                        Ok(m) if buf.len() <= MAX_MARK_RECORD => self.marks.push(m),
+                        _ => {
+                            self.problem = Some(format!(
+                                "damaged mark at byte {at}: replaying the {n} samples before it"
+                            ));
+                            break;
+                        }
+                    }
+                    continue;
+                }
                 RecordKind::SegmentStart => {
                     decoder = Some(segment_decoder()?);
                     self.segments.push(Segment { first: n, offset: at });
@@ -495,6 +549,18 @@ impl Recording {
 
     pub fn len(&self) -> usize {
         self.clocks.len()
+    }
+
+    /// Mark `n` (1 for the first), as an offset from the first sample.
+    pub fn mark_offset(&self, n: usize) -> Result<std::time::Duration, String> {
+        let count = self.marks.len();
+        let mark = n.checked_sub(1).and_then(|i| self.marks.get(i)).ok_or_else(|| match count {
+            0 => format!("mark:{n}: the recording has no marks"),
+            1 => format!("mark:{n}: the recording has 1 mark (mark:1)"),
+            _ => format!("mark:{n}: the recording has {count} marks (mark:1 to mark:{count})"),
+        })?;
+        let t0 = self.clocks.first().map_or(mark.mono_ns, |c| c.0);
+        Ok(std::time::Duration::from_nanos(mark.mono_ns.saturating_sub(t0)))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -535,6 +601,7 @@ impl Recording {
         while cursor.next <= index {
             let at = cursor.pos;
             match read_record(&self.source, &mut cursor.pos, &mut buf) {
+                Ok(RecordKind::Mark) => continue,
                 Ok(_) if buf.len() > CLOCKS_LEN => {}
                 Ok(_) | Err(RecordError::Truncated | RecordError::Corrupt(_)) => {
                     self.cursor = None;

@@ -57,6 +57,14 @@ impl LiveRecorder {
             .map_err(|e| anyhow::anyhow!("recording stopped: cannot write to {}: {e}", self.path.display()))
     }
 
+    /// Appends a mark; its number (1 for the first).
+    pub fn mark(&mut self, mark: &crate::record::Mark) -> anyhow::Result<u64> {
+        self.writer
+            .write_mark(mark)
+            .map_err(|e| anyhow::anyhow!("cannot write the mark to {}: {e}", self.path.display()))?;
+        Ok(self.writer.marks())
+    }
+
     pub fn progress(&self) -> Progress {
         Progress {
             path: self.path.file_name().unwrap_or(self.path.as_os_str()).to_string_lossy().into_owned(),

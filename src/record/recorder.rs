@@ -64,6 +64,12 @@ pub struct RecordOptions {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// SIGUSR1s received: each adds a mark.
+static MARKS_ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn request_mark(_: libc::c_int) {
+    MARKS_ASKED.fetch_add(1, Ordering::SeqCst);
+}
 
 extern "C" fn request_stop(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -84,6 +90,15 @@ pub fn run(opts: &RecordOptions) -> anyhow::Result<()> {
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
+    }
+    // SIGUSR1 adds a mark (`kill -USR1 PID`); with SA_RESTART, nothing it interrupts fails.
+    // SAFETY: a zeroed sigaction whose handler only adds to an atomic (async-signal-safe).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = request_mark as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
     }
     if let Some(d) = opts.duration {
         // SAFETY: alarm has no preconditions.
@@ -136,13 +151,15 @@ pub fn run(opts: &RecordOptions) -> anyhow::Result<()> {
         if opts.duration.is_some_and(|d| deadline > start + d + Duration::from_millis(1)) {
             break;
         }
-        if !wait_until(deadline) {
+        let marked = |w: &mut RecordingWriter| write_asked_marks(w, start);
+        if !wait_until(deadline, &mut |_| marked(&mut writer)) {
             break;
         }
         clock.tick();
         let sample = sampler.sample();
         writer.write_sample(&sample).map_err(write_err)?;
     }
+    write_asked_marks(&mut writer, start);
     writer.sync().map_err(write_err)?;
     let secs = start.elapsed().as_secs_f64().max(opts.interval.as_secs_f64());
     let skipped = match clock.skipped() {
@@ -159,9 +176,29 @@ pub fn run(opts: &RecordOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sleeps until `deadline`; false when a stop signal came first.
-fn wait_until(deadline: Instant) -> bool {
+/// Writes a mark for each SIGUSR1 not yet marked, timed now (within the 50 ms the wait polls),
+/// and says so on stderr.
+fn write_asked_marks(w: &mut RecordingWriter, start: Instant) {
+    while w.marks() < MARKS_ASKED.load(Ordering::SeqCst) {
+        let wall_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mark =
+            crate::record::Mark { mono_ns: crate::util::monotonic_ns(), wall_unix_ms, note: String::new() };
+        match w.write_mark(&mark) {
+            Ok(()) => eprintln!("ioscope: mark {} at {:.1}s", w.marks(), start.elapsed().as_secs_f64()),
+            Err(e) => {
+                eprintln!("ioscope: cannot write a mark: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`, calling `between` at every poll; false when a stop signal came first.
+fn wait_until(deadline: Instant, between: &mut dyn FnMut(())) -> bool {
     loop {
+        between(());
         if STOP.load(Ordering::SeqCst) {
             return false;
         }

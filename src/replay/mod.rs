@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::model::flatten;
 use crate::model::Model;
 use crate::output::headless::{Format, Reports};
+use crate::record::marks::TimePoint;
 use crate::record::Recording;
 
 pub mod export;
@@ -40,12 +41,13 @@ pub struct ReplayArgs {
     /// Print one pane's series as CSV: memory, devices or processes.
     #[arg(long, value_name = "PANE", value_parser = ["memory", "devices", "processes"])]
     pub csv: Option<String>,
-    /// Start at this offset from the recording's start (seconds, 90s, 5m, h:mm:ss).
-    #[arg(long, value_name = "TIME", value_parser = crate::util::parse_duration)]
-    pub from: Option<Duration>,
-    /// End at this offset from the recording's start.
-    #[arg(long, value_name = "TIME", value_parser = crate::util::parse_duration)]
-    pub to: Option<Duration>,
+    /// Start at this offset from the recording's start (seconds, 90s, 5m, h:mm:ss), or at a
+    /// mark (mark:1 is the first).
+    #[arg(long, value_name = "TIME", value_parser = TimePoint::parse)]
+    pub from: Option<TimePoint>,
+    /// End at this offset from the recording's start, or at a mark (mark:N).
+    #[arg(long, value_name = "TIME", value_parser = TimePoint::parse)]
+    pub to: Option<TimePoint>,
     /// Do not use colours (also when NO_COLOR is set and not empty).
     #[arg(long)]
     pub no_color: bool,
@@ -88,7 +90,7 @@ impl ReplayArgs {
         use clap::error::ErrorKind;
         let usage = |kind: ErrorKind, msg: &str| clap::Error::raw(kind, msg);
         let a = self;
-        if let (Some(from), Some(to)) = (a.from, a.to) {
+        if let (Some(TimePoint::Offset(from)), Some(TimePoint::Offset(to))) = (a.from, a.to) {
             if to <= from {
                 return Err(usage(ErrorKind::ValueValidation, "--to must be later than --from"));
             }
@@ -136,9 +138,9 @@ impl ReplayArgs {
 pub struct ReplayOptions {
     pub file: PathBuf,
     pub output: ReplayOutput,
-    /// Offsets from the recording's first sample.
-    pub from: Option<Duration>,
-    pub to: Option<Duration>,
+    /// Offsets from the recording's first sample, or its marks.
+    pub from: Option<TimePoint>,
+    pub to: Option<TimePoint>,
     /// `--asciicast`, `--svg`, `--html`: the TUI drawn to files instead of the terminal.
     pub export: Option<export::ExportOptions>,
 }
@@ -192,25 +194,30 @@ pub fn open(path: &std::path::Path) -> anyhow::Result<Recording> {
 }
 
 pub fn run(opts: &ReplayOptions) -> anyhow::Result<()> {
-    if let Some(export) = &opts.export {
+    let rec = match opts.export {
         // A file that is not a recording is bad input for an export: one line, exit code 2.
-        let rec = open(&opts.file).map_err(|e| {
+        Some(_) => open(&opts.file).map_err(|e| {
             if crate::safe_fs::is_refused(&e) {
                 e
             } else {
                 anyhow::Error::new(crate::safe_fs::Refused(format!("{e:#}")))
             }
-        })?;
-        return export::run(rec, &opts.file, opts.from, opts.to, export);
+        })?,
+        None => open(&opts.file)?,
+    };
+    // A mark the recording lacks is bad input: one line, exit 2.
+    let (from, to) = crate::record::marks::resolve_range(&rec, opts.from, opts.to)
+        .map_err(|e| anyhow::Error::new(crate::safe_fs::Refused(e)))?;
+    if let Some(export) = &opts.export {
+        return export::run(rec, &opts.file, from, to, export);
     }
-    let rec = open(&opts.file)?;
     match opts.output {
-        ReplayOutput::Tui { color } => tui::run(rec, color, opts.from),
+        ReplayOutput::Tui { color } => tui::run(rec, color, from),
         output => {
             let out = io::stdout().lock();
             let printed = match output {
-                ReplayOutput::OpenMetrics => openmetrics::write(rec, opts.from, opts.to, out),
-                _ => print(rec, output, opts.from, opts.to, out),
+                ReplayOutput::OpenMetrics => openmetrics::write(rec, from, to, out),
+                _ => print(rec, output, from, to, out),
             };
             match printed {
                 Err(e)

@@ -27,8 +27,10 @@ pub struct Player {
     progress: Duration,
     /// The text typed after `t`, while the go-to prompt is open.
     pub goto: Option<String>,
-    /// Why the last go-to was refused, until the next key.
+    /// Why the last go-to was refused, or the mark jumped to, until the next key.
     pub message: Option<String>,
+    /// The recording's marks: the sample shown for each (the first at or after it) and its note.
+    pub marks: Vec<(usize, String)>,
 }
 
 /// What the replay loop must do after a key.
@@ -54,6 +56,43 @@ impl Player {
             progress: Duration::ZERO,
             goto: None,
             message: None,
+            marks: Vec::new(),
+        }
+    }
+
+    /// Sets the marks from their offsets from the first sample, and their notes.
+    pub fn set_marks(&mut self, marks: &[(Duration, String)]) {
+        self.marks = marks
+            .iter()
+            .map(|(offset, note)| {
+                let at = u64::try_from(offset.as_nanos()).unwrap_or(u64::MAX);
+                let i = self.offsets.partition_point(|&o| o < at).min(self.len().saturating_sub(1));
+                (i, note.clone())
+            })
+            .collect();
+    }
+
+    /// `'` (next) and `"` (previous): the mark after or before the position, if any.
+    fn jump_to_mark(&mut self, forward: bool) {
+        let found = if forward {
+            self.marks.iter().position(|(i, _)| *i > self.pos)
+        } else {
+            self.marks.iter().rposition(|(i, _)| *i < self.pos)
+        };
+        match found {
+            Some(n) => {
+                self.playing = false;
+                let (i, note) = self.marks[n].clone();
+                self.seek(i);
+                let note = if note.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", crate::untrusted::escape(&note))
+                };
+                self.message = Some(format!("mark {}/{}{note}", n + 1, self.marks.len()));
+            }
+            None if self.marks.is_empty() => self.message = Some("the recording has no marks".into()),
+            None => self.message = Some(format!("no mark {}", if forward { "after" } else { "before" })),
         }
     }
 
@@ -188,6 +227,8 @@ impl Player {
             KeyCode::Char('>') | KeyCode::Char('.') => self.speed = (self.speed + 1).min(SPEEDS.len() - 1),
             KeyCode::Char('<') | KeyCode::Char(',') => self.speed = self.speed.saturating_sub(1),
             KeyCode::Char('t') => self.goto = Some(String::new()),
+            KeyCode::Char('\'') => self.jump_to_mark(true),
+            KeyCode::Char('"') => self.jump_to_mark(false),
             _ => return PlayerAction::NotMine,
         }
         PlayerAction::Redraw
@@ -340,6 +381,28 @@ mod tests {
         assert_eq!(p.pos, 125);
         p.handle_key(key(KeyCode::Right), 0);
         assert!(p.message.is_none());
+    }
+
+    #[test]
+    fn quote_keys_jump_between_marks_and_say_their_notes_escaped() {
+        let mut p = player(100);
+        p.handle_key(key(KeyCode::Char('\'')), 0);
+        assert_eq!(p.message.as_deref(), Some("the recording has no marks"));
+        p.set_marks(&[
+            (Duration::from_millis(10_500), "fsync \x1b[31mstall".into()),
+            (Duration::from_secs(40), String::new()),
+        ]);
+        assert_eq!(p.marks.iter().map(|m| m.0).collect::<Vec<_>>(), [11, 40]);
+        p.handle_key(key(KeyCode::Char('\'')), 0);
+        assert_eq!(p.pos, 11);
+        let msg = p.message.clone().unwrap();
+        assert!(msg.starts_with("mark 1/2: fsync ") && !msg.contains('\x1b'), "{msg}");
+        p.handle_key(key(KeyCode::Char('\'')), 0);
+        assert_eq!((p.pos, p.message.as_deref()), (40, Some("mark 2/2")));
+        p.handle_key(key(KeyCode::Char('\'')), 0);
+        assert_eq!((p.pos, p.message.as_deref()), (40, Some("no mark after")));
+        p.handle_key(key(KeyCode::Char('"')), 0);
+        assert_eq!(p.pos, 11);
     }
 
     #[test]

@@ -38,10 +38,11 @@ pub fn render(frame: &mut Frame, area: Rect, player: &Player, color: bool, utc_o
         format!(" {msg}")
     } else {
         format!(
-            " {} #{}/{}  ←→ step PgUp/Dn ±1m Home/End Space play <> speed t go to",
+            " {} #{}/{}  ←→ step PgUp/Dn ±1m Home/End Space play <> speed t go to{}",
             format::clock(player.wall_unix_ms(pos), utc_offset_s),
             pos + 1,
-            player.len()
+            player.len(),
+            if player.marks.is_empty() { "" } else { " '\" mark" }
         )
     };
     let used: usize = left.iter().map(|s| s.width()).sum();
@@ -70,11 +71,17 @@ fn bar(player: &Player, width: usize) -> String {
         return String::new();
     }
     let total = player.duration().as_secs_f64();
-    let frac = if total > 0.0 { player.offset(player.pos).as_secs_f64() / total } else { 0.0 };
-    let at = ((frac * (width - 1) as f64).round() as usize).min(width - 1);
+    let cell = |offset: std::time::Duration| {
+        let frac = if total > 0.0 { offset.as_secs_f64() / total } else { 0.0 };
+        ((frac * (width - 1) as f64).round() as usize).min(width - 1)
+    };
+    let at = cell(player.offset(player.pos));
+    let marks: Vec<usize> = player.marks.iter().map(|(i, _)| cell(player.offset(*i))).collect();
     (0..width)
         .map(|i| {
-            if i < at {
+            if i != at && marks.contains(&i) {
+                '◆'
+            } else if i < at {
                 '━'
             } else if i == at {
                 '●'

@@ -145,6 +145,10 @@ impl Replay {
         let mut state = initial_state(&rec, color);
         state.utc_offset_s = utc_offset_s;
         let mut player = Player::new(&rec.mono_ns(), &rec.wall_unix_ms());
+        let marks: Vec<(Duration, String)> = (1..=rec.marks.len())
+            .filter_map(|n| Some((rec.mark_offset(n).ok()?, rec.marks[n - 1].note.clone())))
+            .collect();
+        player.set_marks(&marks);
         if let Some(from) = from {
             player.seek_offset(from);
         }
@@ -177,6 +181,9 @@ impl Replay {
             }
             Action::ToggleRecording => {
                 state.message = Some("R records live sessions; this is already a recording".into());
+            }
+            Action::StartMark | Action::AddMark => {
+                state.message = Some("m marks a live recording; here ' and \" jump to its marks".into());
             }
             Action::None => return Pressed::Nothing,
             Action::Redraw => {}

@@ -26,7 +26,7 @@ pub const KEYS: [(&str, &str); 21] = [
     ("p  Space", "pause the display (sampling goes on)"),
     ("+ -", "sampling interval, 0.25 s … 60 s"),
     ("b", "baseline: panes show deltas against now; b again clears"),
-    ("R", "record the session to ./ioscope-HOST-DATE.rec; R again stops"),
+    ("R  m", "record to ./ioscope-HOST-DATE.rec, R again stops / m: mark"),
     ("Enter", "eBPF detail of the selected device; Esc closes"),
     ("e  d", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
     ("f", "files by disk I/O (of the detail's device / selected process)"),
@@ -42,11 +42,11 @@ pub const REPLAY_KEYS: [(&str, &str); 6] = [
     ("PgDn PgUp", "one minute of recorded time forward / back"),
     ("Home  End", "the start / the end"),
     ("> <", "speed ×0.5 … ×16"),
-    ("t", "go to a time: 90, 1:30, 5m, or @14:05:10"),
+    ("t  ' \"", "go to a time (90, 1:30, @14:05:10) / next, previous mark"),
 ];
 
 /// Live-only keys, left out of the replay's help: pausing, the interval and recording.
-const LIVE_ONLY: [&str; 3] = ["p  Space", "+ -", "R"];
+const LIVE_ONLY: [&str; 3] = ["p  Space", "+ -", "R  m"];
 
 const NOTES: [&str; 4] = [
     "PSI: some/full % of the last 10 s stalled, then stall ms in this interval.",

@@ -46,6 +46,10 @@ pub enum Action {
     ToggleRecording,
     /// `b`: mark the model on screen as the baseline, or clear it.
     ToggleBaseline,
+    /// `m`: mark this moment of the recording (the note prompt opens if one runs).
+    StartMark,
+    /// Enter at the mark's note prompt: write the mark with [`UiState::mark_note`].
+    AddMark,
 }
 
 /// What fills the screen below the header. Views open on top of one another (the files of the
@@ -76,6 +80,8 @@ pub enum Overlay {
     Help,
     /// `/`: the process filter is being typed (on the header's line).
     Filter,
+    /// After `m` while recording: the mark's note is being typed (shown as the header's notice).
+    MarkNote,
 }
 
 #[derive(Clone, Debug)]
@@ -94,6 +100,8 @@ pub struct UiState {
     /// Row filter of the process, cache, files and cgroup tables: substring of comm
     /// (case-insensitive), of the pid, or of a path. Empty = no filter.
     pub filter: crate::ui::line_input::LineInput,
+    /// The note of the mark being made (`m`).
+    pub mark_note: crate::ui::line_input::LineInput,
     /// Set with Enter in the cgroup view: the process panes show one cgroup's processes (`C`).
     pub cgroup_filter: Option<CgroupFilter>,
     pub history: History,
@@ -141,6 +149,7 @@ impl UiState {
             color,
             interval: clamp_interval(interval),
             filter: Default::default(),
+            mark_note: Default::default(),
             cgroup_filter: None,
             history: History::default(),
             utc_offset_s: 0,
@@ -207,6 +216,7 @@ impl UiState {
         self.message = None;
         match self.overlay {
             Some(Overlay::Filter) => return self.edit_filter(key.code),
+            Some(Overlay::MarkNote) => return self.edit_mark_note(key.code),
             // The help hides the views: keys that would change them invisibly are ignored.
             Some(Overlay::Help) => {
                 return match key.code {
@@ -334,10 +344,44 @@ impl UiState {
             KeyCode::Char('p') | KeyCode::Char(' ') => toggle(&mut self.paused),
             KeyCode::Char('b') => Action::ToggleBaseline,
             KeyCode::Char('R') => Action::ToggleRecording,
+            KeyCode::Char('m') => Action::StartMark,
             KeyCode::Char('+') => self.step_interval(true),
             KeyCode::Char('-') => self.step_interval(false),
             code => self.stack_key(code),
         }
+    }
+
+    /// Opens the mark's note prompt.
+    pub fn open_mark_note(&mut self) {
+        self.mark_note.clear();
+        self.overlay = Some(Overlay::MarkNote);
+        self.show_mark_note();
+    }
+
+    fn show_mark_note(&mut self) {
+        let note = crate::untrusted::escape(&self.mark_note.with_cursor(true)).into_owned();
+        self.message = Some(format!("mark note (Enter marks, Esc cancels): {note}"));
+    }
+
+    /// While typing the mark's note: Enter marks, Esc cancels.
+    fn edit_mark_note(&mut self, code: KeyCode) -> Action {
+        use crate::ui::line_input::LineEdit;
+        match self.mark_note.handle_key(code) {
+            LineEdit::Changed => self.show_mark_note(),
+            LineEdit::Kept => {
+                self.overlay = None;
+                return Action::AddMark;
+            }
+            LineEdit::Cleared => {
+                self.overlay = None;
+                self.message = Some("no mark made".into());
+            }
+            LineEdit::Ignored => {
+                self.show_mark_note();
+                return Action::None;
+            }
+        }
+        Action::Redraw
     }
 
     /// While typing after `/`: the filter applies as it is typed; Enter keeps it, Esc clears it.
@@ -808,6 +852,18 @@ mod tests {
         assert_eq!(s.handle_key(key('b')), Action::ToggleBaseline);
         assert_eq!(s.message, None, "a key clears the notice");
         assert_eq!(s.handle_key(key('R')), Action::ToggleRecording);
+        // m: the event loop opens the note prompt (when recording); Enter marks, Esc does not.
+        assert_eq!(s.handle_key(key('m')), Action::StartMark);
+        s.open_mark_note();
+        for c in "hi\x1b".chars() {
+            s.handle_key(key(c));
+        }
+        assert!(s.message.as_deref().is_some_and(|m| m.contains("hi") && !m.contains('\x1b')));
+        assert_eq!(s.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)), Action::AddMark);
+        assert_eq!(&*s.mark_note, "hi");
+        s.open_mark_note();
+        s.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert_eq!((s.overlay, s.message.as_deref()), (None, Some("no mark made")));
         assert_eq!(s.handle_key(key('r')), Action::Redraw, "lower-case r still reverses the sort");
     }
 

@@ -29,6 +29,7 @@ mod live_hostile_names;
 mod live_iostat;
 mod live_iowait;
 mod live_loopdev;
+mod live_marks;
 mod live_memcg;
 mod live_mmap_store;
 mod live_page_cache;

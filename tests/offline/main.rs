@@ -16,6 +16,7 @@ mod cache_box;
 #[path = "../fixtures/models/files_box.rs"]
 mod files_box;
 
+mod anonymize;
 mod bench_view_snapshots;
 mod block_text;
 mod cache_json_keys;
@@ -25,6 +26,7 @@ mod docs;
 mod fuzz_readers;
 mod headless;
 mod hostile_names;
+mod marks;
 mod model_fixtures;
 mod readahead_model;
 mod record_cli;
