@@ -364,6 +364,11 @@ impl Anonymizer {
                 t.path = t.path.as_deref().map(|p| self.path(p));
             }
         }
+        if let Some(iw) = &mut b.iowait {
+            for t in &mut iw.threads {
+                t.comm = self.comm(&t.comm);
+            }
+        }
         if let Some(sy) = &mut b.syncs {
             for c in &mut sy.calls {
                 c.comm = self.comm(&c.comm);
@@ -558,6 +563,7 @@ pub const SAMPLE_FIELDS: &[(&str, Class)] = &[
     ("bpf.syncs.running[].cgroup", Class::User),
     ("bpf.syncs.running[].syscall", Class::Kept),
     ("bpf.syncs.running[].file.path", Class::User),
+    ("bpf.iowait.threads[].comm", Class::User),
     ("bpf.maps[].map", Class::Kept),
     ("cgroups[].path", Class::User),
     ("cgroups[].io.source", Class::CgroupSource),
@@ -705,6 +711,14 @@ mod tests {
                     quiet: vec![RaQuiet::default()],
                     recent: vec![RaRecent::default()],
                     ..Default::default()
+                }),
+                iowait: Some(crate::sample::iowait::IowaitSample {
+                    threads: vec![crate::sample::iowait::IowaitThreadSample {
+                        pid: 100,
+                        comm: String::new(),
+                        ns_by_cause: vec![1],
+                        ..Default::default()
+                    }],
                 }),
                 block_files: Some(BlockFilesSample {
                     targets: vec![BlockTargetCounters {
