@@ -221,10 +221,13 @@ fn asciinema_cat_of_the_cast_ends_on_the_replay_tui_screen() {
     let file = demo("small-vs-large-writes.rec");
     let n = Recording::open(&file).unwrap().len();
     let dir = tempfile::tempdir().unwrap();
-    let size = (100, 30);
+    // Tall enough for every process row: a focused table keeps its first row shown while the
+    // selection stays in view (src/ui/table.rs `scroll`), so a table scrolled while the cast played
+    // frame by frame may show other rows than the TUI after one jump to the end.
+    let size = (100, 50);
     let out = ioscope(
         dir.path(),
-        &["replay", file.to_str().unwrap(), "--asciicast", "a.cast", "--size", "100x30", "--keys", "3ss"],
+        &["replay", file.to_str().unwrap(), "--asciicast", "a.cast", "--size", "100x50", "--keys", "3ss"],
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let last = format!("#{n}/{n}");
