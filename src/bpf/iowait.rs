@@ -2,8 +2,7 @@
 //! programs read (from the kernel's BTF), attaching the two BTF tracepoints, and reading the
 //! threads' slots through a memory mapping (plain loads, no system call).
 
-use anyhow::{anyhow, bail, Result};
-use aya::maps::MapData;
+use anyhow::{anyhow, Result};
 use aya::Ebpf;
 use ioscope_common::iowait::{
     IowaitLayout, IowaitThread, IOWAIT_CAUSES, IOWAIT_SLOTS_MAX, IOWAIT_SWITCH_PROGRAM, IOWAIT_THREADS_MAP,
@@ -192,43 +191,11 @@ fn comm_string(comm: &[u8; 16]) -> String {
 }
 
 /// IOWAIT_THREADS mapped into this process.
-struct MappedThreads {
-    /// Keeps the map (and so the mapping's object) alive while mapped.
-    _map: MapData,
-    slots: std::ptr::NonNull<IowaitThread>,
-    mapped_bytes: usize,
-}
-
-// SAFETY: shared memory read only with volatile loads; the pointer is not tied to a thread.
-unsafe impl Send for MappedThreads {}
+struct MappedThreads(super::mapping::Mapping<IowaitThread>);
 
 impl MappedThreads {
     fn new(map: aya::maps::Map) -> Result<MappedThreads> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let aya::maps::Map::Array(map) = map else { bail!("map {IOWAIT_THREADS_MAP} is not an array") };
-        // SAFETY: no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        // An mmapable array's values are 8-byte aligned, one after the other from offset 0.
-        let bytes = IOWAIT_SLOTS_MAX as usize * std::mem::size_of::<IowaitThread>();
-        let mapped_bytes = bytes.div_ceil(page) * page;
-        // SAFETY: a fresh read-only shared mapping of the map's fd; the kernel checks the length
-        // and that the map is mmapable.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                mapped_bytes,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                map.fd().as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            bail!("mapping map {IOWAIT_THREADS_MAP} into memory: {}", std::io::Error::last_os_error());
-        }
-        let slots =
-            std::ptr::NonNull::new(p.cast::<IowaitThread>()).expect("mmap returned null without failing");
-        Ok(MappedThreads { _map: map, slots, mapped_bytes })
+        Ok(MappedThreads(super::mapping::Mapping::new(map, IOWAIT_THREADS_MAP, IOWAIT_SLOTS_MAX, false)?))
     }
 
     /// The slots in use, each copied whole (the same thread before and after the copy; a slot
@@ -236,9 +203,8 @@ impl MappedThreads {
     fn read(&self) -> Vec<(u32, IowaitThread)> {
         use std::ptr::{addr_of, read_volatile};
         let mut out = Vec::new();
-        for i in 0..IOWAIT_SLOTS_MAX as usize {
-            // SAFETY: slot i is inside the mapping, which lives as long as self.
-            let slot = unsafe { self.slots.as_ptr().add(i) };
+        for i in 0..self.0.len() {
+            let slot = self.0.slot(i);
             // SAFETY: as above; volatile: the programs write the slot meanwhile.
             let tid = unsafe { read_volatile(addr_of!((*slot).tid)) };
             if tid == 0 {
@@ -255,12 +221,5 @@ impl MappedThreads {
             }
         }
         out
-    }
-}
-
-impl Drop for MappedThreads {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in new(), unmapped once.
-        unsafe { libc::munmap(self.slots.as_ptr().cast(), self.mapped_bytes) };
     }
 }

@@ -28,6 +28,7 @@ pub mod kfunc;
 pub mod map_batch;
 pub mod map_memory;
 pub mod mapped_keys;
+mod mapping;
 pub mod memcg;
 mod object;
 mod options;

@@ -408,44 +408,12 @@ impl SyncMaps {
 }
 
 /// SYNC_SLOTS mapped into this process: the running calls are read with plain loads, no system
-/// call (the map is an array made with `BPF_F_MMAPABLE`; super::mapped_keys does the same for
-/// u64 keys).
-struct MappedSlots {
-    /// Keeps the map (and so the mapping's object) alive while mapped.
-    _map: MapData,
-    slots: std::ptr::NonNull<SyncSlot>,
-    mapped_bytes: usize,
-}
-
-// SAFETY: shared memory read only with volatile loads; the pointer is not tied to a thread.
-unsafe impl Send for MappedSlots {}
+/// call (super::mapping).
+struct MappedSlots(super::mapping::Mapping<SyncSlot>);
 
 impl MappedSlots {
     fn new(map: aya::maps::Map) -> Result<MappedSlots> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let aya::maps::Map::Array(map) = map else { bail!("map {SYNC_SLOTS_MAP} is not an array") };
-        // SAFETY: no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        // An mmapable array's values are 8-byte aligned, one after the other from offset 0.
-        let bytes = SYNC_SLOTS_MAX as usize * std::mem::size_of::<SyncSlot>();
-        let mapped_bytes = bytes.div_ceil(page) * page;
-        // SAFETY: a fresh read-only shared mapping of the map's fd; the kernel checks the length
-        // and that the map is mmapable.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                mapped_bytes,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                map.fd().as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            bail!("mapping map {SYNC_SLOTS_MAP} into memory: {}", std::io::Error::last_os_error());
-        }
-        let slots = std::ptr::NonNull::new(p.cast::<SyncSlot>()).expect("mmap returned null without failing");
-        Ok(MappedSlots { _map: map, slots, mapped_bytes })
+        Ok(MappedSlots(super::mapping::Mapping::new(map, SYNC_SLOTS_MAP, SYNC_SLOTS_MAX, false)?))
     }
 
     /// The calls in the slots now: a slot read whole (the same key and start before and after
@@ -453,9 +421,8 @@ impl MappedSlots {
     fn running(&self) -> Vec<SyncInFlight> {
         use std::ptr::{addr_of, read_volatile};
         let mut out = Vec::new();
-        for i in 0..SYNC_SLOTS_MAX as usize {
-            // SAFETY: slot i is inside the mapping, which lives as long as self.
-            let slot = unsafe { self.slots.as_ptr().add(i) };
+        for i in 0..self.0.len() {
+            let slot = self.0.slot(i);
             // SAFETY: as above; volatile: the programs write the slot meanwhile.
             let (key, start) = unsafe {
                 (read_volatile(addr_of!((*slot).key)), read_volatile(addr_of!((*slot).call.start_ns)))
@@ -476,13 +443,6 @@ impl MappedSlots {
             }
         }
         out
-    }
-}
-
-impl Drop for MappedSlots {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in new, of that length; nothing points into it after this.
-        unsafe { libc::munmap(self.slots.as_ptr().cast(), self.mapped_bytes) };
     }
 }
 

@@ -431,3 +431,18 @@ pub fn within(what: &str, got: u64, want: u64) {
     let (lo, hi) = (want as f64 * 0.9, want as f64 * 1.1);
     assert!((got as f64) >= lo && (got as f64) <= hi, "{what}: {got} bytes, expected {want} ±10%");
 }
+
+/// The ioscope binary under test, as a command to give arguments to.
+pub fn ioscope() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ioscope"))
+}
+
+/// Runs ioscope with `args` to its end: (exit code, or -1 when killed; stdout; stderr).
+pub fn ioscope_output(args: &[&str]) -> (i32, String, String) {
+    let out = ioscope().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

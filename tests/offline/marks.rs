@@ -2,18 +2,10 @@
 //! `FILE@mark:1..mark:2`, and bad marks.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use ioscope::record::{Mark, Recording, RecordingWriter};
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ioscope")).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::common::ioscope_output as run;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

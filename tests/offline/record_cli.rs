@@ -7,18 +7,9 @@ use std::time::{Duration, Instant};
 
 use ioscope::record::Recording;
 
-fn ioscope() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ioscope"))
-}
+use crate::common::ioscope;
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = ioscope().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::common::ioscope_output as run;
 
 /// Waits (polling the file, no fixed sleep decides the outcome) until `path` holds `n` samples.
 fn wait_for_samples(path: &Path, n: usize) {
