@@ -225,6 +225,13 @@ pub fn fd_limit() -> u64 {
     }
 }
 
+/// A kernel C string in a fixed buffer (a task's `comm`: NUL-terminated unless full) as text,
+/// invalid UTF-8 replaced.
+pub fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
 /// A /proc/self/mountinfo (or /proc/mounts) field with its octal escapes undone: the kernel writes
 /// space, tab, newline and backslash as `\ooo` (`\040` for a space). A backslash not followed by
 /// three octal digits of a byte stays as it is.

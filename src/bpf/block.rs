@@ -914,12 +914,6 @@ pub fn sum_devices(dev: u32, per_cpu: &[DevStats]) -> BlockDeviceCounters {
     out
 }
 
-/// A C string of up to 16 bytes (NUL-terminated unless full).
-fn comm_string(comm: &[u8; 16]) -> String {
-    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
-    String::from_utf8_lossy(&comm[..end]).into_owned()
-}
-
 /// One (process, device)'s per-CPU values summed. comm and cgroup come from whichever CPU wrote them.
 pub fn sum_process(key: ProcKey, per_cpu: &[ProcStats]) -> BlockProcessCounters {
     let (major, minor) = kernel_dev_major_minor(key.dev);
@@ -932,7 +926,7 @@ pub fn sum_process(key: ProcKey, per_cpu: &[ProcStats]) -> BlockProcessCounters 
     };
     for c in per_cpu {
         if out.comm.is_empty() && c.comm[0] != 0 {
-            out.comm = comm_string(&c.comm);
+            out.comm = crate::util::c_string(&c.comm);
         }
         if out.cgroup_id == 0 {
             out.cgroup_id = c.cgroup_id;

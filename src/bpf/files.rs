@@ -514,9 +514,7 @@ pub fn sum_cpus(key: FileKey, per_cpu: &[FileCounters]) -> RawFile {
     for c in per_cpu {
         f.accumulate(c);
         if c.tgid != 0 && !f.processes.iter().any(|p| p.pid == c.tgid) {
-            let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
-            let comm = String::from_utf8_lossy(&c.comm[..end]).into_owned();
-            f.processes.push(FileProcess { pid: c.tgid, comm });
+            f.processes.push(FileProcess { pid: c.tgid, comm: crate::util::c_string(&c.comm) });
         }
     }
     // A sum that wrapped below zero (a moment's skew between CPUs' reads) is no pages, not 2^64.

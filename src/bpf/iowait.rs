@@ -175,7 +175,7 @@ impl IowaitMaps {
             threads.push(IowaitThreadSample {
                 tid: t.tid,
                 pid: t.tgid,
-                comm: comm_string(&t.comm),
+                comm: crate::util::c_string(&t.comm),
                 cgroup_id: t.cgroup_id,
                 ns_by_cause: ns.to_vec(),
                 waits: t.waits,
@@ -183,11 +183,6 @@ impl IowaitMaps {
         }
         IowaitSample { threads }
     }
-}
-
-fn comm_string(comm: &[u8; 16]) -> String {
-    let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
-    String::from_utf8_lossy(&comm[..end]).into_owned()
 }
 
 /// IOWAIT_THREADS mapped into this process.

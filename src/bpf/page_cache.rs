@@ -755,8 +755,7 @@ pub fn sum_cpus(per_cpu: &[CacheCounters]) -> (CacheCountersSample, String) {
         t.accumulate(c);
         if c.comm[0] != 0 && (comm.is_empty() || c.comm_ns > comm_ns) {
             comm_ns = c.comm_ns;
-            let end = c.comm.iter().position(|&b| b == 0).unwrap_or(c.comm.len());
-            comm = String::from_utf8_lossy(&c.comm[..end]).into_owned();
+            comm = crate::util::c_string(&c.comm);
         }
     }
     (t, comm)

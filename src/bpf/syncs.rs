@@ -322,7 +322,7 @@ impl SyncMaps {
             running.push(SyncRunning {
                 pid: f.tgid,
                 tid: f.tid,
-                comm: comm_text(&f.comm),
+                comm: crate::util::c_string(&f.comm),
                 cgroup_id: f.cgroup_id,
                 cgroup: String::new(),
                 syscall: kind_name(f.kind).to_string(),
@@ -479,11 +479,6 @@ fn gone_quiet(
     true
 }
 
-fn comm_text(comm: &[u8; 16]) -> String {
-    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
-    String::from_utf8_lossy(&comm[..end]).into_owned()
-}
-
 /// Each CPU's pending calls (SyncMemo) as one more value of their key (a new entry when the map
 /// has none).
 pub fn add_memos(entries: &mut Vec<(SyncKey, Vec<SyncStats>)>, memos: &[SyncMemo]) {
@@ -515,7 +510,7 @@ pub fn sum_cpus(key: SyncKey, per_cpu: &[SyncStats]) -> SyncCallCounters {
         }
         if s.calls > latest {
             latest = s.calls;
-            c.comm = comm_text(&s.comm);
+            c.comm = crate::util::c_string(&s.comm);
             c.cgroup_id = s.cgroup_id;
         }
     }

@@ -429,7 +429,7 @@ impl BlockFileMapper {
         for e in events.iter().filter(|e| e.rwbs & (RWBS_READ | RWBS_WRITE) != 0) {
             let disk = kernel_dev_major_minor(e.dev);
             let journal = journals.get(&disk).map_or(&[][..], |v| v);
-            let comm = comm_text(&e.comm);
+            let comm = crate::util::c_string(&e.comm);
             let parts = classify(e, &comm, journal, self.index.get(&disk).map_or(&[][..], |v| v));
             for (t, bytes) in &parts {
                 let sys = &self.sys;
@@ -511,11 +511,6 @@ impl BlockFileMapper {
             fiemap_errors: self.fiemap_errors,
         }
     }
-}
-
-fn comm_text(c: &[u8; 16]) -> String {
-    let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
-    String::from_utf8_lossy(&c[..end]).into_owned()
 }
 
 fn disk_name(sys: &Path, dev: (u32, u32)) -> String {
