@@ -39,6 +39,13 @@ fn model() -> Model {
             rchar_s: 1e6,
             wchar_s: 1e5,
             io_readable: true,
+            user: Some(["postgres", "root", "a-very-long-user-name"][i as usize % 3].into()),
+            cmdline: Some(match i % 4 {
+                0 => format!("/usr/bin/worker --id={i} \x1b]0;pwned\x07").into(),
+                1 => "".into(),
+                2 => "postgres: checkpointer".into(),
+                _ => format!("fio --name=job{i} --rw=read").into(),
+            }),
             ..Default::default()
         })
         .collect();
@@ -111,6 +118,33 @@ fn stack_with_long_names_and_the_selection_far_down() {
         assert!(text.contains("abcdefghijklmno"), "{w}x{h}: the 15-byte comm is whole\n{text}");
         assert!(text.contains("1020"), "{w}x{h}: the selected row (pid 1020) is in view\n{text}");
         insta::assert_snapshot!(format!("stack_long_names_{w}x{h}"), text);
+    }
+}
+
+/// USER is a column of its own, cut at 9 and dropped first at 80; `L` shows the command lines
+/// (escaped: a terminal sequence in one is shown as text), a kernel thread keeps its comm.
+#[test]
+fn user_column_and_command_lines() {
+    let mut m = model();
+    m.processes[0].cmdline = Some("evil \u{1b}]0;pwned\u{7} \u{202e}gnp.exe".into());
+    for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+        let mut s = state();
+        press(&mut s, &m, KeyCode::Char('3'));
+        let comm = common::ui::screen(&m, &s, w, h);
+        assert!(comm.contains("abcdefghijklmno") && !comm.contains("checkpointer"), "{w}x{h}\n{comm}");
+        assert_eq!(comm.contains("USER"), w > 80, "{w}x{h}: USER goes first when narrow\n{comm}");
+        if w > 80 {
+            assert!(comm.contains("a-very-l…") && !comm.contains("a-very-lo"), "{w}x{h}: cut at 9\n{comm}");
+        }
+        press(&mut s, &m, KeyCode::Char('L'));
+        let cmd = common::ui::screen(&m, &s, w, h);
+        assert!(cmd.contains("command") && cmd.contains("postgres: checkpointer"), "{w}x{h}\n{cmd}");
+        assert!(cmd.contains("evil \\x1b]0;pwned"), "{w}x{h}: the escape is shown as text\n{cmd}");
+        assert!(!cmd.contains('\u{1b}') && !cmd.contains('\u{202e}'), "{w}x{h}");
+        assert!(cmd.contains("kworker/u8"), "{w}x{h}: a kernel thread (empty cmdline) keeps its comm\n{cmd}");
+        insta::assert_snapshot!(format!("processes_command_lines_{w}x{h}"), cmd);
+        press(&mut s, &m, KeyCode::Char('L'));
+        assert_eq!(common::ui::screen(&m, &s, w, h), comm, "L again: back to the comm");
     }
 }
 
