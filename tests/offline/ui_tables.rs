@@ -227,3 +227,58 @@ fn devices_sort_and_the_layout_does_not_move() {
     assert_eq!(row_of(&common::ui::screen(&m, &s, 120, 40)), with_12, "fewer devices: same layout");
     let _ = Pane::Devices;
 }
+
+/// Consecutive frames keep the panes where they were: the first (rates pending, every figure 0),
+/// the next (every memory figure and rate at its widest: `15.6G`, `1023.9M/s`), then one with an
+/// idle loop device more. The process pane's title stays on its row at every size.
+#[test]
+fn the_layout_does_not_jump_between_frames() {
+    let first = Model { interval_s: 0.0, ..model() };
+    let mut next = model();
+    let mem = &mut next.memory;
+    for v in [
+        &mut mem.total,
+        &mut mem.free,
+        &mut mem.available,
+        &mut mem.buffers,
+        &mut mem.cached,
+        &mut mem.shmem,
+        &mut mem.dirty,
+        &mut mem.writeback,
+        &mut mem.active_file,
+        &mut mem.inactive_file,
+        &mut mem.mapped,
+        &mut mem.slab_reclaimable,
+    ] {
+        *v = 16_750_372_454; // 15.6G
+    }
+    let r = &mut mem.rates;
+    for v in [&mut r.pgpgin_kb_s, &mut r.pgpgout_kb_s] {
+        *v = 1_048_473.0; // 1023.9M/s
+    }
+    for v in [&mut r.majfault_s, &mut r.refault_file_s, &mut r.scan_s, &mut r.steal_s] {
+        *v = 999_000.0; // 999.0k/s
+    }
+    (r.dirtied_pages_s, r.written_pages_s) = (999_000.0, 999_000.0);
+    let mut more = next.clone();
+    more.devices.push(DeviceModel { name: "loop13".into(), is_virtual: true, ..Default::default() });
+    let row_of = |m: &Model, s: &UiState, w, h| {
+        let text = common::ui::screen(m, s, w, h);
+        let row = text.lines().position(|l| l.contains("Processes")).unwrap_or_else(|| panic!("{text}"));
+        (row, text.lines().nth(row + 1).unwrap_or_default().to_string())
+    };
+    for (w, h) in [(60, 15), (80, 24), (120, 40), (200, 60)] {
+        for idle in [false, true] {
+            let mut s = state();
+            if idle {
+                press(&mut s, &next, KeyCode::Char('i'));
+            }
+            let (row, _) = row_of(&first, &s, w, h);
+            let (row_next, titles) = row_of(&next, &s, w, h);
+            assert_eq!(row_next, row, "{w}x{h}: the second frame moved the process pane");
+            let (row_more, titles_more) = row_of(&more, &s, w, h);
+            assert_eq!(row_more, row, "{w}x{h} (i: {idle}): an idle device moved the process pane");
+            assert_eq!(titles_more, titles, "{w}x{h}: the same columns");
+        }
+    }
+}
