@@ -19,6 +19,9 @@ pub struct Column {
     pub priority: u8,
     /// Keeps a column from narrowing when its widest value does (columns would jump every sample).
     pub min_width: u16,
+    /// Caps the column's width (longer cells are cut): a hostile 32-character user name does not
+    /// push the rates off.
+    pub max_width: Option<u16>,
     /// The key column (the name: a file, a process, a device): shown at every width, cut to what
     /// is left when the others do not fit.
     pub key: bool,
@@ -34,6 +37,7 @@ impl Column {
             left: false,
             priority,
             min_width: 0,
+            max_width: None,
             key: false,
             keep_end: false,
             cells: Vec::new(),
@@ -63,9 +67,15 @@ impl Column {
         self
     }
 
+    pub fn max_width(mut self, width: u16) -> Column {
+        self.max_width = Some(width);
+        self
+    }
+
     pub fn width(&self) -> u16 {
         let widest = self.cells.iter().map(|(s, _)| s.chars().count()).max().unwrap_or(0);
-        (widest.max(self.title.chars().count()) as u16).max(self.min_width)
+        let w = (widest.max(self.title.chars().count()) as u16).max(self.min_width);
+        self.max_width.map_or(w, |max| w.min(max.max(self.min_width)))
     }
 }
 
@@ -301,5 +311,8 @@ mod tests {
         assert_eq!(c.width(), 6);
         assert_eq!(Column::new("r_await", 1).width(), 7);
         assert_eq!(Column::new("comm", 0).min_width(15).width(), 15);
+        let mut user = Column::new("USER", 3).min_width(4).max_width(9);
+        user.cells = vec![("a-very-long-user-name".into(), Style::new())];
+        assert_eq!(user.width(), 9, "cut to its cap");
     }
 }

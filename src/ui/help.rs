@@ -11,7 +11,7 @@ use crate::ui::theme::Theme;
 use crate::untrusted::shown;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 21] = [
+pub const KEYS: [(&str, &str); 22] = [
     ("q  Ctrl-C", "quit"),
     ("Ctrl-Z", "suspend to the shell (fg resumes)"),
     ("?  F1", "this help (Esc closes it)"),
@@ -22,6 +22,7 @@ pub const KEYS: [(&str, &str); 21] = [
     ("s  r", "sort the focused table (processes when memory has the focus) by the next column / reverse"),
     ("/", "filter processes by comm or pid; Enter keeps, Esc clears"),
     ("a  P  i", "show idle processes / partitions / idle loop+ram devices"),
+    ("L", "processes: command line instead of comm (USER: the owner)"),
     ("u", "units: human (K M G = KiB MiB GiB) / raw"),
     ("p  Space", "pause the display (sampling goes on)"),
     ("+ -", "sampling interval, 0.25 s … 60 s"),

@@ -32,10 +32,15 @@ pub struct MemoryView;
 
 impl MemoryView {
     /// Rows the pane needs at `width` (block title included) without sparkline growth.
+    ///
+    /// The text is laid out as if every figure were as wide as it gets ([`Fit::Widest`]) and the
+    /// vmstat rates were known: a value growing from `0` to `15.6G`, or the first interval ending,
+    /// does not wrap a line and move the panes below. Only the warnings (a throttled writer, a
+    /// long sync call) add rows, while they last.
     pub fn wanted_height(&self, ctx: &Context, width: u16) -> u16 {
         let model = ctx.model;
         let memory = crate::ui::page_cache::memory_for_display(model);
-        let top = text_lines(&memory, model.interval_s, ctx, width).len() as u16;
+        let top = text_lines_fit(&memory, 1.0, ctx, width, Fit::Widest(WIDEST_BYTES)).len() as u16;
         let extra = (crate::ui::page_cache::memory_lines(ctx).len()
             + crate::ui::syncs::memory_lines(ctx).len()) as u16;
         1 + top + extra + 1
@@ -73,8 +78,33 @@ fn render(frame: &mut Frame, inner: Rect, ctx: &Context) {
     render_history(frame, spark_area, ctx);
 }
 
+/// How [`flow`] measures an item.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fit {
+    /// As drawn.
+    Actual,
+    /// A `label value` item's figure (before its unit) as wide as the given number of characters:
+    /// the layout the figures may need, for a height that does not change from sample to sample.
+    Widest(usize),
+}
+
+/// The widest a human size gets (`15.6G`, `99.9K`; [`format::human_bytes`]).
+const WIDEST_BYTES: usize = 5;
+/// The widest a human count gets (`999.9k`; [`format::count`]).
+const WIDEST_COUNT: usize = 6;
+
 /// The text part: meminfo, the dirty gauge and its legend, the vmstat rates.
 fn text_lines(m: &MemoryModel, interval_s: f64, ctx: &Context, width: u16) -> Vec<Line<'static>> {
+    text_lines_fit(m, interval_s, ctx, width, Fit::Actual)
+}
+
+fn text_lines_fit(
+    m: &MemoryModel,
+    interval_s: f64,
+    ctx: &Context,
+    width: u16,
+    fit: Fit,
+) -> Vec<Line<'static>> {
     let theme = ctx.theme;
     let u = ctx.units;
     let b = |v: u64| format::bytes(v as f64, u);
@@ -96,12 +126,14 @@ fn text_lines(m: &MemoryModel, interval_s: f64, ctx: &Context, width: u16) -> Ve
         ],
         width,
         0,
+        fit,
     );
     lines.push(dirty_gauge(m, width, u, theme));
     let (legend, droppable) = dirty_legend(m, u, theme);
-    lines.extend(flow(legend, width, droppable));
+    lines.extend(flow(legend, width, droppable, fit));
     if interval_s > 0.0 {
-        lines.extend(flow(rate_items(m, u, theme), width, 0));
+        let rates_fit = if fit == Fit::Actual { fit } else { Fit::Widest(WIDEST_COUNT) };
+        lines.extend(flow(rate_items(m, u, theme), width, 0, rates_fit));
     } else {
         lines
             .push(Line::from(Span::styled("vmstat rates pending: first interval not over yet", theme.dim())));
@@ -110,14 +142,15 @@ fn text_lines(m: &MemoryModel, interval_s: f64, ctx: &Context, width: u16) -> Ve
 }
 
 /// Lays items out left to right, wrapping to a new line when the next one does not fit. The last
-/// `droppable` items are extras: left out rather than wrapped onto a line of their own.
-fn flow(items: Vec<Vec<Span<'static>>>, width: u16, droppable: usize) -> Vec<Line<'static>> {
+/// `droppable` items are extras: left out rather than wrapped onto a line of their own. `fit`:
+/// whether items are measured as drawn or as wide as their figures may get.
+fn flow(items: Vec<Vec<Span<'static>>>, width: u16, droppable: usize, fit: Fit) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let mut cur: Vec<Span<'static>> = Vec::new();
     let mut used = 0usize;
     let first_droppable = items.len().saturating_sub(droppable);
     for (i, item) in items.into_iter().enumerate() {
-        let w: usize = item.iter().map(|s| s.width()).sum();
+        let w: usize = item.iter().map(|s| s.width()).sum::<usize>() + grows_by(&item, fit);
         if !cur.is_empty() && used + GAP.len() + w > width as usize {
             if i >= first_droppable {
                 break;
@@ -136,6 +169,26 @@ fn flow(items: Vec<Vec<Span<'static>>>, width: u16, droppable: usize) -> Vec<Lin
         lines.push(Line::from(cur));
     }
     lines
+}
+
+/// How much wider a `label value` item may get under [`Fit::Widest`]: its value's leading figure
+/// (digits, `.`, the K/M/G/T or k multiple) up to the given width.
+fn grows_by(item: &[Span], fit: Fit) -> usize {
+    match (fit, item) {
+        (Fit::Widest(widest), [_, value]) => {
+            let figure = value
+                .content
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | 'K' | 'M' | 'G' | 'T' | 'k'))
+                .count();
+            if figure == 0 {
+                0
+            } else {
+                widest.saturating_sub(figure)
+            }
+        }
+        _ => 0,
+    }
 }
 
 fn dirty_level(m: &MemoryModel) -> Level {

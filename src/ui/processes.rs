@@ -84,6 +84,8 @@ pub struct ProcessesView {
     pub sort: Sort<ProcSort>,
     /// `a`: processes without any I/O in the interval too.
     pub show_all: bool,
+    /// `L`: the command line (`postgres: checkpointer`) in the name column instead of the comm.
+    pub command_line: bool,
     pub selection: Selection,
 }
 
@@ -175,6 +177,7 @@ impl View for ProcessesView {
         use crossterm::event::KeyCode;
         match code {
             KeyCode::Char('a') => self.show_all = !self.show_all,
+            KeyCode::Char('L') => self.command_line = !self.command_line,
             code if table::sorted_table_key(code, &mut self.sort, &mut self.selection) => {}
             _ => return None,
         }
@@ -186,6 +189,7 @@ impl View for ProcessesView {
             ("↑↓", "process"),
             ("s r", "sort / reverse"),
             ("a", "idle too"),
+            ("L", "command line"),
             ("d", "eBPF submitters"),
             ("f", "its files"),
         ]
@@ -280,17 +284,34 @@ impl ProcessesView {
                 (false, pid) => (pid.to_string(), Style::new()),
             })
             .collect();
+        // The user owning the process, cut at 9 like top's: dropped first when space runs out;
+        // absent when no process has one (a recording made before users were read).
+        let mut user = Column::new("USER", 3).left().min_width(8).max_width(9);
+        user.cells = procs
+            .iter()
+            .map(|p| match &p.user {
+                Some(u) => (u.to_string(), Style::new()),
+                None => ("-".to_string(), theme.dim()),
+            })
+            .collect();
         // comm is at most 15 characters (TASK_COMM_LEN): that width always, so columns do not jump.
-        let mut comm = Column::new(title("comm", &[ProcSort::Comm]), 0).left().min_width(15).key();
-        comm.cells = procs.iter().map(|p| (comm_label(p), Style::new())).collect();
+        // With `L` the command line instead (escaped by the table, cut to the space left).
+        let name = if self.command_line { "command" } else { "comm" };
+        let mut comm = Column::new(title(name, &[ProcSort::Comm]), 0).left().min_width(15).key();
+        comm.cells = procs
+            .iter()
+            .map(|p| (if self.command_line { command_label(p) } else { comm_label(p) }, Style::new()))
+            .collect();
         let rate_title =
             |name: &str| if u == format::Units::Raw { format!("{name} B/s") } else { format!("{name}/s") };
-        let mut columns = vec![
-            pid,
+        let has_users = ctx.model.processes.iter().any(|p| p.user.is_some());
+        let mut columns = vec![pid];
+        columns.extend(has_users.then_some(user));
+        columns.extend([
             comm,
             col(title(&rate_title("read"), &[ProcSort::Read, ProcSort::Disk]), 0, &|p| p.read_bytes_s),
             col(title(&rate_title("write"), &[ProcSort::Write, ProcSort::Disk]), 0, &|p| p.write_bytes_s),
-        ];
+        ]);
         // IO wait: with the probes, or when sorted by it (then `-`: unknown without them).
         let iowait = ctx.model.iowait.as_ref();
         if iowait.is_some() || self.sort.column == ProcSort::IoWait {
@@ -325,6 +346,15 @@ pub fn comm_label(p: &ProcessModel) -> String {
     }
 }
 
+/// The name column with `L`: the command line, or the comm where there is none (a kernel thread,
+/// an exited row, a process whose command line was not read yet).
+pub fn command_label(p: &ProcessModel) -> String {
+    match p.cmdline.as_deref() {
+        Some(cmd) if !p.exited && !cmd.is_empty() => cmd.to_string(),
+        _ => comm_label(p),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,8 +368,33 @@ mod tests {
             read_bytes_s: read,
             write_bytes_s: write,
             io_readable: true,
+            user: Some("root".into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn user_column_only_when_users_were_read_and_l_shows_command_lines() {
+        let (mut m, h) = (model(), History::default());
+        m.processes[1].cmdline = Some("postgres: checkpointer".into());
+        m.processes[4].cmdline = Some("".into());
+        let mut v = ProcessesView::default();
+        let titles = |v: &ProcessesView, m: &Model| -> Vec<String> {
+            let ctx = Context::new(m, &h);
+            v.columns(&v.visible(&ctx), &ctx).into_iter().map(|c| c.title).collect()
+        };
+        assert_eq!(titles(&v, &m)[..3], ["pid", "USER", "comm"]);
+        assert_eq!(v.handle_key(crossterm::event::KeyCode::Char('L')), Some(ViewAction::Redraw));
+        assert_eq!(titles(&v, &m)[2], "command");
+        let ctx = Context::new(&m, &h);
+        let cols = v.columns(&v.visible(&ctx), &ctx);
+        let names: Vec<&str> = cols[2].cells.iter().map(|(c, _)| c.as_str()).collect();
+        // Fiona, fio: not read yet; postgres: its command line; the kworker (empty): its comm.
+        assert_eq!(names, ["Fiona", "fio", "postgres: checkpointer", "kworker/u8:2"]);
+        for p in &mut m.processes {
+            p.user = None;
+        }
+        assert_eq!(titles(&v, &m)[..2], ["pid", "command"], "no user read: no USER column");
     }
 
     fn pids(rows: &[&ProcessModel]) -> Vec<u32> {
@@ -423,8 +478,8 @@ mod tests {
         assert_eq!(pids(&procs), vec![1234, 20, 10, 40]);
         let cols = v.columns(&procs, &ctx);
         let titles: Vec<&str> = cols.iter().map(|c| c.title.as_str()).collect();
-        assert_eq!(&titles[..5], ["pid", "comm", "read/s", "write/s", "IO wait▼"]);
-        let cells: Vec<&str> = cols[4].cells.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(&titles[..6], ["pid", "USER", "comm", "read/s", "write/s", "IO wait▼"]);
+        let cells: Vec<&str> = cols[5].cells.iter().map(|(c, _)| c.as_str()).collect();
         assert_eq!(cells, ["80.5%", "35.0%", "2.0%", "0.0%"]);
         v.sort.reversed = true;
         assert_eq!(pids(&v.visible(&ctx)), vec![40, 10, 20, 1234]);

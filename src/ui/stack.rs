@@ -104,7 +104,7 @@ impl StackView {
             KeyCode::Char('s' | 'r') if matches!(self.focus, Pane::PageCache | Pane::Devices) => {
                 return StackKey::Pane(self.focus)
             }
-            KeyCode::Char('s' | 'r' | 'a') => return StackKey::Pane(Pane::Processes),
+            KeyCode::Char('s' | 'r' | 'a' | 'L') => return StackKey::Pane(Pane::Processes),
             KeyCode::Char('P' | 'i') => return StackKey::Pane(Pane::Devices),
             code if crate::ui::table::step_of(code).is_some() => return StackKey::Pane(self.focus),
             KeyCode::Left | KeyCode::Right => return StackKey::Pane(self.focus),

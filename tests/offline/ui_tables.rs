@@ -39,6 +39,13 @@ fn model() -> Model {
             rchar_s: 1e6,
             wchar_s: 1e5,
             io_readable: true,
+            user: Some(["postgres", "root", "a-very-long-user-name"][i as usize % 3].into()),
+            cmdline: Some(match i % 4 {
+                0 => format!("/usr/bin/worker --id={i} \x1b]0;pwned\x07").into(),
+                1 => "".into(),
+                2 => "postgres: checkpointer".into(),
+                _ => format!("fio --name=job{i} --rw=read").into(),
+            }),
             ..Default::default()
         })
         .collect();
@@ -111,6 +118,33 @@ fn stack_with_long_names_and_the_selection_far_down() {
         assert!(text.contains("abcdefghijklmno"), "{w}x{h}: the 15-byte comm is whole\n{text}");
         assert!(text.contains("1020"), "{w}x{h}: the selected row (pid 1020) is in view\n{text}");
         insta::assert_snapshot!(format!("stack_long_names_{w}x{h}"), text);
+    }
+}
+
+/// USER is a column of its own, cut at 9 and dropped first at 80; `L` shows the command lines
+/// (escaped: a terminal sequence in one is shown as text), a kernel thread keeps its comm.
+#[test]
+fn user_column_and_command_lines() {
+    let mut m = model();
+    m.processes[0].cmdline = Some("evil \u{1b}]0;pwned\u{7} \u{202e}gnp.exe".into());
+    for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+        let mut s = state();
+        press(&mut s, &m, KeyCode::Char('3'));
+        let comm = common::ui::screen(&m, &s, w, h);
+        assert!(comm.contains("abcdefghijklmno") && !comm.contains("checkpointer"), "{w}x{h}\n{comm}");
+        assert_eq!(comm.contains("USER"), w > 80, "{w}x{h}: USER goes first when narrow\n{comm}");
+        if w > 80 {
+            assert!(comm.contains("a-very-l…") && !comm.contains("a-very-lo"), "{w}x{h}: cut at 9\n{comm}");
+        }
+        press(&mut s, &m, KeyCode::Char('L'));
+        let cmd = common::ui::screen(&m, &s, w, h);
+        assert!(cmd.contains("command") && cmd.contains("postgres: checkpointer"), "{w}x{h}\n{cmd}");
+        assert!(cmd.contains("evil \\x1b]0;pwned"), "{w}x{h}: the escape is shown as text\n{cmd}");
+        assert!(!cmd.contains('\u{1b}') && !cmd.contains('\u{202e}'), "{w}x{h}");
+        assert!(cmd.contains("kworker/u8"), "{w}x{h}: a kernel thread (empty cmdline) keeps its comm\n{cmd}");
+        insta::assert_snapshot!(format!("processes_command_lines_{w}x{h}"), cmd);
+        press(&mut s, &m, KeyCode::Char('L'));
+        assert_eq!(common::ui::screen(&m, &s, w, h), comm, "L again: back to the comm");
     }
 }
 
@@ -192,4 +226,59 @@ fn devices_sort_and_the_layout_does_not_move() {
     m.devices.truncate(2);
     assert_eq!(row_of(&common::ui::screen(&m, &s, 120, 40)), with_12, "fewer devices: same layout");
     let _ = Pane::Devices;
+}
+
+/// Consecutive frames keep the panes where they were: the first (rates pending, every figure 0),
+/// the next (every memory figure and rate at its widest: `15.6G`, `1023.9M/s`), then one with an
+/// idle loop device more. The process pane's title stays on its row at every size.
+#[test]
+fn the_layout_does_not_jump_between_frames() {
+    let first = Model { interval_s: 0.0, ..model() };
+    let mut next = model();
+    let mem = &mut next.memory;
+    for v in [
+        &mut mem.total,
+        &mut mem.free,
+        &mut mem.available,
+        &mut mem.buffers,
+        &mut mem.cached,
+        &mut mem.shmem,
+        &mut mem.dirty,
+        &mut mem.writeback,
+        &mut mem.active_file,
+        &mut mem.inactive_file,
+        &mut mem.mapped,
+        &mut mem.slab_reclaimable,
+    ] {
+        *v = 16_750_372_454; // 15.6G
+    }
+    let r = &mut mem.rates;
+    for v in [&mut r.pgpgin_kb_s, &mut r.pgpgout_kb_s] {
+        *v = 1_048_473.0; // 1023.9M/s
+    }
+    for v in [&mut r.majfault_s, &mut r.refault_file_s, &mut r.scan_s, &mut r.steal_s] {
+        *v = 999_000.0; // 999.0k/s
+    }
+    (r.dirtied_pages_s, r.written_pages_s) = (999_000.0, 999_000.0);
+    let mut more = next.clone();
+    more.devices.push(DeviceModel { name: "loop13".into(), is_virtual: true, ..Default::default() });
+    let row_of = |m: &Model, s: &UiState, w, h| {
+        let text = common::ui::screen(m, s, w, h);
+        let row = text.lines().position(|l| l.contains("Processes")).unwrap_or_else(|| panic!("{text}"));
+        (row, text.lines().nth(row + 1).unwrap_or_default().to_string())
+    };
+    for (w, h) in [(60, 15), (80, 24), (120, 40), (200, 60)] {
+        for idle in [false, true] {
+            let mut s = state();
+            if idle {
+                press(&mut s, &next, KeyCode::Char('i'));
+            }
+            let (row, _) = row_of(&first, &s, w, h);
+            let (row_next, titles) = row_of(&next, &s, w, h);
+            assert_eq!(row_next, row, "{w}x{h}: the second frame moved the process pane");
+            let (row_more, titles_more) = row_of(&more, &s, w, h);
+            assert_eq!(row_more, row, "{w}x{h} (i: {idle}): an idle device moved the process pane");
+            assert_eq!(titles_more, titles, "{w}x{h}: the same columns");
+        }
+    }
 }
