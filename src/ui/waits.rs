@@ -101,6 +101,11 @@ fn cause_title(cause: &str) -> String {
     }
 }
 
+/// A cause and its share of the wait as the CAUSE column shows them: "sync 80%".
+pub fn cause_share(cause: &str, share: f64) -> String {
+    format!("{} {:.0}%", cause_name(cause), 100.0 * share)
+}
+
 /// A cause as the CAUSE column names it.
 fn cause_name(cause: &str) -> String {
     match cause {
@@ -220,7 +225,7 @@ fn columns(rows: &[Row], theme: &Theme) -> Vec<Column> {
         .min_width(6),
         col("WAIT", 0, &|r| dim_if_none(r.wait_s(), secs(r.wait_s()))).min_width(7),
         col("CAUSE", 0, &|r| match top_cause(r.by_cause_s()) {
-            Some((c, share)) => plain(format!("{} {:.0}%", cause_name(c), 100.0 * share)),
+            Some((c, share)) => plain(cause_share(c, share)),
             None => ("-".into(), theme.dim()),
         })
         .left()
