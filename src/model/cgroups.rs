@@ -28,6 +28,13 @@
 //! sync_running        = calls in progress now; sync_running_s = the age of the oldest
 //! ```
 //!
+//! I/O wait per cgroup is the I/O-wait model's (src/model/iowait.rs), beside the other figures:
+//!
+//! ```text
+//! io_wait_s, io_wait_by_cause_s = iowait.cgroups[] of the same id (Σ seconds its threads were
+//!     blocked on I/O in the interval, by cause); 0 when none waited, null without the probes
+//! ```
+//!
 //! The files' figures (`io_stat`, `io_pressure`, `memory_pressure`, `memory`) are rates of the
 //! cumulative counters between the two samples (null when the file is missing, e.g. v2 without
 //! the io controller: then on a hybrid host the v1 `blkio` counters, `io_stat.source` says which).
@@ -39,6 +46,7 @@ use serde::Serialize;
 use super::cgroup_names::{self, CgroupName};
 use super::counter::{delta, per_second};
 use super::io_processes::IoProcessModel;
+use super::iowait::IowaitModel;
 use super::page_cache::{hit_pct, PageCacheProcessModel};
 use super::psi::{self, PsiView};
 use crate::model::block::percentile;
@@ -72,6 +80,10 @@ pub struct CgroupModel {
     pub sync_max_s: Option<f64>,
     pub sync_running: u32,
     pub sync_running_s: f64,
+    /// Seconds its threads were blocked on I/O in the interval, together, and per cause (the
+    /// I/O-wait model's `iowait.cgroups[]`); null without the I/O-wait probes.
+    pub io_wait_s: Option<f64>,
+    pub io_wait_by_cause_s: Option<BTreeMap<&'static str, f64>>,
     /// The cgroup's `io.stat` (or v1 blkio) rates; null when neither file exists.
     pub io_stat: Option<CgroupIoRates>,
     pub io_pressure: Option<PsiView>,
@@ -135,6 +147,7 @@ pub fn compute(
     secs: f64,
     io: &[IoProcessModel],
     cache: &[PageCacheProcessModel],
+    iowait: Option<&IowaitModel>,
 ) -> Vec<CgroupModel> {
     let Some(prev) = prev else { return Vec::new() };
     let mut by_id: BTreeMap<u64, Acc> = BTreeMap::new();
@@ -170,6 +183,13 @@ pub fn compute(
             }
         }
     }
+    // A cgroup whose threads waited has a row, with the waiting processes.
+    for w in iowait.iter().flat_map(|w| &w.processes).filter(|p| p.wait_s > 0.0) {
+        by_id.entry(w.cgroup_id).or_default().pid(w.pid, "");
+    }
+    for w in iowait.iter().flat_map(|w| &w.cgroups) {
+        by_id.entry(w.cgroup_id).or_default();
+    }
     let files = |s: &Sample, id: u64| s.cgroups.iter().find(|f| f.id == id).cloned();
     let mut rows: Vec<CgroupModel> = by_id
         .into_iter()
@@ -177,6 +197,7 @@ pub fn compute(
             a.pids.sort_unstable();
             let (p, c) = (files(prev, id), files(cur, id));
             let sync = syncs.get(&id);
+            let wait = iowait.map(|w| w.cgroups.iter().find(|c| c.cgroup_id == id));
             let sync_max = sync.filter(|s| s.calls > 0).map(|s| s.max_ns as f64 / 1e9);
             let name = if id == 0 {
                 CgroupName { kind: "other", name: "(unknown cgroup)".into(), ..Default::default() }
@@ -203,6 +224,8 @@ pub fn compute(
                 sync_max_s: sync_max,
                 sync_running: sync.map_or(0, |s| s.running),
                 sync_running_s: sync.map_or(0.0, |s| s.running_s),
+                io_wait_s: wait.map(|c| c.map_or(0.0, |c| c.wait_s)),
+                io_wait_by_cause_s: wait.map(|c| c.map(|c| c.by_cause_s.clone()).unwrap_or_default()),
                 io_stat: io_rates(p.as_ref(), c.as_ref(), secs),
                 io_pressure: c.as_ref().and_then(|c| {
                     let prev = p.as_ref().and_then(|p| p.io_pressure.as_ref());
@@ -348,7 +371,7 @@ mod tests {
         // a: 100 accesses all missed (a reader process), 300 accesses all hit (another) → 75 %.
         let cache = [cache_row(1, 10, 100, 100, 0), cache_row(3, 10, 300, 0, 4), cache_row(2, 20, 0, 0, 8)];
         let prev = Sample::default();
-        let rows = compute(Some(&prev), &Sample::default(), 2.0, &io, &cache);
+        let rows = compute(Some(&prev), &Sample::default(), 2.0, &io, &cache, None);
         assert_eq!(rows.len(), 2);
         let a = rows.iter().find(|r| r.id == 10).unwrap();
         assert_eq!((a.read_bytes_s, a.write_bytes_s, a.pids.clone()), (1500.0, 100.0, vec![1, 3]));
@@ -360,7 +383,27 @@ mod tests {
         // The busiest first.
         assert_eq!(rows[0].id, 20);
         // No interval yet: no rows.
-        assert!(compute(None, &Sample::default(), 0.0, &io, &cache).is_empty());
+        assert!(compute(None, &Sample::default(), 0.0, &io, &cache, None).is_empty());
+    }
+
+    #[test]
+    fn io_wait_is_the_iowait_models_cgroup_row_and_a_waiting_cgroup_gets_a_row() {
+        use crate::model::iowait::{IowaitCgroupModel, IowaitProcessModel};
+        let causes = |sync: f64| [("other", 0.0), ("sync", sync)].into_iter().collect::<BTreeMap<_, _>>();
+        let w = IowaitModel {
+            processes: vec![IowaitProcessModel { pid: 7, cgroup_id: 30, wait_s: 1.5, ..Default::default() }],
+            cgroups: vec![IowaitCgroupModel { cgroup_id: 30, wait_s: 1.5, by_cause_s: causes(1.5) }],
+        };
+        let io = [io_row(1, 10, "/a.service", 1000.0, 0.0)];
+        let rows = compute(Some(&Sample::default()), &Sample::default(), 2.0, &io, &[], Some(&w));
+        let c = rows.iter().find(|r| r.id == 30).expect("the waiting cgroup's row");
+        assert_eq!((c.io_wait_s, c.pids.clone()), (Some(1.5), vec![7]));
+        assert_eq!(c.io_wait_by_cause_s.as_ref().unwrap()["sync"], 1.5);
+        // Its threads did not wait: 0; without the probes: unknown.
+        let a = rows.iter().find(|r| r.id == 10).unwrap();
+        assert_eq!(a.io_wait_s, Some(0.0));
+        let rows = compute(Some(&Sample::default()), &Sample::default(), 2.0, &io, &[], None);
+        assert_eq!((rows.len(), rows[0].io_wait_s), (1, None));
     }
 
     #[test]
@@ -426,7 +469,7 @@ mod tests {
                 ..Default::default()
             }],
         );
-        let rows = compute(Some(&prev), &cur, 2.0, &[], &[]);
+        let rows = compute(Some(&prev), &cur, 2.0, &[], &[], None);
         let a = rows.iter().find(|r| r.id == 10).unwrap();
         assert_eq!((a.sync_calls, a.sync_calls_interval, a.sync_running), (100, 10, 0));
         assert_eq!((a.pids.clone(), a.path.as_str()), (vec![1, 2], "/c10"));
@@ -439,7 +482,7 @@ mod tests {
         assert_eq!((b.sync_running_s, b.path.as_str(), b.pids.clone()), (3.0, "/c20", vec![3]));
         // A cgroup whose calls are all older than the interval gets no row for them.
         let rows =
-            compute(Some(&cur), &with(13, cur.bpf.syncs.clone().unwrap().calls, vec![]), 1.0, &[], &[]);
+            compute(Some(&cur), &with(13, cur.bpf.syncs.clone().unwrap().calls, vec![]), 1.0, &[], &[], None);
         assert!(rows.is_empty(), "{rows:#?}");
     }
 
@@ -458,10 +501,10 @@ mod tests {
         };
         let prev = Sample { cgroups: vec![files(4096, "io.stat")], ..Default::default() };
         let cur = Sample { cgroups: vec![files(4096 * 11, "io.stat")], ..Default::default() };
-        let rows = compute(Some(&prev), &cur, 2.0, &[], &[]);
+        let rows = compute(Some(&prev), &cur, 2.0, &[], &[], None);
         let io = rows[0].io_stat.as_ref().unwrap();
         assert_eq!((rows[0].path.as_str(), io.read_bytes_s, io.read_iops), ("/x", 20480.0, 5.0));
         let cur = Sample { cgroups: vec![files(4096 * 11, "blkio")], ..Default::default() };
-        assert_eq!(compute(Some(&prev), &cur, 2.0, &[], &[])[0].io_stat, None);
+        assert_eq!(compute(Some(&prev), &cur, 2.0, &[], &[], None)[0].io_stat, None);
     }
 }

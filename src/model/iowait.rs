@@ -9,6 +9,7 @@
 //! by_cause_s         = the same Σ per cause (keys: ioscope_common::iowait::CAUSE_NAMES)
 //! total_s, total_by_cause_s = cumulative seconds of the threads in their slots now
 //! cgroup wait_s, by_cause_s = Σ of the threads that last blocked in the cgroup
+//! top cause, share   = the cause with the most of by_cause_s, its seconds / Σ by_cause_s
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -174,6 +175,24 @@ impl IowaitModel {
     }
 }
 
+/// The cause with the most seconds in `by_cause_s` and its share of them (0..=1); None when no
+/// cause has any (a tie goes to the cause named first in `CAUSE_NAMES`, `other` last).
+pub fn top_cause(by_cause_s: &BTreeMap<&'static str, f64>) -> Option<(&'static str, f64)> {
+    let all: f64 = by_cause_s.values().sum();
+    let rank = |c: &str| {
+        if c == CAUSE_NAMES[0] {
+            usize::MAX
+        } else {
+            CAUSE_NAMES.iter().position(|n| *n == c).unwrap_or(usize::MAX - 1)
+        }
+    };
+    by_cause_s
+        .iter()
+        .filter(|(_, s)| **s > 0.0)
+        .max_by(|a, b| a.1.total_cmp(b.1).then(rank(b.0).cmp(&rank(a.0))))
+        .map(|(c, s)| (*c, s / all))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +260,15 @@ mod tests {
         assert_eq!(first.process(30).unwrap().wait_s, 0.0);
         assert!((first.process(30).unwrap().total_s - 3.0).abs() < 1e-9);
         assert!(compute(None, &Sample::default(), 0.0).is_none());
+    }
+
+    #[test]
+    fn the_top_cause_is_the_longest_and_its_share_of_all() {
+        let mut c = by_cause(&[S / 4, S / 4, 0, S / 2, 0]);
+        assert_eq!(top_cause(&c), Some(("sync", 0.5)));
+        // A tie: the named cause before `other`.
+        c = by_cause(&[S, 0, 0, 0, S]);
+        assert_eq!(top_cause(&c), Some(("dirty_throttle", 0.5)));
+        assert_eq!(top_cause(&by_cause(&[])), None);
     }
 }

@@ -110,7 +110,8 @@ impl Model {
         let secs = elapsed.as_secs_f64();
         let io_processes = io_processes::compute(prev, cur, secs);
         let cache_processes = page_cache::processes(prev, cur, secs);
-        let cgroups = cgroups::compute(prev, cur, secs, &io_processes, &cache_processes);
+        let iowait = iowait::compute(prev, cur, secs);
+        let cgroups = cgroups::compute(prev, cur, secs, &io_processes, &cache_processes, iowait.as_ref());
         let processes = processes::compute(prev, cur, secs);
         Model {
             interval_s: if prev.is_some() { secs } else { 0.0 },
@@ -143,7 +144,7 @@ impl Model {
             readahead: readahead::compute_reusing(prev, cur, secs, &mut carried.readahead),
             cgroups,
             syncs: syncs::compute(prev, cur, secs),
-            iowait: iowait::compute(prev, cur, secs),
+            iowait,
             unavailable: cur.unavailable.clone(),
         }
     }

@@ -33,13 +33,15 @@ pub enum CgroupSort {
     Throttled,
     /// The longest sync call, completed or running.
     Sync,
+    /// Seconds its threads were blocked on I/O in the interval (eBPF).
+    IoWait,
     /// io.pressure some avg10.
     IoPressure,
     Name,
 }
 
 impl CgroupSort {
-    const ORDER: [CgroupSort; 10] = [
+    const ORDER: [CgroupSort; 11] = [
         CgroupSort::Bytes,
         CgroupSort::Read,
         CgroupSort::Write,
@@ -48,6 +50,7 @@ impl CgroupSort {
         CgroupSort::Dirtied,
         CgroupSort::Throttled,
         CgroupSort::Sync,
+        CgroupSort::IoWait,
         CgroupSort::IoPressure,
         CgroupSort::Name,
     ];
@@ -67,6 +70,7 @@ impl CgroupSort {
             CgroupSort::Dirtied => "dirtied",
             CgroupSort::Throttled => "throttled",
             CgroupSort::Sync => "sync max",
+            CgroupSort::IoWait => "io wait",
             CgroupSort::IoPressure => "io psi",
             CgroupSort::Name => "name",
         }
@@ -82,6 +86,7 @@ impl CgroupSort {
             CgroupSort::Dirtied => c.dirtied_pages_s,
             CgroupSort::Throttled => c.throttled_ms_s,
             CgroupSort::Sync => sync_longest(c),
+            CgroupSort::IoWait => c.io_wait_s.unwrap_or(0.0),
             CgroupSort::IoPressure => c.io_pressure.as_ref().map_or(0.0, |p| p.some_avg10),
             CgroupSort::Name => 0.0,
         }
@@ -311,7 +316,7 @@ impl CgroupsView {
                 }
             })
             .collect();
-        vec![
+        let mut columns = vec![
             name,
             kind,
             col(title(&rate("read"), &[CgroupSort::Read, CgroupSort::Bytes]), 0, &|c| {
@@ -335,6 +340,30 @@ impl CgroupsView {
             }),
             col("sync p99".into(), 1, &|c| c.sync_p99_s.map_or_else(dash, secs)),
             sync_max,
+        ];
+        // I/O wait (src/model/iowait.rs), with the probes (or while sorted by it).
+        if ctx.model.iowait.is_some() || self.sort.column == CgroupSort::IoWait {
+            let mut wait = Column::new(title("io wait", &[CgroupSort::IoWait]), 1).min_width(7);
+            wait.cells = rows
+                .iter()
+                .map(|c| match c.io_wait_s {
+                    Some(s) if s > 0.0 => {
+                        (secs(s), theme.level(Level::of(s / ctx.model.interval_s.max(1e-9), 0.2, 0.6)))
+                    }
+                    _ => (dash(), theme.dim()),
+                })
+                .collect();
+            let mut cause = Column::new("wait cause", 2).left().min_width(10);
+            cause.cells = rows
+                .iter()
+                .map(|c| match c.io_wait_by_cause_s.as_ref().and_then(crate::model::iowait::top_cause) {
+                    Some((name, share)) => (crate::ui::waits::cause_share(name, share), Style::new()),
+                    None => (dash(), theme.dim()),
+                })
+                .collect();
+            columns.extend([wait, cause]);
+        }
+        columns.extend([
             col(title("io psi", &[CgroupSort::IoPressure]), 2, &|c| psi(c.io_pressure.as_ref())),
             col("mem psi".into(), 3, &|c| psi(c.memory_pressure.as_ref())),
             col(rate("io.stat rd"), 3, &|c| {
@@ -359,7 +388,8 @@ impl CgroupsView {
             }),
             col("procs".into(), 5, &|c| c.pids.len().to_string()),
             col("path".into(), 6, &|c| format::shorten(&c.path, 60)).left(),
-        ]
+        ]);
+        columns
     }
 }
 

@@ -11,7 +11,7 @@ use crate::ui::theme::Theme;
 use crate::untrusted::shown;
 
 /// Every key binding, as `UiState::handle_key` implements it (a test checks the two agree).
-pub const KEYS: [(&str, &str); 22] = [
+pub const KEYS: [(&str, &str); 23] = [
     ("q  Ctrl-C", "quit"),
     ("Ctrl-Z", "suspend to the shell (fg resumes)"),
     ("?  F1", "this help (Esc closes it)"),
@@ -34,6 +34,7 @@ pub const KEYS: [(&str, &str); 22] = [
     ("w", "readahead: pages read ahead, used, wasted per file; Enter detail"),
     ("c  C", "cgroups: I/O, cache, PSI; Enter limits panes to one, C clears"),
     ("y", "sync calls (fsync and friends) per process and file, running first"),
+    ("W", "I/O waits: time blocked on I/O per process and thread, by cause"),
 ];
 
 /// The keys of `ioscope replay` (crate::replay::player); shown instead of the live-only ones.

@@ -38,6 +38,7 @@ pub mod table;
 pub mod terminal;
 pub mod theme;
 pub mod view;
+pub mod waits;
 
 pub use format::Units;
 pub use history::History;
@@ -78,6 +79,7 @@ pub fn draw_in(frame: &mut Frame, area: Rect, model: &Model, state: &UiState) {
     let full: Option<&dyn View> = match state.body {
         Body::Files => Some(&views.files),
         Body::Syncs => Some(&views.syncs),
+        Body::Waits => Some(&views.waits),
         Body::Readahead => Some(&views.readahead),
         Body::Cgroups => Some(&views.cgroups),
         Body::ProbeHealth => Some(&views.probe_health),

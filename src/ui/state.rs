@@ -27,6 +27,7 @@ use crate::ui::stack::{Pane, ProcessTable, StackKey, StackView};
 use crate::ui::syncs::SyncsView;
 use crate::ui::theme::Theme;
 use crate::ui::view::{CgroupFilter, Context, View, ViewAction};
+use crate::ui::waits::WaitsView;
 
 /// The sampling interval steps `+` and `-` move through (seconds): 0.25 s to 60 s.
 pub const INTERVAL_STEPS_MS: [u64; 11] =
@@ -71,6 +72,8 @@ pub enum Body {
     Cgroups,
     /// `y`: the sync calls (src/ui/syncs.rs).
     Syncs,
+    /// `W`: time blocked on I/O per process and thread, by cause (src/ui/waits.rs).
+    Waits,
 }
 
 /// What is drawn over the body and owns the keyboard while open.
@@ -134,6 +137,7 @@ pub struct Views {
     pub readahead: ReadaheadView,
     pub cgroups: CgroupsView,
     pub syncs: SyncsView,
+    pub waits: WaitsView,
     pub probe_health: ProbeHealthView,
     pub help: crate::ui::help::HelpView,
 }
@@ -237,6 +241,7 @@ impl UiState {
             Body::Readahead => Some(&mut self.views.readahead),
             Body::Cgroups => Some(&mut self.views.cgroups),
             Body::Syncs => Some(&mut self.views.syncs),
+            Body::Waits => Some(&mut self.views.waits),
             Body::ProbeHealth => Some(&mut self.views.probe_health),
             Body::Stack | Body::DeviceDetail => None,
         };
@@ -309,6 +314,7 @@ impl UiState {
             KeyCode::Char('c') => self.toggle(Body::Cgroups),
             KeyCode::Char('C') => self.cgroup_filter = None,
             KeyCode::Char('y') => self.toggle(Body::Syncs),
+            KeyCode::Char('W') => self.toggle(Body::Waits),
             KeyCode::Char('e') => self.toggle(Body::ProbeHealth),
             KeyCode::Enter if self.body == Body::ProbeHealth => {
                 // The selected device's detail instead, or back from it.
@@ -516,6 +522,9 @@ impl UiState {
         }
         if self.is_open(Body::Syncs) {
             views.syncs.follow(&ctx);
+        }
+        if self.is_open(Body::Waits) {
+            views.waits.follow(&ctx);
         }
         if self.is_open(Body::ProbeHealth) {
             views.probe_health.follow(&ctx);
@@ -975,12 +984,13 @@ mod tests {
                 assert_ne!(s.handle_key(KeyEvent::from(code)), Action::None, "{pane:?} {table:?}: {code:?}");
             }
         }
-        let full: [(Body, char, &dyn View); 6] = [
+        let full: [(Body, char, &dyn View); 7] = [
             (Body::ProbeHealth, 'e', &ProbeHealthView::default()),
             (Body::Files, 'f', &FilesView::default()),
             (Body::Readahead, 'w', &ReadaheadView::default()),
             (Body::Cgroups, 'c', &CgroupsView::default()),
             (Body::Syncs, 'y', &SyncsView::default()),
+            (Body::Waits, 'W', &WaitsView::default()),
             (Body::DeviceDetail, '\n', &crate::ui::device_detail::DeviceDetailView::default()),
         ];
         for (body, opens, view) in full {

@@ -17,6 +17,7 @@ use ioscope::output::headless::{write_report, Format};
 use ioscope::record::{Recording, RecordingHeader, RecordingWriter};
 use ioscope::replay::{self, CsvPane, ReplayOutput};
 use ioscope::sample::cgroups::{CgroupIoCounters, CgroupSample};
+use ioscope::sample::iowait::{IowaitSample, IowaitThreadSample};
 use ioscope::sample::readahead::{RaFileSample, RaTrigger, ReadaheadSample};
 use ioscope::sample::syncs::{SyncCallCounters, SyncFile, SyncRunning, SyncSample};
 use ioscope::sample::{CacheCountersSample, CacheProcessSample, PageCacheSample, Sample};
@@ -138,6 +139,17 @@ fn base() -> (Sample, Sample) {
             }],
             ..Default::default()
         });
+        // Two threads of postgres blocked on I/O (the waits view lists both under it).
+        let waiting = |tid, comm: &str| IowaitThreadSample {
+            tid,
+            pid: 990,
+            comm: comm.into(),
+            cgroup_id: 42,
+            ns_by_cause: vec![0, 300_000_000 * n, 0, 100_000_000 * n * u64::from(tid - 989), 0],
+            waits: n,
+        };
+        s.bpf.iowait =
+            Some(IowaitSample { threads: vec![waiting(990, "postgres"), waiting(994, "walwriter")] });
         s.cgroups = vec![CgroupSample {
             id: 42,
             path: CGROUP.into(),
@@ -412,6 +424,7 @@ fn every_tui_view_escapes_every_name() {
             &[KeyCode::Char('w'), KeyCode::Enter],
             &[KeyCode::Char('c')],
             &[KeyCode::Char('y')],
+            &[KeyCode::Char('W')],
             &[KeyCode::Char('2'), KeyCode::Enter],
             &[KeyCode::Char('4'), KeyCode::Char('z')],
             &[KeyCode::Char('3'), KeyCode::Char('z')],

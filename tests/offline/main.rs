@@ -42,3 +42,4 @@ mod ui_missing_panes;
 mod ui_snapshots;
 mod ui_syncs;
 mod ui_tables;
+mod ui_waits;

@@ -160,6 +160,38 @@ fn sync_call_latency_per_cgroup_and_what_it_lacks() {
     assert_eq!(rows, [41, 40]);
 }
 
+/// I/O wait per cgroup: the model's seconds and top cause, sorted with `s`; without the probes the
+/// columns are not there.
+#[test]
+fn io_wait_per_cgroup_with_its_top_cause() {
+    let mut m = model(None);
+    assert!(!screen(&m, &UiState::new(Duration::from_secs(1), false)).contains("io wait"));
+    m.interval_s = 1.0;
+    m.iowait = Some(Default::default());
+    let causes =
+        |sync: f64, read: f64| Some([("other", 0.0), ("sync", sync), ("page_cache_read", read)].into());
+    m.cgroups[0].io_wait_s = Some(0.3);
+    m.cgroups[0].io_wait_by_cause_s = causes(0.0, 0.3);
+    m.cgroups[1].io_wait_s = Some(2.4);
+    m.cgroups[1].io_wait_by_cause_s = causes(1.8, 0.6);
+    let mut s = UiState::new(Duration::from_secs(1), false);
+    key(&mut s, KeyCode::Char('c'));
+    let text = screen(&m, &s);
+    let line = |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
+    assert!(line("sync max").contains("io wait") && line("sync max").contains("wait cause"), "{text}");
+    assert!(
+        line("pod 8c5e3b4a").contains("300 ms") && line("pod 8c5e3b4a").contains("cache read 100%"),
+        "{text}"
+    );
+    assert!(line("postgresql").contains("2.4 s") && line("postgresql").contains("sync 75%"), "{text}");
+    for _ in 0..8 {
+        key(&mut s, KeyCode::Char('s'));
+    }
+    assert_eq!(s.views.cgroups.sort.column, ioscope::ui::cgroups::CgroupSort::IoWait);
+    let rows: Vec<u64> = s.views.cgroups.visible(&s.context(&m)).iter().map(|c| c.id).collect();
+    assert_eq!(rows, [41, 40]);
+}
+
 /// The file cache beside the memory limit: a cgroup at its 300M limit says so, one without a
 /// limit says `none`, one without memory.stat shows neither.
 #[test]
