@@ -52,6 +52,10 @@ pub struct MetricComparison {
     /// |delta| ≤ 2 × its standard error √(a_sd²/n_A + b_sd²/n_B): ranked after every change
     /// beyond its noise.
     pub within_noise: bool,
+    /// The same figure under other keys of the same device, process or file ([`merge_aliases`]):
+    /// one row, not three, in the rank.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
 }
 
 /// The panes of a comparison, in order.
@@ -594,8 +598,8 @@ pub fn log_change(unit: Unit, a: f64, b: f64) -> f64 {
 
 /// The score of a change: [`log_change`] × its [`steadiness`] × its share of its group, `size`
 /// (the larger side's average, or for a hit % or mean duration the larger side's rate of accesses
-/// or calls) over the largest `size` among the group's metrics of its unit and kind (`largest`).
-/// Values in the unit's base (kB as bytes). A group is a pane, or one device in the devices pane.
+/// or calls; times [`tail_fraction`] for a tail figure) over the largest `size` among the group's
+/// metrics of its unit and kind (`largest`, without the tail fraction). Values in the unit's base (kB as bytes). A group is a pane, or one device in the devices pane.
 pub fn score(unit: Unit, a: f64, b: f64, steadiness: f64, size: f64, largest: f64) -> f64 {
     let share = if largest > 0.0 { (size / largest).min(1.0) } else { 0.0 };
     share * steadiness.clamp(0.0, 1.0) * log_change(unit, a, b)
@@ -607,6 +611,25 @@ pub fn score(unit: Unit, a: f64, b: f64, steadiness: f64, size: f64, largest: f6
 pub fn is_tail(key: &str) -> bool {
     let last = key.rsplit(['.', ' ']).next().unwrap_or(key);
     last.split('_').any(|t| matches!(t, "max" | "p90" | "p95" | "p99" | "p999"))
+}
+
+/// The share of its distribution's events a figure describes, which is what it weighs beside the
+/// mean of the same events ([`score`]'s `size`): 1 for a rate, a mean or a median; for a tail
+/// figure ([`is_tail`]) the events in the tail: p90 0.1, p95 0.05, p99 and a maximum 0.01 (a
+/// maximum is one event: weighed no more than the 1 % of p99), p999 0.001. A tail moving from a
+/// tiny baseline (a 4 µs queue time becoming 16 ms for the largest 5 % of 19 requests/s) is a
+/// change for those requests, not for the device: its mean carries the change for all of them.
+pub fn tail_fraction(key: &str) -> f64 {
+    let last = key.rsplit(['.', ' ']).next().unwrap_or(key);
+    last.split('_')
+        .map(|t| match t {
+            "p90" => 0.1,
+            "p95" => 0.05,
+            "p99" | "max" => 0.01,
+            "p999" => 0.001,
+            _ => 1.0,
+        })
+        .fold(1.0, f64::min)
 }
 
 /// How steadily a metric moved: Cliff's δ of the per-interval values, the share of pairs (one
@@ -652,6 +675,41 @@ fn group<'a>(pane: &str, metric: &'a str, counted: bool) -> &'a str {
     } else {
         ""
     }
+}
+
+/// One row per figure: a metric of the same subject (the key before its last space: a device,
+/// process or file; the pane for its own figures) and unit whose statistics on both sides are
+/// exactly another's (`w/s (eBPF)` and the block probes' write IOPS are one count under two keys)
+/// becomes an alias of the first in `rows`' order, which keeps the shorter key. Figures that merely
+/// agree (diskstats' w/s beside eBPF's) differ somewhere and stay apart.
+pub fn merge_aliases(rows: Vec<MetricComparison>) -> Vec<MetricComparison> {
+    type Key = (String, &'static str, [u64; 8]);
+    let key = |m: &MetricComparison| -> Key {
+        let stats = [m.a_avg, m.b_avg, m.a_p95, m.b_p95, m.a_sd, m.b_sd, m.steadiness, m.score];
+        (m.metric.rsplit_once(' ').map_or("", |(s, _)| s).to_string(), m.unit, stats.map(f64::to_bits))
+    };
+    let mut seen: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
+    let mut out: Vec<MetricComparison> = Vec::with_capacity(rows.len());
+    for m in rows {
+        match seen.entry(key(&m)) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let kept = &mut out[*e.get()];
+                let alias = if m.metric.len() < kept.metric.len() {
+                    kept.label = m.label;
+                    std::mem::replace(&mut kept.metric, m.metric)
+                } else {
+                    m.metric
+                };
+                kept.aliases.push(alias);
+                kept.aliases.extend(m.aliases);
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(out.len());
+                out.push(m);
+            }
+        }
+    }
+    out
 }
 
 /// The rows' order: changes beyond their noise first, then those within it, then those without
@@ -726,6 +784,7 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
                         steadiness: steadiness(&sa.samples(va), &sb.samples(vb), delta),
                         score: 0.0,
                         within_noise: delta.abs() <= 2.0 * noise && noise > 0.0,
+                        aliases: Vec::new(),
                     };
                     Some(Scored {
                         m,
@@ -755,7 +814,8 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
                     if r.one_sided {
                         0.0
                     } else {
-                        score(r.unit, a * r.scale, b * r.scale, r.m.steadiness, r.size, top)
+                        let size = r.size * tail_fraction(&r.m.metric);
+                        score(r.unit, a * r.scale, b * r.scale, r.m.steadiness, size, top)
                     }
                 })
                 .collect();
@@ -764,6 +824,7 @@ pub fn compare_accumulated(sa: &Accumulator, sb: &Accumulator) -> Vec<PaneCompar
             }
             let mut metrics: Vec<MetricComparison> = rows.into_iter().map(|r| r.m).collect();
             metrics.sort_by(order);
+            let metrics = merge_aliases(metrics);
             PaneComparison { pane: pane.to_string(), metrics }
         })
         .collect()
@@ -944,6 +1005,83 @@ mod tests {
         assert!(reads_rank <= 2 && p99_rank > reads_rank, "{reads_rank} {p99_rank} {panes:#?}");
         // The medians (2 and 2 ms): no change to score.
         assert!(reads.score > 1.0 && p99.score < 1e-9, "{reads:?} {p99:?}");
+    }
+
+    #[test]
+    fn a_tail_from_a_tiny_baseline_weighs_as_its_tail_not_as_every_request() {
+        // Redis from `appendfsync always` to `everysec` on loop0 over vda: the writes fall from
+        // 2000 to 12 a second on loop0 (6000 to 16 on vda); vda's p95 latency rises from 4 µs to
+        // 16 ms for the largest 5 % of its few requests. Weighed as all of vda's requests, the p95
+        // (ln(16.1 / 0.104) ≈ 5.0) outranked loop0's writes (ln(2001 / 13) ≈ 5.0 × steadiness).
+        let side = |always: bool| -> Vec<Model> {
+            (0..12)
+                .map(|i| {
+                    let jitter = f64::from(i % 3);
+                    let (loop_w, vda_w, p95) = if always {
+                        (2000.0 + jitter, 6000.0 + jitter, 0.004)
+                    } else {
+                        (12.0 + jitter, 16.0, 16.0)
+                    };
+                    let mut vda = device("vda", 0.0, 0.0, vda_w, vda_w * 4.0);
+                    vda.bpf = Some(crate::model::BpfDeviceRates {
+                        write_iops: vda_w,
+                        lat_p95_ms: Some(p95),
+                        ..Default::default()
+                    });
+                    with_devices(vec![device("loop0", 0.0, 0.0, loop_w, loop_w * 4.0), vda])
+                })
+                .collect()
+        };
+        let panes = compare_models(&side(true), &side(false));
+        let (w_rank, w) = metric(&panes, "devices", "loop0 w_s");
+        let (p95_rank, p95) = metric(&panes, "devices", "vda bpf.lat_p95_ms");
+        assert!(w_rank <= 5 && p95_rank > w_rank, "{w_rank} {p95_rank} {panes:#?}");
+        assert_eq!((w.steadiness, p95.steadiness), (1.0, 1.0));
+        // The p95 scores 5 % of what it would as a mean over the same requests.
+        let (a, b) = (0.004, 16.0);
+        assert!((p95.score - 0.05 * log_change(Unit::Ms, a, b)).abs() < 1e-9, "{p95:?}");
+        assert_eq!(
+            (tail_fraction("vda bpf.block.write.queue.p99_ms"), tail_fraction("vda r_await")),
+            (0.01, 1.0)
+        );
+        assert_eq!((tail_fraction("depth.max"), tail_fraction("lat_p999_ms")), (0.01, 0.001));
+    }
+
+    #[test]
+    fn one_figure_under_two_keys_is_one_row_with_its_alias() {
+        // eBPF's w/s is kept twice in the Model (bpf.write_iops, bpf.block.write.iops); diskstats'
+        // w_s agrees on the averages but not interval by interval (p95), so it stays apart.
+        let side = |k: f64| -> Vec<Model> {
+            (0..6)
+                .map(|i| {
+                    let w = k * (100.0 + f64::from(i));
+                    let mut d = device("loop0", 0.0, 0.0, w + if i == 5 { 1.0 } else { 0.0 }, w * 4.0);
+                    d.bpf = Some(crate::model::BpfDeviceRates { write_iops: w, ..Default::default() });
+                    d
+                })
+                .map(|d| with_devices(vec![d]))
+                .collect()
+        };
+        let rows = merge_aliases(compare_models(&side(1.0), &side(3.0)).swap_remove(2).metrics);
+        let (w_s, ebpf) = (
+            rows.iter().find(|m| m.metric == "loop0 w_s").unwrap(),
+            rows.iter().find(|m| m.metric == "loop0 bpf.write_iops").unwrap(),
+        );
+        assert!(w_s.aliases.is_empty() && ebpf.aliases.is_empty(), "{rows:#?}");
+        // Two keys, same statistics: one row under the shorter key, the other its alias.
+        let mut twin = ebpf.clone();
+        twin.metric = "loop0 bpf.block.write.iops".into();
+        let merged = merge_aliases(vec![twin, ebpf.clone(), w_s.clone()]);
+        assert_eq!(merged.len(), 2, "{merged:#?}");
+        assert_eq!(
+            (merged[0].metric.as_str(), merged[0].aliases.clone()),
+            ("loop0 bpf.write_iops", vec!["loop0 bpf.block.write.iops".to_string()])
+        );
+        assert_eq!(merged[0].label, ebpf.label);
+        // Another device with the same figures is another row.
+        let mut other = ebpf.clone();
+        other.metric = "vda bpf.write_iops".into();
+        assert_eq!(merge_aliases(vec![ebpf.clone(), other]).len(), 2);
     }
 
     #[test]
