@@ -7,7 +7,11 @@
 //! - a cold read of a 384 MiB file in 128 KiB `read(2)`s (what `cat` does), its cache dropped;
 //! - 4 KiB `O_DIRECT` `pread(2)`s at random offsets, one at a time, for 2 s (`fio --rw=randread
 //!   --bs=4k --direct=1 --iodepth=1 --ioengine=psync`);
-//! - a 4 KiB `write(2)` + `fsync(2)` loop for 2 s.
+//! - a 4 KiB `write(2)` + `fsync(2)` loop for 2 s;
+//! - 64 KiB buffered `write(2)`s for 2 s (over the first 128 MiB of a file, again and again),
+//!   throttled by a dirty limit of the device's own: its bdi's `max_bytes` at 1 MiB with
+//!   `strict_limit` (/sys/class/bdi/MAJ:MIN, both put back as they were on drop), so the writer
+//!   pauses in `balance_dirty_pages()` whatever the global dirty limits are.
 //!
 //! ioscope's blocked time for that thread (src/model/iowait.rs) must agree with delay accounting
 //! within 10 % (or 2 clock ticks, its resolution: it truncates to ticks; a job must wait 10
@@ -145,6 +149,39 @@ fn check<F: FnOnce() + Send + 'static>(
     assert!(share >= 0.9, "{what}: {cause} is {:.1} % of the wait: {:?}", share * 100.0, t.by_cause_s);
 }
 
+/// A bdi's own dirty limit, `max_bytes` with `strict_limit`, put back as it was on drop (also
+/// when the test panics). Writing `max_bytes` rewrites `max_ratio_fine` (the setting the kernel
+/// keeps; `max_bytes` and `max_ratio` are read from it), so that one is restored.
+struct BdiLimit {
+    dir: String,
+    max_ratio_fine: String,
+    strict_limit: String,
+}
+
+impl BdiLimit {
+    /// None where the kernel has no `max_bytes` (before 6.2).
+    fn set(major: u32, minor: u32, max_bytes: u64) -> Option<BdiLimit> {
+        let dir = format!("/sys/class/bdi/{major}:{minor}");
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok().map(|s| s.trim().to_string());
+        std::fs::metadata(format!("{dir}/max_bytes")).ok()?;
+        let guard =
+            BdiLimit { max_ratio_fine: read("max_ratio_fine")?, strict_limit: read("strict_limit")?, dir };
+        std::fs::write(format!("{}/max_bytes", guard.dir), max_bytes.to_string()).unwrap();
+        std::fs::write(format!("{}/strict_limit", guard.dir), "1").unwrap();
+        Some(guard)
+    }
+}
+
+impl Drop for BdiLimit {
+    fn drop(&mut self) {
+        for (f, v) in [("strict_limit", &self.strict_limit), ("max_ratio_fine", &self.max_ratio_fine)] {
+            if let Err(e) = std::fs::write(format!("{}/{f}", self.dir), v) {
+                eprintln!("FAILED to restore {}/{f}={v}: {e}", self.dir);
+            }
+        }
+    }
+}
+
 fn cold_read(path: &Path) {
     let mut f = std::fs::File::open(path).unwrap();
     let mut buf = vec![0u8; 128 << 10];
@@ -179,6 +216,17 @@ fn write_fsync(path: &Path) {
     while Instant::now() < end {
         f.write_all(&block).unwrap();
         f.sync_all().unwrap();
+    }
+}
+
+fn throttled_write(path: &Path) {
+    let f = std::fs::File::create(path).unwrap();
+    let block = vec![0xa5u8; 64 << 10];
+    let end = Instant::now() + JOB_TIME;
+    let mut at = 0u64;
+    while Instant::now() < end {
+        f.write_all_at(&block, at).unwrap();
+        at = (at + block.len() as u64) % (128 << 20);
     }
 }
 
@@ -238,6 +286,21 @@ fn iowait_agrees_with_delay_accounting() {
         || {
             let path = small.clone();
             move || write_fsync(&path)
+        },
+    );
+    let Some(_bdi) = BdiLimit::set(lo.major, lo.minor, 1 << 20) else {
+        common::skip(test, "throttled writer: no /sys/class/bdi/MAJ:MIN/max_bytes (Linux 6.2+)");
+        return;
+    };
+    let throttled = dir.join("throttled");
+    check(
+        &mut bpf,
+        "throttled writer",
+        "dirty_throttle",
+        || {},
+        || {
+            let path = throttled.clone();
+            move || throttled_write(&path)
         },
     );
 }
