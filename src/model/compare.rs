@@ -188,9 +188,15 @@ pub fn metric_label(key: &str) -> String {
         "hit_pct" => "hit %",
         "calls_s" => "calls/s",
         "mean_ms" => "mean ms",
+        "io_wait_ms_s" => "IO wait ms/s",
         _ => "",
     };
-    let mut label = if named.is_empty() { plain_label(k) } else { named.to_string() };
+    let cause = k.strip_prefix("io_wait.").and_then(|c| c.strip_suffix("_ms_s"));
+    let mut label = match cause {
+        Some(c) => format!("IO wait {} ms/s", c.replace('_', " ")),
+        None if named.is_empty() => plain_label(k),
+        None => named.to_string(),
+    };
     // The eBPF's own count of a device's requests, beside diskstats' (same label otherwise).
     if k.starts_with("bpf.") && !named.is_empty() {
         label = format!("{label} (eBPF)");
@@ -302,7 +308,27 @@ fn for_each_metric(m: &Model, mut f: impl FnMut(&'static str, String, f64, Weigh
             push_by("cache", format!("{comm} hit_pct"), hit, Some(Weight::Count(accesses as f64)));
         }
     }
+    for_each_iowait_metric(m, &mut push_by);
     for_each_sync_metric(m, push_by);
+}
+
+/// I/O wait per comm, its processes' threads together (src/model/iowait.rs): ms blocked per
+/// second of the interval, all causes (`COMM io_wait_ms_s`) and per cause that waited
+/// (`COMM io_wait.CAUSE_ms_s`), in the processes pane. An interval where the comm did not wait
+/// counts as 0 (a rate).
+fn for_each_iowait_metric(m: &Model, mut push: impl FnMut(&'static str, String, f64, Option<Weight>)) {
+    let Some(iowait) = m.iowait.as_ref().filter(|_| m.interval_s > 0.0) else { return };
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    for p in iowait.processes.iter().filter(|p| p.wait_s > 0.0) {
+        let comm = super::names::person_name(&p.comm);
+        *sums.entry(format!("{comm} io_wait_ms_s")).or_default() += p.wait_s;
+        for (cause, s) in p.by_cause_s.iter().filter(|(_, s)| **s > 0.0) {
+            *sums.entry(format!("{comm} io_wait.{cause}_ms_s")).or_default() += s;
+        }
+    }
+    for (key, s) in sums {
+        push("processes", key, s * 1e3 / m.interval_s, None);
+    }
 }
 
 /// The sync calls completed in the interval: per comm (all its calls) and per comm, call and
@@ -1125,6 +1151,8 @@ mod tests {
             ("[loop2] cache_estimate_bytes_s", "[loop2] cache est./s"),
             ("postgres hit_pct", "postgres hit %"),
             ("postgres fsync /var/lib/pg/wal calls_s", "postgres fsync /var/lib/pg/wal calls/s"),
+            ("postgres io_wait_ms_s", "postgres IO wait ms/s"),
+            ("postgres io_wait.page_cache_read_ms_s", "postgres IO wait page cache read ms/s"),
         ] {
             assert_eq!(metric_label(key), label, "{key}");
         }
@@ -1169,5 +1197,42 @@ mod tests {
         assert_eq!((calls.a_avg, calls.b_avg), (1000.0, 0.5));
         let (_, mean) = metric(&panes, "syncs", "redis-server fdatasync /data/aof mean_ms");
         assert_eq!((mean.a_avg, mean.b_avg, mean.unit), (1.0, 4.0, "ms"));
+    }
+
+    #[test]
+    fn io_wait_per_comm_its_processes_together_and_by_cause() {
+        use crate::model::iowait::{IowaitModel, IowaitProcessModel};
+        let proc_ = |pid: u32, comm: &str, causes: &[(&'static str, f64)]| IowaitProcessModel {
+            pid,
+            comm: comm.into(),
+            wait_s: causes.iter().map(|c| c.1).sum(),
+            by_cause_s: causes.iter().copied().collect(),
+            ..Default::default()
+        };
+        let mk = |procs: Vec<IowaitProcessModel>| Model {
+            interval_s: 2.0,
+            iowait: Some(IowaitModel { processes: procs, cgroups: vec![] }),
+            ..Default::default()
+        };
+        // Two backends blocked 0.5 s (reads) and 0.3 s (0.1 reads, 0.2 fsync) in 2 s: 400 ms/s;
+        // then 1.2 s of fsync in one interval of two (600 ms/s), none in the other (0, not left
+        // out): 300 ms/s; and a
+        // cp that did not wait (no row).
+        let a = vec![mk(vec![
+            proc_(1, "postgres", &[("page_cache_read", 0.5), ("sync", 0.0)]),
+            proc_(2, "postgres", &[("page_cache_read", 0.1), ("sync", 0.2)]),
+        ])];
+        let b = vec![mk(vec![proc_(1, "postgres", &[("sync", 1.2)]), proc_(3, "cp", &[])]), mk(vec![])];
+        let panes = compare_models(&a, &b);
+        let (_, all) = metric(&panes, "processes", "postgres io_wait_ms_s");
+        assert!((all.a_avg - 400.0).abs() < 1e-9 && (all.b_avg - 300.0).abs() < 1e-9, "{all:?}");
+        assert_eq!(all.label, "postgres IO wait ms/s");
+        let (_, read) = metric(&panes, "processes", "postgres io_wait.page_cache_read_ms_s");
+        assert!((read.a_avg - 300.0).abs() < 1e-9 && read.b_avg == 0.0, "{read:?}");
+        let (_, sync) = metric(&panes, "processes", "postgres io_wait.sync_ms_s");
+        assert!((sync.a_avg - 100.0).abs() < 1e-9 && (sync.b_avg - 300.0).abs() < 1e-9, "{sync:?}");
+        let keys: Vec<&str> =
+            panes.iter().flat_map(|p| p.metrics.iter().map(|m| m.metric.as_str())).collect();
+        assert!(!keys.iter().any(|k| k.starts_with("cp ")), "{keys:?}");
     }
 }

@@ -7,12 +7,21 @@
 //! - a cold read of a 384 MiB file in 128 KiB `read(2)`s (what `cat` does), its cache dropped;
 //! - 4 KiB `O_DIRECT` `pread(2)`s at random offsets, one at a time, for 2 s (`fio --rw=randread
 //!   --bs=4k --direct=1 --iodepth=1 --ioengine=psync`);
-//! - a 4 KiB `write(2)` + `fsync(2)` loop for 2 s.
+//! - a 4 KiB `write(2)` + `fsync(2)` loop for 2 s;
+//! - 64 KiB buffered `write(2)`s for 2 s (over the first 128 MiB of a file, again and again),
+//!   throttled by a dirty limit of the device's own: its bdi's `max_bytes` at 1 MiB with
+//!   `strict_limit` (/sys/class/bdi/MAJ:MIN, both put back as they were on drop), so the writer
+//!   pauses in `balance_dirty_pages()` whatever the global dirty limits are.
 //!
 //! ioscope's blocked time for that thread (src/model/iowait.rs) must agree with delay accounting
 //! within 10 % (or 2 clock ticks, its resolution: it truncates to ticks; a job must wait 10
 //! ticks), and the job's own cause must have at least 90 % of it. Delay accounting ends a wait in
 //! `try_to_wake_up()` a few instructions before `sched_wakeup`, where ioscope ends it.
+//!
+//! `iowait_agrees_with_bpftrace`: bpftrace, an independent measure of the same interval, times
+//! each thread of this test's process from `sched:sched_switch` leaving the CPU blocked (state
+//! not running and not preempted) with `in_iowait` set to its `sched:sched_wakeup`; for the
+//! direct random-read job's thread, ioscope's blocked time agrees within 10 %.
 //!
 //! Why `SCHED_FIFO`: since 6.12 a fair-class (CFS/EEVDF) task that goes to sleep while it is not
 //! eligible stays queued, "delayed", and is dequeued later, when the scheduler picks it on that
@@ -29,7 +38,7 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -145,6 +154,39 @@ fn check<F: FnOnce() + Send + 'static>(
     assert!(share >= 0.9, "{what}: {cause} is {:.1} % of the wait: {:?}", share * 100.0, t.by_cause_s);
 }
 
+/// A bdi's own dirty limit, `max_bytes` with `strict_limit`, put back as it was on drop (also
+/// when the test panics). Writing `max_bytes` rewrites `max_ratio_fine` (the setting the kernel
+/// keeps; `max_bytes` and `max_ratio` are read from it), so that one is restored.
+struct BdiLimit {
+    dir: String,
+    max_ratio_fine: String,
+    strict_limit: String,
+}
+
+impl BdiLimit {
+    /// None where the kernel has no `max_bytes` (before 6.2).
+    fn set(major: u32, minor: u32, max_bytes: u64) -> Option<BdiLimit> {
+        let dir = format!("/sys/class/bdi/{major}:{minor}");
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok().map(|s| s.trim().to_string());
+        std::fs::metadata(format!("{dir}/max_bytes")).ok()?;
+        let guard =
+            BdiLimit { max_ratio_fine: read("max_ratio_fine")?, strict_limit: read("strict_limit")?, dir };
+        std::fs::write(format!("{}/max_bytes", guard.dir), max_bytes.to_string()).unwrap();
+        std::fs::write(format!("{}/strict_limit", guard.dir), "1").unwrap();
+        Some(guard)
+    }
+}
+
+impl Drop for BdiLimit {
+    fn drop(&mut self) {
+        for (f, v) in [("strict_limit", &self.strict_limit), ("max_ratio_fine", &self.max_ratio_fine)] {
+            if let Err(e) = std::fs::write(format!("{}/{f}", self.dir), v) {
+                eprintln!("FAILED to restore {}/{f}={v}: {e}", self.dir);
+            }
+        }
+    }
+}
+
 fn cold_read(path: &Path) {
     let mut f = std::fs::File::open(path).unwrap();
     let mut buf = vec![0u8; 128 << 10];
@@ -179,6 +221,17 @@ fn write_fsync(path: &Path) {
     while Instant::now() < end {
         f.write_all(&block).unwrap();
         f.sync_all().unwrap();
+    }
+}
+
+fn throttled_write(path: &Path) {
+    let f = std::fs::File::create(path).unwrap();
+    let block = vec![0xa5u8; 64 << 10];
+    let end = Instant::now() + JOB_TIME;
+    let mut at = 0u64;
+    while Instant::now() < end {
+        f.write_all_at(&block, at).unwrap();
+        at = (at + block.len() as u64) % (128 << 20);
     }
 }
 
@@ -239,5 +292,135 @@ fn iowait_agrees_with_delay_accounting() {
             let path = small.clone();
             move || write_fsync(&path)
         },
+    );
+    let Some(_bdi) = BdiLimit::set(lo.major, lo.minor, 1 << 20) else {
+        common::skip(test, "throttled writer: no /sys/class/bdi/MAJ:MIN/max_bytes (Linux 6.2+)");
+        return;
+    };
+    let throttled = dir.join("throttled");
+    check(
+        &mut bpf,
+        "throttled writer",
+        "dirty_throttle",
+        || {},
+        || {
+            let path = throttled.clone();
+            move || throttled_write(&path)
+        },
+    );
+}
+
+/// bpftrace's blocked time per thread of this process (see the module's doc), printed with a
+/// kernel timestamp every 100 ms (a count asked for is the first printed after the asking: a
+/// print at exit is not waited for, see live_readahead's `Bpftrace`).
+struct BpftraceWaits {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+const BPFTRACE_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl BpftraceWaits {
+    fn start() -> BpftraceWaits {
+        let pid = std::process::id();
+        // The state as sched_switch reports it: 0 running, TASK_REPORT_MAX (0x100 and up) preempted.
+        let prog = format!(
+            "BEGIN {{ printf(\"ready\\n\"); }} \
+             tracepoint:sched:sched_switch /pid == {pid} && args->prev_state != 0 && \
+             args->prev_state < 0x100 && curtask->in_iowait/ {{ @start[args->prev_pid] = nsecs; }} \
+             tracepoint:sched:sched_wakeup /@start[args->pid]/ \
+             {{ @ns[args->pid] = sum(nsecs - @start[args->pid]); delete(@start[args->pid]); }} \
+             interval:ms:100 {{ printf(\"at %lld\\n\", nsecs); print(@ns); printf(\"end\\n\"); }}"
+        );
+        let mut child = std::process::Command::new("bpftrace")
+            .args(["-B", "line", "-e", &prog])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("bpftrace is installed (the test's independent check)");
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let bt = BpftraceWaits { child, lines };
+        loop {
+            match bt.lines.recv_timeout(BPFTRACE_TIMEOUT) {
+                Ok(line) if line == "ready" => return bt,
+                Ok(_) => {}
+                Err(e) => panic!("bpftrace did not attach within {BPFTRACE_TIMEOUT:?}: {e}"),
+            }
+        }
+    }
+
+    /// Thread `tid`'s blocked seconds, from the first print stamped after this call.
+    fn wait_s(&self, tid: u32) -> f64 {
+        let asked = ioscope::util::monotonic_ns();
+        let mut fresh = false;
+        let mut ns = 0u64;
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(BPFTRACE_TIMEOUT)
+                .unwrap_or_else(|e| panic!("no count from bpftrace within {BPFTRACE_TIMEOUT:?}: {e}"));
+            if let Some(at) = line.strip_prefix("at ") {
+                fresh = at.trim().parse::<u64>().is_ok_and(|at| at > asked);
+            } else if line == "end" && fresh {
+                return ns as f64 / 1e9;
+            } else if let Some(n) = line.strip_prefix(&format!("@ns[{tid}]:")).filter(|_| fresh) {
+                ns = n.trim().parse().unwrap_or_else(|_| panic!("unreadable bpftrace count {line:?}"));
+            }
+        }
+    }
+}
+
+impl Drop for BpftraceWaits {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn iowait_agrees_with_bpftrace() {
+    let _group = common::live_group(module_path!());
+    let test = "live_iowait::iowait_agrees_with_bpftrace";
+    if !common::require_root(test) {
+        return;
+    }
+    if !common::kernel_has_btf() {
+        common::skip(test, "no kernel BTF");
+        return;
+    }
+    if std::process::Command::new("bpftrace").arg("--version").output().is_err() {
+        common::skip(test, "bpftrace is not installed");
+        return;
+    }
+    let lo = LoopDevice::ext4_direct_io_in(Path::new("/var/tmp"), 128);
+    let file = lo.mount_point().join("data");
+    common::write_patterned_file(&file, 64);
+    let mut bpf = BpfCollector::start_with(&BpfOptions::default());
+    let bt = BpftraceWaits::start();
+    let before = sample(&mut bpf);
+    let path = file.clone();
+    let (tid, _, _, took) = in_thread(move || direct_randread(&path));
+    std::thread::sleep(Duration::from_millis(100));
+    let after = sample(&mut bpf);
+    let oracle_s = bt.wait_s(tid);
+    let secs = (after.mono_ns - before.mono_ns) as f64 / 1e9;
+    let m = ioscope::model::iowait::compute(Some(&before), &after, secs).expect("iowait model");
+    let got_s = m
+        .process(std::process::id())
+        .and_then(|p| p.threads.iter().find(|t| t.tid == tid))
+        .map_or(0.0, |t| t.wait_s);
+    eprintln!("direct 4 KiB random reads: job {took:?}, bpftrace {oracle_s:.3} s, ioscope {got_s:.3} s");
+    assert!(oracle_s >= 0.1, "bpftrace saw only {oracle_s:.3} s of I/O wait: too short to compare");
+    assert!(
+        (got_s - oracle_s).abs() <= oracle_s * 0.10,
+        "ioscope's {got_s:.3} s blocked against bpftrace's {oracle_s:.3} s (±10 %)"
     );
 }
