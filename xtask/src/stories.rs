@@ -1613,25 +1613,39 @@ fn ra_share_check(report: &mut Report, story: &str, label: &str, fs: &LoopFs, do
     );
 }
 
-/// The readahead waste hint across files (point 3): among the intervals where the device's files
-/// wasted readahead (`readahead.devices[].wasted_pages`), the device's own hint, naming the writer
-/// (`xtask(PID)`) and at most the story's columns, shows in ≥ 80 %; and from the first of them to
-/// the last, no interval is without a waste hint for the device or one of its files (the view's
-/// "No readahead waste worth a hint").
+/// The readahead waste hint across files (point 3). An interval is one of the waste when the
+/// device's files wasted readahead in it (`readahead.devices[].wasted_pages`) and, summed from
+/// the intervals' device figures over the 10 s up to its end, the device wasted enough for the
+/// hint (≥ 256 pages, ≥ 50 % of the pages settled: a first 81 stray pages are not worth one).
+/// Among those, the device's own hint, naming the writer (`xtask(PID)`) and at most the story's
+/// columns, shows in ≥ 80 %; and from the first of them to the last interval with waste, no
+/// interval is without a waste hint for the device or one of its files (the view's "No readahead
+/// waste worth a hint").
 fn waste_hint_checks(report: &mut Report, story: &str, label: &str, fs: &LoopFs, docs: &Docs, writer: u32) {
     let dev = fs.name.as_str();
     let prefix = format!("{dev}: ");
     let who = format!("xtask({writer})");
-    let wasted: Vec<bool> = docs
+    // (end of the interval in s, used, wasted) of the device in each interval.
+    let mut at = 0.0;
+    let fates: Vec<(f64, f64, f64)> = docs
         .docs
         .iter()
         .map(|d| {
-            d["readahead"]["devices"]
-                .as_array()
-                .and_then(|a| a.iter().find(|r| r["name"] == dev))
-                .is_some_and(|r| f(&r["wasted_pages"]) > 0.0)
+            at += f(&d["interval_s"]);
+            let row = d["readahead"]["devices"].as_array().and_then(|a| a.iter().find(|r| r["name"] == dev));
+            (at, row.map_or(0.0, |r| f(&r["used_pages"])), row.map_or(0.0, |r| f(&r["wasted_pages"])))
         })
         .collect();
+    let worth = |i: usize| {
+        let (end, _, _) = fates[i];
+        let (used, wasted) = fates[..=i]
+            .iter()
+            .filter(|(t, _, _)| end - t < 10.0)
+            .fold((0.0, 0.0), |(u, w), (_, du, dw)| (u + du, w + dw));
+        wasted >= 256.0 && wasted >= used
+    };
+    let wasted: Vec<bool> = (0..fates.len()).map(|i| fates[i].2 > 0.0 && worth(i)).collect();
+    let any_waste = fates.iter().rposition(|x| x.2 > 0.0);
     let hints: Vec<Vec<&str>> = docs
         .docs
         .iter()
@@ -1655,7 +1669,7 @@ fn waste_hint_checks(report: &mut Report, story: &str, label: &str, fs: &LoopFs,
         }
     }
     let first = wasted.iter().position(|&w| w);
-    let last = wasted.iter().rposition(|&w| w);
+    let last = any_waste;
     let gaps: Vec<usize> = match (first, last) {
         (Some(a), Some(b)) => (a..=b)
             .filter(|&i| {
