@@ -267,41 +267,42 @@ pub struct ReadaheadMaps {
     first_read: Option<std::time::Instant>,
 }
 
-/// The pages whose fate was settled on one device in one read, and its files with waste.
-#[derive(Clone, Copy, Debug, Default)]
+/// The pages whose fate was settled on one device in one read, and its files with waste (inodes).
+#[derive(Clone, Debug, Default)]
 struct Fates {
     used: u64,
     wasted: u64,
-    wasted_files: u64,
+    wasted_files: Vec<u64>,
 }
 
 /// The span the readahead waste hint weighs (crate::model::readahead): a device's waste over the
 /// last 10 s, so the hint holds while waste goes on rather than come and go with each interval.
 pub const HINT_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Sums the fates of the reads in `recent` per device (files with waste counted per read: a
-/// file wasting in two reads counts twice, an upper bound).
+/// Sums the fates of the reads in `recent` per device; its files with waste are the distinct
+/// inodes (a file wasting in several reads counts once).
 fn recent_fates(
     recent: &std::collections::VecDeque<(std::time::Instant, StdHashMap<u32, Fates>)>,
     secs: f64,
 ) -> Vec<crate::sample::readahead::RaRecent> {
-    let mut by_dev: std::collections::BTreeMap<u32, Fates> = std::collections::BTreeMap::new();
+    type Sums = (u64, u64, std::collections::HashSet<u64>);
+    let mut by_dev: std::collections::BTreeMap<u32, Sums> = std::collections::BTreeMap::new();
     for (_, m) in recent {
         for (dev, f) in m {
             let e = by_dev.entry(*dev).or_default();
-            e.used += f.used;
-            e.wasted += f.wasted;
-            e.wasted_files += f.wasted_files;
+            e.0 += f.used;
+            e.1 += f.wasted;
+            e.2.extend(f.wasted_files.iter().copied());
         }
     }
     by_dev
         .into_iter()
-        .map(|(dev, f)| crate::sample::readahead::RaRecent {
+        .map(|(dev, (used, wasted, files))| crate::sample::readahead::RaRecent {
             dev,
             secs,
-            used_pages: f.used,
-            wasted_pages: f.wasted,
-            wasted_files: f.wasted_files,
+            used_pages: used,
+            wasted_pages: wasted,
+            wasted_files: files.len() as u64,
         })
         .collect()
 }
@@ -439,7 +440,9 @@ impl ReadaheadMaps {
                 let f = fates.entry(key.dev).or_default();
                 f.used += used;
                 f.wasted += wasted;
-                f.wasted_files += u64::from(wasted > 0);
+                if wasted > 0 {
+                    f.wasted_files.push(key.ino);
+                }
             }
             if !keep_in_sample(before.map(|t| &t.stats), &s) {
                 removed.push(key);
@@ -909,6 +912,30 @@ impl super::family::Family for ReadaheadFamily {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The window's files with waste are distinct files: 32 columns wasting in every read of the
+    /// window are 32 files, not one per read (the hint's "across N files").
+    #[test]
+    fn recent_fates_count_each_wasting_file_once() {
+        let now = std::time::Instant::now();
+        let mut recent = std::collections::VecDeque::new();
+        for read in 0..3u64 {
+            let fates =
+                Fates { used: 1, wasted: 10 + read, wasted_files: (0..32).map(|i| 100 + i).collect() };
+            let other = Fates { used: 5, wasted: 0, wasted_files: Vec::new() };
+            recent.push_back((now, StdHashMap::from([(7 << 20, fates), (8 << 20, other)])));
+        }
+        recent.push_back((
+            now,
+            StdHashMap::from([(7 << 20, Fates { wasted_files: vec![999], ..Default::default() })]),
+        ));
+        let sums = recent_fates(&recent, 10.0);
+        assert_eq!(sums.len(), 2);
+        let loop0 = sums.iter().find(|r| r.dev == 7 << 20).expect("7:0");
+        assert_eq!((loop0.used_pages, loop0.wasted_pages, loop0.wasted_files), (3, 33, 33));
+        let other = sums.iter().find(|r| r.dev == 8 << 20).expect("8:0");
+        assert_eq!((other.used_pages, other.wasted_pages, other.wasted_files), (15, 0, 0));
+    }
 
     /// In each table (6.1+'s, 5.10's), every fallback stands for one readahead probe, once.
     #[test]

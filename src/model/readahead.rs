@@ -379,12 +379,15 @@ fn read_ahead_kb(cur: &Sample, name: &str) -> Option<u64> {
 
 /// A device's waste across its files: over the last HINT_WINDOW when the sample has it, else over
 /// the interval (older recordings). None unless at least [`HINT_MIN_WASTED_PAGES`] were wasted
-/// and at least [`HIGH_WASTE_PCT`] of the settled pages.
+/// and at least [`HIGH_WASTE_PCT`] of the settled pages; None too when the `hinted` files that got
+/// a hint of their own this interval are as many as the files that wasted pages (the device's
+/// hint would name no more; in an older recording, when any file got one).
 fn device_waste_hint(
     m: &ReadaheadModel,
     d: &RaDeviceModel,
     cur: &Sample,
     low_memory: bool,
+    hinted: usize,
 ) -> Option<String> {
     let recent = cur.bpf.readahead.as_ref().and_then(|r| {
         r.recent.iter().find(|x| format!("{}:{}", x.dev >> 20, x.dev & ((1 << 20) - 1)) == d.dev)
@@ -398,6 +401,9 @@ fn device_waste_hint(
     };
     let pct = waste_pct(used, wasted)?;
     if wasted < HINT_MIN_WASTED_PAGES || pct < HIGH_WASTE_PCT {
+        return None;
+    }
+    if hinted > 0 && files.is_none_or(|n| n <= hinted as u64) {
         return None;
     }
     let dev_files: Vec<&RaFileModel> =
@@ -435,10 +441,12 @@ fn disk_read_bytes(prev: &Sample, cur: &Sample, name: &str) -> Option<u64> {
 /// (async readahead and no read-around). Waste is weighed per file over the interval, and per
 /// device over the last [`crate::bpf::readahead::HINT_WINDOW`] across all its files (waste
 /// spread over hundreds of files, none alone worth a hint, and held while it goes on): a device
-/// whose files got no hint of their own this interval gets one.
+/// gets one unless its files that got a hint of their own this interval are all that wasted
+/// pages (a column store's few files over 256 pages in one interval do not hide the rest).
 fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
     let mut out = Vec::new();
-    let mut hinted_devs: Vec<&str> = Vec::new();
+    // The device of each file that got a waste hint of its own.
+    let mut hinted_files: Vec<&str> = Vec::new();
     let mem = &cur.memory;
     let low_memory = mem.total_bytes > 0
         && (mem.available_bytes as f64) * 100.0 / (mem.total_bytes as f64) < LOW_MEMORY_PCT;
@@ -469,7 +477,7 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
                 f.wasted_pages,
                 remedies.join("; ")
             ));
-            hinted_devs.push(&f.dev);
+            hinted_files.push(&f.dev);
         } else if f.async_events > 0
             && f.read_around_windows == 0
             && f.window_pages > 0
@@ -486,10 +494,8 @@ fn hints(m: &ReadaheadModel, cur: &Sample) -> Vec<String> {
         }
     }
     for d in &m.devices {
-        if hinted_devs.contains(&d.dev.as_str()) {
-            continue;
-        }
-        if let Some(h) = device_waste_hint(m, d, cur, low_memory) {
+        let hinted = hinted_files.iter().filter(|&&dev| dev == d.dev).count();
+        if let Some(h) = device_waste_hint(m, d, cur, low_memory, hinted) {
             out.push(h);
         }
     }

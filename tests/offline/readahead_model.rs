@@ -292,6 +292,38 @@ fn the_device_hint_weighs_the_last_ten_seconds_not_the_interval() {
     assert!(column_files(window(5000, 100)).is_empty());
 }
 
+/// A column store's interval where 3 of its 32 wasting columns each wasted ≥ 256 pages: the
+/// three get their own hints and the device keeps its hint (the rest of its files); a device whose
+/// waste is one file's gets that file's hint only.
+#[test]
+fn a_few_hinted_files_do_not_hide_the_devices_hint() {
+    let hints = |wasted_files: u64| {
+        let before: Vec<_> =
+            (0..3).map(|i| file(300 + i, Some(&format!("/db/col/{i}.bin")), 0, 0, 0, 640)).collect();
+        let after: Vec<_> = before
+            .iter()
+            .map(|f| {
+                let mut a = f.clone();
+                (a.ra_pages, a.wasted_pages, a.windows) = (320, 320, 1);
+                a
+            })
+            .collect();
+        let mut cur = sample(2, 0, after);
+        cur.bpf.readahead.as_mut().unwrap().recent =
+            vec![RaRecent { dev: LOOP0, secs: 10.0, used_pages: 10, wasted_pages: 5000, wasted_files }];
+        Model::between(&sample(1, 0, before), &cur).readahead.unwrap().hints
+    };
+    let h = hints(32);
+    assert_eq!(h.len(), 4, "{h:?}");
+    assert!(h[..3].iter().all(|x| x.starts_with("/db/col/")), "{h:?}");
+    assert!(h[3].starts_with("loop0: 100% of readahead evicted unused (5000 pages across 32 files"), "{h:?}");
+    assert!(h[3].contains("madvise(MADV_RANDOM) on the mappings in columnstore(4242)"), "{h:?}");
+    // Only the hinted files wasted pages in the window: their hints say it all.
+    let h = hints(3);
+    assert_eq!(h.len(), 3, "{h:?}");
+    assert!(h.iter().all(|x| x.starts_with("/db/col/")), "{h:?}");
+}
+
 #[test]
 fn a_random_mmap_reader_is_not_called_sequential() {
     // Async readahead at the 32-page maximum, but most windows were read-around: no "raise" hint.

@@ -50,9 +50,10 @@ pub const RA_USE_BUCKETS: usize = 24;
 pub const RA_TRIGGERS: usize = 4;
 /// Most folios one access event walks (a read batch is at most 31 folios).
 pub const RA_WALK_MAX: u32 = 64;
-/// Most folios one read bio marks read from disk ([`RaPage::disk`]): 512 KiB of 4 KiB folios,
-/// beyond the default 128 KiB window; a bio's folios past it count as a hole's.
-pub const RA_BIO_WALK_MAX: u32 = 128;
+/// Most folios one read bio marks read from disk ([`RaPage::disk`]): 4 MiB of 4 KiB folios, a
+/// whole window up to `read_ahead_kb` 4096 (a disk's 2560 KiB default reads bios of 600 pages and
+/// more); a bio's folios past it count as a hole's.
+pub const RA_BIO_WALK_MAX: u32 = 1024;
 /// Most pages a read may have taken without an `mm_filemap_get_pages` event of its own (see
 /// [`use_from`]).
 pub const RA_GAP_MAX: u64 = 64;

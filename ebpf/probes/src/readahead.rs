@@ -468,7 +468,8 @@ pub fn on_read_bio(dev: u32, ino: u64, index: u64, pages: u64) {
     }
     let end = index.wrapping_add(pages);
     let (mut at, mut n, mut read) = (index, 0u32, 0u64);
-    while n < RA_BIO_WALK_MAX && at < end {
+    // Ends once every unread folio of the file is marked (nothing else in the range to find).
+    while n < RA_BIO_WALK_MAX && at < end && read < f.unread_pages {
         let key = RaPageKey { dev, _pad: 0, ino, index: at };
         let step = match RA_PAGES.get_ptr_mut(&key) {
             Some(p) => {
