@@ -74,7 +74,7 @@ impl Serialize for Doc<'_> {
             }
         }
         let m = self.m;
-        let mut st = s.serialize_struct("Model", 18)?;
+        let mut st = s.serialize_struct("Model", 19)?;
         st.serialize_field("interval_s", &m.interval_s)?;
         st.serialize_field("header", &m.header)?;
         st.serialize_field("memory", &m.memory)?;
@@ -92,6 +92,10 @@ impl Serialize for Doc<'_> {
         st.serialize_field("readahead", &m.readahead)?;
         st.serialize_field("cgroups", &m.cgroups)?;
         st.serialize_field("syncs", &m.syncs)?;
+        match &m.iowait {
+            Some(w) => st.serialize_field("iowait", w)?,
+            None => st.skip_field("iowait")?,
+        }
         st.serialize_field("unavailable", &m.unavailable)?;
         st.end()
     }
@@ -170,5 +174,14 @@ mod tests {
         let changed = lines(w, &model(&c));
         assert_eq!(changed, serde_json::to_string(&model(&c)).unwrap());
         assert!(changed.contains("\"run_cnt\":5"), "{changed}");
+        // Every part the Model has, the optional ones present: `--batch --json` once left the
+        // I/O waits out (the Model had them, the hand-listed fields did not).
+        let mut full = model(&c);
+        full.iowait = Some(Default::default());
+        full.readahead = Some(Default::default());
+        full.block_files = Some(Default::default());
+        let plain = serde_json::to_string(&full).unwrap();
+        assert!(plain.contains("\"iowait\":{"), "{plain}");
+        assert_eq!(lines(w, &full), plain);
     }
 }
