@@ -165,6 +165,52 @@ fn block_device_detail_160x48() {
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(1), 160, 48));
 }
 
+fn wide_detail(width: u16, height: u16) -> String {
+    screen(&block_box::wide_histograms(), &detail_state(1), width, height)
+}
+
+// Histograms with more buckets than lines: merged into wider buckets at 80x24, every bucket on its
+// own line when there is room; the counts beside their bars at every width.
+#[test]
+fn device_detail_wide_histograms_80x24() {
+    insta::assert_snapshot!(wide_detail(80, 24));
+}
+
+#[test]
+fn device_detail_wide_histograms_120x40() {
+    insta::assert_snapshot!(wide_detail(120, 40));
+}
+
+#[test]
+fn device_detail_wide_histograms_230x50() {
+    insta::assert_snapshot!(wide_detail(230, 50));
+}
+
+#[test]
+fn device_detail_histograms_show_every_count_and_use_the_width() {
+    for (w, h) in [(120, 40), (200, 60), (230, 50)] {
+        let s = wide_detail(w, h);
+        // The 8K write bucket and the 4K read bucket, each count whole beside its bar.
+        let row =
+            s.lines().find(|l| l.contains(" 8K ")).unwrap_or_else(|| panic!("no 8K row at {w}x{h}:\n{s}"));
+        assert!(row.contains(" 123.5k "), "{w}x{h}: {row}");
+        let row = s.lines().find(|l| l.contains(" 4K ")).unwrap();
+        assert!(row.contains(" 81.9k "), "{w}x{h}: {row}");
+        // The histograms use the width: their rows reach the right tenth of the screen.
+        let reach =
+            s.lines().filter(|l| l.contains('█')).map(|l| l.trim_end_matches([' ', '"']).chars().count());
+        assert!(
+            reach.max().unwrap() as u16 >= w * 9 / 10,
+            "{w}x{h}: histograms leave the right side empty\n{s}"
+        );
+    }
+    // At 80x24 the lines do not hold every bucket: wider buckets, the whole range still shown.
+    let s = wide_detail(80, 24);
+    assert!(s.contains("8µs–32µs "), "the fastest requests are shown: {s}");
+    assert!(s.contains("32ms–131ms "), "the slowest requests are shown: {s}");
+    assert!(s.contains(" 4K ") && s.contains(" 1M "), "every request size is shown: {s}");
+}
+
 #[test]
 fn block_device_detail_mismatch_and_util_note_80x24() {
     // loop0: eBPF saw 20 MB where diskstats counted 26.2 MiB; non-rotational, so %util misleads.
