@@ -230,6 +230,56 @@ fn block_probe_health_80x24() {
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
 }
 
+/// block_box's model with a program that counts no events of its own (a files probe), whose runs
+/// the kernel's run statistics give.
+fn with_files_program(runs: bool) -> ioscope::model::Model {
+    let mut m = block_box::busy_with_block();
+    let mut programs = (*m.bpf.programs).clone();
+    programs.push(ioscope::sample::BpfProgramStatus {
+        program: "files_vfs_read".into(),
+        tracepoint: "syscalls:sys_exit_read".into(),
+        attached: true,
+        mechanism: "tracepoint".into(),
+        run_cnt: 90_000,
+        run_time_ns: 2_700_000,
+        ..Default::default()
+    });
+    m.bpf.programs = programs.into();
+    if runs {
+        m.bpf.runs = vec![ioscope::model::bpf::ProgramRuns {
+            program: "files_vfs_read".into(),
+            runs_s: 4321.0,
+            ns_per_run: Some(31.0),
+        }];
+    }
+    m
+}
+
+// Live, the view turns the kernel's run statistics on while it is open: events/s and ns/run of
+// every program; where they are off (a replay without them), it says how to turn them on.
+#[test]
+fn probe_health_run_stats_on_120x40() {
+    let mut s = state();
+    s.open(Body::ProbeHealth);
+    s.run_stats = Some(
+        "kernel BPF run statistics on while this view is open (events/s, ns/run; about 20 ns a run)".into(),
+    );
+    let text = screen(&with_files_program(true), &s, 120, 40);
+    let row = text.lines().find(|l| l.contains("files_vfs_read")).unwrap();
+    assert!(row.contains("4321") && row.contains(" 31 "), "{row}");
+    assert!(!text.contains("bpf_stats_enabled=1"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn probe_health_run_stats_off_says_how_80x24() {
+    let mut s = state();
+    s.open(Body::ProbeHealth);
+    let text = screen(&with_files_program(false), &s, 80, 24);
+    assert!(text.contains("bpf_stats_enabled=1"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
 #[test]
 fn block_probe_health_160x48() {
     let mut s = state();
