@@ -65,6 +65,7 @@ pub async fn run(opts: AppOptions) -> anyhow::Result<()> {
         recorder: None,
         pending_mark: None,
         record_dir: opts.record_dir.clone(),
+        run_stats: None,
     };
     let result = event_loop::run(signals, &mut live).await;
     if let Some(r) = live.recorder {
@@ -92,6 +93,33 @@ struct Live {
     /// `m`: the moment marked (monotonic ns, wall ms) while its note is typed.
     pending_mark: Option<(u64, u64)>,
     record_dir: Option<std::path::PathBuf>,
+    /// The kernel's BPF run statistics, held on while the probe-health view is open.
+    run_stats: Option<crate::bpf::prog_stats::RunStats>,
+}
+
+impl Live {
+    /// Turns the kernel's BPF run statistics on when the probe-health view opens (its events/s
+    /// and ns/run come from them) and off when it closes; says which on the view.
+    fn sync_run_stats(&mut self) {
+        let open = self.state.is_open(crate::ui::Body::ProbeHealth);
+        if open && self.state.run_stats.is_none() {
+            self.state.run_stats = Some(match crate::bpf::prog_stats::RunStats::enable() {
+                Ok(held) => {
+                    self.run_stats = Some(held);
+                    "kernel BPF run statistics on while this view is open (events/s, ns/run; \
+                     about 20 ns a run)"
+                        .into()
+                }
+                Err(e) => format!(
+                    "kernel BPF run statistics off (BPF_ENABLE_STATS: {e}): events/s and ns/run \
+                     need `sysctl kernel.bpf_stats_enabled=1` (about 20 ns a run)"
+                ),
+            });
+        } else if !open && self.state.run_stats.is_some() {
+            self.run_stats = None;
+            self.state.run_stats = None;
+        }
+    }
 }
 
 impl Screen for Live {
@@ -172,6 +200,7 @@ impl Screen for Live {
     }
 
     fn settle(&mut self) -> anyhow::Result<Step> {
+        self.sync_run_stats();
         // Resuming from pause or a new model while running: show the newest.
         if !self.state.paused && self.shown_seq != self.latest_seq {
             if let Some(model) = &self.latest {

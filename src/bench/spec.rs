@@ -171,12 +171,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 /// A size the way the user would write it: "4K", "1M", "1536" (exact; never rounded).
 pub fn size_label(bytes: u64) -> String {
-    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    format!("{bytes}")
+    crate::ui::format::exact_bytes(bytes)
 }
 
 /// Parses a comma-separated list with `item`, rejecting an empty list and duplicates.

@@ -5,7 +5,8 @@
 //! info but offers no accessor for that field, so it is read here with BPF_OBJ_GET_INFO_BY_FD.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aya_obj::generated::{bpf_cmd, bpf_prog_info};
 
@@ -58,6 +59,49 @@ pub fn prog_stats(prog: impl AsFd) -> io::Result<ProgStats> {
     })
 }
 
+/// While held, the kernel times every BPF program's runs (`BPF_ENABLE_STATS` with
+/// `BPF_STATS_RUN_TIME`, about 20 ns a run): the programs' `run_cnt` and `run_time_ns` move. The
+/// kernel counts the holders of such descriptors, so dropping it (or the process ending, however it
+/// ends) turns the statistics off again unless `kernel.bpf_stats_enabled` or another holder keeps
+/// them on.
+#[derive(Debug)]
+pub struct RunStats {
+    _fd: OwnedFd,
+}
+
+/// How many [`RunStats`] this process holds: while one is, [`StatsCache`] re-reads the counters at
+/// every sample (the sysctl does not show statistics turned on this way).
+static RUN_STATS_HELD: AtomicUsize = AtomicUsize::new(0);
+
+impl RunStats {
+    /// Turns the run statistics on (root, or CAP_SYS_ADMIN; Linux 5.8+).
+    pub fn enable() -> io::Result<RunStats> {
+        // `union bpf_attr`'s `enable_stats` member: { type }; BPF_STATS_RUN_TIME is 0.
+        let mut attr: u32 = 0;
+        // SAFETY: attr is a live u32, the size of the member the command reads.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                bpf_cmd::BPF_ENABLE_STATS as libc::c_long,
+                &mut attr as *mut u32,
+                std::mem::size_of::<u32>(),
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        RUN_STATS_HELD.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the kernel returned a new descriptor that nothing else owns.
+        Ok(RunStats { _fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) } })
+    }
+}
+
+impl Drop for RunStats {
+    fn drop(&mut self) {
+        RUN_STATS_HELD.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// How long [`StatsCache`] keeps the counters while statistics are off.
 pub const STATS_FRESH: std::time::Duration = crate::util::SLOW_REFRESH;
 
@@ -89,8 +133,11 @@ impl StatsCache {
         &self.last
     }
 
-    /// `kernel.bpf_stats_enabled` is not 0 (or cannot be read), as read at most [`STATS_FRESH`] ago.
+    /// This process holds a [`RunStats`], or `kernel.bpf_stats_enabled` is not 0 (or cannot be read), as read at most [`STATS_FRESH`] ago.
     fn stats_enabled(&mut self, now: std::time::Instant) -> bool {
+        if RUN_STATS_HELD.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
         if let Some((at, on)) = self.enabled {
             if now.duration_since(at) < STATS_FRESH {
                 return on;

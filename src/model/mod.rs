@@ -135,6 +135,7 @@ impl Model {
                 panes: panes::compute_reusing(&cur.bpf.status, &mut carried.panes),
                 maps_bytes: cur.bpf.maps.iter().map(|m| m.bytes).sum(),
                 maps: cur.bpf.maps.clone(),
+                runs: bpf::runs(prev, cur, secs),
             },
             io_processes,
             cache: page_cache::compute(prev, cur, secs),

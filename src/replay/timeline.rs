@@ -37,13 +37,21 @@ pub fn render(frame: &mut Frame, area: Rect, player: &Player, color: bool, utc_o
     } else if let Some(msg) = &player.message {
         format!(" {msg}")
     } else {
-        format!(
-            " {} #{}/{}  ←→ step PgUp/Dn ±1m Home/End Space play <> speed t go to{}",
-            format::clock(player.wall_unix_ms(pos), utc_offset_s),
-            pos + 1,
-            player.len(),
-            if player.marks.is_empty() { "" } else { " '\" mark" }
-        )
+        // The widest hint that leaves the bar its 10 cells: the speed and jump keys stay at 80
+        // columns (the wall clock and the sample number go first).
+        let clock = format::clock(player.wall_unix_ms(pos), utc_offset_s);
+        let (n, len) = (pos + 1, player.len());
+        let marks = if player.marks.is_empty() { "" } else { " '\" mark" };
+        let room = (area.width as usize).saturating_sub(left.iter().map(|s| s.width()).sum::<usize>() + 10);
+        [
+            format!(" {clock} #{n}/{len}  ←→ step PgUp/Dn ±1m Home/End Space play <> speed t go to{marks}"),
+            format!(" {clock} #{n}/{len}  ←→ PgUp/Dn step  <> speed  t go to{marks}"),
+            format!(" #{n}/{len} ←→ PgUp/Dn step <> speed t go to{marks}"),
+            format!(" ←→ PgUp/Dn step <> speed t go to{marks}"),
+        ]
+        .into_iter()
+        .find(|h| h.chars().count() <= room)
+        .unwrap_or_else(|| format!(" ←→ step <> speed{marks}"))
     };
     let used: usize = left.iter().map(|s| s.width()).sum();
     let right_w = right.chars().count();

@@ -66,7 +66,8 @@ fn render(view: &DeviceDetailView, frame: &mut Frame, area: Rect, ctx: &Context)
     };
     let summary = summary_lines(d, b, ctx);
     // The summary, latency table and flags always fit first; the histograms get what is left.
-    let fixed = summary.len() as u16 + 4 + 2;
+    // The summary, latency table (4), flags (2) and the blank line above the submitters (1).
+    let fixed = summary.len() as u16 + 4 + 2 + 1;
     let hist_h = histogram_height(b, inner.width >= WIDE).min(inner.height.saturating_sub(fixed));
     let [top, lat, flags, hists, _, subs] = Layout::vertical([
         Constraint::Length(summary.len() as u16),
@@ -326,7 +327,7 @@ fn flag_lines(b: &BlockDeviceModel, ctx: &Context) -> Vec<Line<'static>> {
     vec![Line::from(spans)]
 }
 
-/// A latency bucket's lower edge in µs, as text.
+/// A latency bucket's edge in µs, as text: "0", "512µs", "4ms", "2s".
 fn us_label(us: u64) -> String {
     match us {
         0 => "0".into(),
@@ -334,10 +335,6 @@ fn us_label(us: u64) -> String {
         us if us < 1_000_000 => format!("{}ms", us / 1000),
         us => format!("{}s", us / 1_000_000),
     }
-}
-
-fn size_label(bytes: u64) -> String {
-    format::human_bytes(bytes as f64)
 }
 
 /// A histogram to draw: title, read and write buckets, bucket label.
@@ -348,7 +345,7 @@ fn render_histograms(frame: &mut Frame, area: Rect, b: &BlockDeviceModel, ctx: &
     let wide = area.width >= WIDE;
     let mut specs: Vec<HistSpec> = vec![
         ("device time", &b.read.device_hist, &b.write.device_hist, us_label),
-        ("request size", &b.read.size_hist, &b.write.size_hist, size_label),
+        ("request size", &b.read.size_hist, &b.write.size_hist, format::exact_bytes),
     ];
     if wide {
         specs.push(("queue time", &b.read.queue_hist, &b.write.queue_hist, us_label));
@@ -360,8 +357,11 @@ fn render_histograms(frame: &mut Frame, area: Rect, b: &BlockDeviceModel, ctx: &
     }
 }
 
-/// One histogram as text: the range of non-empty buckets, a read bar and a write bar per bucket,
-/// scaled to the largest bucket of either.
+/// One histogram as text: a title, then a read bar and a write bar per bucket over the range of
+/// non-empty buckets, scaled to the largest bucket of either. When that range has more buckets
+/// than `height` leaves lines for, neighbouring buckets are merged (2, 4, 8… per line, aligned so
+/// a line keeps its range from one frame to the next) and each line is labelled with its range:
+/// the whole distribution stays on screen, in fewer, wider buckets.
 pub fn histogram_lines(
     name: &str,
     read: &[u64],
@@ -374,37 +374,51 @@ pub fn histogram_lines(
     let n = read.len().max(write.len());
     let get = |h: &[u64], i: usize| h.get(i).copied().unwrap_or(0);
     let nonzero: Vec<usize> = (0..n).filter(|&i| get(read, i) + get(write, i) > 0).collect();
-    let mut lines = vec![Line::from(Span::styled(format!("{name}  read | write"), theme.table_header()))];
     let (Some(&first), Some(&last)) = (nonzero.first(), nonzero.last()) else {
-        lines.push(Line::from(Span::styled("no requests", theme.dim())));
-        return lines;
+        return vec![
+            Line::from(Span::styled(format!("{name}  read | write"), theme.table_header())),
+            Line::from(Span::styled("no requests", theme.dim())),
+        ];
     };
-    // Keep the busiest part when there are more buckets than lines.
     let room = height.saturating_sub(1).max(1) as usize;
-    let (mut lo, mut hi) = (first, last);
-    while hi - lo + 1 > room {
-        if get(read, lo) + get(write, lo) <= get(read, hi) + get(write, hi) {
-            lo += 1;
-        } else {
-            hi -= 1;
-        }
+    let mut per_line = 1usize;
+    while last / per_line - first / per_line + 1 > room {
+        per_line *= 2;
     }
-    let max = (lo..=hi).map(|i| get(read, i).max(get(write, i))).max().unwrap_or(1).max(1);
-    let label_w = 6usize;
-    let count_w = 7usize;
-    let bar_w = ((width as usize).saturating_sub(label_w + 2 * count_w + 4) / 2).max(1);
+    // (label, read, write) per line.
+    let rows: Vec<(String, u64, u64)> = (first / per_line..=last / per_line)
+        .map(|g| {
+            let (lo, hi) = (g * per_line, (g * per_line + per_line - 1).min(n - 1));
+            let (r, w) = (lo..=hi).fold((0, 0), |(r, w), i| (r + get(read, i), w + get(write, i)));
+            let text = if per_line == 1 {
+                label(log2_bucket_range(lo).0)
+            } else {
+                let end = log2_bucket_range(hi).1;
+                let end = if end == u64::MAX { "∞".to_string() } else { label(end) };
+                format!("{}–{end}", label(log2_bucket_range(lo).0))
+            };
+            (text, r, w)
+        })
+        .collect();
+    let mut lines = vec![Line::from(Span::styled(format!("{name}  read | write"), theme.table_header()))];
+    let max = rows.iter().map(|&(_, r, w)| r.max(w)).max().unwrap_or(1).max(1);
+    let chars = |s: &str| s.chars().count();
+    let label_w = rows.iter().map(|(l, _, _)| chars(l)).max().unwrap_or(1);
+    let count_w = rows.iter().map(|&(_, r, w)| chars(&compact(r)).max(chars(&compact(w)))).max().unwrap_or(1);
+    // label, space, bar, space, count, two spaces, bar, space, count, and two spaces before the
+    // histogram on the right.
+    let bar_w = ((width as usize).saturating_sub(label_w + 2 * count_w + 7) / 2).max(1);
     let bar = |v: u64| {
-        let cells = ((v as f64 / max as f64) * bar_w as f64).ceil() as usize;
+        let cells = if v == 0 { 0 } else { ((v as f64 / max as f64) * bar_w as f64).ceil() as usize };
         format!("{:<bar_w$}", "█".repeat(cells.min(bar_w)))
     };
-    for i in lo..=hi {
-        let (r, w) = (get(read, i), get(write, i));
+    for (text, r, w) in rows {
         lines.push(Line::from(vec![
-            Span::raw(format!("{:>label_w$} ", label(log2_bucket_range(i).0))),
+            Span::raw(format!("{text:>label_w$} ")),
             Span::styled(bar(r), theme.good()),
-            Span::raw(format!("{:>count_w$} ", compact(r))),
+            Span::raw(format!(" {:>count_w$}  ", compact(r))),
             Span::styled(bar(w), theme.dirty()),
-            Span::raw(format!("{:>count_w$}", compact(w))),
+            Span::raw(format!(" {:>count_w$}", compact(w))),
         ]));
     }
     lines

@@ -17,6 +17,17 @@ pub enum Units {
 
 const BINARY_SUFFIXES: [&str; 6] = ["", "K", "M", "G", "T", "P"];
 
+/// A size exactly, in the binary units when it is a whole multiple of one: "4K", "1M", "1536"
+/// (request sizes, block sizes, histogram edges; never rounded).
+pub fn exact_bytes(bytes: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}")
+}
+
 /// Bytes (or bytes per second) in binary units: "512", "27.0K", "118M", "24.0G".
 /// One decimal below 100 of a unit, none above, so a value takes at most 5 characters.
 pub fn human_bytes(v: f64) -> String {

@@ -16,9 +16,9 @@ pub const KEYS: [(&str, &str); 23] = [
     ("Ctrl-Z", "suspend to the shell (fg resumes)"),
     ("?  F1", "this help (Esc closes it)"),
     ("Tab  S-Tab", "focus the next / previous pane"),
-    ("1 2 3 4", "focus memory / devices / processes / page cache"),
+    ("1 2 3 4", "focus memory / devices / processes / page cache. Devices: r/s w/s d/s f/s reads, writes, discards, flushes a second; rrqm/s wrqm/s merged; -sz average request size; _await ms a request; aqu-sz average queue length; inflt requests in flight now; bpf iss/s requests issued, p99 ms their latency, q ms time queued (eBPF)"),
     ("↑ ↓  j k", "select a row (also PgUp PgDn, Home g, End G); ← → show the columns a narrow table hides"),
-    ("z", "zoom the focused pane (devices: + queue settings); Esc unzooms"),
+    ("z", "zoom the focused pane (devices: + queue settings: sched I/O scheduler, ra_kb readahead KiB, nr_req queue size, rot rotational, max_kb largest request KiB, hwq hardware queues, lbs logical block size); Esc unzooms"),
     ("s  r", "sort the focused table (processes when memory has the focus) by the next column / reverse"),
     ("/", "filter processes by comm or pid; Enter keeps, Esc clears"),
     ("a  P  i", "show idle processes / partitions / idle loop+ram devices"),
@@ -28,7 +28,7 @@ pub const KEYS: [(&str, &str); 23] = [
     ("+ -", "sampling interval, 0.25 s … 60 s"),
     ("b", "baseline: panes show deltas against now; b again clears"),
     ("R  m", "record to ./ioscope-HOST-DATE.rec, R again stops / m: mark"),
-    ("Enter", "eBPF detail of the selected device; Esc closes"),
+    ("Enter", "eBPF detail of the selected device: q queue time (insert to issue), d device time (issue to done), p50/p95/p99 percentiles, d max≤ upper edge of the slowest bucket, sched% requests through the I/O scheduler; Esc closes"),
     ("e  d", "eBPF probe health / processes by disk I/O submitter (eBPF)"),
     ("f", "files by disk I/O (of the detail's device / selected process)"),
     ("w", "readahead: pages read ahead, used, wasted per file; Enter detail"),
@@ -160,4 +160,23 @@ pub fn render(
     }
     let scroll = (top.min(u16::MAX as usize) as u16, 0);
     frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).scroll(scroll), popup);
+}
+
+#[cfg(test)]
+mod abbreviation_tests {
+    use super::KEYS;
+
+    #[test]
+    fn the_devices_and_detail_abbreviations_are_explained_beside_their_keys() {
+        let said = |key: &str| KEYS.iter().find(|(k, _)| *k == key).map(|(_, what)| *what).unwrap();
+        for label in ["r/s", "rrqm/s", "-sz", "_await", "aqu-sz", "inflt", "bpf iss/s", "p99 ms", "q ms"] {
+            assert!(said("1 2 3 4").contains(label), "{label}");
+        }
+        for label in ["sched", "ra_kb", "nr_req", "rot", "max_kb", "hwq", "lbs"] {
+            assert!(said("z").contains(label), "{label}");
+        }
+        for label in ["q queue", "d device", "p99", "d max≤", "sched%"] {
+            assert!(said("Enter").contains(label), "{label}");
+        }
+    }
 }

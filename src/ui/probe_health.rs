@@ -74,10 +74,32 @@ fn render(frame: &mut Frame, area: Rect, title: &str, selection: &Selection, ctx
     };
     let programs = &model.bpf.programs;
     let health = model.bpf.block_health.as_ref();
+    // Where events/s and ns/run come from for the programs that count no events of their own.
+    let stats_note = match ctx.run_stats {
+        Some(word) if word.contains(" off ") => {
+            Some(Span::styled(word.to_string(), theme.level(Level::Warn)))
+        }
+        Some(word) => Some(Span::styled(word.to_string(), theme.dim())),
+        None if model.bpf.enabled && model.bpf.runs.is_empty() && !programs.is_empty() => Some(Span::styled(
+            "no BPF run statistics in these samples: events/s, ns/run need them (live, this view \
+             turns them on; or sysctl kernel.bpf_stats_enabled=1)",
+            theme.dim(),
+        )),
+        None => None,
+    };
+    // The note wraps at words: a little slack over its length in lines.
+    let note_h = stats_note
+        .as_ref()
+        .map_or(0, |n| (n.content.chars().count() + 12).div_ceil(inner.width.max(1) as usize));
+    let status_h = 1 + note_h as u16;
+    let status = match stats_note {
+        Some(note) => vec![status, Line::from(note)],
+        None => vec![status],
+    };
     // When the screen is short, the counters that never moved are left out (and said to be 0).
     let all_lost: Vec<&LostCounter> = health.map(|h| h.lost.iter().collect()).unwrap_or_default();
     let memory_rows = memory_rows(model).len();
-    let needed = 1
+    let needed = status_h as usize
         + programs.len()
         + 1
         + all_lost.len()
@@ -95,13 +117,13 @@ fn render(frame: &mut Frame, area: Rect, title: &str, selection: &Selection, ctx
     let lost_rows = lost.len() as u16;
     let map_rows = health.map_or(0, |h| h.maps.len()) as u16;
     // The programs take what the other tables leave (at least a few rows; they scroll).
-    let others = 1
+    let others = status_h
         + (lost_rows + 1)
         + if health.is_some() { map_rows + 1 } else { 0 }
         + (memory_rows as u16 + u16::from(memory_rows > 0));
     let prog_h = (programs.len() as u16 + 1).min(inner.height.saturating_sub(others).max(6));
     let [status_area, prog_area, lost_area, map_area, memory_area] = Layout::vertical([
-        Constraint::Length(1),
+        Constraint::Length(status_h),
         Constraint::Length(prog_h),
         Constraint::Length(lost_rows + 1),
         Constraint::Length(if health.is_some() { map_rows + 1 } else { 0 }),
@@ -116,6 +138,8 @@ fn render(frame: &mut Frame, area: Rect, title: &str, selection: &Selection, ctx
     let u = ctx.units;
     // Programs: the block probes' event counts where known (the foundation's counter has none).
     let events = |name: &str| health.and_then(|h| h.programs.iter().find(|p| p.program == name));
+    // Every program's runs over the interval while the kernel's run statistics are on.
+    let runs = |name: &str| model.bpf.runs.iter().find(|r| r.program == name);
     let mut cols = vec![
         col("program", 0, programs.iter().map(|p| (p.program.clone(), Style::new())).collect())
             .left()
@@ -159,7 +183,13 @@ fn render(frame: &mut Frame, area: Rect, title: &str, selection: &Selection, ctx
             programs
                 .iter()
                 .map(|p| {
-                    (events(&p.program).map_or("-".into(), |e| format::count(e.events_s, u)), Style::new())
+                    // While the statistics are on, a program missing from the runs did not run.
+                    let stats_on = !model.bpf.runs.is_empty();
+                    let per_s = events(&p.program)
+                        .map(|e| e.events_s)
+                        .or(runs(&p.program).map(|r| r.runs_s))
+                        .or(stats_on.then_some(0.0));
+                    (per_s.map_or("-".into(), |v| format::count(v, u)), Style::new())
                 })
                 .collect(),
         ),
@@ -182,9 +212,13 @@ fn render(frame: &mut Frame, area: Rect, title: &str, selection: &Selection, ctx
                 .iter()
                 .map(|p| {
                     // The interval's (block programs), else the average since start.
-                    let ns = events(&p.program).and_then(|e| e.ns_per_run).or_else(|| {
-                        (p.run_cnt > 0 && p.run_time_ns > 0).then(|| p.run_time_ns as f64 / p.run_cnt as f64)
-                    });
+                    let ns = events(&p.program)
+                        .and_then(|e| e.ns_per_run)
+                        .or(runs(&p.program).and_then(|r| r.ns_per_run))
+                        .or_else(|| {
+                            (p.run_cnt > 0 && p.run_time_ns > 0)
+                                .then(|| p.run_time_ns as f64 / p.run_cnt as f64)
+                        });
                     (ns.map_or("-".into(), |ns| format!("{ns:.0}")), Style::new())
                 })
                 .collect(),

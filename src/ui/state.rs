@@ -118,6 +118,9 @@ pub struct UiState {
     pub message: Option<String>,
     /// True in `ioscope replay`: the help shows the player's keys.
     pub replay: bool,
+    /// The live mode's word on the kernel's BPF run statistics, which it turns on while the
+    /// probe-health view is open (None: this mode does not, or the view is closed).
+    pub run_stats: Option<String>,
     /// Each view's own state, kept while it is closed.
     pub views: Views,
 }
@@ -161,6 +164,7 @@ impl UiState {
             recording: None,
             message: None,
             replay: false,
+            run_stats: None,
             views: Views::default(),
         }
     }
@@ -460,6 +464,7 @@ impl UiState {
             editing_filter: self.editing_filter(),
             cgroup_filter: self.cgroup_filter.as_ref(),
             zoomed: views.stack.zoomed,
+            run_stats: self.run_stats.as_deref(),
             ..Context::new(model, &self.history)
         };
         ctx.device = views.devices.selected(model);

@@ -80,6 +80,8 @@ pub struct Context<'a> {
     pub pid: Option<u32>,
     /// The whole terminal.
     pub screen: Rect,
+    /// The live mode's word on the kernel's BPF run statistics (UiState::run_stats).
+    pub run_stats: Option<&'a str>,
 }
 
 impl<'a> Context<'a> {
@@ -98,6 +100,7 @@ impl<'a> Context<'a> {
             device: None,
             pid: None,
             screen: Rect::default(),
+            run_stats: None,
         }
     }
 

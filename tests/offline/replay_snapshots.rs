@@ -279,3 +279,16 @@ fn replay_help_lists_the_player_keys() {
     assert!(!help.contains("sampling interval"), "live-only keys are left out: {help}");
     insta::assert_snapshot!("replay_help_100x30", help);
 }
+
+#[test]
+fn replay_footer_keeps_the_speed_and_jump_keys_at_80_columns() {
+    for w in [60, 80, 120] {
+        let s = screen(V1, 2, w, 24, |_| {});
+        let footer = s.lines().last().unwrap();
+        assert!(footer.contains("<> speed") && footer.contains("←→"), "{w}: {footer}");
+        assert!(!footer.contains('…'), "{w}: the hint is cut: {footer}");
+        if w >= 80 {
+            assert!(footer.contains("PgUp/Dn") && footer.contains("t go to"), "{w}: {footer}");
+        }
+    }
+}

@@ -165,6 +165,52 @@ fn block_device_detail_160x48() {
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &detail_state(1), 160, 48));
 }
 
+fn wide_detail(width: u16, height: u16) -> String {
+    screen(&block_box::wide_histograms(), &detail_state(1), width, height)
+}
+
+// Histograms with more buckets than lines: merged into wider buckets at 80x24, every bucket on its
+// own line when there is room; the counts beside their bars at every width.
+#[test]
+fn device_detail_wide_histograms_80x24() {
+    insta::assert_snapshot!(wide_detail(80, 24));
+}
+
+#[test]
+fn device_detail_wide_histograms_120x40() {
+    insta::assert_snapshot!(wide_detail(120, 40));
+}
+
+#[test]
+fn device_detail_wide_histograms_230x50() {
+    insta::assert_snapshot!(wide_detail(230, 50));
+}
+
+#[test]
+fn device_detail_histograms_show_every_count_and_use_the_width() {
+    for (w, h) in [(120, 40), (200, 60), (230, 50)] {
+        let s = wide_detail(w, h);
+        // The 8K write bucket and the 4K read bucket, each count whole beside its bar.
+        let row =
+            s.lines().find(|l| l.contains(" 8K ")).unwrap_or_else(|| panic!("no 8K row at {w}x{h}:\n{s}"));
+        assert!(row.contains(" 123.5k "), "{w}x{h}: {row}");
+        let row = s.lines().find(|l| l.contains(" 4K ")).unwrap();
+        assert!(row.contains(" 81.9k "), "{w}x{h}: {row}");
+        // The histograms use the width: their rows reach the right tenth of the screen.
+        let reach =
+            s.lines().filter(|l| l.contains('█')).map(|l| l.trim_end_matches([' ', '"']).chars().count());
+        assert!(
+            reach.max().unwrap() as u16 >= w * 9 / 10,
+            "{w}x{h}: histograms leave the right side empty\n{s}"
+        );
+    }
+    // At 80x24 the lines do not hold every bucket: wider buckets, the whole range still shown.
+    let s = wide_detail(80, 24);
+    assert!(s.contains("8µs–32µs "), "the fastest requests are shown: {s}");
+    assert!(s.contains("32ms–131ms "), "the slowest requests are shown: {s}");
+    assert!(s.contains(" 4K ") && s.contains(" 1M "), "every request size is shown: {s}");
+}
+
 #[test]
 fn block_device_detail_mismatch_and_util_note_80x24() {
     // loop0: eBPF saw 20 MB where diskstats counted 26.2 MiB; non-rotational, so %util misleads.
@@ -182,6 +228,56 @@ fn block_probe_health_80x24() {
     let mut s = state();
     s.open(Body::ProbeHealth);
     insta::assert_snapshot!(screen(&block_box::busy_with_block(), &s, 80, 24));
+}
+
+/// block_box's model with a program that counts no events of its own (a files probe), whose runs
+/// the kernel's run statistics give.
+fn with_files_program(runs: bool) -> ioscope::model::Model {
+    let mut m = block_box::busy_with_block();
+    let mut programs = (*m.bpf.programs).clone();
+    programs.push(ioscope::sample::BpfProgramStatus {
+        program: "files_vfs_read".into(),
+        tracepoint: "syscalls:sys_exit_read".into(),
+        attached: true,
+        mechanism: "tracepoint".into(),
+        run_cnt: 90_000,
+        run_time_ns: 2_700_000,
+        ..Default::default()
+    });
+    m.bpf.programs = programs.into();
+    if runs {
+        m.bpf.runs = vec![ioscope::model::bpf::ProgramRuns {
+            program: "files_vfs_read".into(),
+            runs_s: 4321.0,
+            ns_per_run: Some(31.0),
+        }];
+    }
+    m
+}
+
+// Live, the view turns the kernel's run statistics on while it is open: events/s and ns/run of
+// every program; where they are off (a replay without them), it says how to turn them on.
+#[test]
+fn probe_health_run_stats_on_120x40() {
+    let mut s = state();
+    s.open(Body::ProbeHealth);
+    s.run_stats = Some(
+        "kernel BPF run statistics on while this view is open (events/s, ns/run; about 20 ns a run)".into(),
+    );
+    let text = screen(&with_files_program(true), &s, 120, 40);
+    let row = text.lines().find(|l| l.contains("files_vfs_read")).unwrap();
+    assert!(row.contains("4321") && row.contains(" 31 "), "{row}");
+    assert!(!text.contains("bpf_stats_enabled=1"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn probe_health_run_stats_off_says_how_80x24() {
+    let mut s = state();
+    s.open(Body::ProbeHealth);
+    let text = screen(&with_files_program(false), &s, 80, 24);
+    assert!(text.contains("bpf_stats_enabled=1"), "{text}");
+    insta::assert_snapshot!(text);
 }
 
 #[test]
