@@ -48,7 +48,10 @@ impl Demo {
         assert_eq!(self.rec.marks.len(), marks, "{name}: one mark per step of the story");
         let last = self.models.last().expect("samples");
         let attached = last.bpf.programs.iter().filter(|p| p.attached).count();
-        assert!(last.bpf.enabled && attached >= 10, "{name}: eBPF on with its programs, got {attached} attached");
+        assert!(
+            last.bpf.enabled && attached >= 10,
+            "{name}: eBPF on with its programs, got {attached} attached"
+        );
         for pane in panes {
             let fed = self.count(|m| match *pane {
                 "cache" => m.cache.is_some(),
@@ -81,31 +84,30 @@ fn loop_dev(m: &Model) -> Option<&ioscope::model::DeviceModel> {
 #[test]
 fn cold_vs_warm_read_shows_dd_from_disk_then_from_cache() {
     let d = demo("cold-vs-warm-read.rec");
-    d.common(2, &["cache", "files"]);
     let dd = |m: &Model| m.processes.iter().filter(|p| &*p.comm == "dd").cloned().collect::<Vec<_>>();
     // Cold: dd's reads come from the disk (read_bytes ≈ rchar).
-    let cold = d.count(|m| {
-        dd(m).iter().any(|p| p.rchar_s > 10.0 * MIB && p.read_bytes_s >= 0.9 * p.rchar_s)
-    });
+    let cold = d.count(|m| dd(m).iter().any(|p| p.rchar_s > 10.0 * MIB && p.read_bytes_s >= 0.9 * p.rchar_s));
     // Warm: dd reads the same file from the page cache: fast, no disk reads.
-    let warm = d.count(|m| {
-        dd(m).iter().any(|p| p.rchar_s > 100.0 * MIB && p.read_bytes_s <= 0.01 * p.rchar_s)
-    });
+    let warm =
+        d.count(|m| dd(m).iter().any(|p| p.rchar_s > 100.0 * MIB && p.read_bytes_s <= 0.01 * p.rchar_s));
     assert!(cold >= 10, "dd reads from the disk in {cold} intervals");
     assert!(warm >= 5, "dd reads from the cache in {warm} intervals");
-    let first_warm = d.models.iter().position(|m| {
-        dd(m).iter().any(|p| p.rchar_s > 100.0 * MIB && p.read_bytes_s <= 0.01 * p.rchar_s)
-    });
-    let last_cold = d.models.iter().rposition(|m| {
-        dd(m).iter().any(|p| p.rchar_s > 10.0 * MIB && p.read_bytes_s >= 0.9 * p.rchar_s)
-    });
+    let first_warm = d
+        .models
+        .iter()
+        .position(|m| dd(m).iter().any(|p| p.rchar_s > 100.0 * MIB && p.read_bytes_s <= 0.01 * p.rchar_s));
+    let last_cold = d
+        .models
+        .iter()
+        .rposition(|m| dd(m).iter().any(|p| p.rchar_s > 10.0 * MIB && p.read_bytes_s >= 0.9 * p.rchar_s));
     assert!(last_cold < first_warm, "cold first, then warm");
+    // What every demo needs, checked last so that an older recording shows what its story lacks.
+    d.common(2, &["cache", "files"]);
 }
 
 #[test]
 fn small_vs_large_writes_show_high_util_either_way() {
     let d = demo("small-vs-large-writes.rec");
-    d.common(2, &[]);
     let busy = |m: &Model, lo: f64, hi: f64| {
         loop_dev(m).is_some_and(|l| l.util >= 90.0 && (lo..hi).contains(&l.wareq_sz) && l.aqu_sz >= 1.0)
     };
@@ -113,12 +115,13 @@ fn small_vs_large_writes_show_high_util_either_way() {
     let large = d.count(|m| busy(m, 256.0, 1e9));
     assert!(small >= 10, "%util ≥ 90 with ≤ 8 KiB writes and a queue in {small} intervals");
     assert!(large >= 10, "%util ≥ 90 with ≥ 256 KiB writes and a queue in {large} intervals");
+    // What every demo needs, checked last so that an older recording shows what its story lacks.
+    d.common(2, &[]);
 }
 
 #[test]
 fn dirty_threshold_stall_shows_throttled_writers_and_a_long_fsync() {
     let d = demo("dirty-threshold-stall.rec");
-    d.common(2, &["cache", "syncs", "files"]);
     // dd, the big writer, most of the time; the small writer too, when it dirties a page while
     // dirty memory is over the limit.
     for (who, least) in [("dd", 10), ("wal-writer", 1)] {
@@ -133,22 +136,27 @@ fn dirty_threshold_stall_shows_throttled_writers_and_a_long_fsync() {
             && (s.max_s >= 2.0 || s.running_s >= 2.0)
     });
     assert!(long_fsync, "dd's fsync of .../big lasts over 2 s, with its path");
+    // What every demo needs, checked last so that an older recording shows what its story lacks.
+    d.common(2, &["cache", "syncs", "files"]);
 }
 
 #[test]
 fn readahead_waste_shows_its_hint() {
     let d = demo("readahead-waste.rec");
-    d.common(2, &["readahead", "files", "cache"]);
     let hinted = d.count(|m| {
-        m.readahead.as_ref().is_some_and(|r| r.hints.iter().any(|h| h.contains("lower read_ahead_kb on loop")))
+        m.readahead
+            .as_ref()
+            .is_some_and(|r| r.hints.iter().any(|h| h.contains("lower read_ahead_kb on loop")))
     });
     assert!(hinted >= 10, "the readahead hint shows in {hinted} intervals");
     let wasted = d.count(|m| {
-        m.readahead.as_ref().is_some_and(|r| {
-            r.files.iter().any(|f| f.path.ends_with("/table.db") && f.wasted_pages >= 256)
-        })
+        m.readahead
+            .as_ref()
+            .is_some_and(|r| r.files.iter().any(|f| f.path.ends_with("/table.db") && f.wasted_pages >= 256))
     });
     assert!(wasted >= 10, "table.db wastes read-ahead pages in {wasted} intervals");
+    // What every demo needs, checked last so that an older recording shows what its story lacks.
+    d.common(2, &["readahead", "files", "cache"]);
 }
 
 #[test]
@@ -156,7 +164,6 @@ fn readahead_waste_shows_its_hint() {
             programs attach): re-record iowait-who-waits.rec once it does, then run with --ignored"]
 fn iowait_shows_who_waits_for_what() {
     let d = demo("iowait-who-waits.rec");
-    d.common(1, &["waits", "cache", "syncs"]);
     for (who, cause) in [("backup", "page_cache_read"), ("db-query", "direct_io"), ("wal-writer", "sync")] {
         let n = d.count(|m| {
             m.iowait.as_ref().is_some_and(|w| {
@@ -169,4 +176,6 @@ fn iowait_shows_who_waits_for_what() {
         });
         assert!(n >= 10, "{who} blocked on the disk mostly for {cause} in {n} intervals");
     }
+    // What every demo needs, checked last so that an older recording shows what its story lacks.
+    d.common(1, &["waits", "cache", "syncs"]);
 }
