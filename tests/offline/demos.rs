@@ -63,14 +63,16 @@ impl Demo {
             });
             assert!(fed >= 10, "{name}: the {pane} pane has data in {fed} intervals");
         }
-        // The project's test binaries (`live-<hash>`, `offline-<hash>`) and its benchmark jobs
-        // (`live_bench_fio-…`) would be other work in the picture, not the story.
+        // The project's live tests and benchmark jobs (`live-<hash>`, `live_bench_fio-…`) would be
+        // other I/O in the picture, not the story: the recordings are made holding the live-test
+        // lock. (Offline test binaries, which other work on a shared machine runs without the
+        // lock, may show up.)
         for m in &self.models {
             for p in &m.processes {
                 let c = &*p.comm;
                 assert!(
-                    !(c.starts_with("live-") || c.starts_with("live_") || c.starts_with("offline-")),
-                    "{name}: a test process in the picture: {c}"
+                    !(c.starts_with("live-") || c.starts_with("live_")),
+                    "{name}: a live test in the picture: {c}"
                 );
             }
         }
