@@ -104,7 +104,7 @@ impl Serialize for Doc<'_> {
 impl Serialize for Bpf<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let b = self.bpf;
-        let mut st = s.serialize_struct("BpfModel", 7)?;
+        let mut st = s.serialize_struct("BpfModel", 8)?;
         st.serialize_field("enabled", &b.enabled)?;
         st.serialize_field("reason", &b.reason)?;
         st.serialize_field("programs", self.programs)?;
@@ -112,6 +112,7 @@ impl Serialize for Bpf<'_> {
         st.serialize_field("panes", self.panes)?;
         st.serialize_field("maps_bytes", &b.maps_bytes)?;
         st.serialize_field("maps", self.maps)?;
+        st.serialize_field("runs", &b.runs)?;
         st.end()
     }
 }
@@ -180,6 +181,7 @@ mod tests {
         full.iowait = Some(Default::default());
         full.readahead = Some(Default::default());
         full.block_files = Some(Default::default());
+        full.bpf.runs = vec![crate::model::bpf::ProgramRuns { program: "a".into(), ..Default::default() }];
         let plain = serde_json::to_string(&full).unwrap();
         assert!(plain.contains("\"iowait\":{"), "{plain}");
         assert_eq!(lines(w, &full), plain);

@@ -232,7 +232,7 @@ impl Anonymizer {
     }
 
     /// A command line, word by word: the program like a process name (or a path), paths as
-    /// paths, option names (`-x`, `--name`, the `key` of `key=value`) and numbers kept, every
+    /// paths, option names (`-x`, `--name`, the `key` of `--key=value`, dd's operand keys) and numbers kept, every
     /// other word replaced.
     pub fn cmdline(&mut self, cmdline: &str) -> String {
         let mut out = Vec::new();
@@ -255,7 +255,7 @@ impl Anonymizer {
             return word.to_string();
         }
         if let Some((key, value)) = word.split_once('=') {
-            let key_kept = is_option_name(key) || is_word(key);
+            let key_kept = is_option_name(key) || DD_OPERANDS.contains(&key);
             if key_kept {
                 return format!("{key}={}", self.arg_value(value));
             }
@@ -429,6 +429,11 @@ fn is_option_name(w: &str) -> bool {
             && n.as_bytes()[0].is_ascii_alphabetic()
     })
 }
+
+/// The keys of dd's `key=value` operands, kept as option names are; any other bare `key=value`
+/// argument is a name (a compiler's `--extern serde_json=PATH` names a crate), replaced whole.
+const DD_OPERANDS: [&str; 12] =
+    ["if", "of", "bs", "ibs", "obs", "cbs", "count", "skip", "seek", "conv", "iflag", "oflag"];
 
 /// A short lowercase word, as option keys are (`if`, `bs`, `count` of dd's `key=value`).
 fn is_word(w: &str) -> bool {
@@ -884,6 +889,9 @@ mod tests {
             "proc1 if=/dir2/file3.raw of=/dev/null bs=1M count=100 --secret-flag=arg4 -q arg5"
         );
         assert_eq!(a.comm("dd"), "proc1");
+        // A bare key=value that is not dd's names something (a crate, a variable): replaced whole.
+        let rustc = Anonymizer::new(&[]).cmdline("rustc --extern serde_json=/t/libserde_json.rlib SECRET_TOKEN=x");
+        assert!(!rustc.contains("serde") && !rustc.contains("SECRET"), "{rustc}");
         let mut h = RecordingHeader {
             hostname: "db-prod-7".into(),
             command: "/usr/bin/ioscope record -o /home/bob/x.rec".into(),

@@ -22,6 +22,7 @@ mod block_text;
 mod cache_json_keys;
 mod cli;
 mod compare_pairs;
+mod demos;
 mod docs;
 mod fuzz_readers;
 mod headless;

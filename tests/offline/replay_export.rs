@@ -114,7 +114,7 @@ fn keys_are_pressed_before_the_first_frame_and_from_to_bound_the_frames() {
     let d = export::draw(Recording::open(&file).unwrap(), &file, None, None, &at, 0).unwrap();
     let svg = d.svg.unwrap();
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\"") && svg.ends_with("</svg>\n"));
-    assert!(svg.contains(">0:05/0:16</tspan>"), "{svg}");
+    assert!(svg.contains(">0:05/1:15</tspan>"), "{svg}");
 }
 
 #[test]

@@ -114,12 +114,12 @@ const READAHEAD: &str = "assets/demo/readahead-waste.rec";
 #[test]
 fn demo_cold_vs_warm_read() {
     let all = models(COLD_WARM);
-    // Cold: dd's reads come from the disk (read_bytes ≈ rchar). Warm: cat reads the same file
+    // Cold: dd's reads come from the disk (read_bytes ≈ rchar). Warm: dd reads the same file
     // from the page cache, many times faster, with no disk reads.
     let cold = argmax(&all, |m| reader(m).filter(|p| &*p.comm == "dd").map_or(0.0, |p| p.read_bytes_s));
     let warm = argmax(&all, |m| reader(m).map_or(0.0, |p| p.cache_estimate_bytes_s));
     let (c, w) = (reader(&all[cold - 1].1).unwrap(), reader(&all[warm - 1].1).unwrap());
-    assert!(c.read_bytes_s > 100e6 && c.read_bytes_s > 0.8 * c.rchar_s, "cold: {c:?}");
+    assert!(c.read_bytes_s > 20e6 && c.read_bytes_s > 0.8 * c.rchar_s, "cold: {c:?}");
     assert!(w.rchar_s > 2.0 * c.rchar_s && w.read_bytes_s < 0.05 * w.rchar_s, "warm: {w:?}");
     assert!(warm > cold);
     let filter = |s: &mut UiState| {
@@ -163,8 +163,8 @@ fn demo_dirty_threshold_stall() {
         }
     });
     let m = &all[pos - 1].1.memory;
-    // Past the background threshold: the flushers write and dd is throttled against 96 MiB.
-    assert_eq!(m.dirty_threshold, 96 << 20);
+    // Past the background threshold: the flushers write and dd is throttled against 256 MiB.
+    assert_eq!(m.dirty_threshold, 256 << 20);
     assert!(m.dirty + m.writeback > m.dirty_background_threshold, "{m:?}");
     insta::assert_snapshot!(
         "demo_dirty_stall_160x48",
@@ -182,32 +182,37 @@ fn table_db(m: &ioscope::model::Model) -> Option<&ioscope::model::readahead::RaF
 fn demo_readahead_waste() {
     let all = models(READAHEAD);
     let ra = |m: &ioscope::model::Model| table_db(m).map_or(0, |f| f.ra_pages);
+    let used = |m: &ioscope::model::Model| table_db(m).map_or(0, |f| f.used_pages);
     let loop0 = |m: &ioscope::model::Model| m.devices.iter().find(|d| d.name == "loop0").cloned().unwrap();
-    // The moment: the file's read-around pages evicted unused (POSIX_FADV_DONTNEED, as reclaim).
-    let pos = argmax(&all, |m| table_db(m).map_or(0.0, |f| f.wasted_pages as f64));
+    // Mark 2 starts the touches with MADV_RANDOM: the models before it are the touches without.
+    let rec = Recording::open(&path(READAHEAD)).unwrap();
+    let second = rec.marks[1].mono_ns;
+    let split = rec.mono_ns().iter().position(|&t| t > second).unwrap();
+    let (before, after) = (&all[..split - 1], &all[split..]);
+    // The moment: one of the drops (POSIX_FADV_DONTNEED, as reclaim), the file's read-around pages
+    // evicted unused.
+    let pos = argmax(before, |m| table_db(m).map_or(0.0, |f| f.wasted_pages as f64));
     let f = table_db(&all[pos - 1].1).unwrap();
-    // Before it, 3,000 random 4 KiB touches through the mapping with no hint: read-around
-    // brought in several times the 3,000 pages asked for, and the disk read mostly readahead.
-    let before = &all[..pos - 1];
+    // Random 4 KiB touches through the mapping with no hint: read-around brings in many times the
+    // pages used, and the disk reads mostly readahead.
     let read_ahead: u64 = before.iter().map(|(_, m)| ra(m)).sum();
-    assert!(read_ahead > 5 * 3000, "pages read ahead for 3,000 touches: {read_ahead}");
+    let used_before: u64 = before.iter().map(|(_, m)| used(m)).sum();
+    assert!(read_ahead > 5 * used_before, "read ahead {read_ahead}, used {used_before}");
     let peak = argmax(before, |m| ra(m) as f64);
     let (d, share) = (loop0(&all[peak - 1].1), all[peak - 1].1.readahead.as_ref().unwrap());
     let dev_ra = share.devices.iter().find(|d| d.name == "loop0").unwrap();
     assert!(dev_ra.ra_read_share_pct.unwrap() > 75.0 && d.rareq_sz > 32.0, "{d:?} {dev_ra:?}");
-    // The eviction: a good part of it was never used, and the view says so.
-    assert!(f.wasted_pages > 0 && f.wasted_pages as f64 > 0.2 * read_ahead as f64, "{f:?}");
-    assert_eq!(f.waste_pct, Some(100.0), "{f:?}");
+    // The eviction: most of it was never used, and the view says so.
+    assert!(f.wasted_pages > 1000 && f.waste_pct.is_some_and(|w| w > 80.0), "{f:?}");
     let hints = &all[pos - 1].1.readahead.as_ref().unwrap().hints;
     assert!(
         hints.iter().any(|h| h.contains("table.db") && h.contains("lower read_ahead_kb on loop0")),
         "{hints:?}"
     );
-    // After it, the same touches with MADV_RANDOM: the disk reads 4 KiB pages, readahead is gone.
-    let after = &all[pos..];
+    // After mark 2, the same touches with MADV_RANDOM: the disk reads 4 KiB pages, readahead is gone.
     let busiest = argmax(after, |m| loop0(m).r_s);
     let (d, m) = (loop0(&all[busiest - 1].1), &all[busiest - 1].1);
-    assert!(d.r_s > 200.0 && d.rareq_sz <= 8.0, "{d:?}");
+    assert!(d.r_s > 50.0 && d.rareq_sz <= 8.0, "{d:?}");
     let ra_after: u64 = after.iter().map(|(_, m)| ra(m)).sum();
     assert!(ra_after * 10 < read_ahead, "read ahead before {read_ahead}, after {ra_after}");
     assert_eq!(ra(m), 0, "{:?}", table_db(m));
@@ -250,12 +255,18 @@ fn baseline_deltas_and_recording_indicator() {
 fn compare_screen(w: u16, h: u16, view: &mut ioscope::compare::tui::CompareView) -> String {
     use ioscope::compare::{self, CompareOptions, RangeSpec};
     let spec = |r: &str| RangeSpec::parse(&format!("{}{r}", path(SMALL_LARGE).display())).unwrap();
-    let opts =
-        CompareOptions { a: spec("@..6"), b: spec("@8.."), json: false, top: 15, text: false, color: false };
+    let opts = CompareOptions {
+        a: spec("@mark:1..mark:2"),
+        b: spec("@mark:2.."),
+        json: false,
+        top: 15,
+        text: false,
+        color: false,
+    };
     let mut c = compare::build(&opts).unwrap();
     // The sources are absolute paths of this checkout: keep the snapshot independent of it.
-    c.a.source = "small-vs-large-writes.rec@..0:06".into();
-    c.b.source = "small-vs-large-writes.rec@0:08..".into();
+    c.a.source = "small-vs-large-writes.rec@mark:1..mark:2".into();
+    c.b.source = "small-vs-large-writes.rec@mark:2..".into();
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| compare::tui::draw(f, &c, view)).unwrap();
     t.backend().to_string()
