@@ -1052,7 +1052,10 @@ fn iowait_direct(mon: &Monitor) -> Result<String, String> {
         std::thread::spawn(move || -> Result<_, String> {
             // SAFETY: no preconditions.
             let tid = unsafe { libc::gettid() };
-            let param = libc::sched_param { sched_priority: 1 };
+            // Zeroed, then the priority: musl's sched_param has more fields than glibc's.
+            // SAFETY: an all-zero sched_param is valid.
+            let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+            param.sched_priority = 1;
             // SAFETY: `param` outlives the call; pid 0 is the calling thread.
             let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
             let f = std::fs::OpenOptions::new()
