@@ -1037,8 +1037,10 @@ const IOWAIT_JOB: Duration = Duration::from_secs(2);
 /// with the fair class's delayed dequeue (6.12+; src/model/README.md, "I/O wait").
 fn iowait_direct(mon: &Monitor) -> Result<String, String> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    let path = format!("{EXT4}/iowait64");
-    run_pid("dd", &["if=/dev/zero", &format!("of={path}"), "bs=1M", "count=64", "conv=fsync"])?;
+    // 16 MiB: the earlier checks' files fill most of the lab's ext4 disk. O_DIRECT reads bypass
+    // the page cache, so a block read twice is read from the disk twice.
+    let path = format!("{EXT4}/iowait16");
+    run_pid("dd", &["if=/dev/zero", &format!("of={path}"), "bs=1M", "count=16", "conv=fsync"])?;
     let sysctl = "/proc/sys/kernel/task_delayacct";
     let saved = std::fs::read_to_string(sysctl).ok();
     let switched = saved.is_some() && std::fs::write(sysctl, "1").is_ok();
@@ -1096,6 +1098,7 @@ fn iowait_direct(mon: &Monitor) -> Result<String, String> {
     if let (true, Some(v)) = (switched, saved) {
         let _ = std::fs::write(sysctl, v.trim());
     }
+    let _ = std::fs::remove_file(&path);
     let (tid, fifo, da_ticks, wall, reads) = job?;
     let pid = u64::from(std::process::id());
     let rows: Vec<Value> = reports
