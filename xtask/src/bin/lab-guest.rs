@@ -1127,7 +1127,7 @@ fn iowait_direct(mon: &Monitor) -> Result<String, String> {
     // USER_HZ: field 42 is in clock ticks of 1/100 s on every kernel the lab runs.
     let da = da_ticks.map(|t| t as f64 / 100.0);
     let detail = format!(
-        "thread {tid} (SCHED_FIFO {fifo}): {reads} O_DIRECT 4 KiB preads in {wall:.3} s; ioscope blocked          {waited:.3} s ({:.1} % of the wall time), direct_io {:.1} % of it; delay accounting {}          (task_delayacct switched on: {switched})",
+        "thread {tid} (SCHED_FIFO {fifo}): {reads} O_DIRECT 4 KiB preads in {wall:.3} s; ioscope blocked {waited:.3} s ({:.1} % of the wall time), direct_io {:.1} % of it; delay accounting {} (task_delayacct switched on: {switched})",
         100.0 * waited / wall,
         100.0 * share,
         da.map_or("unreadable".to_string(), |d| format!("{d:.2} s")),
