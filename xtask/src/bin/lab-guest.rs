@@ -1059,7 +1059,10 @@ fn iowait_direct(mon: &Monitor) -> Result<String, String> {
             let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
             param.sched_priority = 1;
             // SAFETY: `param` outlives the call; pid 0 is the calling thread.
-            let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+            let fifo = match unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } {
+                0 => "on".to_string(),
+                _ => format!("refused: {}", std::io::Error::last_os_error()),
+            };
             let f = std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_DIRECT)
