@@ -1058,11 +1058,13 @@ fn iowait_direct(mon: &Monitor) -> Result<String, String> {
             // SAFETY: an all-zero sched_param is valid.
             let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
             param.sched_priority = 1;
+            // The system call itself: musl's sched_setscheduler() is a stub returning ENOSYS.
             // SAFETY: `param` outlives the call; pid 0 is the calling thread.
-            let fifo = match unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } {
-                0 => "on".to_string(),
-                _ => format!("refused: {}", std::io::Error::last_os_error()),
-            };
+            let fifo =
+                match unsafe { libc::syscall(libc::SYS_sched_setscheduler, 0, libc::SCHED_FIFO, &param) } {
+                    0 => "on".to_string(),
+                    _ => format!("refused: {}", std::io::Error::last_os_error()),
+                };
             let f = std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_DIRECT)
