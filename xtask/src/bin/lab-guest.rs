@@ -1016,6 +1016,135 @@ fn syncs_and_cgroups(s: &mut Suite, mon: &Monitor, status: Option<&Value>) {
         );
         ok.then_some(detail.clone()).ok_or(detail)
     });
+
+    // I/O wait: a thread of this guest blocked on direct reads (tests/live/live_iowait.rs's job).
+    if s.selected("iowait") {
+        let got = iowait_direct(mon);
+        s.feature("iowait", status, || got);
+    }
+}
+
+/// The I/O-wait check's job: 4 KiB `O_DIRECT` random `pread(2)`s, one at a time, for this long
+/// (`fio --rw=randread --bs=4k --direct=1 --iodepth=1`, as tests/live/live_iowait.rs's).
+const IOWAIT_JOB: Duration = Duration::from_secs(2);
+
+/// ioscope's blocked time for a thread of this guest doing [`IOWAIT_JOB`] on the ext4 disk
+/// (`iowait.processes[].threads[]`, summed over the reports around it): at most the job's wall
+/// time; against the thread's own delay accounting (field 42 of `/proc/self/task/TID/stat`,
+/// `kernel.task_delayacct` switched on where it exists, 5.14+; on by default before) within 10 %
+/// or 2 ticks where it counted anything, else at least half the wall time; its `direct_io` cause
+/// at least 90 % of it. The thread runs `SCHED_FIFO`, where delay accounting is exact on kernels
+/// with the fair class's delayed dequeue (6.12+; src/model/README.md, "I/O wait").
+fn iowait_direct(mon: &Monitor) -> Result<String, String> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    // 16 MiB: the earlier checks' files fill most of the lab's ext4 disk. O_DIRECT reads bypass
+    // the page cache, so a block read twice is read from the disk twice.
+    let path = format!("{EXT4}/iowait16");
+    run_pid("dd", &["if=/dev/zero", &format!("of={path}"), "bs=1M", "count=16", "conv=fsync"])?;
+    let sysctl = "/proc/sys/kernel/task_delayacct";
+    let saved = std::fs::read_to_string(sysctl).ok();
+    let switched = saved.is_some() && std::fs::write(sysctl, "1").is_ok();
+    let ticks = |tid: i32| -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+        // Fields after the command's closing parenthesis start at field 3.
+        stat[stat.rfind(')')? + 1..].split_whitespace().nth(42 - 3)?.parse().ok()
+    };
+    let (job, reports) = mon.around(|| {
+        let path = path.clone();
+        std::thread::spawn(move || -> Result<_, String> {
+            // SAFETY: no preconditions.
+            let tid = unsafe { libc::gettid() };
+            // Zeroed, then the priority: musl's sched_param has more fields than glibc's.
+            // SAFETY: an all-zero sched_param is valid.
+            let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+            param.sched_priority = 1;
+            // The system call itself: musl's sched_setscheduler() is a stub returning ENOSYS.
+            // SAFETY: `param` outlives the call; pid 0 is the calling thread.
+            let fifo =
+                match unsafe { libc::syscall(libc::SYS_sched_setscheduler, 0, libc::SCHED_FIFO, &param) } {
+                    0 => "on".to_string(),
+                    _ => format!("refused: {}", std::io::Error::last_os_error()),
+                };
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&path)
+                .map_err(|e| format!("{path}: {e}"))?;
+            let blocks = f.metadata().map_err(|e| e.to_string())?.len() / PAGE;
+            let layout = std::alloc::Layout::from_size_align(PAGE as usize, PAGE as usize).unwrap();
+            // SAFETY: a non-zero size; freed below.
+            let p = unsafe { std::alloc::alloc(layout) };
+            // SAFETY: PAGE bytes just allocated.
+            let buf = unsafe { std::slice::from_raw_parts_mut(p, PAGE as usize) };
+            let start = ticks(tid);
+            let t = Instant::now();
+            let (mut x, mut reads, mut err) = (0x9e37_79b9_7f4a_7c15_u64, 0u64, None);
+            while t.elapsed() < IOWAIT_JOB {
+                // xorshift: the offsets need only be spread.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if let Err(e) = f.read_exact_at(buf, (x % blocks) * PAGE) {
+                    err = Some(format!("pread {path}: {e}"));
+                    break;
+                }
+                reads += 1;
+            }
+            let wall = t.elapsed().as_secs_f64();
+            let end = ticks(tid);
+            // SAFETY: allocated above with this layout.
+            unsafe { std::alloc::dealloc(p, layout) };
+            err.map_or(Ok(()), Err)?;
+            Ok((tid as u64, fifo, start.zip(end).map(|(a, b)| b.saturating_sub(a)), wall, reads))
+        })
+        .join()
+        .map_err(|_| "the job thread panicked".to_string())?
+    });
+    if let (true, Some(v)) = (switched, saved) {
+        let _ = std::fs::write(sysctl, v.trim());
+    }
+    let _ = std::fs::remove_file(&path);
+    let (tid, fifo, da_ticks, wall, reads) = job?;
+    let pid = u64::from(std::process::id());
+    let rows: Vec<Value> = reports
+        .iter()
+        .flat_map(|r| r["iowait"]["processes"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["pid"].as_u64() == Some(pid))
+        .flat_map(|p| p["threads"].as_array().cloned().unwrap_or_default())
+        .filter(|t| t["tid"].as_u64() == Some(tid))
+        .collect();
+    if reports.iter().all(|r| r["iowait"].is_null()) {
+        let sched: Vec<String> = reports
+            .first()
+            .and_then(|r| r["bpf"]["programs"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| p["tracepoint"].as_str().is_some_and(|t| t.contains("sched_")))
+            .map(|p| {
+                format!("{} ({}) attached {} {}", p["program"], p["tracepoint"], p["attached"], p["error"])
+            })
+            .collect();
+        return Err(format!("no iowait in ioscope's JSON; its sched programs: {sched:?}"));
+    }
+    let waited: f64 = rows.iter().map(|t| t["wait_s"].as_f64().unwrap_or(0.0)).sum();
+    let direct: f64 = rows.iter().map(|t| t["by_cause_s"]["direct_io"].as_f64().unwrap_or(0.0)).sum();
+    let share = if waited > 0.0 { direct / waited } else { 0.0 };
+    // USER_HZ: field 42 is in clock ticks of 1/100 s on every kernel the lab runs.
+    let da = da_ticks.map(|t| t as f64 / 100.0);
+    let detail = format!(
+        "thread {tid} (SCHED_FIFO {fifo}): {reads} O_DIRECT 4 KiB preads in {wall:.3} s; ioscope blocked {waited:.3} s ({:.1} % of the wall time), direct_io {:.1} % of it; delay accounting {} (task_delayacct switched on: {switched})",
+        100.0 * waited / wall,
+        100.0 * share,
+        da.map_or("unreadable".to_string(), |d| format!("{d:.2} s")),
+    );
+    let oracle = match da {
+        // Within 10 %, or 2 ticks (its resolution).
+        Some(d) if d > 0.0 => (waited - d).abs() <= (0.1 * d).max(0.02),
+        // No delay accounting on this kernel: the wall time bounds it, at least half under TCG.
+        _ => waited >= 0.5 * wall,
+    };
+    // A sample's timer and the job's clock differ by a tick at most.
+    (oracle && waited <= wall + 0.01 && share >= 0.9).then_some(detail.clone()).ok_or(detail)
 }
 
 /// A process (`sleep`) holding the file open until dropped; the file is created if missing.
