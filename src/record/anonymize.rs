@@ -890,7 +890,8 @@ mod tests {
         );
         assert_eq!(a.comm("dd"), "proc1");
         // A bare key=value that is not dd's names something (a crate, a variable): replaced whole.
-        let rustc = Anonymizer::new(&[]).cmdline("rustc --extern serde_json=/t/libserde_json.rlib SECRET_TOKEN=x");
+        let rustc =
+            Anonymizer::new(&[]).cmdline("rustc --extern serde_json=/t/libserde_json.rlib SECRET_TOKEN=x");
         assert!(!rustc.contains("serde") && !rustc.contains("SECRET"), "{rustc}");
         let mut h = RecordingHeader {
             hostname: "db-prod-7".into(),

@@ -167,8 +167,6 @@ fn readahead_waste_shows_its_hint() {
 }
 
 #[test]
-#[ignore = "the current build records no I/O wait (bpf.iowait is None in every sample although both \
-            programs attach): re-record iowait-who-waits.rec once it does, then run with --ignored"]
 fn iowait_shows_who_waits_for_what() {
     let d = demo("iowait-who-waits.rec");
     for (who, cause) in [("backup", "page_cache_read"), ("db-query", "direct_io"), ("wal-writer", "sync")] {
