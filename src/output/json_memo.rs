@@ -141,8 +141,6 @@ mod tests {
             crate::model::ProcessModel { pid: 1, read_bytes_s: 5.0, ..Default::default() },
             crate::model::ProcessModel { pid: 2, ..Default::default() },
         ];
-        let waiter = crate::model::iowait::IowaitProcessModel { pid: 3, ..Default::default() };
-        m.iowait = Some(crate::model::iowait::IowaitModel { processes: vec![waiter], cgroups: Vec::new() });
         m
     }
 
@@ -170,7 +168,6 @@ mod tests {
         assert_eq!(lines(w, &model(&a)), plain, "from the memo");
         assert!(plain.contains("\"panes\":[{") && plain.contains("\"IO_PROCS\""), "{plain}");
         assert!(plain.contains("\"processes\":[{\"pid\":1") && !plain.contains("\"pid\":2"), "{plain}");
-        assert!(plain.contains("\"iowait\":{\"processes\":[{\"pid\":3"), "{plain}");
         // Another Arc, equal: the memo; different: serialised again.
         let b = Arc::new((*a).clone());
         assert_eq!(lines(w, &model(&b)), plain);

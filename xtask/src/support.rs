@@ -97,7 +97,6 @@ const NOCAS: Cell =
 const DIRTY_PAGE: Cell = Works("writeback:writeback_dirty_page (writeback_dirty_folio's older name)");
 const DIRTY: Cell = Works("writeback:writeback_dirty_folio");
 const WB_EXT4: Cell = Works("ext4:ext4_writepages_result");
-const IOWAIT: Cell = Works("sched:sched_switch, sched:sched_wakeup (BTF tracepoints)");
 const SYNCS: Cell = Works("syscalls:sys_enter_fsync, sys_exit_fsync");
 
 /// The table. Its cells are what the lab verified (see each check in src/bin/lab-guest.rs).
@@ -275,12 +274,6 @@ pub const FEATURES: &[Feature] = &[
             Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
             Works("filemap:mm_filemap_get_pages, cgroup:cgroup_attach_task"),
         ],
-    },
-    Feature {
-        id: "iowait",
-        label: "I/O wait: time blocked per process and thread, by cause",
-        pane: None,
-        cells: [IOWAIT, IOWAIT, IOWAIT, IOWAIT, IOWAIT],
     },
 ];
 
