@@ -40,15 +40,8 @@ impl Exporter {
                 break rest.split('/').next().unwrap().parse::<u16>().unwrap();
             }
         };
-        // The rest of its stderr is read on a thread so that it never blocks on a full pipe.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in err.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        // The rest of its stderr (what `err` buffered first) is read on a thread of its own.
+        let rx = super::line_channel(err);
         let mut ex = Exporter { child, port, log };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

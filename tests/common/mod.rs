@@ -416,6 +416,21 @@ pub fn child_signal_and_wait(marker: &str) {
 
 /// Whether the running kernel describes itself in BTF (then ioscope's BTF tracepoint programs
 /// must attach).
+/// The lines of `from` (a child's stdout or stderr), read on a thread of their own so that the
+/// child never blocks on a full pipe; the channel ends with the stream.
+pub fn line_channel(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 pub fn kernel_has_btf() -> bool {
     Path::new(ioscope::bpf::kernel_btf::VMLINUX_BTF).exists()
 }

@@ -38,7 +38,7 @@
 
 use crate::common;
 
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -338,15 +338,7 @@ impl BpftraceWaits {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("bpftrace is installed (the test's independent check)");
-        let out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = common::line_channel(child.stdout.take().unwrap());
         let bt = BpftraceWaits { child, lines };
         loop {
             match bt.lines.recv_timeout(BPFTRACE_TIMEOUT) {

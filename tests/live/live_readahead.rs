@@ -7,7 +7,7 @@
 use crate::common;
 
 use std::fs::File;
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -198,15 +198,7 @@ impl Bpftrace {
             .stderr(Stdio::piped())
             .spawn()
             .expect("bpftrace is installed (the test's independent check)");
-        let out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = common::line_channel(child.stdout.take().unwrap());
         let mut err = child.stderr.take().unwrap();
         let errors = Some(std::thread::spawn(move || {
             let mut text = String::new();
